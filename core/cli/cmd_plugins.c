@@ -1,0 +1,12 @@
+/* cinfer plugins — placeholder until its module lands; reports that it is missing. */
+#include <stdio.h>
+
+#include "cli/commands.h"
+
+int cinfer_cmd_plugins(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "cinfer plugins: not built yet\n");
+    return 2;
+}
