@@ -1,0 +1,100 @@
+/* core/model/model.h — a loaded Llama-family model: its configuration and views of
+ * its weights (mmapped where the stored type is used as is).
+ *
+ * Filled by the loaders (model_load.c dispatching to HF safetensors folders and GGUF
+ * files) and read by the forward pass. Every weight matrix is row-major
+ * (rows, cols) = (out_features, in_features): y = W x reads one row per output. */
+#ifndef CINFER_MODEL_MODEL_H
+#define CINFER_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/error.h"
+
+enum cinfer_dtype {
+    CINFER_DTYPE_F32 = 0,
+    CINFER_DTYPE_F16 = 1,
+    CINFER_DTYPE_BF16 = 2,
+    CINFER_DTYPE_Q8_0 = 3, /* blocks of 32 along a row: f16 scale + 32 int8 (34 bytes) */
+};
+const char *cinfer_dtype_name(enum cinfer_dtype t);
+
+/* A 1-D or 2-D weight. 1-D weights (norms, biases) have rows == 1. */
+struct cinfer_weight {
+    enum cinfer_dtype dtype;
+    int64_t rows;          /* out features */
+    int64_t cols;          /* in features (the contiguous dimension) */
+    const void *data;      /* NULL when the model has no such weight (optional biases) */
+    size_t row_bytes;      /* bytes from one row to the next */
+};
+
+enum cinfer_rope_scaling_type { CINFER_ROPE_SCALING_NONE = 0, CINFER_ROPE_SCALING_LLAMA3 = 1 };
+
+struct cinfer_model_config {
+    char architecture[32];   /* "llama", "mistral", "qwen2", "qwen3" */
+    int vocab_size;
+    int hidden_size;
+    int intermediate_size;
+    int num_layers;
+    int num_heads;
+    int num_kv_heads;
+    int head_dim;            /* may differ from hidden_size / num_heads */
+    int max_position_embeddings;
+    float rms_norm_eps;
+    float rope_theta;
+    /* RoPE pairing: 0 = Hugging Face "rotate_half" (dims i and i + head_dim/2),
+     * 1 = interleaved (dims 2i and 2i+1), which GGUF llama-arch files need because
+     * llama.cpp's converter permuted Q and K rows for it. */
+    int rope_interleaved;
+    struct {
+        enum cinfer_rope_scaling_type type;
+        float factor;
+        float low_freq_factor;
+        float high_freq_factor;
+        int original_max_position_embeddings;
+    } rope_scaling;
+    int tie_word_embeddings;
+    int attention_bias;      /* q/k/v projections have biases (Qwen2) */
+    int qk_norm;             /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+    int bos_token_id;        /* -1 when unknown */
+    int eos_token_ids[8];    /* from config/generation_config; n_eos of them */
+    int n_eos;
+};
+
+struct cinfer_layer_weights {
+    struct cinfer_weight attn_norm;   /* (1, hidden) */
+    struct cinfer_weight wq;          /* (heads * head_dim, hidden) */
+    struct cinfer_weight wk;          /* (kv_heads * head_dim, hidden) */
+    struct cinfer_weight wv;          /* (kv_heads * head_dim, hidden) */
+    struct cinfer_weight wo;          /* (hidden, heads * head_dim) */
+    struct cinfer_weight bq, bk, bv;  /* (1, ...) when attention_bias, else data NULL */
+    struct cinfer_weight q_norm;      /* (1, head_dim) when qk_norm, else data NULL */
+    struct cinfer_weight k_norm;      /* (1, head_dim) when qk_norm, else data NULL */
+    struct cinfer_weight ffn_norm;    /* (1, hidden) */
+    struct cinfer_weight w_gate;      /* (intermediate, hidden) */
+    struct cinfer_weight w_up;        /* (intermediate, hidden) */
+    struct cinfer_weight w_down;      /* (hidden, intermediate) */
+};
+
+struct cinfer_model {
+    struct cinfer_model_config config;
+    char *path;                          /* what was opened */
+    struct cinfer_weight tok_embeddings; /* (vocab, hidden) */
+    struct cinfer_weight output_norm;    /* (1, hidden) */
+    struct cinfer_weight lm_head;        /* (vocab, hidden); same data as tok_embeddings when tied */
+    struct cinfer_layer_weights *layers; /* num_layers of them */
+    size_t weight_bytes;                 /* bytes of all weights as stored (for bandwidth math) */
+    void *storage;                       /* loader-private: mappings and owned buffers */
+};
+
+struct cinfer_model_load_options {
+    int show_progress;   /* 1: progress bar on a terminal; 0: one log line */
+};
+
+/* path: a Hugging Face model folder or a .gguf file. */
+int cinfer_model_load(const char *path, const struct cinfer_model_load_options *opts,
+                      struct cinfer_model **out, struct cinfer_error *err);
+void cinfer_model_free(struct cinfer_model **m);
+
+#endif
