@@ -52,8 +52,10 @@ struct cinfer_tokenizer_ops {
     void (*info)(const struct cinfer_tokenizer *tok, struct cinfer_tokenizer_info *out);
 
     /* Appends the ids of text[0..len) to out. add_special adds BOS/EOS as the
-     * tokenizer's config says. Invalid UTF-8 is handled as the Hugging Face library
-     * does (each invalid byte becomes U+FFFD), never an error. Safe to call from
+     * tokenizer's config says. Invalid UTF-8 never fails: like the Hugging Face
+     * library fed the text through a replacing UTF-8 decoder (Python's
+     * errors="replace", the WHATWG TextDecoder), each maximal invalid subsequence
+     * becomes U+FFFD before tokenizing. Safe to call from
      * many threads at once on one tok. */
     int (*encode)(const struct cinfer_tokenizer *tok, const char *text, size_t len,
                   int add_special, struct cinfer_token_ids *out, struct cinfer_error *err);
