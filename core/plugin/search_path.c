@@ -32,7 +32,7 @@ const char *cinfer_plugin_install_dir(void)
 #ifdef CINFER_STATIC_PLUGINS
     return NULL;
 #else
-    static char dir[PATH_MAX];
+    static char dir[PATH_MAX + 64];
     static int done;
     if (done)
         return dir[0] ? dir : NULL;
