@@ -12,8 +12,13 @@ static void print_entry(const struct cinfer_plugin_listing *e, void *ctx)
     (*count)++;
     if (e->loads)
         printf("%-16s %-10s %-8s loads   %s\n", e->name, e->kind, e->version, e->file);
-    else
-        printf("%-16s %-10s %-8s REFUSED %s\n  why: %s\n", "?", "?", "?", e->file, e->why_not);
+    else {
+        /* No trustworthy descriptor: name it after its file. */
+        const char *base = strrchr(e->file, '/');
+        base = base ? base + 1 : e->file;
+        int name_len = (int)strlen(base) - 3;
+        printf("%-16.*s %-10s %-8s REFUSED %s\n  why: %s\n", name_len, base, "-", "-", e->file, e->why_not);
+    }
 }
 
 int cinfer_cmd_plugins(int argc, char **argv)

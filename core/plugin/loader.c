@@ -4,6 +4,7 @@
  * module stays open as long as any struct cinfer_plugin refers to it: lt_dlopen
  * counts references per module, and we close exactly once per successful open. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <ltdl.h>
 #include <pthread.h>
@@ -78,7 +79,14 @@ static int open_file(const char *path, uint32_t expected_kind, struct cinfer_plu
     lt_dlhandle module = lt_dlopenadvise(path, advise);
     lt_dladvise_destroy(&advise);
     if (!module) {
+        /* libltdl's own words are vague ("file not found"); the dynamic linker's
+         * say what is wrong with the file. */
         const char *why = lt_dlerror();
+        void *probe = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+        if (probe)
+            dlclose(probe);
+        else
+            why = dlerror();
         rc = cinfer_error_set(err, CINFER_ERR_PLUGIN, "%s: cannot load as a shared object: %s", path,
                               why ? why : "unknown reason");
         pthread_mutex_unlock(&ltdl_lock);
