@@ -1,0 +1,491 @@
+#!/usr/bin/python3
+"""An independent float64 numpy forward pass of Llama-family models, the yardstick the C
+runtime is measured against.
+
+Written from the papers and the Hugging Face `transformers` semantics (LlamaForCausalLM,
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), not from cinfer's C code. It
+reads the two formats itself:
+
+- Hugging Face folders: config.json and *.safetensors (single file, or sharded with
+  model.safetensors.index.json); f32, f16 and bf16 tensors.
+- GGUF v2/v3 files: f32, f16, bf16 and Q8_0 tensors. For llama-arch files, llama.cpp's
+  converter permuted the Q and K rows so its RoPE can rotate interleaved pairs; this
+  reference un-permutes them back to Hugging Face order and uses rotate_half, so it
+  reaches the same answer by a different route than an interleaved kernel would.
+  Llama 3 RoPE scaling in GGUF is the `rope_freqs.weight` tensor (per-frequency
+  divisors) the converter precomputes; from Hugging Face folders it is recomputed from
+  config.json as `_compute_llama3_parameters` does.
+
+Command line:
+  model_reference.py logits MODEL TOKENS          prints argmax and logits norm per position
+  model_reference.py expect MANIFEST              writes the .ref file of every manifest line
+  model_reference.py info MODEL                   prints the configuration it read
+
+The .ref format (little-endian), read by tests/test_model_reference.c:
+  char magic[8] = "CINFREF1"; u32 vocab; u32 n_seqs;
+  per sequence: u32 n_prompt; u32 n_gen; i32 tokens[n_prompt + n_gen];
+                f64 logits[(n_prompt + n_gen - 1) * vocab]
+  tokens are the prompt followed by the greedy continuation; logits row p are the
+  logits after consuming tokens[0..p].
+"""
+
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------
+# safetensors
+
+
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": "bf16", "F64": np.float64}
+
+
+def bf16_bits_to_f64(bits):
+    """bf16 is the top half of an IEEE f32: widen by shifting into the high 16 bits."""
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def read_safetensors(path):
+    """Returns {name: float64 array} for one .safetensors file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"{path}: {len(blob)} bytes, too short for a safetensors header")
+    (header_bytes,) = struct.unpack_from("<Q", blob, 0)
+    if 8 + header_bytes > len(blob):
+        raise ValueError(f"{path}: header of {header_bytes} bytes runs past the file end")
+    header = json.loads(blob[8 : 8 + header_bytes].decode("utf-8"))
+    data = memoryview(blob)[8 + header_bytes :]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        dtype = SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name}: dtype {info['dtype']} not supported")
+        raw = data[begin:end]
+        shape = tuple(info["shape"])
+        if dtype == "bf16":
+            arr = bf16_bits_to_f64(np.frombuffer(raw, dtype="<u2"))
+        else:
+            arr = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(np.float64)
+        expected = int(np.prod(shape)) if shape else 1
+        if arr.size != expected:
+            raise ValueError(f"{path}: tensor {name}: {arr.size} values for shape {shape}")
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def read_hf_folder(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    index_path = os.path.join(folder, "model.safetensors.index.json")
+    tensors = {}
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            weight_map = json.load(f)["weight_map"]
+        for shard in sorted(set(weight_map.values())):
+            tensors.update(read_safetensors(os.path.join(folder, shard)))
+        missing = set(weight_map) - set(tensors)
+        if missing:
+            raise ValueError(f"{index_path}: tensors missing from their shards: {sorted(missing)}")
+    else:
+        tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
+    return config, tensors
+
+
+# --------------------------------------------------------------------------------------
+# GGUF
+
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+Q8_0_BLOCK_VALUES = 32
+Q8_0_BLOCK_BYTES = 2 + 32  # f16 scale, then 32 int8
+
+
+class GGUFReader:
+    """Reads a GGUF v2/v3 file: metadata into a dict, tensors dequantized to float64."""
+
+    SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+               10: "<Q", 11: "<q", 12: "<d"}
+
+    def __init__(self, path):
+        self.path = path
+        with open(path, "rb") as f:
+            self.blob = f.read()
+        self.pos = 0
+        magic = self.blob[:4]
+        if magic != b"GGUF":
+            raise ValueError(f"{path}: magic {magic!r}, expected b'GGUF'")
+        self.pos = 4
+        self.version = self._u32()
+        if self.version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {self.version}, expected 2 or 3")
+        n_tensors = self._u64()
+        n_kv = self._u64()
+        self.metadata = {}
+        for _ in range(n_kv):
+            key = self._str()
+            vtype = self._u32()
+            self.metadata[key] = self._value(vtype)
+        infos = []
+        for _ in range(n_tensors):
+            name = self._str()
+            n_dims = self._u32()
+            ne = [self._u64() for _ in range(n_dims)]
+            ttype = self._u32()
+            offset = self._u64()
+            infos.append((name, ne, ttype, offset))
+        alignment = int(self.metadata.get("general.alignment", 32))
+        data_start = (self.pos + alignment - 1) // alignment * alignment
+        self.tensors = {}
+        for name, ne, ttype, offset in infos:
+            self.tensors[name] = self._tensor(name, ne, ttype, data_start + offset)
+
+    def _unpack(self, fmt):
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.blob):
+            raise ValueError(f"{self.path}: truncated at byte {self.pos}")
+        (v,) = struct.unpack_from(fmt, self.blob, self.pos)
+        self.pos += size
+        return v
+
+    def _u32(self):
+        return self._unpack("<I")
+
+    def _u64(self):
+        return self._unpack("<Q")
+
+    def _str(self):
+        n = self._u64()
+        s = self.blob[self.pos : self.pos + n]
+        if len(s) != n:
+            raise ValueError(f"{self.path}: string of {n} bytes runs past the end")
+        self.pos += n
+        return s.decode("utf-8", errors="surrogateescape")
+
+    def _value(self, vtype):
+        if vtype in self.SCALARS:
+            return self._unpack(self.SCALARS[vtype])
+        if vtype == 8:
+            return self._str()
+        if vtype == 9:
+            etype = self._u32()
+            count = self._u64()
+            if etype in self.SCALARS:  # read numeric arrays in one go
+                fmt = self.SCALARS[etype]
+                size = struct.calcsize(fmt)
+                arr = np.frombuffer(self.blob, dtype=np.dtype(fmt), count=count, offset=self.pos)
+                self.pos += size * count
+                return arr
+            return [self._value(etype) for _ in range(count)]
+        raise ValueError(f"{self.path}: metadata value type {vtype} unknown")
+
+    def _tensor(self, name, ne, ttype, start):
+        n = int(np.prod(ne)) if ne else 1
+        shape = tuple(reversed(ne))  # ggml ne[0] is the contiguous dimension
+        if ttype == GGML_F32:
+            arr = np.frombuffer(self.blob, dtype="<f4", count=n, offset=start).astype(np.float64)
+        elif ttype == GGML_F16:
+            arr = np.frombuffer(self.blob, dtype="<f2", count=n, offset=start).astype(np.float64)
+        elif ttype == GGML_BF16:
+            arr = bf16_bits_to_f64(np.frombuffer(self.blob, dtype="<u2", count=n, offset=start))
+        elif ttype == GGML_Q8_0:
+            if ne[0] % Q8_0_BLOCK_VALUES:
+                raise ValueError(f"{self.path}: tensor {name}: Q8_0 row of {ne[0]} values")
+            n_blocks = n // Q8_0_BLOCK_VALUES
+            raw = np.frombuffer(self.blob, dtype=np.uint8, count=n_blocks * Q8_0_BLOCK_BYTES,
+                                offset=start).reshape(n_blocks, Q8_0_BLOCK_BYTES)
+            scale = raw[:, :2].copy().view("<f2").astype(np.float64)  # (n_blocks, 1)
+            quants = raw[:, 2:].copy().view(np.int8).astype(np.float64)  # (n_blocks, 32)
+            arr = (scale * quants).reshape(-1)
+        else:
+            raise ValueError(f"{self.path}: tensor {name}: ggml type {ttype} not supported")
+        return arr.reshape(shape)
+
+
+def unpermute_llama_qk(w, n_heads):
+    """Inverts llama.cpp convert_hf_to_gguf.py LlamaModel.permute:
+         w.reshape(n_head, 2, rows // n_head // 2, *rest).swapaxes(1, 2).reshape(w.shape)
+    which interleaves each head's two halves. Back to Hugging Face row order."""
+    rows = w.shape[0]
+    half = rows // n_heads // 2
+    return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def read_gguf(path):
+    """Returns (config in Hugging Face terms, tensors under Hugging Face names)."""
+    g = GGUFReader(path)
+    md = g.metadata
+    arch = md["general.architecture"]
+
+    def key(name, default=None):
+        full = f"{arch}.{name}"
+        if full in md:
+            return md[full]
+        if default is None:
+            raise KeyError(f"{path}: metadata key {full} missing")
+        return default
+
+    n_heads = int(key("attention.head_count"))
+    hidden = int(key("embedding_length"))
+    head_dim = int(key("attention.key_length", hidden // n_heads))
+    n_kv_heads = int(key("attention.head_count_kv", n_heads))
+    emb = g.tensors["token_embd.weight"]
+    config = {
+        "model_type": arch,
+        "hidden_size": hidden,
+        "intermediate_size": int(key("feed_forward_length")),
+        "num_hidden_layers": int(key("block_count")),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": n_kv_heads,
+        "head_dim": head_dim,
+        "rms_norm_eps": float(key("attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(key("rope.freq_base", 10000.0)),
+        "vocab_size": emb.shape[0],
+        "tie_word_embeddings": "output.weight" not in g.tensors,
+    }
+    hf = {
+        "model.embed_tokens.weight": emb,
+        "model.norm.weight": g.tensors["output_norm.weight"],
+    }
+    if "output.weight" in g.tensors:
+        hf["lm_head.weight"] = g.tensors["output.weight"]
+    if "rope_freqs.weight" in g.tensors:
+        hf["rope_freqs"] = g.tensors["rope_freqs.weight"]
+    names = {
+        "attn_norm.weight": "input_layernorm.weight",
+        "attn_q.weight": "self_attn.q_proj.weight",
+        "attn_k.weight": "self_attn.k_proj.weight",
+        "attn_v.weight": "self_attn.v_proj.weight",
+        "attn_output.weight": "self_attn.o_proj.weight",
+        "attn_q.bias": "self_attn.q_proj.bias",
+        "attn_k.bias": "self_attn.k_proj.bias",
+        "attn_v.bias": "self_attn.v_proj.bias",
+        "attn_q_norm.weight": "self_attn.q_norm.weight",
+        "attn_k_norm.weight": "self_attn.k_norm.weight",
+        "ffn_norm.weight": "post_attention_layernorm.weight",
+        "ffn_gate.weight": "mlp.gate_proj.weight",
+        "ffn_up.weight": "mlp.up_proj.weight",
+        "ffn_down.weight": "mlp.down_proj.weight",
+    }
+    for i in range(config["num_hidden_layers"]):
+        for gguf_name, hf_name in names.items():
+            t = g.tensors.get(f"blk.{i}.{gguf_name}")
+            if t is None:
+                continue
+            if arch == "llama" and gguf_name.startswith(("attn_q.", "attn_k.")):
+                heads = n_heads if gguf_name.startswith("attn_q.") else n_kv_heads
+                t = unpermute_llama_qk(t, heads)
+            hf[f"model.layers.{i}.{hf_name}"] = t
+    return config, hf, md
+
+
+# --------------------------------------------------------------------------------------
+# the model
+
+
+class Model:
+    def __init__(self, path):
+        self.path = path
+        self.gguf_metadata = None
+        if os.path.isdir(path):
+            config, self.w = read_hf_folder(path)
+        else:
+            config, self.w, self.gguf_metadata = read_gguf(path)
+        self.config = config
+        self.hidden = config["hidden_size"]
+        self.n_layers = config["num_hidden_layers"]
+        self.n_heads = config["num_attention_heads"]
+        self.n_kv_heads = config.get("num_key_value_heads") or self.n_heads
+        self.head_dim = config.get("head_dim") or self.hidden // self.n_heads
+        self.eps = config.get("rms_norm_eps", 1e-6)
+        self.vocab = self.w["model.embed_tokens.weight"].shape[0]
+        tied = config.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w
+        self.lm_head = self.w["model.embed_tokens.weight"] if tied else self.w["lm_head.weight"]
+        self.inv_freq = self._inv_freq()
+
+    def _inv_freq(self):
+        """(head_dim / 2) rotation frequencies per dimension pair."""
+        base = self.config.get("rope_theta", 10000.0)
+        d = self.head_dim
+        inv_freq = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        if "rope_freqs" in self.w:  # GGUF: the converter's precomputed divisors
+            return inv_freq / self.w["rope_freqs"].reshape(-1)
+        scaling = self.config.get("rope_scaling") or {}
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind == "llama3":
+            return llama3_inv_freq(inv_freq, scaling)
+        if kind not in (None, "default"):
+            raise ValueError(f"{self.path}: rope_scaling type {kind} not implemented")
+        return inv_freq
+
+    def forward(self, tokens):
+        """(n_tokens, vocab) float64 logits of a whole sequence from position 0."""
+        w = self.w
+        tokens = np.asarray(tokens, dtype=np.int64)
+        n = len(tokens)
+        x = w["model.embed_tokens.weight"][tokens]  # (n, hidden)
+        cos, sin = rope_tables(self.inv_freq, np.arange(n))  # (n, head_dim)
+        causal = np.triu(np.full((n, n), -np.inf), k=1)  # (n, n)
+        group = self.n_heads // self.n_kv_heads
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            h = rms_norm(x, w[p + "input_layernorm.weight"], self.eps)
+            q = linear(h, w[p + "self_attn.q_proj.weight"], w.get(p + "self_attn.q_proj.bias"))
+            k = linear(h, w[p + "self_attn.k_proj.weight"], w.get(p + "self_attn.k_proj.bias"))
+            v = linear(h, w[p + "self_attn.v_proj.weight"], w.get(p + "self_attn.v_proj.bias"))
+            q = q.reshape(n, self.n_heads, self.head_dim).transpose(1, 0, 2)  # (heads, n, hd)
+            k = k.reshape(n, self.n_kv_heads, self.head_dim).transpose(1, 0, 2)  # (kv, n, hd)
+            v = v.reshape(n, self.n_kv_heads, self.head_dim).transpose(1, 0, 2)  # (kv, n, hd)
+            if p + "self_attn.q_norm.weight" in w:  # Qwen3: per-head RMSNorm before RoPE
+                q = rms_norm(q, w[p + "self_attn.q_norm.weight"], self.eps)
+                k = rms_norm(k, w[p + "self_attn.k_norm.weight"], self.eps)
+            q = apply_rope(q, cos, sin)
+            k = apply_rope(k, cos, sin)
+            k = np.repeat(k, group, axis=0)  # (heads, n, hd): query head h reads kv head h // group
+            v = np.repeat(v, group, axis=0)
+            scores = q @ k.transpose(0, 2, 1) / math.sqrt(self.head_dim) + causal  # (heads, n, n)
+            scores -= scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(axis=-1, keepdims=True)
+            attn = (probs @ v).transpose(1, 0, 2).reshape(n, self.n_heads * self.head_dim)
+            x = x + linear(attn, w[p + "self_attn.o_proj.weight"])
+            h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+            gate = linear(h, w[p + "mlp.gate_proj.weight"])
+            up = linear(h, w[p + "mlp.up_proj.weight"])
+            x = x + linear(silu(gate) * up, w[p + "mlp.down_proj.weight"])
+        x = rms_norm(x, w["model.norm.weight"], self.eps)
+        return x @ self.lm_head.T  # (n, vocab)
+
+    def greedy(self, prompt, n_new):
+        """Greedy continuation, re-running the whole grown sequence each step.
+        Returns (new tokens, logits of prompt + new[:-1], smallest top-1/top-2 gap)."""
+        seq = list(prompt)
+        new = []
+        min_gap = math.inf
+        for _ in range(n_new):
+            last = self.forward(seq)[-1]
+            top2 = np.sort(last)[-2:]
+            min_gap = min(min_gap, top2[1] - top2[0])
+            token = int(np.argmax(last))
+            new.append(token)
+            seq.append(token)
+        logits = self.forward(seq[:-1])
+        return new, logits, min_gap
+
+
+def rms_norm(x, weight, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def linear(x, weight, bias=None):
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def rope_tables(inv_freq, positions):
+    """cos and sin of (n, head_dim) as Hugging Face builds them: the angles repeated
+    for both halves, so dimension i pairs with i + head_dim/2."""
+    angles = np.outer(positions.astype(np.float64), inv_freq)  # (n, head_dim/2)
+    emb = np.concatenate([angles, angles], axis=-1)  # (n, head_dim)
+    return np.cos(emb), np.sin(emb)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def apply_rope(x, cos, sin):
+    """x: (heads, n, head_dim)."""
+    return x * cos + rotate_half(x) * sin
+
+
+def llama3_inv_freq(inv_freq, scaling):
+    """transformers.modeling_rope_utils._compute_llama3_parameters."""
+    factor = scaling["factor"]
+    low_freq_factor = scaling["low_freq_factor"]
+    high_freq_factor = scaling["high_freq_factor"]
+    old_context_len = scaling["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(is_medium, smoothed, inv_freq_llama)
+
+
+# --------------------------------------------------------------------------------------
+# expected-output files
+
+
+REF_MAGIC = b"CINFREF1"
+MIN_GREEDY_GAP = 1e-3  # a smaller top-1/top-2 gap would make f32 argmax a coin toss
+
+
+def write_ref(path, vocab, sequences):
+    """sequences: list of (prompt, new tokens, logits (n_prompt + n_new - 1, vocab))."""
+    with open(path, "wb") as f:
+        f.write(REF_MAGIC)
+        f.write(struct.pack("<II", vocab, len(sequences)))
+        for prompt, new, logits in sequences:
+            assert logits.shape == (len(prompt) + len(new) - 1, vocab)
+            f.write(struct.pack("<II", len(prompt), len(new)))
+            f.write(np.asarray(list(prompt) + list(new), dtype="<i4").tobytes())
+            f.write(np.ascontiguousarray(logits, dtype="<f8").tobytes())
+
+
+def expect_manifest(manifest_path):
+    """Each line: name, model path, weight type, .ref path, n_new, prompts (tab-separated;
+    prompts are comma-separated token ids separated by ';')."""
+    base = os.path.dirname(os.path.abspath(manifest_path))
+    with open(manifest_path) as f:
+        lines = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    for name, model_path, wtype, ref_path, n_new, prompts in lines:
+        model = Model(os.path.join(base, model_path))
+        sequences = []
+        gaps = []
+        for prompt_text in prompts.split(";"):
+            prompt = [int(t) for t in prompt_text.split(",")]
+            new, logits, gap = model.greedy(prompt, int(n_new))
+            sequences.append((prompt, new, logits))
+            gaps.append(gap)
+        if wtype == "f32" and min(gaps) < MIN_GREEDY_GAP:
+            raise SystemExit(f"{name}: greedy top-1/top-2 gap {min(gaps):.2e} < {MIN_GREEDY_GAP}: "
+                             "pick another prompt seed so the argmax is not a coin toss")
+        write_ref(os.path.join(base, ref_path), model.vocab, sequences)
+        scale = float(np.abs(sequences[0][2]).mean())
+        print(f"{name}: vocab {model.vocab}, greedy {sequences[0][1][:8]}..., "
+              f"mean |logit| {scale:.2f}, min greedy gap {min(gaps):.3g}")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "expect" and len(argv) == 3:
+        expect_manifest(argv[2])
+    elif len(argv) >= 2 and argv[1] == "info" and len(argv) == 3:
+        m = Model(argv[2])
+        print(json.dumps({k: v for k, v in m.config.items()}, indent=1, default=str))
+    elif len(argv) == 4 and argv[1] == "logits":
+        m = Model(argv[2])
+        logits = m.forward([int(t) for t in argv[3].split(",")])
+        for p, row in enumerate(logits):
+            print(p, int(np.argmax(row)), float(np.linalg.norm(row)))
+    else:
+        print(__doc__.split("\n\nThe .ref format")[0], file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
