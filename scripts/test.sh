@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine, builds cinfer three ways and runs the whole test
+# suite on each: the normal build, the sanitizer build (ASan + UBSan), and the
+# appliance build (plugins linked in, MPI/SSH/CUDA/HTTP left out). Then runs every
+# fuzz target for a short bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+bash scripts/setup-debian.sh
+
+run_suite() {  # build-folder, cmake options...
+  local dir=$1; shift
+  echo "=== build $dir ($*)"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 \
+    || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j"$jobs"
+  echo "=== test $dir"
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 1500)
+}
+
+mkdir -p build build-asan build-appliance
+run_suite build
+run_suite build-asan -DCINFER_SANITIZE=ON
+run_suite build-appliance -DCINFER_STATIC_PLUGINS=ON -DCINFER_MINIMAL=ON
+
+if [ -x scripts/fuzz.sh ]; then
+  echo "=== fuzz (bounded)"
+  FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh
+fi
+echo "=== all test suites passed"
