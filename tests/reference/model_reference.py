@@ -447,12 +447,16 @@ def write_ref(path, vocab, sequences):
 
 
 def expect_manifest(manifest_path):
-    """Each line: name, model path, weight type, .ref path, n_new, prompts (tab-separated;
-    prompts are comma-separated token ids separated by ';')."""
+    """Each line: name, model path, weight type, .ref path, n_new, prompts, family
+    (tab-separated; prompts are comma-separated token ids separated by ';'). Models of
+    one family hold the same weights, so its f32 files must agree with each other: that
+    checks this reference's two routes (Hugging Face order with rotate_half and Llama 3
+    scaling from config.json, versus GGUF un-permuted with rope_freqs) against each other."""
     base = os.path.dirname(os.path.abspath(manifest_path))
     with open(manifest_path) as f:
         lines = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    for name, model_path, wtype, ref_path, n_new, prompts in lines:
+    f32_logits = {}
+    for name, model_path, wtype, ref_path, n_new, prompts, family in lines:
         model = Model(os.path.join(base, model_path))
         sequences = []
         gaps = []
@@ -464,6 +468,13 @@ def expect_manifest(manifest_path):
         if wtype == "f32" and min(gaps) < MIN_GREEDY_GAP:
             raise SystemExit(f"{name}: greedy top-1/top-2 gap {min(gaps):.2e} < {MIN_GREEDY_GAP}: "
                              "pick another prompt seed so the argmax is not a coin toss")
+        if wtype == "f32":
+            logits = np.concatenate([seq[2] for seq in sequences])
+            first = f32_logits.setdefault(family, (name, logits))
+            diff = np.linalg.norm(logits - first[1]) / np.linalg.norm(first[1])
+            if diff > 1e-6:  # rope_freqs is stored in f32: ~1e-9 apart, a mistake is O(1)
+                raise SystemExit(f"{name} and {first[0]} hold the same f32 weights but their "
+                                 f"reference logits differ by {diff:.2e} (relative)")
         write_ref(os.path.join(base, ref_path), model.vocab, sequences)
         scale = float(np.abs(sequences[0][2]).mean())
         print(f"{name}: vocab {model.vocab}, greedy {sequences[0][1][:8]}..., "

@@ -1,0 +1,408 @@
+#!/usr/bin/python3
+"""Writes small seeded random-weight Llama-family models in every format and weight type
+cinfer reads, plus a manifest naming them with the token prompts to test.
+
+Families: llama (GQA, untied), llama3 (Llama 3 RoPE scaling, tied, one KV head),
+mistral (head_dim != hidden / heads), qwen2 (q/k/v biases, tied), qwen3 (q/k norm,
+head_dim != hidden / heads, tied). Each family is written as
+  - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
+    model.safetensors.index.json);
+  - GGUF v3 files: f32, f16, bf16, Q8_0 (1-D tensors stay f32 as llama.cpp keeps them).
+GGUF llama-arch files get llama.cpp's Q/K row permutation (convert_hf_to_gguf.py
+LlamaModel.permute) and, for Llama 3 scaling, the `rope_freqs.weight` tensor the
+converter precomputes; qwen2/qwen3 GGUF tensors are written unpermuted, as llama.cpp
+does for those architectures.
+
+Weights are scaled so activations stay O(1) and logits spread over a few units:
+embeddings ~N(0, 1) (tied ones ~N(0, 0.3^2)), projections ~N(0, 1/in_features) with the
+two residual outputs (o_proj, down_proj) at twice that scale, norm weights
+~1 + N(0, 0.1^2), biases ~N(0, 0.1^2), an untied lm_head ~N(0, 4/hidden). Without the
+residual gain a tied model's greedy output just repeats the last token (its own
+embedding dominates the final hidden state), which would test little.
+
+usage: make_random_models.py OUT_DIR   (writes OUT_DIR/models/..., OUT_DIR/manifest.tsv)
+"""
+
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+SEED = 20261129
+VOCAB = 272  # <unk> <s> </s>, 256 byte tokens, 13 word pieces
+N_NEW = 16
+PROMPT_LENGTHS = (11, 6)  # A crosses several 4-token KV pages; B is a second sequence
+
+FAMILIES = {
+    "llama": dict(model_type="llama", arch="LlamaForCausalLM", hidden=64, heads=4, kv_heads=2,
+                  head_dim=16, inter=128, layers=2, tied=False, theta=10000.0),
+    "llama3": dict(model_type="llama", arch="LlamaForCausalLM", hidden=64, heads=4, kv_heads=1,
+                   head_dim=16, inter=128, layers=2, tied=True, theta=10000.0,
+                   # original context 64 puts frequency pairs in all three llama3 bands
+                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                     high_freq_factor=4.0, original_max_position_embeddings=64)),
+    "mistral": dict(model_type="mistral", arch="MistralForCausalLM", hidden=96, heads=4,
+                    kv_heads=2, head_dim=32, inter=128, layers=2, tied=False, theta=1000000.0),
+    "qwen2": dict(model_type="qwen2", arch="Qwen2ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                  head_dim=16, inter=128, layers=2, tied=True, theta=1000000.0, bias=True),
+    "qwen3": dict(model_type="qwen3", arch="Qwen3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                  head_dim=32, inter=128, layers=2, tied=True, theta=1000000.0, qk_norm=True),
+}
+SAFETENSORS_TYPES = ("f32", "f16", "bf16")
+GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
+SHARDED = ("llama", "bf16")
+RMS_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------------------
+# random weights under Hugging Face names
+
+
+def random_weights(fam, rng):
+    h, hd, inter = fam["hidden"], fam["head_dim"], fam["inter"]
+    q_rows, kv_rows = fam["heads"] * hd, fam["kv_heads"] * hd
+
+    def matrix(rows, cols, gain=1.0):
+        return rng.standard_normal((rows, cols)) * (gain / math.sqrt(cols))
+
+    def norm(n):
+        return 1.0 + 0.1 * rng.standard_normal(n)
+
+    w = {"model.embed_tokens.weight": rng.standard_normal((VOCAB, h)) * (0.3 if fam["tied"] else 1.0)}
+    for i in range(fam["layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = norm(h)
+        w[p + "self_attn.q_proj.weight"] = matrix(q_rows, h)
+        w[p + "self_attn.k_proj.weight"] = matrix(kv_rows, h)
+        w[p + "self_attn.v_proj.weight"] = matrix(kv_rows, h)
+        w[p + "self_attn.o_proj.weight"] = matrix(h, q_rows, gain=2.0)
+        if fam.get("bias"):
+            w[p + "self_attn.q_proj.bias"] = 0.1 * rng.standard_normal(q_rows)
+            w[p + "self_attn.k_proj.bias"] = 0.1 * rng.standard_normal(kv_rows)
+            w[p + "self_attn.v_proj.bias"] = 0.1 * rng.standard_normal(kv_rows)
+        if fam.get("qk_norm"):
+            w[p + "self_attn.q_norm.weight"] = norm(hd)
+            w[p + "self_attn.k_norm.weight"] = norm(hd)
+        w[p + "post_attention_layernorm.weight"] = norm(h)
+        w[p + "mlp.gate_proj.weight"] = matrix(inter, h)
+        w[p + "mlp.up_proj.weight"] = matrix(inter, h)
+        w[p + "mlp.down_proj.weight"] = matrix(h, inter, gain=2.0)
+    w["model.norm.weight"] = norm(h)
+    if not fam["tied"]:
+        w["lm_head.weight"] = matrix(VOCAB, h, gain=2.0)
+    return w
+
+
+def vocabulary():
+    """A SentencePiece-style vocabulary: the loaders and tokenizer need one to exist."""
+    words = ["\u2581the", "\u2581a", "\u2581and", "\u2581to", "\u2581of", "\u2581in", "\u2581is",
+             "\u2581it", "\u2581on", "\u2581was", "\u2581he", "\u2581she", "\u2581we"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + words
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(words))]
+    types = [2, 3, 3] + [6] * 256 + [1] * len(words)  # unknown, control, byte, normal
+    assert len(tokens) == VOCAB
+    return tokens, scores, types
+
+
+# --------------------------------------------------------------------------------------
+# storage types
+
+
+def to_bf16_bits(x):
+    """float -> bf16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def quantize_q8_0(x):
+    """ggml quantize_row_q8_0_ref: per 32 values, d = amax / 127 stored as f16, then
+    round(x / d) as int8. Returns the raw block bytes of a (rows, cols) matrix."""
+    blocks = np.asarray(x, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(blocks).max(axis=1, keepdims=True)
+    d = amax / 127.0
+    inv_d = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    scaled = blocks * inv_d
+    q = (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.int8)  # roundf: half away from 0
+    out = np.empty((blocks.shape[0], 34), dtype=np.uint8)
+    out[:, :2] = d.astype("<f2").view(np.uint8)
+    out[:, 2:] = q.view(np.uint8)
+    return out.tobytes()
+
+
+def encode_tensor(x, wtype):
+    if wtype == "f32":
+        return np.asarray(x, dtype="<f4").tobytes()
+    if wtype == "f16":
+        return np.asarray(x, dtype="<f2").tobytes()
+    if wtype == "bf16":
+        return to_bf16_bits(x).astype("<u2").tobytes()
+    if wtype == "q8_0":
+        return quantize_q8_0(x)
+    raise ValueError(wtype)
+
+
+# --------------------------------------------------------------------------------------
+# Hugging Face folders
+
+
+def write_safetensors(path, tensors, wtype):
+    names = sorted(tensors)
+    header = {"__metadata__": {"format": "pt"}}
+    blobs = []
+    offset = 0
+    for name in names:
+        data = encode_tensor(tensors[name], wtype)
+        header[name] = {"dtype": wtype.upper(), "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header_json = json.dumps(header).encode()
+    header_json += b" " * (-len(header_json) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_json)))
+        f.write(header_json)
+        for b in blobs:
+            f.write(b)
+    return offset
+
+
+def write_hf_folder(folder, fam, weights, wtype, sharded):
+    os.makedirs(folder, exist_ok=True)
+    torch_dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[wtype]
+    config = {
+        "architectures": [fam["arch"]],
+        "model_type": fam["model_type"],
+        "vocab_size": VOCAB,
+        "hidden_size": fam["hidden"],
+        "intermediate_size": fam["inter"],
+        "num_hidden_layers": fam["layers"],
+        "num_attention_heads": fam["heads"],
+        "num_key_value_heads": fam["kv_heads"],
+        "head_dim": fam["head_dim"],
+        "max_position_embeddings": 256,
+        "rms_norm_eps": RMS_EPS,
+        "rope_theta": fam["theta"],
+        "rope_scaling": fam.get("rope_scaling"),
+        "tie_word_embeddings": fam["tied"],
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": torch_dtype,
+    }
+    if fam["model_type"] == "mistral":
+        config["sliding_window"] = None
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(folder, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": 2}, f, indent=2)
+    if not sharded:
+        write_safetensors(os.path.join(folder, "model.safetensors"), weights, wtype)
+        return
+    names = sorted(weights)
+    halves = [names[: len(names) // 2], names[len(names) // 2 :]]
+    weight_map, total = {}, 0
+    for k, part in enumerate(halves):
+        shard = f"model-{k + 1:05d}-of-{len(halves):05d}.safetensors"
+        total += write_safetensors(os.path.join(folder, shard), {n: weights[n] for n in part}, wtype)
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+# --------------------------------------------------------------------------------------
+# GGUF files
+
+
+GGUF_ALIGNMENT = 32
+GGML_TYPES = {"f32": 0, "f16": 1, "q8_0": 8, "bf16": 30}
+GGUF_FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}  # llama_ftype
+
+
+def gguf_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(v):
+    """(type id, bytes) of a metadata value; ints are written as u32, floats as f32."""
+    if isinstance(v, bool):
+        return 7, struct.pack("<?", v)
+    if isinstance(v, int):
+        return 4, struct.pack("<I", v)
+    if isinstance(v, float):
+        return 6, struct.pack("<f", v)
+    if isinstance(v, str):
+        return 8, gguf_string(v)
+    if isinstance(v, tuple) and v[0] == "i32[]":
+        return 9, struct.pack("<IQ", 5, len(v[1])) + np.asarray(v[1], dtype="<i4").tobytes()
+    if isinstance(v, tuple) and v[0] == "f32[]":
+        return 9, struct.pack("<IQ", 6, len(v[1])) + np.asarray(v[1], dtype="<f4").tobytes()
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return 9, struct.pack("<IQ", 8, len(v)) + b"".join(gguf_string(x) for x in v)
+    raise TypeError(f"no GGUF encoding for {v!r}")
+
+
+def write_gguf(path, metadata, tensors):
+    """tensors: list of (name, float array, storage type)."""
+    header = bytearray(b"GGUF")
+    header += struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, value in metadata.items():
+        vtype, payload = gguf_value(value)
+        header += gguf_string(key) + struct.pack("<I", vtype) + payload
+    blobs, offset = [], 0
+    for name, array, wtype in tensors:
+        header += gguf_string(name) + struct.pack("<I", array.ndim)
+        header += b"".join(struct.pack("<Q", n) for n in reversed(array.shape))  # ne[0] innermost
+        header += struct.pack("<IQ", GGML_TYPES[wtype], offset)
+        data = encode_tensor(array, wtype)
+        data += b"\0" * (-len(data) % GGUF_ALIGNMENT)
+        blobs.append(data)
+        offset += len(data)
+    header += b"\0" * (-len(header) % GGUF_ALIGNMENT)
+    with open(path, "wb") as f:
+        f.write(header)
+        for b in blobs:
+            f.write(b)
+
+
+def permute_llama_qk(w, n_head, n_head_kv):
+    """convert_hf_to_gguf.py LlamaModel.permute, verbatim in numpy."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape))
+
+
+def llama3_rope_factors(fam):
+    """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors: per frequency pair, the
+    divisor llama.cpp applies to the rotation frequency."""
+    s = fam["rope_scaling"]
+    base, dim = fam["theta"], fam["head_dim"]
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_context_len = s["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low
+    high_freq_wavelen = old_context_len / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_freq_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
+
+
+GGUF_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def write_gguf_model(path, name, fam, weights, wtype):
+    # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
+    arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam["model_type"]
+    tokens, scores, types = vocabulary()
+    md = {
+        "general.architecture": arch,
+        "general.name": name,
+        "general.file_type": GGUF_FILE_TYPES[wtype],
+        f"{arch}.vocab_size": VOCAB,
+        f"{arch}.context_length": 256,
+        f"{arch}.embedding_length": fam["hidden"],
+        f"{arch}.block_count": fam["layers"],
+        f"{arch}.feed_forward_length": fam["inter"],
+        f"{arch}.attention.head_count": fam["heads"],
+        f"{arch}.attention.head_count_kv": fam["kv_heads"],
+        f"{arch}.attention.key_length": fam["head_dim"],
+        f"{arch}.attention.value_length": fam["head_dim"],
+        f"{arch}.rope.dimension_count": fam["head_dim"],
+        f"{arch}.rope.freq_base": fam["theta"],
+        f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS,
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.scores": ("f32[]", scores),
+        "tokenizer.ggml.token_type": ("i32[]", types),
+        "tokenizer.ggml.unknown_token_id": 0,
+        "tokenizer.ggml.bos_token_id": 1,
+        "tokenizer.ggml.eos_token_id": 2,
+    }
+
+    def stored(array):
+        return wtype if array.ndim == 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
+
+    out = [("token_embd.weight", weights["model.embed_tokens.weight"],
+            stored(weights["model.embed_tokens.weight"]))]
+    if fam.get("rope_scaling"):
+        out.append(("rope_freqs.weight", llama3_rope_factors(fam), "f32"))
+    for i in range(fam["layers"]):
+        for hf_suffix, gguf_suffix in GGUF_NAMES.items():
+            w = weights.get(f"model.layers.{i}.{hf_suffix}")
+            if w is None:
+                continue
+            if arch == "llama" and hf_suffix.startswith("self_attn.q_proj"):
+                w = permute_llama_qk(w, fam["heads"], fam["heads"])
+            elif arch == "llama" and hf_suffix.startswith("self_attn.k_proj"):
+                w = permute_llama_qk(w, fam["heads"], fam["kv_heads"])
+            out.append((f"blk.{i}.{gguf_suffix}", w, stored(w)))
+    out.append(("output_norm.weight", weights["model.norm.weight"], "f32"))
+    if not fam["tied"]:
+        out.append(("output.weight", weights["lm_head.weight"], wtype))
+    write_gguf(path, md, out)
+
+
+# --------------------------------------------------------------------------------------
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir = argv[1]
+    os.makedirs(os.path.join(out_dir, "models"), exist_ok=True)
+    manifest = []
+    for k, (family, fam) in enumerate(FAMILIES.items()):
+        rng = np.random.default_rng(SEED + k)
+        weights = random_weights(fam, rng)
+        prompts = [[1] + list(rng.integers(3, VOCAB, size=n - 1)) for n in PROMPT_LENGTHS]
+        prompt_field = ";".join(",".join(str(int(t)) for t in p) for p in prompts)
+        for wtype in SAFETENSORS_TYPES:
+            sharded = (family, wtype) == SHARDED
+            name = f"{family}-st-{wtype}" + ("-sharded" if sharded else "")
+            write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
+            manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompt_field, family))
+        for wtype in GGUF_TYPES:
+            name = f"{family}-gguf-{wtype}"
+            write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
+            manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompt_field,
+                             family))
+    with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
+        for row in manifest:
+            f.write("\t".join(row) + "\n")
+    print(f"wrote {len(manifest)} models under {out_dir}/models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
