@@ -1,0 +1,511 @@
+/* Encoders and decoders for every IPC message (messages.h). */
+#include "ipc/messages.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/wire.h"
+
+const char *cinfer_msg_type_name(uint32_t type)
+{
+    switch (type) {
+    case CINFER_MSG_READY: return "READY";
+    case CINFER_MSG_FAILED: return "FAILED";
+    case CINFER_MSG_GENERATE: return "GENERATE";
+    case CINFER_MSG_ABORT: return "ABORT";
+    case CINFER_MSG_TOKENS: return "TOKENS";
+    case CINFER_MSG_TEXT: return "TEXT";
+    case CINFER_MSG_RPC_CALL: return "RPC_CALL";
+    case CINFER_MSG_RPC_REPLY: return "RPC_REPLY";
+    case CINFER_MSG_SHUTDOWN: return "SHUTDOWN";
+    }
+    return "unknown";
+}
+
+/* ---- framing ---------------------------------------------------------------------- */
+
+static void begin(struct wire_writer *w, uint32_t type)
+{
+    memset(w, 0, sizeof *w);
+    wire_put_u32(w, CINFER_IPC_MAGIC);
+    wire_put_u32(w, CINFER_IPC_VERSION);
+    wire_put_u32(w, type);
+}
+
+static int finish(struct wire_writer *w, void **frame, size_t *frame_len)
+{
+    if (w->failed) {
+        wire_writer_free(w);
+        return CINFER_ERR_NOMEM;
+    }
+    *frame = w->buf;
+    *frame_len = w->len;
+    return CINFER_OK;
+}
+
+int cinfer_msg_peek_type(const void *frame, size_t len, uint32_t *type, struct cinfer_error *err)
+{
+    struct wire_reader r;
+    wire_reader_init(&r, frame, len);
+    uint32_t magic = wire_get_u32(&r, "magic");
+    uint32_t version = wire_get_u32(&r, "version");
+    *type = wire_get_u32(&r, "type");
+    if (r.failed_field)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "frame of %zu bytes is too short for a header", len);
+    if (magic != CINFER_IPC_MAGIC)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "frame does not start with the magic 0x%08X (found 0x%08X)",
+                                CINFER_IPC_MAGIC, magic);
+    if (version != CINFER_IPC_VERSION)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "frame has protocol version %u, expected %u", version,
+                                CINFER_IPC_VERSION);
+    return CINFER_OK;
+}
+
+/* Checks the header is the expected type; leaves r at the body. */
+static int open_body(struct wire_reader *r, const void *frame, size_t len, uint32_t expected,
+                     struct cinfer_error *err)
+{
+    uint32_t type;
+    int rc = cinfer_msg_peek_type(frame, len, &type, err);
+    if (rc)
+        return rc;
+    if (type != expected)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "expected a %s frame, found type %u (%s)",
+                                cinfer_msg_type_name(expected), type, cinfer_msg_type_name(type));
+    wire_reader_init(r, (const uint8_t *)frame + 12, len - 12);
+    return CINFER_OK;
+}
+
+static int close_body(struct wire_reader *r, uint32_t type, struct cinfer_error *err)
+{
+    if (wire_reader_done(r))
+        return CINFER_OK;
+    return cinfer_error_set(err, CINFER_ERR_PARSE, "%s frame: field '%s': %s", cinfer_msg_type_name(type),
+                            r->failed_field, r->why);
+}
+
+/* ---- READY / FAILED --------------------------------------------------------------- */
+
+int cinfer_msg_encode_ready(const struct cinfer_msg_ready *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_READY);
+    wire_put_u8(&w, m->role);
+    wire_put_u32(&w, m->tp_rank);
+    wire_put_u32(&w, m->dp_rank);
+    wire_put_u32(&w, m->pid);
+    wire_put_u64(&w, m->max_total_tokens);
+    wire_put_u32(&w, m->max_request_len);
+    wire_put_u32(&w, m->max_running_requests);
+    wire_put_u32(&w, m->vocab_size);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_ready(const void *frame, size_t len, struct cinfer_msg_ready *m, struct cinfer_error *err)
+{
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_READY, err);
+    if (rc)
+        return rc;
+    m->role = wire_get_u8(&r, "role");
+    m->tp_rank = wire_get_u32(&r, "tp_rank");
+    m->dp_rank = wire_get_u32(&r, "dp_rank");
+    m->pid = wire_get_u32(&r, "pid");
+    m->max_total_tokens = wire_get_u64(&r, "max_total_tokens");
+    m->max_request_len = wire_get_u32(&r, "max_request_len");
+    m->max_running_requests = wire_get_u32(&r, "max_running_requests");
+    m->vocab_size = wire_get_u32(&r, "vocab_size");
+    return close_body(&r, CINFER_MSG_READY, err);
+}
+
+int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_FAILED);
+    wire_put_u8(&w, m->role);
+    wire_put_u32(&w, m->tp_rank);
+    wire_put_u32(&w, m->dp_rank);
+    wire_put_u32(&w, m->pid);
+    wire_put_i32(&w, m->code);
+    wire_put_str(&w, m->message);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_failed(const void *frame, size_t len, struct cinfer_msg_failed *m, struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_FAILED, err);
+    if (rc)
+        return rc;
+    m->role = wire_get_u8(&r, "role");
+    m->tp_rank = wire_get_u32(&r, "tp_rank");
+    m->dp_rank = wire_get_u32(&r, "dp_rank");
+    m->pid = wire_get_u32(&r, "pid");
+    m->code = wire_get_i32(&r, "code");
+    m->message = wire_get_str(&r, "message", CINFER_IPC_MAX_SHORT_TEXT);
+    rc = close_body(&r, CINFER_MSG_FAILED, err);
+    if (rc)
+        cinfer_msg_failed_free(m);
+    return rc;
+}
+
+void cinfer_msg_failed_free(struct cinfer_msg_failed *m)
+{
+    free(m->message);
+    m->message = NULL;
+}
+
+/* ---- GENERATE / ABORT ------------------------------------------------------------- */
+
+static void put_sampling(struct wire_writer *w, const struct cinfer_sampling_params *s)
+{
+    wire_put_f32(w, s->temperature);
+    wire_put_i32(w, s->top_k);
+    wire_put_f32(w, s->top_p);
+    wire_put_f32(w, s->min_p);
+    wire_put_f32(w, s->repetition_penalty);
+    wire_put_f32(w, s->frequency_penalty);
+    wire_put_f32(w, s->presence_penalty);
+    wire_put_u64(w, s->seed);
+    wire_put_u8(w, (uint8_t)(s->has_seed != 0));
+    wire_put_i32(w, s->max_new_tokens);
+    wire_put_i32(w, s->min_new_tokens);
+    wire_put_u8(w, (uint8_t)(s->ignore_eos != 0));
+    wire_put_u8(w, (uint8_t)(s->skip_special_tokens != 0));
+    wire_put_u8(w, (uint8_t)(s->no_stop_trim != 0));
+    int n_stop = s->n_stop < 0 ? 0 : s->n_stop > CINFER_MAX_STOP_STRINGS ? CINFER_MAX_STOP_STRINGS : s->n_stop;
+    wire_put_u32(w, (uint32_t)n_stop);
+    for (int i = 0; i < n_stop; i++)
+        wire_put_str(w, s->stop[i]);
+    int n_ids = s->n_stop_token_ids < 0 ? 0
+                : s->n_stop_token_ids > CINFER_MAX_STOP_TOKEN_IDS ? CINFER_MAX_STOP_TOKEN_IDS
+                                                                  : s->n_stop_token_ids;
+    wire_put_i32_array(w, s->stop_token_ids, (uint32_t)n_ids);
+}
+
+static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s)
+{
+    memset(s, 0, sizeof *s);
+    s->temperature = wire_get_f32(r, "sampling.temperature");
+    s->top_k = wire_get_i32(r, "sampling.top_k");
+    s->top_p = wire_get_f32(r, "sampling.top_p");
+    s->min_p = wire_get_f32(r, "sampling.min_p");
+    s->repetition_penalty = wire_get_f32(r, "sampling.repetition_penalty");
+    s->frequency_penalty = wire_get_f32(r, "sampling.frequency_penalty");
+    s->presence_penalty = wire_get_f32(r, "sampling.presence_penalty");
+    s->seed = wire_get_u64(r, "sampling.seed");
+    s->has_seed = wire_get_u8(r, "sampling.has_seed");
+    s->max_new_tokens = wire_get_i32(r, "sampling.max_new_tokens");
+    s->min_new_tokens = wire_get_i32(r, "sampling.min_new_tokens");
+    s->ignore_eos = wire_get_u8(r, "sampling.ignore_eos");
+    s->skip_special_tokens = wire_get_u8(r, "sampling.skip_special_tokens");
+    s->no_stop_trim = wire_get_u8(r, "sampling.no_stop_trim");
+    uint32_t n_stop = wire_get_u32(r, "sampling.n_stop");
+    if (n_stop > CINFER_MAX_STOP_STRINGS) {
+        if (!r->failed_field) {
+            r->failed_field = "sampling.n_stop";
+            snprintf(r->why, sizeof r->why, "%u stop strings, at most %d allowed", n_stop, CINFER_MAX_STOP_STRINGS);
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < n_stop && !r->failed_field; i++) {
+        s->stop[i] = wire_get_str(r, "sampling.stop", CINFER_IPC_MAX_SHORT_TEXT);
+        if (s->stop[i])
+            s->n_stop = (int)i + 1;
+    }
+    uint32_t n_ids = 0;
+    int32_t *ids = wire_get_i32_array(r, "sampling.stop_token_ids", CINFER_MAX_STOP_TOKEN_IDS, &n_ids);
+    if (ids) {
+        memcpy(s->stop_token_ids, ids, n_ids * sizeof *ids);
+        s->n_stop_token_ids = (int)n_ids;
+        free(ids);
+    }
+}
+
+static void free_sampling(struct cinfer_sampling_params *s)
+{
+    for (int i = 0; i < s->n_stop; i++) {
+        free((char *)s->stop[i]);
+        s->stop[i] = NULL;
+    }
+    s->n_stop = 0;
+}
+
+int cinfer_msg_encode_generate(const struct cinfer_msg_generate *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_GENERATE);
+    wire_put_u64(&w, m->rid);
+    wire_put_i32_array(&w, m->ids, m->n_ids);
+    put_sampling(&w, &m->sampling);
+    wire_put_u8(&w, m->stream);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_generate(const void *frame, size_t len, struct cinfer_msg_generate *m,
+                               struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_GENERATE, err);
+    if (rc)
+        return rc;
+    m->rid = wire_get_u64(&r, "rid");
+    m->ids = wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
+    get_sampling(&r, &m->sampling);
+    m->stream = wire_get_u8(&r, "stream");
+    rc = close_body(&r, CINFER_MSG_GENERATE, err);
+    if (rc)
+        cinfer_msg_generate_free(m);
+    return rc;
+}
+
+void cinfer_msg_generate_free(struct cinfer_msg_generate *m)
+{
+    free(m->ids);
+    m->ids = NULL;
+    m->n_ids = 0;
+    free_sampling(&m->sampling);
+}
+
+int cinfer_msg_encode_abort(const struct cinfer_msg_abort *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_ABORT);
+    wire_put_u64(&w, m->rid);
+    wire_put_u8(&w, m->quiet);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abort *m, struct cinfer_error *err)
+{
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_ABORT, err);
+    if (rc)
+        return rc;
+    m->rid = wire_get_u64(&r, "rid");
+    m->quiet = wire_get_u8(&r, "quiet");
+    return close_body(&r, CINFER_MSG_ABORT, err);
+}
+
+/* ---- TOKENS / TEXT ---------------------------------------------------------------- */
+
+int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_TOKENS);
+    wire_put_u32(&w, m->n_items);
+    for (uint32_t i = 0; i < m->n_items; i++) {
+        const struct cinfer_token_item *it = &m->items[i];
+        wire_put_u64(&w, it->rid);
+        wire_put_i32_array(&w, it->ids, it->n_ids);
+        wire_put_u8(&w, it->finish_reason);
+        wire_put_u32(&w, it->prompt_tokens);
+        wire_put_u32(&w, it->completion_tokens);
+        wire_put_str(&w, it->error);
+    }
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_tokens *m, struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_TOKENS, err);
+    if (rc)
+        return rc;
+    uint32_t n = wire_get_u32(&r, "n_items");
+    if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
+                                CINFER_IPC_MAX_BATCH);
+    /* Each item takes at least 29 bytes, so a huge count in a short frame fails here. */
+    if (!r.failed_field && (size_t)n * 29 > (size_t)(r.end - r.p))
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
+                                n, (size_t)(r.end - r.p));
+    if (n) {
+        m->items = calloc(n, sizeof *m->items);
+        if (!m->items)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "TOKENS frame: out of memory for %u items", n);
+    }
+    for (uint32_t i = 0; i < n && !r.failed_field; i++) {
+        struct cinfer_token_item *it = &m->items[i];
+        it->rid = wire_get_u64(&r, "items.rid");
+        it->ids = wire_get_i32_array(&r, "items.ids", CINFER_IPC_MAX_IDS, &it->n_ids);
+        it->finish_reason = wire_get_u8(&r, "items.finish_reason");
+        it->prompt_tokens = wire_get_u32(&r, "items.prompt_tokens");
+        it->completion_tokens = wire_get_u32(&r, "items.completion_tokens");
+        it->error = wire_get_str(&r, "items.error", CINFER_IPC_MAX_SHORT_TEXT);
+        if (it->error && !it->error[0]) {
+            free(it->error);
+            it->error = NULL;
+        }
+        if (!r.failed_field && it->finish_reason > CINFER_FINISH_ERROR) {
+            r.failed_field = "items.finish_reason";
+            snprintf(r.why, sizeof r.why, "unknown finish reason %u", it->finish_reason);
+        }
+        m->n_items = i + 1;
+    }
+    rc = close_body(&r, CINFER_MSG_TOKENS, err);
+    if (rc)
+        cinfer_msg_tokens_free(m);
+    return rc;
+}
+
+void cinfer_msg_tokens_free(struct cinfer_msg_tokens *m)
+{
+    for (uint32_t i = 0; i < m->n_items; i++) {
+        free(m->items[i].ids);
+        free(m->items[i].error);
+    }
+    free(m->items);
+    m->items = NULL;
+    m->n_items = 0;
+}
+
+int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_TEXT);
+    wire_put_u64(&w, m->rid);
+    wire_put_bytes(&w, m->text ? m->text : "", m->text ? m->text_len : 0);
+    wire_put_i32_array(&w, m->ids, m->n_ids);
+    wire_put_u8(&w, m->finish_reason);
+    wire_put_str(&w, m->matched_stop);
+    wire_put_u32(&w, m->prompt_tokens);
+    wire_put_u32(&w, m->completion_tokens);
+    wire_put_str(&w, m->error);
+    return finish(&w, frame, frame_len);
+}
+
+static char *empty_to_null(char *s)
+{
+    if (s && !s[0]) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text *m, struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_TEXT, err);
+    if (rc)
+        return rc;
+    m->rid = wire_get_u64(&r, "rid");
+    uint32_t text_len = 0;
+    const uint8_t *text = wire_get_bytes(&r, "text", CINFER_IPC_MAX_TEXT, &text_len);
+    if (!r.failed_field) {
+        m->text = malloc((size_t)text_len + 1);
+        if (!m->text)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "TEXT frame: out of memory for %u bytes", text_len);
+        if (text_len)
+            memcpy(m->text, text, text_len);
+        m->text[text_len] = '\0';
+        m->text_len = text_len;
+    }
+    m->ids = wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
+    m->finish_reason = wire_get_u8(&r, "finish_reason");
+    m->matched_stop = empty_to_null(wire_get_str(&r, "matched_stop", CINFER_IPC_MAX_SHORT_TEXT));
+    m->prompt_tokens = wire_get_u32(&r, "prompt_tokens");
+    m->completion_tokens = wire_get_u32(&r, "completion_tokens");
+    m->error = empty_to_null(wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
+    if (!r.failed_field && m->finish_reason > CINFER_FINISH_ERROR) {
+        r.failed_field = "finish_reason";
+        snprintf(r.why, sizeof r.why, "unknown finish reason %u", m->finish_reason);
+    }
+    rc = close_body(&r, CINFER_MSG_TEXT, err);
+    if (rc)
+        cinfer_msg_text_free(m);
+    return rc;
+}
+
+void cinfer_msg_text_free(struct cinfer_msg_text *m)
+{
+    free(m->text);
+    free(m->ids);
+    free(m->matched_stop);
+    free(m->error);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- RPC and SHUTDOWN ------------------------------------------------------------- */
+
+int cinfer_msg_encode_rpc_call(const struct cinfer_msg_rpc_call *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_RPC_CALL);
+    wire_put_u64(&w, m->call_id);
+    wire_put_str(&w, m->method);
+    wire_put_str(&w, m->payload);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_rpc_call(const void *frame, size_t len, struct cinfer_msg_rpc_call *m,
+                               struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_RPC_CALL, err);
+    if (rc)
+        return rc;
+    m->call_id = wire_get_u64(&r, "call_id");
+    m->method = wire_get_str(&r, "method", CINFER_IPC_MAX_SHORT_TEXT);
+    m->payload = wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
+    rc = close_body(&r, CINFER_MSG_RPC_CALL, err);
+    if (rc)
+        cinfer_msg_rpc_call_free(m);
+    return rc;
+}
+
+void cinfer_msg_rpc_call_free(struct cinfer_msg_rpc_call *m)
+{
+    free(m->method);
+    free(m->payload);
+    m->method = m->payload = NULL;
+}
+
+int cinfer_msg_encode_rpc_reply(const struct cinfer_msg_rpc_reply *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_RPC_REPLY);
+    wire_put_u64(&w, m->call_id);
+    wire_put_u32(&w, m->tp_rank);
+    wire_put_i32(&w, m->status);
+    wire_put_str(&w, m->payload);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_rpc_reply(const void *frame, size_t len, struct cinfer_msg_rpc_reply *m,
+                                struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_RPC_REPLY, err);
+    if (rc)
+        return rc;
+    m->call_id = wire_get_u64(&r, "call_id");
+    m->tp_rank = wire_get_u32(&r, "tp_rank");
+    m->status = wire_get_i32(&r, "status");
+    m->payload = wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
+    rc = close_body(&r, CINFER_MSG_RPC_REPLY, err);
+    if (rc)
+        cinfer_msg_rpc_reply_free(m);
+    return rc;
+}
+
+void cinfer_msg_rpc_reply_free(struct cinfer_msg_rpc_reply *m)
+{
+    free(m->payload);
+    m->payload = NULL;
+}
+
+int cinfer_msg_encode_shutdown(void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_SHUTDOWN);
+    return finish(&w, frame, frame_len);
+}

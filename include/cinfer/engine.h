@@ -1,0 +1,178 @@
+/* cinfer/engine.h — the engine: create it from a configuration, generate (blocking,
+ * streaming by callback, or as an iterator), abort, flush the prefix cache, ask for
+ * server info, call every scheduler rank, shut down.
+ *
+ * The engine is a main process (this library, in the caller's process) joined by
+ * ZeroMQ to worker processes: one scheduler per tensor-parallel rank and one
+ * detokenizer, started through a launcher plugin and watched by a watchdog thread.
+ * Every function is thread-safe; two engines in one process are independent. */
+#ifndef CINFER_ENGINE_H
+#define CINFER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cinfer_engine;
+struct cinfer_server_args;    /* cinfer/config.h */
+struct cinfer_port_args;      /* the channel endpoints of one engine (below) */
+struct cinfer_tokenizer_ctx;  /* a loaded tokenizer plugin + its state (cinfer/engine.h hooks) */
+
+/* ---- sampling and stopping, per request -------------------------------------------- */
+#define CINFER_MAX_STOP_STRINGS 16
+#define CINFER_MAX_STOP_TOKEN_IDS 16
+
+struct cinfer_sampling_params {
+    float temperature;          /* 0: greedy */
+    int top_k;                  /* 0 or -1: off */
+    float top_p;                /* 1: off */
+    float min_p;                /* 0: off */
+    float repetition_penalty;   /* 1: off */
+    float frequency_penalty;    /* 0: off */
+    float presence_penalty;     /* 0: off */
+    uint64_t seed;              /* used when has_seed */
+    int has_seed;
+    int max_new_tokens;
+    int min_new_tokens;
+    int ignore_eos;
+    int skip_special_tokens;    /* in the returned text */
+    int no_stop_trim;           /* keep the matched stop string in the text */
+    const char *stop[CINFER_MAX_STOP_STRINGS];
+    int n_stop;
+    int32_t stop_token_ids[CINFER_MAX_STOP_TOKEN_IDS];
+    int n_stop_token_ids;
+};
+
+/* Defaults as SGLang's: greedy off (temperature 1), max_new_tokens 128, skip specials. */
+CINFER_API void cinfer_sampling_params_init(struct cinfer_sampling_params *p);
+
+enum cinfer_finish_reason {
+    CINFER_FINISH_NONE = 0,        /* not finished (stream chunks) */
+    CINFER_FINISH_LENGTH = 1,      /* max_new_tokens or the context limit */
+    CINFER_FINISH_STOP_TOKEN = 2,  /* EOS or a stop token id */
+    CINFER_FINISH_STOP_STRING = 3, /* a stop string matched */
+    CINFER_FINISH_ABORT = 4,       /* aborted by the caller */
+    CINFER_FINISH_ERROR = 5,       /* failed: the error says why */
+};
+CINFER_API const char *cinfer_finish_reason_name(enum cinfer_finish_reason r);
+
+struct cinfer_generate_request {
+    const char *prompt;           /* text, tokenized by the engine; or NULL and input_ids */
+    const int32_t *input_ids;
+    size_t n_input_ids;
+    struct cinfer_sampling_params sampling;
+};
+
+/* One piece of a stream: the text and ids that are new since the last chunk. */
+struct cinfer_stream_chunk {
+    uint64_t request_id;
+    const char *text;             /* new text, complete UTF-8 */
+    size_t text_len;
+    const int32_t *ids;           /* new token ids */
+    size_t n_ids;
+    enum cinfer_finish_reason finish_reason; /* NONE until the last chunk */
+    const char *matched_stop;     /* the stop string or NULL */
+    int prompt_tokens;
+    int completion_tokens;
+};
+
+struct cinfer_generate_result {
+    uint64_t request_id;
+    char *text;                   /* malloc'd */
+    size_t text_len;
+    int32_t *output_ids;          /* malloc'd */
+    size_t n_output_ids;
+    enum cinfer_finish_reason finish_reason;
+    char *matched_stop;           /* malloc'd or NULL */
+    int prompt_tokens;
+    int completion_tokens;
+};
+CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
+
+/* ---- hooks: how worker processes run and how the tokenizer is made ----------------- */
+struct cinfer_engine_hooks {
+    /* Runs in the scheduler worker process; returns its exit status. */
+    int (*run_scheduler_process)(const struct cinfer_server_args *args, const struct cinfer_port_args *ports,
+                                 int gpu_id, int tp_rank, int dp_rank);
+    /* Runs in the detokenizer worker process; returns its exit status. */
+    int (*run_detokenizer_process)(const struct cinfer_server_args *args, const struct cinfer_port_args *ports);
+    /* Runs in the main process (and in the detokenizer) to make the tokenizer. */
+    int (*init_tokenizer)(const struct cinfer_server_args *args, struct cinfer_tokenizer_ctx **out,
+                          struct cinfer_error *err);
+};
+/* The real implementations; an embedder copies them and overrides some slots. */
+CINFER_API void cinfer_engine_default_hooks(struct cinfer_engine_hooks *hooks);
+
+/* ---- lifecycle --------------------------------------------------------------------- */
+/* hooks may be NULL (the defaults). Waits for every worker's READY up to the configured
+ * start deadline; on failure nothing is left running and err names the worker and
+ * carries its own message. */
+CINFER_API int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
+                                    struct cinfer_engine **out, struct cinfer_error *err);
+/* Stops accepting, drains in-flight requests up to drain_timeout_ms, stops the workers,
+ * removes the run folder; sets *engine to NULL. */
+CINFER_API void cinfer_engine_shutdown(struct cinfer_engine **engine, int drain_timeout_ms);
+/* 1 while every worker is alive and answering. */
+CINFER_API int cinfer_engine_healthy(struct cinfer_engine *engine);
+
+/* ---- generation -------------------------------------------------------------------- */
+CINFER_API int cinfer_engine_generate(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
+                                      struct cinfer_generate_result *out, struct cinfer_error *err);
+/* Calls fn for each chunk (from the calling thread); fn returns nonzero to abort. */
+typedef int (*cinfer_stream_fn)(const struct cinfer_stream_chunk *chunk, void *ctx);
+CINFER_API int cinfer_engine_generate_stream(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
+                                             cinfer_stream_fn fn, void *ctx, struct cinfer_error *err);
+/* Iterator form: open, then next() until it reports a finish reason, then close.
+ * Closing early aborts the request. */
+struct cinfer_stream;
+CINFER_API int cinfer_engine_stream_open(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
+                                         struct cinfer_stream **out, struct cinfer_error *err);
+/* Waits up to timeout_ms (-1 forever); the chunk stays valid until the next call. */
+CINFER_API int cinfer_stream_next(struct cinfer_stream *s, struct cinfer_stream_chunk *chunk, int timeout_ms,
+                                  struct cinfer_error *err);
+CINFER_API uint64_t cinfer_stream_request_id(const struct cinfer_stream *s);
+CINFER_API void cinfer_stream_close(struct cinfer_stream **s);
+
+CINFER_API int cinfer_engine_abort(struct cinfer_engine *engine, uint64_t request_id);
+
+/* ---- control ----------------------------------------------------------------------- */
+struct cinfer_server_info {
+    char model_path[1024];
+    char architecture[32];
+    char version[32];             /* cinfer's */
+    int tp_size;
+    int dp_size;
+    int vocab_size;
+    int64_t max_total_tokens;     /* KV cache capacity in tokens, from the scheduler's READY */
+    int max_request_len;          /* the context length */
+    int max_running_requests;
+    int64_t prefix_cache_hit_tokens;
+    int64_t prefix_cache_query_tokens;
+    int running_requests;
+    int queued_requests;
+};
+CINFER_API int cinfer_engine_server_info(struct cinfer_engine *engine, struct cinfer_server_info *out,
+                                         struct cinfer_error *err);
+CINFER_API int cinfer_engine_flush_cache(struct cinfer_engine *engine, struct cinfer_error *err);
+
+/* Calls `method` on every scheduler rank; replies[i] is rank i's answer (malloc'd). */
+struct cinfer_rpc_reply {
+    int tp_rank;
+    int status;                   /* 0 or a cinfer_status from that rank */
+    char *payload;                /* malloc'd, NUL-terminated (JSON text) */
+    size_t payload_len;
+};
+CINFER_API int cinfer_engine_collective_rpc(struct cinfer_engine *engine, const char *method, const char *payload,
+                                            int timeout_ms, struct cinfer_rpc_reply **replies, int *n_replies,
+                                            struct cinfer_error *err);
+CINFER_API void cinfer_rpc_replies_free(struct cinfer_rpc_reply *replies, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,167 @@
+/* IPC messages round-trip, and every malformed frame — cut short at each byte, with a
+ * wrong magic, version or type, trailing bytes, or counts beyond their limits — is
+ * rejected with a message naming the frame type and the field. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/messages.h"
+#include "support/runner.h"
+
+START_TEST(generate_round_trips)
+{
+    int32_t ids[] = {1, 15043, 3186, -1, 2147483647};
+    struct cinfer_msg_generate in = {.rid = 0x1122334455667788ull, .ids = ids, .n_ids = 5, .stream = 1};
+    cinfer_sampling_params_init(&in.sampling);
+    in.sampling.temperature = 0.7f;
+    in.sampling.top_k = 40;
+    in.sampling.seed = 42;
+    in.sampling.has_seed = 1;
+    in.sampling.stop[0] = "\n\n";
+    in.sampling.stop[1] = "The End";
+    in.sampling.n_stop = 2;
+    in.sampling.stop_token_ids[0] = 2;
+    in.sampling.n_stop_token_ids = 1;
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_generate(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_generate out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_generate(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.rid, in.rid);
+    ck_assert_uint_eq(out.n_ids, 5);
+    ck_assert_mem_eq(out.ids, ids, sizeof ids);
+    ck_assert_float_eq(out.sampling.temperature, 0.7f);
+    ck_assert_int_eq(out.sampling.top_k, 40);
+    ck_assert_uint_eq(out.sampling.seed, 42);
+    ck_assert_int_eq(out.sampling.n_stop, 2);
+    ck_assert_str_eq(out.sampling.stop[1], "The End");
+    ck_assert_int_eq(out.sampling.stop_token_ids[0], 2);
+    ck_assert_int_eq(out.stream, 1);
+    cinfer_msg_generate_free(&out);
+
+    /* Every truncation is rejected, never trusted. */
+    for (size_t cut = 0; cut < len; cut++) {
+        cinfer_error_clear(&err);
+        ck_assert_int_eq(cinfer_msg_decode_generate(frame, cut, &out, &err), CINFER_ERR_PARSE);
+        ck_assert(err.message[0] != '\0');
+    }
+    free(frame);
+}
+END_TEST
+
+START_TEST(tokens_and_text_round_trip)
+{
+    int32_t a[] = {5, 6}, b[] = {7};
+    struct cinfer_token_item items[] = {
+        {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3, .completion_tokens = 2},
+        {.rid = 2, .ids = b, .n_ids = 1, .finish_reason = CINFER_FINISH_ERROR, .error = "out of KV pages"},
+    };
+    struct cinfer_msg_tokens in = {.items = items, .n_items = 2};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_tokens out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.n_items, 2);
+    ck_assert_int_eq(out.items[0].ids[1], 6);
+    ck_assert_ptr_null(out.items[0].error);
+    ck_assert_str_eq(out.items[1].error, "out of KV pages");
+    cinfer_msg_tokens_free(&out);
+    for (size_t cut = 0; cut < len; cut++)
+        ck_assert_int_eq(cinfer_msg_decode_tokens(frame, cut, &out, &err), CINFER_ERR_PARSE);
+    free(frame);
+
+    struct cinfer_msg_text t = {.rid = 9, .text = "h\xc3\xa9llo", .text_len = 6, .ids = a, .n_ids = 2,
+                                .finish_reason = CINFER_FINISH_STOP_STRING, .matched_stop = "\n"};
+    ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
+    struct cinfer_msg_text tout;
+    ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_OK);
+    ck_assert_str_eq(tout.text, "h\xc3\xa9llo");
+    ck_assert_str_eq(tout.matched_stop, "\n");
+    ck_assert_int_eq(tout.finish_reason, CINFER_FINISH_STOP_STRING);
+    cinfer_msg_text_free(&tout);
+    for (size_t cut = 0; cut < len; cut++)
+        ck_assert_int_eq(cinfer_msg_decode_text(frame, cut, &tout, &err), CINFER_ERR_PARSE);
+    free(frame);
+}
+END_TEST
+
+START_TEST(headers_are_checked)
+{
+    struct cinfer_msg_abort in = {.rid = 77, .quiet = 1};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_abort(&in, &frame, &len), CINFER_OK);
+    struct cinfer_error err = {0};
+    struct cinfer_msg_abort out;
+    ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.rid, 77);
+
+    /* Wrong type: an ABORT frame offered as READY. */
+    struct cinfer_msg_ready ready;
+    ck_assert_int_eq(cinfer_msg_decode_ready(frame, len, &ready, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "expected a READY frame, found type 4 (ABORT)");
+
+    uint8_t *bytes = frame;
+    bytes[0] ^= 0xFF; /* magic */
+    ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(err.message, "magic"));
+    bytes[0] ^= 0xFF;
+    bytes[4] = 99; /* version */
+    ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 1");
+    bytes[4] = 1;
+
+    /* Trailing bytes are as wrong as missing ones. */
+    uint8_t *longer = malloc(len + 3);
+    memcpy(longer, frame, len);
+    ck_assert_int_eq(cinfer_msg_decode_abort(longer, len + 3, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "ABORT frame: field 'end of frame': 3 trailing bytes after the last field");
+    free(longer);
+    free(frame);
+}
+END_TEST
+
+START_TEST(counts_beyond_limits_are_rejected)
+{
+    /* A TOKENS frame that claims 4 billion items in a few bytes. */
+    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, 1, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
+    struct cinfer_msg_tokens out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, sizeof frame, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(err.message, "n_items"));
+
+    /* A GENERATE frame whose id count is far beyond what follows. */
+    uint8_t gen[24] = {0x43, 0x49, 0x4E, 0x46, 1, 0, 0, 0, CINFER_MSG_GENERATE, 0, 0, 0,
+                       1, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0x0F, 0};
+    struct cinfer_msg_generate g;
+    ck_assert_int_eq(cinfer_msg_decode_generate(gen, sizeof gen, &g, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "GENERATE frame: field 'ids'"), "%s", err.message);
+
+    /* A text field with an embedded NUL. */
+    struct cinfer_msg_failed f = {.role = 1, .message = "x"};
+    void *bytes;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_failed(&f, &bytes, &len), CINFER_OK);
+    ((uint8_t *)bytes)[len - 1] = 0;
+    struct cinfer_msg_failed fo;
+    ck_assert_int_eq(cinfer_msg_decode_failed(bytes, len, &fo, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "NUL"), "%s", err.message);
+    free(bytes);
+}
+END_TEST
+
+static Suite *suite_ipc_messages(void)
+{
+    Suite *s = suite_create("ipc_messages");
+    TCase *tc = tcase_create("codec");
+    tcase_add_test(tc, generate_round_trips);
+    tcase_add_test(tc, tokens_and_text_round_trip);
+    tcase_add_test(tc, headers_are_checked);
+    tcase_add_test(tc, counts_beyond_limits_are_rejected);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_ipc_messages)
