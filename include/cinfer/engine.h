@@ -20,8 +20,17 @@ extern "C" {
 
 struct cinfer_engine;
 struct cinfer_server_args;    /* cinfer/config.h */
-struct cinfer_port_args;      /* the channel endpoints of one engine (below) */
-struct cinfer_tokenizer_ctx;  /* a loaded tokenizer plugin + its state (cinfer/engine.h hooks) */
+/* A tokenizer ready to use: the plugin that made it, its ops and its state. */
+struct cinfer_plugin;
+struct cinfer_tokenizer;
+struct cinfer_tokenizer_ops;
+struct cinfer_tokenizer_ctx {
+    struct cinfer_plugin *plugin;          /* NULL when the ops are not from a plugin */
+    const struct cinfer_tokenizer_ops *ops;
+    struct cinfer_tokenizer *tok;
+};
+/* Closes the tokenizer and its plugin; sets *ctx to NULL. */
+CINFER_API void cinfer_tokenizer_ctx_free(struct cinfer_tokenizer_ctx **ctx);
 
 /* ---- sampling and stopping, per request -------------------------------------------- */
 #define CINFER_MAX_STOP_STRINGS 16
@@ -93,6 +102,19 @@ struct cinfer_generate_result {
     int completion_tokens;
 };
 CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
+
+/* ---- channels: the seeds' PortArgs --------------------------------------------------- */
+/* ZeroMQ endpoints of one engine, inside its private run folder (mode 0700). The
+ * receiving side of each channel binds, so each can be reached (and tested) alone. */
+#define CINFER_ENDPOINT_BYTES 256
+struct cinfer_port_args {
+    char run_dir[192];
+    char scheduler_input[CINFER_ENDPOINT_BYTES];   /* main PUSH -> scheduler tp0 PULL (binds) */
+    char detokenizer_input[CINFER_ENDPOINT_BYTES]; /* scheduler PUSH -> detokenizer PULL (binds) */
+    char tokenizer_input[CINFER_ENDPOINT_BYTES];   /* detokenizer PUSH -> main PULL (binds) */
+    char status[CINFER_ENDPOINT_BYTES];            /* workers PUSH READY/FAILED -> main PULL (binds) */
+    char rpc_prefix[CINFER_ENDPOINT_BYTES - 16];   /* scheduler tpN ROUTER (binds) at "<prefix>-tpN" */
+};
 
 /* ---- hooks: how worker processes run and how the tokenizer is made ----------------- */
 struct cinfer_engine_hooks {
