@@ -1,0 +1,284 @@
+/* core/backend/cpu_backend.c — the compute backend on host memory: kernels from
+ * kernels/ (dispatched on CPU features) split across a thread pool. Matmuls split
+ * output rows across threads; attention hands out (sequence, head) pairs dynamically
+ * because sequences differ in length. Every output element is computed by one thread
+ * in a fixed order, so results do not depend on the thread count or the batch. */
+#include "backend/cpu_backend.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "util/thread_pool.h"
+
+_Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TENSOR_BF16 == (int)CINFER_KW_BF16 &&
+                   (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32,
+               "tensor types and kernel weight types are numbered alike");
+
+#define BUFFER_ALIGN_BYTES 64
+
+struct cpu_backend {
+    struct cinfer_thread_pool *pool;
+    float *scores;          /* (n_threads, scores_per_thread) attention weights */
+    size_t scores_per_thread;
+};
+
+struct cpu_kv {
+    struct cinfer_backend_kv_layout layout;
+    float *data; /* (n_layers, n_pages, 2, page_tokens, kv_dim): K then V of each page */
+};
+
+static inline float *kv_row(const struct cpu_kv *kv, int layer, int page, int which, int offset)
+{
+    const struct cinfer_backend_kv_layout *l = &kv->layout;
+    size_t index = (((size_t)layer * l->n_pages + (size_t)page) * 2 + (size_t)which) * l->page_tokens + offset;
+    return kv->data + index * l->kv_dim;
+}
+
+static int cpu_create(int n_threads, void **state, struct cinfer_error *err)
+{
+    struct cpu_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: out of memory");
+    int rc = cinfer_thread_pool_create(n_threads, &be->pool, err);
+    if (rc < 0) {
+        free(be);
+        return rc;
+    }
+    *state = be;
+    return 0;
+}
+
+static void cpu_destroy(void *state)
+{
+    struct cpu_backend *be = state;
+    if (!be)
+        return;
+    cinfer_thread_pool_destroy(&be->pool);
+    free(be->scores);
+    free(be);
+}
+
+static void *cpu_buffer_alloc(void *state, size_t bytes)
+{
+    size_t rounded = (bytes + BUFFER_ALIGN_BYTES - 1) / BUFFER_ALIGN_BYTES * BUFFER_ALIGN_BYTES;
+    return aligned_alloc(BUFFER_ALIGN_BYTES, rounded ? rounded : BUFFER_ALIGN_BYTES);
+}
+
+static void cpu_buffer_free(void *state, void *buffer)
+{
+    free(buffer);
+}
+
+static void cpu_copy(void *state, void *dst, const void *src, size_t bytes)
+{
+    memmove(dst, src, bytes);
+}
+
+static int cpu_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **out,
+                         struct cinfer_error *err)
+{
+    struct cpu_kv *kv = calloc(1, sizeof *kv);
+    size_t floats = (size_t)layout->n_layers * layout->n_pages * 2 * layout->page_tokens * layout->kv_dim;
+    if (kv)
+        kv->data = cpu_buffer_alloc(state, floats * sizeof(float));
+    if (!kv || !kv->data) {
+        free(kv);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate the KV cache (%zu bytes)",
+                                floats * sizeof(float));
+    }
+    kv->layout = *layout;
+    *out = kv;
+    return 0;
+}
+
+static void cpu_kv_destroy(void *state, void *kv_)
+{
+    struct cpu_kv *kv = kv_;
+    if (!kv)
+        return;
+    free(kv->data);
+    free(kv);
+}
+
+static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, const float *v, int n,
+                         const int32_t *slots)
+{
+    struct cpu_kv *kv = kv_;
+    int pt = kv->layout.page_tokens;
+    size_t row_bytes = (size_t)kv->layout.kv_dim * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        int page = slots[i] / pt, offset = slots[i] % pt;
+        memcpy(kv_row(kv, layer, page, 0, offset), k + (size_t)i * kv->layout.kv_dim, row_bytes);
+        memcpy(kv_row(kv, layer, page, 1, offset), v + (size_t)i * kv->layout.kv_dim, row_bytes);
+    }
+}
+
+static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
+                          float *out)
+{
+    const uint8_t *base = w->data;
+    for (int i = 0; i < n; i++)
+        cinfer_kernel_row_to_f32(base + (size_t)tokens[i] * w->row_bytes, (enum cinfer_kernel_wtype)w->type,
+                                 (int)w->cols, out + (size_t)i * w->cols);
+}
+
+struct matmul_job {
+    const float *x;
+    int n;
+    const struct cinfer_backend_weight *w;
+    const float *bias;
+    float *y;
+};
+
+static void matmul_part(void *arg, int t, int n_threads)
+{
+    const struct matmul_job *job = arg;
+    int m = (int)job->w->rows;
+    int j0, j1;
+    cinfer_split_range(m, 16, t, n_threads, &j0, &j1);
+    if (j0 >= j1)
+        return;
+    cinfer_kernel_matmul(job->x, job->n, (int)job->w->cols, job->w->data, (enum cinfer_kernel_wtype)job->w->type,
+                         job->w->row_bytes, j0, j1, job->y, m);
+    if (job->bias)
+        for (int i = 0; i < job->n; i++)
+            cinfer_kernel_add(job->y + (size_t)i * m + j0, job->bias + j0, (size_t)(j1 - j0));
+}
+
+static void cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_weight *w,
+                       const float *bias, float *y)
+{
+    struct cpu_backend *be = state;
+    struct matmul_job job = {x, n, w, bias, y};
+    cinfer_thread_pool_run(be->pool, matmul_part, &job);
+}
+
+static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
+{
+    for (int i = 0; i < n_rows; i++)
+        cinfer_kernel_rmsnorm(y + (size_t)i * dim, x + (size_t)i * dim, w, dim, eps);
+}
+
+static void cpu_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const int32_t *positions,
+                     const struct cinfer_backend_rope *rope)
+{
+    for (int t = 0; t < n_tokens; t++)
+        for (int h = 0; h < n_heads; h++)
+            cinfer_kernel_rope(x + ((size_t)t * n_heads + h) * head_dim, head_dim, positions[t], rope->inv_freq,
+                               rope->interleaved);
+}
+
+static void cpu_silu_mul(void *state, float *gate, const float *up, size_t n)
+{
+    cinfer_kernel_silu_mul(gate, up, n);
+}
+
+static void cpu_add(void *state, float *y, const float *x, size_t n)
+{
+    cinfer_kernel_add(y, x, n);
+}
+
+struct attention_job {
+    struct cpu_backend *be;
+    const struct cpu_kv *kv;
+    int layer;
+    const float *q;
+    float *out;
+    const struct cinfer_backend_attn_seq *seqs;
+    int n_seqs, n_heads, n_kv_heads, head_dim;
+    atomic_int next_item; /* (sequence, head) pairs handed out so far */
+};
+
+/* One query head of one sequence, every new token of it. */
+static void attend_head(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int h,
+                        float *scores /* (start_pos + n_tokens) */)
+{
+    int hd = job->head_dim;
+    int q_dim = job->n_heads * hd;
+    int kv_head = h / (job->n_heads / job->n_kv_heads);
+    int pt = job->kv->layout.page_tokens;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < seq->n_tokens; t++) {
+        const float *q = job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd; /* (head_dim) */
+        float *out = job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd;   /* (head_dim) */
+        int n_ctx = seq->start_pos + t + 1; /* causal: positions [0, pos] */
+        for (int p = 0; p < n_ctx; p++) {
+            const float *k = kv_row(job->kv, job->layer, seq->page_table[p / pt], 0, p % pt) + (size_t)kv_head * hd;
+            scores[p] = cinfer_kernel_dot(q, k, hd) * scale;
+        }
+        cinfer_kernel_softmax(scores, n_ctx);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int p = 0; p < n_ctx; p++) {
+            const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
+            cinfer_kernel_axpy(out, scores[p], v, hd);
+        }
+    }
+}
+
+static void attention_part(void *arg, int t, int n_threads)
+{
+    struct attention_job *job = arg;
+    float *scores = job->be->scores + (size_t)t * job->be->scores_per_thread;
+    int n_items = job->n_seqs * job->n_heads;
+    for (;;) {
+        int item = atomic_fetch_add_explicit(&job->next_item, 1, memory_order_relaxed);
+        if (item >= n_items)
+            return;
+        attend_head(job, &job->seqs[item / job->n_heads], item % job->n_heads, scores);
+    }
+}
+
+static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
+                         const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
+                         int head_dim, struct cinfer_error *err)
+{
+    struct cpu_backend *be = state;
+    size_t max_ctx = 1;
+    for (int s = 0; s < n_seqs; s++)
+        if ((size_t)(seqs[s].start_pos + seqs[s].n_tokens) > max_ctx)
+            max_ctx = (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
+    if (max_ctx > be->scores_per_thread) {
+        /* grows to the longest context seen so far */
+        size_t bytes = max_ctx * (size_t)cinfer_thread_pool_size(be->pool) * sizeof(float);
+        float *grown = realloc(be->scores, bytes);
+        if (!grown)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                    "cpu backend: cannot allocate attention scratch for a %zu-token context (%zu bytes)",
+                                    max_ctx, bytes);
+        be->scores = grown;
+        be->scores_per_thread = max_ctx;
+    }
+    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, 0};
+    cinfer_thread_pool_run(be->pool, attention_part, &job);
+    return 0;
+}
+
+static const struct cinfer_backend_ops cpu_ops = {
+    .version = CINFER_BACKEND_OPS_VERSION,
+    .struct_size = sizeof(struct cinfer_backend_ops),
+    .name = "cpu",
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .copy = cpu_copy,
+    .download = cpu_copy,
+    .kv_create = cpu_kv_create,
+    .kv_destroy = cpu_kv_destroy,
+    .kv_write = cpu_kv_write,
+    .embedding = cpu_embedding,
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .attention = cpu_attention,
+};
+
+const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)
+{
+    return &cpu_ops;
+}

@@ -1,0 +1,350 @@
+/* core/model/runtime.c — binds a loaded model to the CPU backend: checks every weight's
+ * shape and type once, widens the 1-D weights to f32, computes the RoPE frequencies,
+ * sizes the paged KV cache from its byte budget and allocates the scratch. */
+#include "model/runtime.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu_backend.h"
+#include "kernels.h"
+#include "model/runtime_internal.h"
+
+#define DEFAULT_PAGE_TOKENS 16
+#define DEFAULT_MAX_BATCH_TOKENS 2048
+
+static const char *dtype_words(enum cinfer_dtype t)
+{
+    switch (t) {
+    case CINFER_DTYPE_F32: return "F32";
+    case CINFER_DTYPE_F16: return "F16";
+    case CINFER_DTYPE_BF16: return "BF16";
+    case CINFER_DTYPE_Q8_0: return "Q8_0";
+    }
+    return "an unknown type";
+}
+
+/* A weight (rows, cols) the matmul reads as stored. */
+static int bind_matrix(const struct cinfer_weight *w, const char *name, int layer, int64_t rows, int64_t cols,
+                       struct cinfer_backend_weight *out, struct cinfer_error *err)
+{
+    char where[48] = "";
+    if (layer >= 0)
+        snprintf(where, sizeof where, " of layer %d", layer);
+    if (!w->data)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "model: weight %s%s is missing", name, where);
+    if (w->rows != rows || w->cols != cols)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "model: weight %s%s should be (%lld, %lld) from the config, found (%lld, %lld)", name,
+                                where, (long long)rows, (long long)cols, (long long)w->rows, (long long)w->cols);
+    if ((unsigned)w->dtype > CINFER_DTYPE_Q8_0)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "model: weight %s%s has an unknown type %d", name, where,
+                                (int)w->dtype);
+    if (w->dtype == CINFER_DTYPE_Q8_0 && cols % CINFER_Q8_0_BLOCK != 0)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "model: Q8_0 weight %s%s has %lld columns, not a multiple of the block of 32", name,
+                                where, (long long)cols);
+    size_t min_row_bytes = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->dtype, cols);
+    if (w->row_bytes < min_row_bytes)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "model: weight %s%s (%s) has rows of %zu bytes, %lld columns need %zu", name, where,
+                                dtype_words(w->dtype), w->row_bytes, (long long)cols, min_row_bytes);
+    *out = (struct cinfer_backend_weight){(uint32_t)w->dtype, rows, cols, w->data, w->row_bytes};
+    return 0;
+}
+
+/* A 1-D weight (norm or bias) of n values, widened to an f32 copy; NULL when absent
+ * and optional. */
+static int widen_vector(const struct cinfer_weight *w, const char *name, int layer, int64_t n, int required,
+                        float **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    if (!w->data && !required)
+        return 0;
+    struct cinfer_backend_weight bound;
+    int rc = bind_matrix(w, name, layer, 1, n, &bound, err);
+    if (rc < 0)
+        return rc;
+    *out = malloc((size_t)n * sizeof(float));
+    if (!*out)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory widening %s", name);
+    cinfer_kernel_row_to_f32(w->data, (enum cinfer_kernel_wtype)w->dtype, (int)n, *out);
+    return 0;
+}
+
+/* RoPE inverse frequencies in double, with Llama 3 scaling as Hugging Face's
+ * _compute_llama3_parameters: long wavelengths divided by factor, short ones kept,
+ * the band between blended linearly in 1/wavelength. */
+static void compute_inv_freq(const struct cinfer_model_config *c, double *inv_freq)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double inv = 1.0 / pow((double)c->rope_theta, (2.0 * i) / (double)c->head_dim);
+        if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3) {
+            double factor = c->rope_scaling.factor;
+            double low = c->rope_scaling.low_freq_factor;
+            double high = c->rope_scaling.high_freq_factor;
+            double old_context = c->rope_scaling.original_max_position_embeddings;
+            double low_freq_wavelen = old_context / low;
+            double high_freq_wavelen = old_context / high;
+            double wavelen = 2.0 * M_PI / inv;
+            if (wavelen > low_freq_wavelen) {
+                inv = inv / factor;
+            } else if (!(wavelen < high_freq_wavelen)) {
+                double smooth = (old_context / wavelen - low) / (high - low);
+                inv = (1.0 - smooth) * inv / factor + smooth * inv;
+            }
+        }
+        inv_freq[i] = inv;
+    }
+}
+
+static int check_config(const struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    if (c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_layers <= 0 || c->vocab_size <= 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model config: hidden_size %d, intermediate_size %d, num_layers %d and vocab_size %d "
+                                "must all be positive",
+                                c->hidden_size, c->intermediate_size, c->num_layers, c->vocab_size);
+    if (c->num_heads <= 0 || c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model config: num_heads %d must be a positive multiple of num_kv_heads %d",
+                                c->num_heads, c->num_kv_heads);
+    if (c->head_dim <= 0 || c->head_dim % 2 != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "model config: head_dim must be positive and even, got %d",
+                                c->head_dim);
+    if (!(c->rope_theta > 0.0f) || !(c->rms_norm_eps >= 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model config: rope_theta must be > 0 and rms_norm_eps >= 0, got %g and %g",
+                                (double)c->rope_theta, (double)c->rms_norm_eps);
+    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3 &&
+        (!(c->rope_scaling.factor > 0.0f) || !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
+         !(c->rope_scaling.low_freq_factor > 0.0f) || c->rope_scaling.original_max_position_embeddings <= 0))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model config: llama3 rope_scaling needs factor > 0, high_freq_factor > "
+                                "low_freq_factor > 0 and original_max_position_embeddings > 0, got %g, %g, %g, %d",
+                                (double)c->rope_scaling.factor, (double)c->rope_scaling.high_freq_factor,
+                                (double)c->rope_scaling.low_freq_factor,
+                                c->rope_scaling.original_max_position_embeddings);
+    return 0;
+}
+
+static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
+{
+    const struct cinfer_model *m = rt->model;
+    const struct cinfer_model_config *c = &m->config;
+    int rc;
+    if ((rc = bind_matrix(&m->tok_embeddings, "tok_embeddings", -1, rt->vocab, rt->hidden, &rt->tok_embeddings,
+                          err)) < 0 ||
+        (rc = bind_matrix(&m->lm_head, "lm_head", -1, rt->vocab, rt->hidden, &rt->lm_head, err)) < 0 ||
+        (rc = widen_vector(&m->output_norm, "output_norm", -1, rt->hidden, 1, &rt->output_norm, err)) < 0)
+        return rc;
+    rt->layers = calloc((size_t)c->num_layers, sizeof *rt->layers);
+    if (!rt->layers)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    for (int l = 0; l < c->num_layers; l++) {
+        const struct cinfer_layer_weights *src = &m->layers[l];
+        struct runtime_layer *dst = &rt->layers[l];
+        if ((rc = bind_matrix(&src->wq, "wq", l, rt->q_dim, rt->hidden, &dst->wq, err)) < 0 ||
+            (rc = bind_matrix(&src->wk, "wk", l, rt->kv_dim, rt->hidden, &dst->wk, err)) < 0 ||
+            (rc = bind_matrix(&src->wv, "wv", l, rt->kv_dim, rt->hidden, &dst->wv, err)) < 0 ||
+            (rc = bind_matrix(&src->wo, "wo", l, rt->hidden, rt->q_dim, &dst->wo, err)) < 0 ||
+            (rc = bind_matrix(&src->w_gate, "w_gate", l, rt->intermediate, rt->hidden, &dst->w_gate, err)) < 0 ||
+            (rc = bind_matrix(&src->w_up, "w_up", l, rt->intermediate, rt->hidden, &dst->w_up, err)) < 0 ||
+            (rc = bind_matrix(&src->w_down, "w_down", l, rt->hidden, rt->intermediate, &dst->w_down, err)) < 0 ||
+            (rc = widen_vector(&src->attn_norm, "attn_norm", l, rt->hidden, 1, &dst->attn_norm, err)) < 0 ||
+            (rc = widen_vector(&src->ffn_norm, "ffn_norm", l, rt->hidden, 1, &dst->ffn_norm, err)) < 0 ||
+            (rc = widen_vector(&src->q_norm, "q_norm", l, rt->head_dim, c->qk_norm, &dst->q_norm, err)) < 0 ||
+            (rc = widen_vector(&src->k_norm, "k_norm", l, rt->head_dim, c->qk_norm, &dst->k_norm, err)) < 0 ||
+            (rc = widen_vector(&src->bq, "bq", l, rt->q_dim, c->attention_bias, &dst->bq, err)) < 0 ||
+            (rc = widen_vector(&src->bk, "bk", l, rt->kv_dim, c->attention_bias, &dst->bk, err)) < 0 ||
+            (rc = widen_vector(&src->bv, "bv", l, rt->kv_dim, c->attention_bias, &dst->bv, err)) < 0)
+            return rc;
+        if (!c->qk_norm) { /* a stray norm in a model that does not use it stays unused */
+            free(dst->q_norm);
+            free(dst->k_norm);
+            dst->q_norm = dst->k_norm = NULL;
+        }
+    }
+    return 0;
+}
+
+static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
+{
+    size_t t = (size_t)rt->max_batch_tokens;
+    struct {
+        float **buf;
+        size_t floats;
+    } bufs[] = {
+        {&rt->x, t * rt->hidden},
+        {&rt->xn, t * rt->hidden},
+        {&rt->q, t * rt->q_dim},
+        {&rt->k, t * rt->kv_dim},
+        {&rt->v, t * rt->kv_dim},
+        {&rt->attn, t * rt->q_dim},
+        {&rt->proj, t * rt->hidden},
+        {&rt->gate, t * rt->intermediate},
+        {&rt->up, t * rt->intermediate},
+        {&rt->logits_x, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->hidden},
+        {&rt->logits, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->vocab},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i].buf = rt->ops->buffer_alloc(rt->backend, bufs[i].floats * sizeof(float));
+        if (!*bufs[i].buf)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                    "runtime: cannot allocate %zu bytes of scratch for max_batch_tokens %d",
+                                    bufs[i].floats * sizeof(float), rt->max_batch_tokens);
+    }
+    rt->tokens = calloc(t, sizeof *rt->tokens);
+    rt->positions = calloc(t, sizeof *rt->positions);
+    rt->slots = calloc(t, sizeof *rt->slots);
+    rt->attn_seqs = calloc(t, sizeof *rt->attn_seqs);
+    rt->logits_dst = calloc(t, sizeof *rt->logits_dst);
+    rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
+    if (!rt->tokens || !rt->positions || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    return 0;
+}
+
+int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
+                          struct cinfer_runtime **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    struct cinfer_runtime_options opts = o ? *o : (struct cinfer_runtime_options){0};
+    if (!m)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "runtime: no model given");
+    if (opts.kv_page_tokens < 0 || opts.n_threads < 0 || opts.max_batch_tokens < 0)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "runtime: kv_page_tokens %d, n_threads %d and max_batch_tokens %d must not be negative",
+                                opts.kv_page_tokens, opts.n_threads, opts.max_batch_tokens);
+    int rc = check_config(&m->config, err);
+    if (rc < 0)
+        return rc;
+    const struct cinfer_model_config *c = &m->config;
+
+    struct cinfer_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    rt->model = m;
+    rt->hidden = c->hidden_size;
+    rt->head_dim = c->head_dim;
+    rt->q_dim = c->num_heads * c->head_dim;
+    rt->kv_dim = c->num_kv_heads * c->head_dim;
+    rt->intermediate = c->intermediate_size;
+    rt->vocab = c->vocab_size;
+    rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
+    int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
+    rt->ops = cinfer_cpu_backend_ops();
+
+    if ((rc = bind_weights(rt, err)) < 0)
+        goto fail;
+    rt->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
+    if (!rt->inv_freq) {
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+        goto fail;
+    }
+    compute_inv_freq(c, rt->inv_freq);
+
+    size_t page_bytes = cinfer_kv_page_bytes(c->num_layers, page_tokens, rt->kv_dim, sizeof(float));
+    int n_pages = cinfer_kv_pages_for_budget(opts.kv_cache_bytes, page_bytes);
+    if (n_pages < 1) {
+        rc = cinfer_error_set(err, CINFER_ERR_RANGE,
+                              "runtime: kv_cache_bytes %zu holds no KV page; one page of %d tokens takes %zu bytes "
+                              "(%d layers x K and V x %d floats)",
+                              opts.kv_cache_bytes, page_tokens, page_bytes, c->num_layers, rt->kv_dim);
+        goto fail;
+    }
+    if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
+        goto fail;
+    if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
+        goto fail;
+    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim};
+    if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
+        goto fail;
+    if ((rc = alloc_scratch(rt, err)) < 0)
+        goto fail;
+    *out = rt;
+    return 0;
+fail:
+    cinfer_runtime_destroy(&rt);
+    return rc;
+}
+
+void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
+{
+    struct cinfer_runtime *rt = rtp ? *rtp : NULL;
+    if (!rt)
+        return;
+    if (rt->backend) {
+        float *bufs[] = {rt->x, rt->xn, rt->q, rt->k, rt->v, rt->attn, rt->proj, rt->gate, rt->up, rt->logits_x,
+                         rt->logits};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i])
+                rt->ops->buffer_free(rt->backend, bufs[i]);
+        if (rt->kv_storage)
+            rt->ops->kv_destroy(rt->backend, rt->kv_storage);
+        rt->ops->destroy(rt->backend);
+    }
+    if (rt->layers) {
+        for (int l = 0; l < rt->model->config.num_layers; l++) {
+            struct runtime_layer *layer = &rt->layers[l];
+            free(layer->attn_norm);
+            free(layer->ffn_norm);
+            free(layer->q_norm);
+            free(layer->k_norm);
+            free(layer->bq);
+            free(layer->bk);
+            free(layer->bv);
+        }
+        free(rt->layers);
+    }
+    cinfer_kv_pages_fini(&rt->pages);
+    free(rt->output_norm);
+    free(rt->inv_freq);
+    free(rt->tokens);
+    free(rt->positions);
+    free(rt->slots);
+    free(rt->attn_seqs);
+    free(rt->logits_dst);
+    free(rt->logits_rows);
+    free(rt);
+    *rtp = NULL;
+}
+
+int cinfer_runtime_kv_pages_total(const struct cinfer_runtime *rt)
+{
+    return rt->pages.n_pages;
+}
+
+int cinfer_runtime_kv_pages_free(const struct cinfer_runtime *rt)
+{
+    return rt->pages.n_free;
+}
+
+int cinfer_runtime_kv_page_tokens(const struct cinfer_runtime *rt)
+{
+    return rt->pages.page_tokens;
+}
+
+int cinfer_runtime_kv_page_alloc(struct cinfer_runtime *rt, int32_t *page_out)
+{
+    return cinfer_kv_pages_alloc(&rt->pages, page_out);
+}
+
+void cinfer_runtime_kv_page_ref(struct cinfer_runtime *rt, int32_t page)
+{
+    cinfer_kv_pages_ref(&rt->pages, page);
+}
+
+void cinfer_runtime_kv_page_unref(struct cinfer_runtime *rt, int32_t page)
+{
+    cinfer_kv_pages_unref(&rt->pages, page);
+}
+
+int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
+                           struct cinfer_error *err)
+{
+    return cinfer_forward(rt, seqs, n_seqs, err);
+}

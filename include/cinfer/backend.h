@@ -1,0 +1,125 @@
+/* cinfer/backend.h — the compute backend interface: the ops the forward pass calls,
+ * and the KV page storage they read and write.
+ *
+ * The CPU backend (core/backend/cpu_backend.c) is built in; another backend (CUDA)
+ * arrives as a loadable plugin of kind CINFER_PLUGIN_KIND_BACKEND whose descriptor
+ * vtable is a const struct cinfer_backend_ops. Tests run each backend's ops against
+ * the CPU backend's.
+ *
+ * Memory: float pointers passed to ops are backend buffers (buffer_alloc); weights
+ * are host views of the model as stored (a device backend uploads and caches them by
+ * data pointer); small integer arrays (tokens, positions, page tables, slots) are host
+ * memory the backend copies in as it needs. */
+#ifndef CINFER_BACKEND_H
+#define CINFER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bump on any change to struct cinfer_backend_ops; slots are only appended. */
+#define CINFER_BACKEND_OPS_VERSION 1u
+
+/* Stored element types of weights; numbered like the model's dtype enum. */
+enum cinfer_tensor_type {
+    CINFER_TENSOR_F32 = 0,
+    CINFER_TENSOR_F16 = 1,
+    CINFER_TENSOR_BF16 = 2,
+    CINFER_TENSOR_Q8_0 = 3, /* blocks of 32 along a row: f16 scale d + 32 int8 q; value d*q */
+};
+
+/* A row-major weight matrix (rows, cols) = (out_features, in_features). */
+struct cinfer_backend_weight {
+    uint32_t type; /* enum cinfer_tensor_type */
+    int64_t rows;
+    int64_t cols;
+    const void *data;
+    size_t row_bytes; /* bytes from one row to the next */
+};
+
+/* The KV storage: for every layer and page, K and V of page_tokens positions, each a
+ * row of kv_dim = kv_heads * head_dim floats (f32: exact, twice the bytes of f16). */
+struct cinfer_backend_kv_layout {
+    int n_layers;
+    int n_pages;
+    int page_tokens;
+    int kv_dim;
+};
+
+/* One sequence of an attention call: its rows of q/out are [row, row + n_tokens) and
+ * sit at positions [start_pos, start_pos + n_tokens); K/V of positions
+ * [0, start_pos + n_tokens) are in page_table's pages (page i holds positions
+ * [i * page_tokens, (i + 1) * page_tokens)). */
+struct cinfer_backend_attn_seq {
+    int row;
+    int n_tokens;
+    int start_pos;
+    const int32_t *page_table; /* (n_pages) */
+    int n_pages;
+};
+
+/* RoPE angles for position p and pair i are p * inv_freq[i] (scaling already folded
+ * into inv_freq). interleaved 0: pairs (i, i + head_dim/2), Hugging Face rotate_half;
+ * 1: pairs (2i, 2i + 1). */
+struct cinfer_backend_rope {
+    const double *inv_freq; /* (head_dim / 2) */
+    int interleaved;
+};
+
+struct cinfer_backend_ops {
+    uint32_t version;     /* CINFER_BACKEND_OPS_VERSION built with */
+    uint32_t struct_size; /* sizeof(struct cinfer_backend_ops) built with */
+    const char *name;     /* "cpu", "cuda" */
+
+    /* n_threads: host threads the backend may use (0: one per online core). */
+    int (*create)(int n_threads, void **state, struct cinfer_error *err);
+    void (*destroy)(void *state);
+
+    /* Activation and scratch memory (64-byte aligned); NULL when out of memory. */
+    void *(*buffer_alloc)(void *state, size_t bytes);
+    void (*buffer_free)(void *state, void *buffer);
+    /* Backend buffer to backend buffer, and backend buffer to host. */
+    void (*copy)(void *state, void *dst, const void *src, size_t bytes);
+    void (*download)(void *state, void *host_dst, const void *src, size_t bytes);
+
+    /* KV page storage. */
+    int (*kv_create)(void *state, const struct cinfer_backend_kv_layout *layout, void **kv,
+                     struct cinfer_error *err);
+    void (*kv_destroy)(void *state, void *kv);
+    /* K and V (n, kv_dim) of layer go to slots[i] = page * page_tokens + offset. */
+    void (*kv_write)(void *state, void *kv, int layer, const float *k, const float *v, int n,
+                     const int32_t *slots);
+
+    /* out (n, w.cols) = rows tokens[i] of w, widened to f32. */
+    void (*embedding)(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
+                      float *out);
+    /* y (n, w.rows) = x (n, w.cols) · wᵀ (+ bias (w.rows) when not NULL). */
+    void (*matmul)(void *state, const float *x, int n, const struct cinfer_backend_weight *w,
+                   const float *bias, float *y);
+    /* For each of n_rows rows of dim: y = x * rsqrt(mean(x²) + eps) * w (dim). */
+    void (*rmsnorm)(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps);
+    /* x (n_tokens, n_heads * head_dim): token t's heads rotated to positions[t]. */
+    void (*rope)(void *state, float *x, int n_tokens, int n_heads, int head_dim, const int32_t *positions,
+                 const struct cinfer_backend_rope *rope);
+    /* gate (n) = silu(gate) * up */
+    void (*silu_mul)(void *state, float *gate, const float *up, size_t n);
+    /* y (n) += x (n) */
+    void (*add)(void *state, float *y, const float *x, size_t n);
+    /* Causal attention. q, out: (rows, n_heads * head_dim). For each sequence, token
+     * and query head h (kv head h / (n_heads / n_kv_heads)):
+     * out = softmax(q · Kᵀ / sqrt(head_dim)) V over positions [0, its position].
+     * Fails only when scratch for a longer context than before cannot be allocated. */
+    int (*attention)(void *state, void *kv, int layer, const float *q, float *out,
+                     const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
+                     int head_dim, struct cinfer_error *err);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

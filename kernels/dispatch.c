@@ -1,0 +1,88 @@
+/* kernels/dispatch.c — picks the kernel level once from the CPU's features and routes
+ * each call there. Tests force lower levels to compare them all. */
+#include <stdatomic.h>
+
+#include "kernels_impl.h"
+
+static atomic_int current_level = -1; /* -1: not detected yet */
+
+enum cinfer_kernel_level cinfer_kernels_best_level(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return CINFER_KERNEL_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return CINFER_KERNEL_AVX2;
+    return CINFER_KERNEL_SCALAR;
+}
+
+enum cinfer_kernel_level cinfer_kernels_level(void)
+{
+    int level = atomic_load_explicit(&current_level, memory_order_relaxed);
+    if (level < 0) {
+        level = (int)cinfer_kernels_best_level();
+        atomic_store(&current_level, level);
+    }
+    return (enum cinfer_kernel_level)level;
+}
+
+int cinfer_kernels_force_level(enum cinfer_kernel_level level)
+{
+    if (level < CINFER_KERNEL_SCALAR || level > cinfer_kernels_best_level())
+        return -1;
+    atomic_store(&current_level, (int)level);
+    return 0;
+}
+
+const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
+{
+    switch (level) {
+    case CINFER_KERNEL_SCALAR: return "scalar";
+    case CINFER_KERNEL_AVX2: return "avx2";
+    case CINFER_KERNEL_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+void cinfer_kernel_matmul(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_matmul_avx512(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_AVX2: cinfer_matmul_avx2(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    cinfer_matmul_scalar(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+}
+
+float cinfer_kernel_dot(const float *a, const float *b, int n)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: return cinfer_dot_avx512(a, b, n);
+    case CINFER_KERNEL_AVX2: return cinfer_dot_avx2(a, b, n);
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    return cinfer_dot_scalar(a, b, n);
+}
+
+void cinfer_kernel_axpy(float *y, float a, const float *x, int n)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_axpy_avx512(y, a, x, n); return;
+    case CINFER_KERNEL_AVX2: cinfer_axpy_avx2(y, a, x, n); return;
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    cinfer_axpy_scalar(y, a, x, n);
+}
+
+void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_rmsnorm_avx512(y, x, w, n, eps); return;
+    case CINFER_KERNEL_AVX2: cinfer_rmsnorm_avx2(y, x, w, n, eps); return;
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    cinfer_rmsnorm_scalar(y, x, w, n, eps);
+}

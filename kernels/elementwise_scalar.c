@@ -1,0 +1,51 @@
+/* kernels/elementwise_scalar.c — SwiGLU gate, residual add, softmax and RoPE. These are
+ * memory-bound next to the matmuls, so one plain version serves every CPU. */
+#include <math.h>
+
+#include "kernels.h"
+
+void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void cinfer_kernel_add(float *y, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+void cinfer_kernel_softmax(float *x, int n)
+{
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void cinfer_kernel_rope(float *x, int head_dim, int pos, const double *inv_freq, int interleaved)
+{
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* angles in double: large positions times small frequencies lose digits in f32 */
+        double angle = (double)pos * inv_freq[i];
+        float c = (float)cos(angle);
+        float s = (float)sin(angle);
+        int a = interleaved ? 2 * i : i;
+        int b = interleaved ? 2 * i + 1 : i + half;
+        float x0 = x[a];
+        float x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x1 * c + x0 * s;
+    }
+}

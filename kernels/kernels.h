@@ -1,0 +1,75 @@
+/* kernels/kernels.h — CPU compute kernels with run-time dispatch on CPU features.
+ *
+ * Every kernel has a scalar version; the hot ones (matmul, dot, axpy, rmsnorm) also
+ * have AVX2+FMA+F16C and AVX-512 (F, BW, VL) versions. The level is picked once from
+ * __builtin_cpu_supports and can be forced lower (tests compare every level against a
+ * double-precision loop). Kernels are single-threaded and work on a range of rows so
+ * the caller's thread pool decides the split. */
+#ifndef CINFER_KERNELS_H
+#define CINFER_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cinfer_kernel_level {
+    CINFER_KERNEL_SCALAR = 0,
+    CINFER_KERNEL_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    CINFER_KERNEL_AVX512 = 2, /* AVX-512 F + BW + VL */
+};
+
+/* Weight types the matmul reads directly; numbered like enum cinfer_dtype. */
+enum cinfer_kernel_wtype {
+    CINFER_KW_F32 = 0,
+    CINFER_KW_F16 = 1,
+    CINFER_KW_BF16 = 2,
+    CINFER_KW_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 int8 q; value = d * q */
+};
+#define CINFER_Q8_0_BLOCK 32
+#define CINFER_Q8_0_BLOCK_BYTES 34
+
+/* The best level this CPU supports. */
+enum cinfer_kernel_level cinfer_kernels_best_level(void);
+/* The level in use (the best one unless forced). */
+enum cinfer_kernel_level cinfer_kernels_level(void);
+/* Forces a level; returns 0, or -1 when this CPU cannot run it (nothing changes). */
+int cinfer_kernels_force_level(enum cinfer_kernel_level level);
+const char *cinfer_kernels_level_name(enum cinfer_kernel_level level);
+
+/* y (n, ldy) columns [j0, j1) = x (n, k) · W[j0:j1]ᵀ, where W is row-major (m, k) of
+ * type wtype with w_row_bytes from one row to the next. Accumulates in f32; weights
+ * are widened to f32 as they are read (activations are never rounded). For Q8_0, k is
+ * a multiple of 32. */
+void cinfer_kernel_matmul(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                          size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+
+/* Bytes of one row of k values of type wtype (Q8_0: k a multiple of 32). */
+size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k);
+
+/* out (k) = one row of type wtype widened to f32 (embedding lookup, 1-D weights). */
+void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out);
+
+float cinfer_kernel_dot(const float *a, const float *b, int n);
+/* y (n) += a * x (n) */
+void cinfer_kernel_axpy(float *y, float a, const float *x, int n);
+/* y (n) = x * rsqrt(mean(x²) + eps) * w; y may alias x. */
+void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* Scalar-only element-wise kernels (memory-bound; the compiler vectorizes them). */
+/* gate (n) = silu(gate) * up */
+void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n);
+/* y (n) += x (n) */
+void cinfer_kernel_add(float *y, const float *x, size_t n);
+/* x (n) = softmax(x) in place; returns nothing, max-subtracted for range. */
+void cinfer_kernel_softmax(float *x, int n);
+/* Rotates one head vector x (head_dim) in place by the angles pos * inv_freq[i]
+ * (inv_freq: head_dim / 2 of them). interleaved 0: pairs (i, i + head_dim/2) as Hugging
+ * Face's rotate_half; 1: pairs (2i, 2i+1). */
+void cinfer_kernel_rope(float *x, int head_dim, int pos, const double *inv_freq, int interleaved);
+
+/* Number conversions. */
+float cinfer_f16_to_f32(uint16_t h);
+uint16_t cinfer_f32_to_f16(float f); /* round to nearest even */
+float cinfer_bf16_to_f32(uint16_t b);
+uint16_t cinfer_f32_to_bf16(float f); /* round to nearest even */
+
+#endif

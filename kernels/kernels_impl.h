@@ -1,0 +1,26 @@
+/* kernels/kernels_impl.h — the per-level implementations behind kernels.h. Each
+ * *_avx2.c / *_avx512.c file is compiled with its own -m flags and only called after
+ * dispatch.c checked the CPU. */
+#ifndef CINFER_KERNELS_IMPL_H
+#define CINFER_KERNELS_IMPL_H
+
+#include "kernels.h"
+
+#define CINFER_KERNEL_LEVEL_FNS(suffix)                                                             \
+    void cinfer_matmul_##suffix(const float *x, int n, int k, const void *w,                        \
+                                enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, \
+                                float *y, int ldy);                                                 \
+    float cinfer_dot_##suffix(const float *a, const float *b, int n);                               \
+    void cinfer_axpy_##suffix(float *y, float a, const float *x, int n);                            \
+    void cinfer_rmsnorm_##suffix(float *y, const float *x, const float *w, int n, float eps);
+
+CINFER_KERNEL_LEVEL_FNS(scalar)
+CINFER_KERNEL_LEVEL_FNS(avx2)
+CINFER_KERNEL_LEVEL_FNS(avx512)
+
+/* Rows of x handled together by one SIMD tile, and the block of activations rows kept
+ * hot in cache while weight rows stream past. */
+#define CINFER_MATMUL_TILE_ROWS 4
+#define CINFER_MATMUL_TILE_COLS 4
+
+#endif

@@ -1,0 +1,133 @@
+/* kernels/matmul_avx2.c — x (n, k) · Wᵀ with AVX2 + FMA + F16C.
+ *
+ * Same shape as the AVX-512 version with 8 lanes and a 2 x 4 tile (8 accumulators,
+ * 4 widened weight vectors and one activation vector fit the 16 ymm registers). The
+ * k % 8 tail is added in scalar after the horizontal sum, the same way for every
+ * output element, so results do not depend on tile placement. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define TILE_M 2
+#define TILE_N 4
+#define LANES 8
+#define WEIGHT_BLOCK_BYTES (256 * 1024)
+
+AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm256_loadu_ps((const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
+    case CINFER_KW_BF16: {
+        __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0: {
+        const uint8_t *blk = wrow + (size_t)(kk / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
+        uint16_t d_bits;
+        memcpy(&d_bits, blk, 2);
+        __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + (kk % CINFER_Q8_0_BLOCK)));
+        __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+        return _mm256_mul_ps(qf, _mm256_set1_ps(_cvtsh_ss(d_bits)));
+    }
+    }
+    return _mm256_setzero_ps();
+}
+
+AI float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Elements [kk, k) of one dot product, in order (F32/F16/BF16 only). */
+static float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum cinfer_kernel_wtype wtype)
+{
+    float acc = 0.0f;
+    for (int i = kk; i < k; i++) {
+        uint16_t h;
+        float wv;
+        switch (wtype) {
+        case CINFER_KW_F32: wv = ((const float *)wrow)[i]; break;
+        case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_f16_to_f32(h); break;
+        case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_bf16_to_f32(h); break;
+        default: wv = 0.0f; break;
+        }
+        acc += x[i] * wv;
+    }
+    return acc;
+}
+
+AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
+             enum cinfer_kernel_wtype wtype, float *y, int ldy)
+{
+    __m256 acc[TILE_M][TILE_N];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    int kk = 0;
+    for (; kk + LANES <= k; kk += LANES) {
+        __m256 wv[TILE_N];
+        for (int j = 0; j < nr; j++)
+            wv[j] = load_weights(w + (size_t)j * w_row_bytes, kk, wtype);
+        for (int i = 0; i < mr; i++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)i * k + kk);
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float sum = hsum(acc[i][j]);
+            if (kk < k)
+                sum += tail_dot(x + (size_t)i * k, w + (size_t)j * w_row_bytes, kk, k, wtype);
+            y[(size_t)i * ldy + j] = sum;
+        }
+}
+
+AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_kernel_wtype wtype,
+                     size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    int block_rows = (int)(WEIGHT_BLOCK_BYTES / (w_row_bytes ? w_row_bytes : 1));
+    block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
+    for (int jb = j0; jb < j1; jb += block_rows) {
+        int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
+        for (int i = 0; i < n; i += TILE_M) {
+            int mr = n - i < TILE_M ? n - i : TILE_M;
+            const float *xi = x + (size_t)i * k;
+            float *yi = y + (size_t)i * ldy;
+            int j = jb;
+            for (; j + TILE_N <= jb_end; j += TILE_N) {
+                const uint8_t *wj = w + (size_t)j * w_row_bytes;
+                if (mr == 2)
+                    tile(xi, k, 2, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy);
+                else
+                    tile(xi, k, 1, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy);
+            }
+            for (; j < jb_end; j++) {
+                const uint8_t *wj = w + (size_t)j * w_row_bytes;
+                if (mr == 2)
+                    tile(xi, k, 2, wj, w_row_bytes, 1, wtype, yi + j, ldy);
+                else
+                    tile(xi, k, 1, wj, w_row_bytes, 1, wtype, yi + j, ldy);
+            }
+        }
+    }
+}
+
+void cinfer_matmul_avx2(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                        size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    switch (wtype) {
+    case CINFER_KW_F32: matmul_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_F16: matmul_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_BF16: matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0: matmul_typed(x, n, k, w, CINFER_KW_Q8_0, w_row_bytes, j0, j1, y, ldy); break;
+    }
+}

@@ -1,0 +1,142 @@
+/* kernels/matmul_avx512.c — x (n, k) · Wᵀ with AVX-512 (F, BW, VL).
+ *
+ * Dot-product form (both operands are k-contiguous): a tile of 4 activation rows by 4
+ * weight rows keeps 16 accumulators of 16 lanes; each weight vector is widened to f32
+ * once and used by all 4 activation rows. Weight rows are walked in blocks that fit in
+ * L2 while every activation row passes over them, so each weight byte comes from
+ * memory once per call. Every output element gets the same sequence of FMAs whatever
+ * tile it falls in, so a row's result does not depend on the rest of the batch. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define TILE_M 4 /* activation rows per tile */
+#define TILE_N 4 /* weight rows per tile */
+#define LANES 16
+#define WEIGHT_BLOCK_BYTES (256 * 1024) /* weight rows kept in L2 while x streams past */
+
+/* 16 weights of one row starting at element kk, widened to f32. */
+AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_loadu_ps((const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0: {
+        const uint8_t *blk = wrow + (size_t)(kk / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
+        uint16_t d_bits;
+        memcpy(&d_bits, blk, 2);
+        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + (kk % CINFER_Q8_0_BLOCK)));
+        __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+        return _mm512_mul_ps(qf, _mm512_set1_ps(_cvtsh_ss(d_bits)));
+    }
+    }
+    return _mm512_setzero_ps();
+}
+
+/* The last k % 16 weights (never Q8_0, whose k is a multiple of 32), zero-filled. */
+AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_maskz_loadu_ps(m, (const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0:
+        break;
+    }
+    return _mm512_setzero_ps();
+}
+
+/* y (mr, ldy)[0:nr] = x (mr, k) · W (nr rows)ᵀ; mr, nr and wtype are constants after
+ * inlining, so the accumulators live in registers. */
+AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
+             enum cinfer_kernel_wtype wtype, float *y, int ldy)
+{
+    __m512 acc[TILE_M][TILE_N];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    int kk = 0;
+    for (; kk + LANES <= k; kk += LANES) {
+        __m512 wv[TILE_N];
+        for (int j = 0; j < nr; j++)
+            wv[j] = load_weights(w + (size_t)j * w_row_bytes, kk, wtype);
+        for (int i = 0; i < mr; i++) {
+            __m512 xv = _mm512_loadu_ps(x + (size_t)i * k + kk);
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+    if (kk < k) {
+        __mmask16 m = (__mmask16)((1u << (k - kk)) - 1u);
+        __m512 wv[TILE_N];
+        for (int j = 0; j < nr; j++)
+            wv[j] = load_weights_tail(w + (size_t)j * w_row_bytes, kk, m, wtype);
+        for (int i = 0; i < mr; i++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)i * k + kk);
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            y[(size_t)i * ldy + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+/* All activation rows against weight rows [j0, j1) of one weight type. */
+AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_kernel_wtype wtype,
+                     size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    int block_rows = (int)(WEIGHT_BLOCK_BYTES / (w_row_bytes ? w_row_bytes : 1));
+    block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
+    for (int jb = j0; jb < j1; jb += block_rows) {
+        int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
+        for (int i = 0; i < n; i += TILE_M) {
+            int mr = n - i < TILE_M ? n - i : TILE_M;
+            const float *xi = x + (size_t)i * k;
+            float *yi = y + (size_t)i * ldy;
+            int j = jb;
+            for (; j + TILE_N <= jb_end; j += TILE_N) {
+                const uint8_t *wj = w + (size_t)j * w_row_bytes;
+                switch (mr) {
+                case 4: tile(xi, k, 4, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
+                case 3: tile(xi, k, 3, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
+                case 2: tile(xi, k, 2, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
+                default: tile(xi, k, 1, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
+                }
+            }
+            for (; j < jb_end; j++) {
+                const uint8_t *wj = w + (size_t)j * w_row_bytes;
+                switch (mr) {
+                case 4: tile(xi, k, 4, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
+                case 3: tile(xi, k, 3, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
+                case 2: tile(xi, k, 2, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
+                default: tile(xi, k, 1, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
+                }
+            }
+        }
+    }
+}
+
+void cinfer_matmul_avx512(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    switch (wtype) {
+    case CINFER_KW_F32: matmul_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_F16: matmul_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_BF16: matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0: matmul_typed(x, n, k, w, CINFER_KW_Q8_0, w_row_bytes, j0, j1, y, ldy); break;
+    }
+}

@@ -1,0 +1,58 @@
+/* kernels/matmul_scalar.c — the reference-shaped matmul every CPU can run: one dot
+ * product per (activation row, weight row), weights widened as they are read. */
+#include <string.h>
+
+#include "kernels_impl.h"
+
+/* One weight row · one activation row, f32 accumulation. */
+static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_kernel_wtype wtype, int k)
+{
+    float acc = 0.0f;
+    switch (wtype) {
+    case CINFER_KW_F32: {
+        const float *w = (const float *)wrow;
+        for (int i = 0; i < k; i++)
+            acc += x[i] * w[i];
+        break;
+    }
+    case CINFER_KW_F16:
+        for (int i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, wrow + 2 * i, 2);
+            acc += x[i] * cinfer_f16_to_f32(h);
+        }
+        break;
+    case CINFER_KW_BF16:
+        for (int i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, wrow + 2 * i, 2);
+            acc += x[i] * cinfer_bf16_to_f32(h);
+        }
+        break;
+    case CINFER_KW_Q8_0:
+        for (int b = 0; b < k / CINFER_Q8_0_BLOCK; b++) {
+            const uint8_t *blk = wrow + (size_t)b * CINFER_Q8_0_BLOCK_BYTES;
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            const int8_t *q = (const int8_t *)(blk + 2);
+            const float *xb = x + b * CINFER_Q8_0_BLOCK;
+            float block_sum = 0.0f;
+            for (int i = 0; i < CINFER_Q8_0_BLOCK; i++)
+                block_sum += xb[i] * (float)q[i];
+            acc += cinfer_f16_to_f32(dh) * block_sum;
+        }
+        break;
+    }
+    return acc;
+}
+
+void cinfer_matmul_scalar(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    const uint8_t *wbytes = w;
+    for (int j = j0; j < j1; j++) {
+        const uint8_t *wrow = wbytes + (size_t)j * w_row_bytes;
+        for (int i = 0; i < n; i++)
+            y[(size_t)i * ldy + j] = dot_weight_row(x + (size_t)i * k, wrow, wtype, k);
+    }
+}

@@ -1,0 +1,60 @@
+/* kernels/vector_avx2.c — dot, axpy and RMSNorm with AVX2 + FMA; tails in scalar. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels_impl.h"
+
+static inline float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+float cinfer_dot_avx2(const float *a, const float *b, int n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+void cinfer_axpy_avx2(float *y, float a, const float *x, int n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float eps)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(xv, xv, acc);
+    }
+    float sum_sq = hsum(acc);
+    for (; i < n; i++)
+        sum_sq += x[i] * x[i];
+    float inv_rms = 1.0f / sqrtf(sum_sq / (float)n + eps);
+    __m256 scale = _mm256_set1_ps(inv_rms);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(xv, scale), _mm256_loadu_ps(w + i)));
+    }
+    for (; i < n; i++)
+        y[i] = x[i] * inv_rms * w[i];
+}
