@@ -32,8 +32,18 @@ struct cinfer_spawn_request {
     int dp_rank;                 /* data-parallel replica, 0-based */
     int gpu_id;                  /* -1 for CPU */
     const char *host;            /* NULL or "localhost" for this machine */
-    const char *const *argv;     /* full argv of cinfer-worker, built before any fork */
+    const char *const *argv;     /* full argv of cinfer-worker (argv[0] its path), built before
+                                  * any fork; NULL to run child_main instead of exec */
     const char *const *envp;     /* extra NAME=value entries, NULL-terminated, may be NULL */
+    /* Fork without exec (local launchers only): the child runs child_main(child_ctx)
+     * and exits with its return value. Lets an embedder's own hooks run in workers. */
+    int (*child_main)(void *child_ctx);
+    void *child_ctx;
+    /* The worker's standard input: the read end of the engine's lifeline pipe, so a
+     * worker sees EOF when the main process is gone (-1: /dev/null). Every other
+     * descriptor above 2 is closed in the worker. */
+    int stdin_fd;
+    const char *title;           /* "scheduler tp0": for messages about this worker */
 };
 
 enum cinfer_worker_state {
