@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Expected ids for a Llama-2-style (SentencePiece BPE) vocabulary, from SentencePiece itself.
+
+    /usr/bin/python3 spm_reference.py MODEL GGUF CORPUS_JSON OUT_JSON
+
+MODEL is the SentencePiece .model; GGUF is the vocabulary-only file that
+tools/spm_to_gguf.py made from it (the path cinfer opens, written into OUT_JSON). The
+output has the layout of reference_ids.js's files ("tokenizer": "llama2-spm").
+
+Encoding follows llama.cpp with special-token parsing on, which is also what Hugging
+Face's tokenizers do with added special tokens: the text is split at the control and
+unknown pieces' text (<s>, </s>, <unk>), which become their ids; every other fragment is
+encoded by SentencePiece, with the dummy-prefix space only when the fragment starts the
+text or follows a special token (llama.cpp's is_prev_special rule; SentencePiece gets a
+copy of the model with add_dummy_prefix off for the other fragments). ids_special puts
+BOS first (add_bos_token true, add_eos_token false).
+
+Decoding: decoded_skip is SentencePiece's own decode of the ids without control/unknown
+ids. decoded keeps them as their text: pieces concatenated, "▁" read as a space, byte
+pieces <0xXX> as bytes, then one leading space dropped when the first id is an ordinary
+piece (the dummy prefix), as llama.cpp and the tokenizers' Strip decoder do; it is
+checked against SentencePiece's decode on every case without special ids.
+"""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from spm_to_gguf import with_add_dummy_prefix  # noqa: E402
+
+
+class SpmReference:
+    def __init__(self, model_path):
+        import sentencepiece
+
+        with open(model_path, "rb") as f:
+            model = f.read()
+        self.sp = sentencepiece.SentencePieceProcessor()
+        self.sp.LoadFromSerializedProto(model)
+        self.sp_no_prefix = sentencepiece.SentencePieceProcessor()
+        self.sp_no_prefix.LoadFromSerializedProto(with_add_dummy_prefix(model, False))
+        n = self.sp.GetPieceSize()
+        self.special = {self.sp.IdToPiece(i): i for i in range(n)
+                        if self.sp.IsControl(i) or self.sp.IsUnknown(i)}
+        self.special_ids = set(self.special.values())
+        longest_first = sorted(self.special, key=len, reverse=True)
+        self.splitter = re.compile("(" + "|".join(re.escape(t) for t in longest_first) + ")")
+
+    def encode(self, text, add_bos):
+        ids = [self.sp.bos_id()] if add_bos else []
+        prev_special = True
+        for part in self.splitter.split(text):
+            if part == "":
+                continue
+            if part in self.special:
+                ids.append(self.special[part])
+                prev_special = True
+                continue
+            sp = self.sp if prev_special else self.sp_no_prefix
+            ids.extend(sp.EncodeAsIds(part))
+            prev_special = False
+        return ids
+
+    def decode_keep_special(self, ids):
+        out = bytearray()
+        for i in ids:
+            piece = self.sp.IdToPiece(i)
+            if i in self.special_ids:
+                out += piece.encode("utf-8")
+            elif self.sp.IsByte(i):
+                out.append(int(piece[3:5], 16))
+            else:
+                out += piece.replace("\u2581", " ").encode("utf-8")
+        if ids and ids[0] not in self.special_ids and out[:1] == b" ":
+            del out[:1]
+        return out.decode("utf-8", errors="replace")
+
+    def decode_skip_special(self, ids):
+        return self.sp.DecodeIds([i for i in ids if i not in self.special_ids])
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    model_path, gguf_path, corpus_path, out_path = argv
+    ref = SpmReference(model_path)
+    with open(corpus_path, encoding="utf-8") as f:
+        corpus = json.load(f)
+    inputs = [({"text": s}, s) for s in corpus["strings"]]
+    inputs += [({"hex": h}, bytes.fromhex(h).decode("utf-8", errors="replace"))
+               for h in corpus["invalid_utf8_hex"]]
+    cases = []
+    roundtrips = 0
+    for given, text in inputs:
+        ids = ref.encode(text, add_bos=False)
+        ids_special = ref.encode(text, add_bos=True)
+        decoded = ref.decode_keep_special(ids)
+        if not ref.special_ids.intersection(ids) and decoded != ref.sp.DecodeIds(ids):
+            raise SystemExit(f"spm_reference: piece-wise decode disagrees with SentencePiece on {text!r}: "
+                             f"{decoded!r} vs {ref.sp.DecodeIds(ids)!r}")
+        case = dict(given, ids=ids, ids_special=ids_special, decoded=decoded,
+                    decoded_skip=ref.decode_skip_special(ids_special), roundtrip=decoded == text)
+        if not case["roundtrip"]:
+            case["why_no_roundtrip"] = ("special-token text: the decoder spaces around it"
+                                        if ref.splitter.search(text) else "other")
+        roundtrips += case["roundtrip"]
+        cases.append(case)
+    import sentencepiece
+    out = {"tokenizer": "llama2-spm", "path": os.path.abspath(gguf_path),
+           "library": f"sentencepiece {sentencepiece.__version__} (python)", "cases": cases}
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
+    print(f"spm_reference: llama2-spm: {len(cases)} cases, {roundtrips} round-trip through decode")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
