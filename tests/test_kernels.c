@@ -1,0 +1,320 @@
+/* Every CPU kernel at every dispatch level this machine runs, against plain loops in
+ * double precision, for every weight type. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "support/random_model.h"
+#include "support/runner.h"
+
+static const enum cinfer_kernel_wtype all_types[] = {CINFER_KW_F32, CINFER_KW_F16, CINFER_KW_BF16, CINFER_KW_Q8_0};
+static const char *const type_names[] = {"F32", "F16", "BF16", "Q8_0"};
+
+static void fill_uniform(float *x, size_t n, float scale, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * random_uniform(rng);
+}
+
+/* Runs the loop body once per level this CPU supports (forcing each in turn). */
+#define FOR_EACH_LEVEL(level)                                                                    \
+    for (enum cinfer_kernel_level level = CINFER_KERNEL_SCALAR;                                  \
+         level <= cinfer_kernels_best_level() && cinfer_kernels_force_level(level) == 0; level++)
+
+static void restore_level(void)
+{
+    cinfer_kernels_force_level(cinfer_kernels_best_level());
+}
+
+START_TEST(levels_are_detected)
+{
+    enum cinfer_kernel_level best = cinfer_kernels_best_level();
+    printf("kernels: best level on this CPU: %s\n", cinfer_kernels_level_name(best));
+    ck_assert_int_eq(cinfer_kernels_level(), best);
+    ck_assert_int_eq(cinfer_kernels_force_level((enum cinfer_kernel_level)(CINFER_KERNEL_AVX512 + 1)), -1);
+    ck_assert_int_eq(cinfer_kernels_force_level(CINFER_KERNEL_SCALAR), 0);
+    ck_assert_int_eq(cinfer_kernels_level(), CINFER_KERNEL_SCALAR);
+    restore_level();
+}
+END_TEST
+
+/* Every finite half converts to f32 and back to itself; f32 -> f16 rounds to nearest. */
+START_TEST(f16_and_bf16_conversions)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = cinfer_f16_to_f32((uint16_t)h);
+        if (isnan(f))
+            continue;
+        ck_assert_uint_eq(cinfer_f32_to_f16(f), h);
+        ck_assert_uint_eq(cinfer_f32_to_bf16(cinfer_bf16_to_f32((uint16_t)h)), h & 0xffff);
+    }
+    ck_assert_float_eq(cinfer_f16_to_f32(0x3c00), 1.0f);
+    ck_assert_float_eq(cinfer_f16_to_f32(0xc000), -2.0f);
+    ck_assert_float_eq(cinfer_f16_to_f32(0x0001), 0x1p-24f);
+    ck_assert_uint_eq(cinfer_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);          /* tie to even */
+    ck_assert_uint_eq(cinfer_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
+    ck_assert_uint_eq(cinfer_f32_to_f16(70000.0f), 0x7c00);
+    ck_assert_uint_eq(cinfer_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);            /* tie to even */
+    ck_assert_uint_eq(cinfer_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-12f), 0x3f81);
+    uint64_t rng = 7;
+    for (int i = 0; i < 100000; i++) { /* nearest: no other half is closer */
+        float f = 60000.0f * random_uniform(&rng) * fabsf(random_uniform(&rng));
+        uint16_t h = cinfer_f32_to_f16(f);
+        double err = fabs((double)cinfer_f16_to_f32(h) - f);
+        ck_assert(err <= fabs((double)cinfer_f16_to_f32((uint16_t)(h + 1)) - f));
+        ck_assert(err <= fabs((double)cinfer_f16_to_f32((uint16_t)(h - 1)) - f));
+    }
+}
+END_TEST
+
+/* The matmul of every type against double loops over the same (dequantized) weights:
+ * each element within 1e-5 of sum |x| |w| (f32 accumulation), and against the
+ * original f32 weights within the type's quantization budget. */
+START_TEST(matmul_every_type_and_level)
+{
+    const int shapes[][3] = {/* n, k, m */ {1, 64, 9}, {2, 32, 4}, {3, 96, 13}, {4, 256, 8}, {5, 128, 17},
+                             {9, 512, 33}, {1, 4096, 5}, {7, 37, 6}, {6, 100, 11}, {1, 15, 3}};
+    uint64_t rng = 42;
+    double worst_exact[3][4] = {{0}}, worst_budget[4] = {0};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
+        float *x = malloc(sizeof(float) * n * k);
+        float *w = malloc(sizeof(float) * m * k);
+        float *wq = malloc(sizeof(float) * m * k);
+        float *y = malloc(sizeof(float) * n * m);
+        double *ref_stored = malloc(sizeof(double) * n * m);
+        double *ref_orig = malloc(sizeof(double) * n * m);
+        double *bound = malloc(sizeof(double) * n * m);
+        fill_uniform(x, (size_t)n * k, 2.0f, &rng);
+        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
+        for (size_t t = 0; t < 4; t++) {
+            enum cinfer_kernel_wtype type = all_types[t];
+            if (type == CINFER_KW_Q8_0 && k % 32 != 0)
+                continue;
+            size_t row_bytes = cinfer_kernel_row_bytes(type, k) + 6; /* a gap between rows is allowed */
+            uint8_t *stored = malloc(row_bytes * m);
+            for (int j = 0; j < m; j++) {
+                random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+                cinfer_kernel_row_to_f32(stored + j * row_bytes, type, k, wq + (size_t)j * k);
+            }
+            double norm_diff = 0, norm_ref = 0;
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < m; j++) {
+                    double a = 0, b = 0, bnd = 0;
+                    for (int q = 0; q < k; q++) {
+                        a += (double)x[i * k + q] * wq[j * k + q];
+                        b += (double)x[i * k + q] * w[j * k + q];
+                        bnd += fabs((double)x[i * k + q] * wq[j * k + q]);
+                    }
+                    ref_stored[i * m + j] = a;
+                    ref_orig[i * m + j] = b;
+                    bound[i * m + j] = bnd;
+                    norm_diff += (a - b) * (a - b);
+                    norm_ref += b * b;
+                }
+            double budget_err = sqrt(norm_diff / norm_ref);
+            worst_budget[t] = fmax(worst_budget[t], budget_err);
+            ck_assert_msg(budget_err <= (type == CINFER_KW_F32 ? 1e-12 : 2e-2), "%s: quantization error %g",
+                          type_names[t], budget_err);
+            FOR_EACH_LEVEL(level)
+            {
+                for (int i = 0; i < n * m; i++)
+                    y[i] = NAN;
+                /* in two column ranges, as two threads would */
+                int split = m / 2;
+                cinfer_kernel_matmul(x, n, k, stored, type, row_bytes, 0, split, y, m);
+                cinfer_kernel_matmul(x, n, k, stored, type, row_bytes, split, m, y, m);
+                for (int i = 0; i < n * m; i++) {
+                    double err = fabs(y[i] - ref_stored[i]) / bound[i];
+                    worst_exact[level][t] = fmax(worst_exact[level][t], err);
+                    ck_assert_msg(err <= 1e-5, "%s %s n=%d k=%d m=%d element %d: %g vs %g",
+                                  cinfer_kernels_level_name(level), type_names[t], n, k, m, i, (double)y[i],
+                                  ref_stored[i]);
+                }
+                /* each row alone gives bit-identical results (batch invariance) */
+                float *row = malloc(sizeof(float) * m);
+                for (int i = 0; i < n; i++) {
+                    cinfer_kernel_matmul(x + (size_t)i * k, 1, k, stored, type, row_bytes, 0, m, row, m);
+                    ck_assert_mem_eq(row, y + (size_t)i * m, sizeof(float) * m);
+                }
+                free(row);
+            }
+            restore_level();
+            free(stored);
+        }
+        free(x);
+        free(w);
+        free(wq);
+        free(y);
+        free(ref_stored);
+        free(ref_orig);
+        free(bound);
+    }
+    for (int t = 0; t < 4; t++) {
+        printf("matmul %-4s: quantization error vs f32 weights %.3g (budget %s);", type_names[t], worst_budget[t],
+               t == 0 ? "1e-4" : "2e-2");
+        for (int l = 0; l <= (int)cinfer_kernels_best_level(); l++)
+            printf(" %s worst |y-ref|/sum|xw| %.3g", cinfer_kernels_level_name(l), worst_exact[l][t]);
+        printf("\n");
+    }
+}
+END_TEST
+
+START_TEST(vector_kernels_every_level)
+{
+    const int sizes[] = {1, 7, 16, 33, 64, 100, 128, 1000};
+    uint64_t rng = 3;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s];
+        float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+        float *w = malloc(sizeof(float) * n);
+        fill_uniform(a, n, 3.0f, &rng);
+        fill_uniform(b, n, 1.0f, &rng);
+        fill_uniform(w, n, 1.0f, &rng);
+        double dot = 0, abs_dot = 0, sum_sq = 0;
+        for (int i = 0; i < n; i++) {
+            dot += (double)a[i] * b[i];
+            abs_dot += fabs((double)a[i] * b[i]);
+            sum_sq += (double)a[i] * a[i];
+        }
+        double inv_rms = 1.0 / sqrt(sum_sq / n + 1e-6);
+        FOR_EACH_LEVEL(level)
+        {
+            ck_assert_double_le(fabs(cinfer_kernel_dot(a, b, n) - dot), 1e-6 * abs_dot);
+            memcpy(y, b, sizeof(float) * n);
+            cinfer_kernel_axpy(y, 0.75f, a, n);
+            for (int i = 0; i < n; i++)
+                ck_assert_double_le(fabs(y[i] - (b[i] + 0.75 * a[i])), 1e-6 * (fabs(b[i]) + fabs(a[i])));
+            cinfer_kernel_rmsnorm(y, a, w, n, 1e-6f);
+            for (int i = 0; i < n; i++)
+                ck_assert_double_le(fabs(y[i] - a[i] * inv_rms * w[i]), 1e-5 * fabs(a[i] * inv_rms) + 1e-30);
+            memcpy(y, a, sizeof(float) * n); /* in place */
+            cinfer_kernel_rmsnorm(y, y, w, n, 1e-6f);
+            for (int i = 0; i < n; i++)
+                ck_assert_double_le(fabs(y[i] - a[i] * inv_rms * w[i]), 1e-5 * fabs(a[i] * inv_rms) + 1e-30);
+        }
+        restore_level();
+        free(a);
+        free(b);
+        free(y);
+        free(w);
+    }
+}
+END_TEST
+
+START_TEST(elementwise_kernels)
+{
+    uint64_t rng = 11;
+    enum { N = 301 };
+    float g[N], u[N], y[N];
+    fill_uniform(g, N, 8.0f, &rng);
+    fill_uniform(u, N, 2.0f, &rng);
+    float g0[N];
+    memcpy(g0, g, sizeof g);
+    cinfer_kernel_silu_mul(g, u, N);
+    for (int i = 0; i < N; i++) {
+        double want = g0[i] / (1.0 + exp(-(double)g0[i])) * u[i];
+        ck_assert_double_le(fabs(g[i] - want), 1e-6 * (fabs(want) + 1e-3));
+    }
+    memcpy(y, u, sizeof y);
+    cinfer_kernel_add(y, g0, N);
+    for (int i = 0; i < N; i++)
+        ck_assert_float_eq(y[i], u[i] + g0[i]);
+
+    /* softmax: sums to 1, matches exp ratios, survives large logits */
+    float s[N];
+    fill_uniform(s, N, 30.0f, &rng);
+    s[5] = 300.0f;
+    double max = -INFINITY, sum = 0;
+    for (int i = 0; i < N; i++)
+        max = fmax(max, s[i]);
+    for (int i = 0; i < N; i++)
+        sum += exp(s[i] - max);
+    float s0[N];
+    memcpy(s0, s, sizeof s);
+    cinfer_kernel_softmax(s, N);
+    for (int i = 0; i < N; i++) {
+        double want = exp(s0[i] - max) / sum;
+        ck_assert_double_le(fabs(s[i] - want), 1e-6 * want + 1e-30);
+    }
+}
+END_TEST
+
+/* RoPE against the rotation written out in double for both pairings. */
+START_TEST(rope_both_pairings)
+{
+    enum { HD = 24 };
+    double inv_freq[HD / 2];
+    for (int i = 0; i < HD / 2; i++)
+        inv_freq[i] = 1.0 / pow(10000.0, 2.0 * i / HD);
+    uint64_t rng = 5;
+    const int positions[] = {0, 1, 17, 1000, 131071};
+    for (int interleaved = 0; interleaved <= 1; interleaved++)
+        for (size_t p = 0; p < sizeof positions / sizeof positions[0]; p++) {
+            float x[HD], x0[HD];
+            fill_uniform(x, HD, 1.0f, &rng);
+            memcpy(x0, x, sizeof x);
+            cinfer_kernel_rope(x, HD, positions[p], inv_freq, interleaved);
+            for (int d = 0; d < HD; d++) {
+                /* Hugging Face: out = x * cos + rotate_half(x) * sin with cos/sin
+                 * repeated over both halves; interleaved: the same on pairs (2i, 2i+1) */
+                int i = interleaved ? d / 2 : d % (HD / 2);
+                double angle = positions[p] * inv_freq[i];
+                double rotated;
+                if (interleaved)
+                    rotated = d % 2 == 0 ? -x0[d + 1] : x0[d - 1];
+                else
+                    rotated = d < HD / 2 ? -x0[d + HD / 2] : x0[d - HD / 2];
+                double want = x0[d] * cos(angle) + rotated * sin(angle);
+                ck_assert_double_le(fabs(x[d] - want), 2e-6);
+            }
+        }
+    /* position 0 is the identity */
+    float x[HD], x0[HD];
+    fill_uniform(x, HD, 1.0f, &rng);
+    memcpy(x0, x, sizeof x);
+    cinfer_kernel_rope(x, HD, 0, inv_freq, 0);
+    ck_assert_mem_eq(x, x0, sizeof x);
+}
+END_TEST
+
+START_TEST(row_widening)
+{
+    uint64_t rng = 9;
+    float src[64], out[64];
+    fill_uniform(src, 64, 4.0f, &rng);
+    uint8_t stored[64 * 4];
+    random_model_store_row(src, 64, CINFER_DTYPE_Q8_0, stored);
+    cinfer_kernel_row_to_f32(stored, CINFER_KW_Q8_0, 64, out);
+    for (int b = 0; b < 2; b++) {
+        uint16_t d_bits;
+        memcpy(&d_bits, stored + b * 34, 2);
+        float d = cinfer_f16_to_f32(d_bits);
+        for (int i = 0; i < 32; i++) {
+            ck_assert_float_eq(out[b * 32 + i], d * (float)(int8_t)stored[b * 34 + 2 + i]);
+            ck_assert_double_le(fabs(out[b * 32 + i] - src[b * 32 + i]), 0.51 * d + 1e-7);
+        }
+    }
+    ck_assert_uint_eq(cinfer_kernel_row_bytes(CINFER_KW_Q8_0, 64), 68);
+    ck_assert_uint_eq(cinfer_kernel_row_bytes(CINFER_KW_BF16, 64), 128);
+}
+END_TEST
+
+static Suite *suite_kernels(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, levels_are_detected);
+    tcase_add_test(tc, f16_and_bf16_conversions);
+    tcase_add_test(tc, matmul_every_type_and_level);
+    tcase_add_test(tc, vector_kernels_every_level);
+    tcase_add_test(tc, elementwise_kernels);
+    tcase_add_test(tc, rope_both_pairings);
+    tcase_add_test(tc, row_widening);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_kernels)
