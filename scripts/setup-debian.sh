@@ -9,6 +9,7 @@ packages=(
   libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev
   clang libclang-rt-14-dev
   python3 python3-numpy python3-sentencepiece
+  bible-kjv bible-kjv-text libopenblas0-pthread python3-regex
   nodejs npm curl
 )
 
