@@ -1,0 +1,420 @@
+/* Continuous batching over the paged KV cache (scheduler.h). */
+#include "scheduler/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sampler.h"
+
+struct request {
+    uint64_t rid;
+    int32_t *tokens;        /* (n_tokens) prompt, then every sampled token */
+    int n_tokens, cap_tokens;
+    int n_prompt;
+    int n_output;
+    int n_computed;         /* tokens whose K/V are in the pages */
+    int32_t *pages;         /* (n_pages) page table */
+    int n_pages, cap_pages;
+    struct cinfer_sampling_params params; /* stop strings are the detokenizer's: not kept */
+    struct cinfer_rng rng;
+};
+
+struct cinfer_scheduler {
+    struct cinfer_runtime *rt;
+    struct cinfer_scheduler_options opts;
+    int32_t eos_ids[8];
+    int page_tokens;
+    struct cinfer_sampler sampler;
+
+    struct request **waiting; /* FIFO: waiting[0] is next */
+    int n_waiting, cap_waiting;
+    struct request **running; /* in admission order */
+    int n_running;
+
+    struct cinfer_seq_chunk *chunks; /* (max_running) scratch for one step */
+    struct request **chunk_owner;    /* (max_running) */
+    float *logits;                   /* (max_running, vocab) */
+    struct cinfer_step_item *items;
+    int n_items, cap_items;
+};
+
+static void request_free(struct request *r)
+{
+    if (!r)
+        return;
+    free(r->tokens);
+    free(r->pages);
+    free(r);
+}
+
+int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_scheduler_options *opts,
+                            struct cinfer_scheduler **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    if (opts->max_running_requests < 1 || opts->vocab_size < 1 || opts->context_length < 2)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "scheduler: max_running_requests %d, vocab %d, context %d: each must be positive",
+                                opts->max_running_requests, opts->vocab_size, opts->context_length);
+    struct cinfer_scheduler *s = calloc(1, sizeof *s);
+    if (!s)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory");
+    s->rt = rt;
+    s->opts = *opts;
+    s->opts.n_eos = opts->n_eos > 8 ? 8 : opts->n_eos;
+    for (int i = 0; i < s->opts.n_eos; i++)
+        s->eos_ids[i] = opts->eos_ids[i];
+    s->opts.eos_ids = s->eos_ids;
+    if (s->opts.max_prefill_tokens <= 0)
+        s->opts.max_prefill_tokens = 16384;
+    s->page_tokens = cinfer_runtime_kv_page_tokens(rt);
+    int n = opts->max_running_requests;
+    s->running = calloc((size_t)n, sizeof *s->running);
+    s->chunks = calloc((size_t)n, sizeof *s->chunks);
+    s->chunk_owner = calloc((size_t)n, sizeof *s->chunk_owner);
+    s->logits = malloc((size_t)n * (size_t)opts->vocab_size * sizeof *s->logits);
+    if (!s->running || !s->chunks || !s->chunk_owner || !s->logits ||
+        cinfer_sampler_init(&s->sampler, opts->vocab_size)) {
+        cinfer_scheduler_destroy(&s);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for %d running requests", n);
+    }
+    *out = s;
+    return CINFER_OK;
+}
+
+static void release_pages(struct cinfer_scheduler *s, struct request *r)
+{
+    for (int i = 0; i < r->n_pages; i++)
+        cinfer_runtime_kv_page_unref(s->rt, r->pages[i]);
+    r->n_pages = 0;
+    r->n_computed = 0;
+}
+
+void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
+{
+    if (!sp || !*sp)
+        return;
+    struct cinfer_scheduler *s = *sp;
+    for (int i = 0; i < s->n_running; i++) {
+        release_pages(s, s->running[i]);
+        request_free(s->running[i]);
+    }
+    for (int i = 0; i < s->n_waiting; i++)
+        request_free(s->waiting[i]);
+    free(s->waiting);
+    free(s->running);
+    free(s->chunks);
+    free(s->chunk_owner);
+    free(s->logits);
+    free(s->items);
+    cinfer_sampler_free(&s->sampler);
+    free(s);
+    *sp = NULL;
+}
+
+int64_t cinfer_scheduler_max_total_tokens(const struct cinfer_scheduler *s)
+{
+    return (int64_t)cinfer_runtime_kv_pages_total(s->rt) * s->page_tokens;
+}
+
+int cinfer_scheduler_has_work(const struct cinfer_scheduler *s)
+{
+    return s->n_running > 0 || s->n_waiting > 0 || s->n_items > 0;
+}
+int cinfer_scheduler_running(const struct cinfer_scheduler *s) { return s->n_running; }
+int cinfer_scheduler_queued(const struct cinfer_scheduler *s) { return s->n_waiting; }
+
+static int push_waiting(struct cinfer_scheduler *s, struct request *r, int at_front)
+{
+    if (s->n_waiting == s->cap_waiting) {
+        int cap = s->cap_waiting ? s->cap_waiting * 2 : 64;
+        struct request **grown = realloc(s->waiting, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return CINFER_ERR_NOMEM;
+        s->waiting = grown;
+        s->cap_waiting = cap;
+    }
+    if (at_front) {
+        memmove(s->waiting + 1, s->waiting, (size_t)s->n_waiting * sizeof *s->waiting);
+        s->waiting[0] = r;
+    } else {
+        s->waiting[s->n_waiting] = r;
+    }
+    s->n_waiting++;
+    return CINFER_OK;
+}
+
+static struct cinfer_step_item *new_item(struct cinfer_scheduler *s, const struct request *r)
+{
+    if (s->n_items == s->cap_items) {
+        int cap = s->cap_items ? s->cap_items * 2 : 64;
+        struct cinfer_step_item *grown = realloc(s->items, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        s->items = grown;
+        s->cap_items = cap;
+    }
+    struct cinfer_step_item *it = &s->items[s->n_items++];
+    memset(it, 0, sizeof *it);
+    it->rid = r->rid;
+    it->token = -1;
+    it->prompt_tokens = r->n_prompt;
+    it->completion_tokens = r->n_output;
+    return it;
+}
+
+int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t *ids, int n_ids,
+                         const struct cinfer_sampling_params *params, struct cinfer_error *err)
+{
+    if (n_ids < 1)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request %llu has an empty prompt",
+                                (unsigned long long)rid);
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= s->opts.vocab_size)
+            return cinfer_error_set(err, CINFER_ERR_RANGE, "prompt token %d at position %d is outside the vocabulary [0, %d)",
+                                    ids[i], i, s->opts.vocab_size);
+    if (n_ids + 1 > s->opts.context_length)
+        return cinfer_error_set(err, CINFER_ERR_RANGE,
+                                "prompt of %d tokens leaves no room for output in the context length of %d tokens",
+                                n_ids, s->opts.context_length);
+    int64_t capacity = cinfer_scheduler_max_total_tokens(s);
+    if (n_ids + 1 > capacity)
+        return cinfer_error_set(err, CINFER_ERR_RANGE,
+                                "prompt of %d tokens does not fit the KV cache of %lld tokens", n_ids,
+                                (long long)capacity);
+    if (s->opts.max_queued_requests > 0 && s->n_waiting >= s->opts.max_queued_requests)
+        return cinfer_error_set(err, CINFER_ERR_STATE, "queue full: %d requests are waiting (max_queued_requests %d)",
+                                s->n_waiting, s->opts.max_queued_requests);
+    struct request *r = calloc(1, sizeof *r);
+    int cap = n_ids + (params->max_new_tokens > 0 ? params->max_new_tokens : 16) + 1;
+    if (cap > s->opts.context_length + 1)
+        cap = s->opts.context_length + 1;
+    if (r)
+        r->tokens = malloc((size_t)cap * sizeof *r->tokens);
+    if (!r || !r->tokens) {
+        request_free(r);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory queueing request %llu", (unsigned long long)rid);
+    }
+    r->rid = rid;
+    memcpy(r->tokens, ids, (size_t)n_ids * sizeof *ids);
+    r->n_tokens = r->n_prompt = n_ids;
+    r->cap_tokens = cap;
+    r->params = *params;
+    r->params.n_stop = 0;
+    memset(r->params.stop, 0, sizeof r->params.stop);
+    cinfer_rng_seed(&r->rng, params->has_seed ? params->seed : s->opts.default_seed ^ (rid * 0x9E3779B97F4A7C15ull));
+    if (push_waiting(s, r, 0)) {
+        request_free(r);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory queueing request %llu", (unsigned long long)rid);
+    }
+    return CINFER_OK;
+}
+
+static void remove_running(struct cinfer_scheduler *s, int i)
+{
+    memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
+    s->n_running--;
+}
+
+int cinfer_scheduler_abort(struct cinfer_scheduler *s, uint64_t rid)
+{
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i]->rid == rid) {
+            struct request *r = s->running[i];
+            release_pages(s, r);
+            remove_running(s, i);
+            struct cinfer_step_item *it = new_item(s, r);
+            if (it)
+                it->finish_reason = CINFER_FINISH_ABORT;
+            request_free(r);
+            return 1;
+        }
+    for (int i = 0; i < s->n_waiting; i++)
+        if (s->waiting[i]->rid == rid) {
+            struct request *r = s->waiting[i];
+            memmove(s->waiting + i, s->waiting + i + 1, (size_t)(s->n_waiting - i - 1) * sizeof *s->waiting);
+            s->n_waiting--;
+            struct cinfer_step_item *it = new_item(s, r);
+            if (it)
+                it->finish_reason = CINFER_FINISH_ABORT;
+            request_free(r);
+            return 1;
+        }
+    return 0;
+}
+
+/* Makes r's page table cover n_positions; 0 or CINFER_ERR_NOMEM when the cache is full. */
+static int cover(struct cinfer_scheduler *s, struct request *r, int n_positions)
+{
+    int need = (n_positions + s->page_tokens - 1) / s->page_tokens;
+    if (need > r->cap_pages) {
+        int cap = need + 4;
+        int32_t *grown = realloc(r->pages, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return CINFER_ERR_NOMEM;
+        r->pages = grown;
+        r->cap_pages = cap;
+    }
+    while (r->n_pages < need) {
+        int32_t page;
+        if (cinfer_runtime_kv_page_alloc(s->rt, &page))
+            return CINFER_ERR_NOMEM;
+        r->pages[r->n_pages++] = page;
+    }
+    return CINFER_OK;
+}
+
+/* Puts the newest running request back at the front of the queue, freeing its pages;
+ * its tokens (prompt and output so far) are recomputed when it runs again. */
+static void retract_newest(struct cinfer_scheduler *s)
+{
+    struct request *r = s->running[s->n_running - 1];
+    release_pages(s, r);
+    s->n_running--;
+    if (push_waiting(s, r, 1)) { /* cannot requeue: fail it rather than lose it */
+        struct cinfer_step_item *it = new_item(s, r);
+        if (it) {
+            it->finish_reason = CINFER_FINISH_ERROR;
+            it->error = "out of memory retracting the request";
+        }
+        request_free(r);
+    }
+}
+
+static int is_eos(const struct cinfer_scheduler *s, int32_t id)
+{
+    for (int i = 0; i < s->opts.n_eos; i++)
+        if (s->eos_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static enum cinfer_finish_reason finished(const struct cinfer_scheduler *s, const struct request *r, int32_t id)
+{
+    const struct cinfer_sampling_params *p = &r->params;
+    if (r->n_output >= p->min_new_tokens) {
+        if (!p->ignore_eos && is_eos(s, id))
+            return CINFER_FINISH_STOP_TOKEN;
+        for (int i = 0; i < p->n_stop_token_ids; i++)
+            if (p->stop_token_ids[i] == id)
+                return CINFER_FINISH_STOP_TOKEN;
+    }
+    if (r->n_output >= p->max_new_tokens || r->n_tokens >= s->opts.context_length)
+        return CINFER_FINISH_LENGTH;
+    return CINFER_FINISH_NONE;
+}
+
+int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_item **items, int *n_items,
+                          struct cinfer_error *err)
+{
+    /* Items from aborts since the last step are reported now, then cleared. */
+    int carried = s->n_items;
+    (void)carried;
+
+    /* 1. Admit waiting requests while there is room. */
+    while (s->n_waiting > 0 && s->n_running < s->opts.max_running_requests) {
+        s->running[s->n_running++] = s->waiting[0];
+        memmove(s->waiting, s->waiting + 1, (size_t)(s->n_waiting - 1) * sizeof *s->waiting);
+        s->n_waiting--;
+    }
+
+    /* 2. One chunk per running request: the rest of its prompt (bounded by the chunk
+     *    size and the step's prefill budget), or its one decode token. */
+    int prefill_budget = s->opts.max_prefill_tokens;
+    int n_chunks = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        struct request *r = s->running[i];
+        int pending = r->n_tokens - r->n_computed;
+        int take = pending;
+        if (pending > 1) {
+            if (s->opts.chunked_prefill_size > 0 && take > s->opts.chunked_prefill_size)
+                take = s->opts.chunked_prefill_size;
+            if (take > prefill_budget)
+                take = prefill_budget;
+            if (take <= 0)
+                continue; /* no budget left this step: it waits its turn */
+            prefill_budget -= take;
+        }
+        while (cover(s, r, r->n_computed + take) != CINFER_OK) {
+            if (s->n_running == 1) { /* alone and still no room: it cannot go on */
+                struct cinfer_step_item *it = new_item(s, r);
+                if (it)
+                    it->finish_reason = CINFER_FINISH_LENGTH;
+                release_pages(s, r);
+                request_free(r);
+                s->n_running = 0;
+                n_chunks = 0;
+                goto run;
+            }
+            int self = (i == s->n_running - 1);
+            retract_newest(s);
+            if (self)
+                goto run;
+        }
+        struct cinfer_seq_chunk *c = &s->chunks[n_chunks];
+        c->tokens = r->tokens + r->n_computed;
+        c->n_tokens = take;
+        c->start_pos = r->n_computed;
+        c->page_table = r->pages;
+        c->n_pages = r->n_pages;
+        int completes = r->n_computed + take == r->n_tokens;
+        c->logits = completes ? CINFER_LOGITS_LAST : CINFER_LOGITS_NONE;
+        c->logits_out = completes ? s->logits + (size_t)n_chunks * (size_t)s->opts.vocab_size : NULL;
+        s->chunk_owner[n_chunks++] = r;
+    }
+run:
+    if (n_chunks > 0) {
+        int rc = cinfer_runtime_forward(s->rt, s->chunks, n_chunks, err);
+        if (rc)
+            return rc;
+    }
+
+    /* 3. Sample for every request whose tokens are all computed now. */
+    for (int c = 0; c < n_chunks; c++) {
+        struct request *r = s->chunk_owner[c];
+        r->n_computed += s->chunks[c].n_tokens;
+        if (s->chunks[c].logits != CINFER_LOGITS_LAST)
+            continue;
+        struct cinfer_sample_context ctx = {
+            .prompt = r->tokens, .n_prompt = r->n_prompt,
+            .output = r->tokens + r->n_prompt, .n_output = r->n_output,
+            .eos_ids = r->params.ignore_eos ? NULL : s->eos_ids, .n_eos = r->params.ignore_eos ? 0 : s->opts.n_eos,
+        };
+        float logprob = 0;
+        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &r->params, &ctx, &r->rng, &logprob);
+        if (r->n_tokens == r->cap_tokens) { /* cannot happen: capacity is prompt + max_new + 1 */
+            int cap = r->cap_tokens * 2;
+            int32_t *grown = realloc(r->tokens, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory growing request %llu",
+                                        (unsigned long long)r->rid);
+            r->tokens = grown;
+            r->cap_tokens = cap;
+        }
+        r->tokens[r->n_tokens++] = id;
+        r->n_output++;
+        struct cinfer_step_item *it = new_item(s, r);
+        if (!it)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory reporting a step");
+        it->token = id;
+        it->logprob = logprob;
+        it->finish_reason = finished(s, r, id);
+    }
+
+    /* 4. Finished requests leave at once and free their pages. */
+    for (int i = 0; i < s->n_items; i++) {
+        if (s->items[i].finish_reason == CINFER_FINISH_NONE || s->items[i].token < 0)
+            continue;
+        for (int j = 0; j < s->n_running; j++)
+            if (s->running[j]->rid == s->items[i].rid) {
+                struct request *r = s->running[j];
+                release_pages(s, r);
+                remove_running(s, j);
+                request_free(r);
+                break;
+            }
+    }
+    *items = s->items;
+    *n_items = s->n_items;
+    s->n_items = 0; /* storage stays valid until the next call */
+    return CINFER_OK;
+}
