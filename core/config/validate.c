@@ -1,0 +1,76 @@
+/* core/config/validate.c — rules between options, checked once every source (defaults,
+ * file, flags) has been applied. Each message names both keys and their values. */
+#include <string.h>
+
+#include "config/options.h"
+
+static int origin_of(const struct cinfer_server_args *args, const void *field)
+{
+    size_t offset = (size_t)((const char *)field - (const char *)args);
+    for (int i = 0; i < cinfer_options_count; i++)
+        if (cinfer_options[i].offset == offset)
+            return args->origin[i];
+    return CINFER_ORIGIN_DEFAULT;
+}
+
+static int check_launcher(const struct cinfer_server_args *args, struct cinfer_error *err)
+{
+    const char *launcher = args->launcher;
+    int is_ssh = !strcmp(launcher, "ssh");
+    int local_only = !strcmp(launcher, "fork") || !strcmp(launcher, "mpi") || !strcmp(launcher, "auto");
+    if (is_ssh && args->hosts.count == 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "launcher.plugin is \"ssh\" but launcher.hosts (--hosts) is empty: the ssh "
+                                "launcher needs one host per data-parallel replica");
+    if (is_ssh && args->hosts.count != args->dp_size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "launcher.hosts (--hosts) lists %d host%s but launcher.dp_size (--dp-size) is %d: "
+                                "the ssh launcher starts one replica per host (a host may be listed twice)",
+                                args->hosts.count, args->hosts.count == 1 ? "" : "s", args->dp_size);
+    if (local_only && args->hosts.count > 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "launcher.hosts (--hosts) is set but launcher.plugin is \"%s\", which does not "
+                                "use it: choose --launcher ssh, or leave the hosts out",
+                                launcher);
+    return 0;
+}
+
+static int check_scheduler(const struct cinfer_server_args *args, struct cinfer_error *err)
+{
+    if (args->kv_cache_bytes != 0 && origin_of(args, &args->mem_fraction_static) != CINFER_ORIGIN_DEFAULT)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.kv_cache_bytes (--kv-cache-bytes) and scheduler.mem_fraction_static "
+                                "(--mem-fraction-static) are both set, and both size the KV cache: set only one");
+    if (args->chunked_prefill_size > args->max_prefill_tokens)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.chunked_prefill_size (%d) is larger than scheduler.max_prefill_tokens "
+                                "(%d): a chunk must fit in one prefill batch",
+                                args->chunked_prefill_size, args->max_prefill_tokens);
+    if (args->chunked_prefill_size % args->page_size != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.chunked_prefill_size (%d) is not a multiple of scheduler.page_size (%d): "
+                                "chunks must end on a KV page boundary",
+                                args->chunked_prefill_size, args->page_size);
+    if (args->max_total_tokens != 0 && args->max_total_tokens < args->page_size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.max_total_tokens (%lld) is less than one KV page (scheduler.page_size %d)",
+                                (long long)args->max_total_tokens, args->page_size);
+    if (args->max_total_tokens != 0 && args->context_length != 0 && args->max_total_tokens < args->context_length)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.max_total_tokens (%lld) is less than model.context_length (%d): the KV "
+                                "cache could not hold one request of full length",
+                                (long long)args->max_total_tokens, args->context_length);
+    if (args->schedule_policy == CINFER_SCHEDULE_LPM && args->disable_radix_cache)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "scheduler.schedule_policy is \"lpm\" but scheduler.disable_radix_cache is true: "
+                                "longest-prefix-match needs the radix cache (use fcfs, or enable the cache)");
+    return 0;
+}
+
+int cinfer_server_args_validate(const struct cinfer_server_args *args, struct cinfer_error *err)
+{
+    int rc = check_launcher(args, err);
+    if (!rc)
+        rc = check_scheduler(args, err);
+    return rc;
+}

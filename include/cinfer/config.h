@@ -1,0 +1,196 @@
+/* cinfer/config.h — the server arguments: every setting of an engine, read from a
+ * libconfig file and overridden by command-line flags.
+ *
+ * One table of options (core/config/options.c) drives the file reader, the flag
+ * parser, the defaults, --help, `cinfer config` and docs/configuration.md, so a
+ * setting is declared once. Each option has a key "section.name" in the file and a
+ * flag "--name-with-dashes" on the command line (SGLang's flag names where SGLang has
+ * one); a flag wins over the file, the file over the default.
+ *
+ * Typical use in a command:
+ *
+ *     struct cinfer_server_args args;
+ *     char **rest = calloc(argc, sizeof *rest);   // what is not a server flag
+ *     int n_rest;
+ *     static const struct cinfer_command_flag mine[] = {{"--max-new-tokens", 1}, {NULL, 0}};
+ *     if (cinfer_server_args_parse_command_line(&args, argc, argv, mine, rest, &n_rest, &err))
+ *         ... print err.message, exit 1 ...
+ *     ... rest holds the prompt and --max-new-tokens N, in their order ...
+ *     cinfer_server_args_free(&args);
+ */
+#ifndef CINFER_CONFIG_H
+#define CINFER_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cinfer/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A list of strings (hosts). items is NULL-terminated, so it can be passed where a
+ * `const char *const *` list is expected; NULL when the list is empty. */
+struct cinfer_string_list {
+    char **items;
+    int count;
+};
+
+enum cinfer_weight_dtype {
+    CINFER_WEIGHT_DTYPE_AUTO = 0, /* compute in the checkpoint's own type */
+    CINFER_WEIGHT_DTYPE_F32 = 1,
+    CINFER_WEIGHT_DTYPE_F16 = 2,
+    CINFER_WEIGHT_DTYPE_BF16 = 3,
+};
+
+enum cinfer_device_kind {
+    CINFER_DEVICE_CPU = 0,
+    CINFER_DEVICE_CUDA = 1,
+};
+
+enum cinfer_schedule_policy {
+    CINFER_SCHEDULE_FCFS = 0, /* first come, first served */
+    CINFER_SCHEDULE_LPM = 1,  /* longest prefix match in the radix cache first */
+};
+
+enum cinfer_restart_policy {
+    CINFER_RESTART_OFF = 0,        /* a dead worker stops the engine */
+    CINFER_RESTART_ON_FAILURE = 1, /* a dead worker is started again */
+};
+
+enum cinfer_log_level {
+    CINFER_LOG_ERROR = 0,
+    CINFER_LOG_WARNING = 1,
+    CINFER_LOG_INFO = 2,
+    CINFER_LOG_DEBUG = 3,
+};
+
+/* Where an option's value came from (for `cinfer config` and cross-checks). */
+enum cinfer_option_origin {
+    CINFER_ORIGIN_DEFAULT = 0,
+    CINFER_ORIGIN_FILE = 1,
+    CINFER_ORIGIN_FLAG = 2,
+};
+
+#define CINFER_SERVER_ARGS_MAX_OPTIONS 64
+
+/* Every setting. Strings are owned (malloc'd) and NULL when unset; free with
+ * cinfer_server_args_free. The comments name the file key and the flag. */
+struct cinfer_server_args {
+    /* model */
+    char *model_path;                  /* model.path, --model-path (--model) */
+    int context_length;                /* model.context_length, --context-length; 0: the model's */
+    enum cinfer_weight_dtype dtype;    /* model.dtype, --dtype */
+
+    /* tokenizer */
+    char *tokenizer;                   /* tokenizer.plugin, --tokenizer */
+    char *tokenizer_path;              /* tokenizer.path, --tokenizer-path; NULL: model_path */
+    char *chat_template;               /* tokenizer.chat_template, --chat-template; NULL: the model's */
+
+    /* launcher */
+    char *launcher;                    /* launcher.plugin, --launcher: fork|mpi|ssh|auto|a file */
+    struct cinfer_string_list hosts;   /* launcher.hosts, --hosts */
+    char *plugin_path;                 /* launcher.plugin_path, --plugin-path */
+    int tp_size;                       /* launcher.tp_size, --tp-size */
+    int dp_size;                       /* launcher.dp_size, --dp-size */
+
+    /* scheduler */
+    int max_running_requests;          /* scheduler.max_running_requests */
+    int max_queued_requests;           /* scheduler.max_queued_requests */
+    int max_prefill_tokens;            /* scheduler.max_prefill_tokens */
+    int chunked_prefill_size;          /* scheduler.chunked_prefill_size; 0: no chunking */
+    int64_t max_total_tokens;          /* scheduler.max_total_tokens; 0: from the KV budget */
+    int64_t kv_cache_bytes;            /* scheduler.kv_cache_bytes; 0: mem_fraction_static */
+    double mem_fraction_static;        /* scheduler.mem_fraction_static */
+    int page_size;                     /* scheduler.page_size, tokens per KV page */
+    enum cinfer_schedule_policy schedule_policy; /* scheduler.schedule_policy */
+    int disable_radix_cache;           /* scheduler.disable_radix_cache (0 or 1) */
+
+    /* server */
+    char *host;                        /* server.host, --host */
+    int port;                          /* server.port, --port */
+    char *api_key;                     /* server.api_key, --api-key; NULL: no key */
+    int64_t max_request_body_bytes;    /* server.max_request_body_bytes */
+
+    /* engine */
+    enum cinfer_device_kind device;    /* engine.device, --device */
+    int num_threads;                   /* engine.num_threads; 0: one per core */
+    int64_t random_seed;               /* engine.random_seed; -1: chosen at start */
+    int start_timeout_ms;              /* engine.start_timeout, --start-timeout */
+    int watchdog_timeout_ms;           /* engine.watchdog_timeout, --watchdog-timeout */
+    int drain_timeout_ms;              /* engine.drain_timeout, --drain-timeout */
+    enum cinfer_restart_policy restart_policy; /* engine.restart_policy */
+
+    /* log */
+    enum cinfer_log_level log_level;   /* log.level, --log-level */
+
+    /* Bookkeeping: the origin of each option, in table order. */
+    unsigned char origin[CINFER_SERVER_ARGS_MAX_OPTIONS];
+};
+
+/* Fills every field with its default. Only fails for lack of memory. */
+CINFER_API int cinfer_server_args_init(struct cinfer_server_args *args, struct cinfer_error *err);
+/* Frees the strings and lists; the struct may be initialized again afterwards. */
+CINFER_API void cinfer_server_args_free(struct cinfer_server_args *args);
+/* Makes dst an independent copy of src (dst is not freed first). */
+CINFER_API int cinfer_server_args_copy(struct cinfer_server_args *dst, const struct cinfer_server_args *src,
+                                       struct cinfer_error *err);
+
+/* Reads a libconfig file over args: the keys it sets replace the current values, the
+ * others stay. Errors name the file, the line and the key (CINFER_ERR_CONFIG; CINFER_ERR_IO
+ * when the file cannot be read). On error args keeps valid, partly updated values. */
+CINFER_API int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *path,
+                                            struct cinfer_error *err);
+/* The same from text in memory; name stands for the file in messages. */
+CINFER_API int cinfer_server_args_load_string(struct cinfer_server_args *args, const char *text, const char *name,
+                                              struct cinfer_error *err);
+
+/* A flag of the calling command that the server-args parser should leave alone. */
+struct cinfer_command_flag {
+    const char *name;  /* "--max-new-tokens" */
+    int takes_value;   /* 1: the next argv entry (or "=value") belongs to it */
+};
+
+/* Applies the server flags in argv[1..argc) over args (argv[0], the command's name,
+ * is skipped). Accepted forms: --flag VALUE, --flag=VALUE, and for on/off options a
+ * bare --flag (on) or --flag=true|false. "--config FILE" is consumed but not loaded
+ * (cinfer_server_args_parse_command_line loads it first). Every other entry goes to
+ * rest, in order: positional arguments, the command's own flags (command_flags,
+ * terminated by a {NULL, 0} entry; may be NULL) with their values, and everything after
+ * "--". rest must have room for argc entries; *n_rest receives the count. Any other
+ * "-..." entry is an unknown flag (CINFER_ERR_CONFIG, with a suggestion when close). */
+CINFER_API int cinfer_server_args_apply_flags(struct cinfer_server_args *args, int argc, char **argv,
+                                              const struct cinfer_command_flag *command_flags, char **rest,
+                                              int *n_rest, struct cinfer_error *err);
+
+/* Checks the rules that tie options together (one KV budget, hosts only for ssh,
+ * chunk sizes against the prefill budget and the page size...). */
+CINFER_API int cinfer_server_args_validate(const struct cinfer_server_args *args, struct cinfer_error *err);
+
+/* All of the above: defaults, then the file named by --config (if any), then the flags,
+ * then validate. On failure args is already freed. */
+CINFER_API int cinfer_server_args_parse_command_line(struct cinfer_server_args *args, int argc, char **argv,
+                                                     const struct cinfer_command_flag *command_flags,
+                                                     char **rest, int *n_rest, struct cinfer_error *err);
+
+/* Writes every setting in config-file syntax, which cinfer_server_args_load_* reads
+ * back to the same values. With annotate, each key carries a comment with its flag
+ * and where its value came from. Returns 0 or CINFER_ERR_IO. */
+CINFER_API int cinfer_server_args_print(const struct cinfer_server_args *args, FILE *out, int annotate);
+/* The same into a malloc'd string (how args travel to worker processes). */
+CINFER_API int cinfer_server_args_to_string(const struct cinfer_server_args *args, char **out,
+                                            struct cinfer_error *err);
+
+/* The flags, grouped by section, with their defaults and help: for a command's --help. */
+CINFER_API void cinfer_server_args_print_help(FILE *out);
+/* docs/configuration.md: the reference of every key and flag. */
+CINFER_API void cinfer_server_args_print_markdown(FILE *out);
+
+/* The origin of the option with this key ("server.port"); -1 for an unknown key. */
+CINFER_API int cinfer_server_args_origin(const struct cinfer_server_args *args, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
