@@ -1,0 +1,471 @@
+/* Tokenizer parity: the tokenizer-bpe plugin against the official libraries.
+ *
+ * The ctest fixture tokenizer_reference (tests/reference/make_tokenizer_reference.sh)
+ * encodes a seeded corpus of ~2,500 strings with Hugging Face's `tokenizers` (GPT-2,
+ * Llama 3, Qwen3, Mistral tokenizer.json) and with SentencePiece (the Llama 2 model,
+ * which cinfer reads from a vocabulary-only GGUF), and writes the ids and decoded text.
+ * For every tokenizer and every string this test checks, through the loaded plugin:
+ *   - encode(text, add_special=0) and (add_special=1) give the reference ids;
+ *   - decode(reference ids) gives the reference text, with and without special tokens;
+ *   - decode(encode(text)) == text wherever the reference library round-trips too;
+ *   - the incremental decoder's deltas, fed one id at a time, concatenate to decode().
+ * It prints one summary line per tokenizer and the first mismatches of each kind with
+ * the string and both id lists. Without node/npm/python3-sentencepiece, or without the
+ * plugin in this build, it exits 77 (ctest SKIP_RETURN_CODE) and says why. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cinfer/plugin.h"
+#include "cinfer/plugins.h"
+#include "cinfer/tokenizer.h"
+#include "support/runner.h"
+
+#define REFERENCE_DIR CINFER_BINARY_DIR "/tokenizer-reference"
+#define PLUGIN_DIR CINFER_BINARY_DIR "/lib/cinfer/plugins"
+#define SKIP_EXIT_CODE 77
+#define MISMATCHES_SHOWN 3    /* per kind of check and tokenizer */
+#define TEXT_SHOWN_BYTES 160  /* of a mismatching string */
+#define IDS_SHOWN 12          /* ids printed from the first difference on */
+#define MAX_REASONS 4
+
+static const char *const tokenizer_names[] = {"gpt2", "llama3", "qwen3", "mistral", "llama2-spm"};
+#define N_TOKENIZERS (sizeof tokenizer_names / sizeof tokenizer_names[0])
+
+/* ---- printing ------------------------------------------------------------------------ */
+
+/* Writes text as a C-ish literal: UTF-8 kept, control bytes escaped, cut at max bytes. */
+static void print_text(const char *text, size_t len, size_t max_bytes)
+{
+    putchar('"');
+    size_t shown = len < max_bytes ? len : max_bytes;
+    for (size_t i = 0; i < shown; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+    if (shown < len)
+        printf("... (%zu bytes)", len);
+}
+
+static size_t first_difference(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Prints ids[from..from+IDS_SHOWN) with the plugin's pieces, e.g. "1917:Ġworld". */
+static void print_ids(const char *label, const struct cinfer_tokenizer_ops *ops,
+                      const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, size_t from)
+{
+    printf("      %s (%zu ids, from #%zu):", label, n, from);
+    for (size_t i = from; i < n && i < from + IDS_SHOWN; i++) {
+        const char *piece = ops->id_to_piece(tok, ids[i]);
+        printf(" %d", ids[i]);
+        if (piece != NULL) {
+            putchar(':');
+            print_text(piece, strlen(piece), 24);
+        }
+    }
+    if (from + IDS_SHOWN < n)
+        printf(" ...");
+    putchar('\n');
+}
+
+/* ---- the reference file -------------------------------------------------------------- */
+
+struct reference {
+    json_t *root;
+    json_t *cases;   /* array of case objects */
+    const char *path; /* what the plugin opens */
+};
+
+/* 1 and a reason when this tokenizer's reference could not be made. */
+static int tokenizer_skipped(const char *name, char *why, size_t why_bytes)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.SKIP", REFERENCE_DIR, name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(why, 1, why_bytes - 1, f);
+    fclose(f);
+    why[n] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    return 1;
+}
+
+static void reference_load(struct reference *ref, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.expected.json", REFERENCE_DIR, name);
+    json_error_t jerr;
+    ref->root = json_load_file(path, JSON_ALLOW_NUL, &jerr);
+    ck_assert_msg(ref->root != NULL, "%s: line %d: %s (run the tokenizer_reference fixture)",
+                  path, jerr.line, jerr.text);
+    ref->cases = json_object_get(ref->root, "cases");
+    ref->path = json_string_value(json_object_get(ref->root, "path"));
+    ck_assert_msg(json_is_array(ref->cases) && ref->path != NULL,
+                  "%s: expected an object with \"cases\" (array) and \"path\" (string)", path);
+}
+
+/* The case's input bytes: "text" as is, or "hex" decoded (invalid UTF-8 cases). */
+static char *case_input(const json_t *c, size_t *len)
+{
+    const json_t *text = json_object_get(c, "text");
+    if (text != NULL) {
+        *len = json_string_length(text);
+        char *copy = malloc(*len + 1);
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, json_string_value(text), *len + 1);
+        return copy;
+    }
+    const char *hex = json_string_value(json_object_get(c, "hex"));
+    ck_assert_msg(hex != NULL, "reference case has neither \"text\" nor \"hex\"");
+    *len = strlen(hex) / 2;
+    char *bytes = malloc(*len + 1);
+    ck_assert_ptr_nonnull(bytes);
+    for (size_t i = 0; i < *len; i++) {
+        unsigned int b;
+        ck_assert_msg(sscanf(hex + 2 * i, "%2x", &b) == 1, "bad hex in reference: %s", hex);
+        bytes[i] = (char)b;
+    }
+    bytes[*len] = '\0';
+    return bytes;
+}
+
+static void ids_from_json(const json_t *arr, struct cinfer_token_ids *out)
+{
+    out->len = 0;
+    ck_assert_msg(json_is_array(arr), "reference ids are not an array");
+    ck_assert_int_eq(cinfer_token_ids_reserve(out, json_array_size(arr) + 1), CINFER_OK);
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        out->ids[out->len++] = (int32_t)json_integer_value(json_array_get(arr, i));
+}
+
+/* ---- counting ------------------------------------------------------------------------ */
+
+enum check_kind {
+    CHECK_ENCODE,          /* encode(text, 0) == ids */
+    CHECK_ENCODE_SPECIAL,  /* encode(text, 1) == ids_special */
+    CHECK_DECODE,          /* decode(ids, 0) == decoded */
+    CHECK_DECODE_SKIP,     /* decode(ids_special, 1) == decoded_skip */
+    CHECK_ROUNDTRIP,       /* decode(encode(text), 0) == text, where the reference round-trips */
+    CHECK_INCREMENTAL,     /* deltas of ids, one at a time, + finish == decode(ids, 0) */
+    CHECK_ERRORS,          /* a plugin call failed */
+    N_CHECKS
+};
+static const char *const check_names[N_CHECKS] = {
+    "encode", "encode+special", "decode", "decode skip_special", "round trip", "incremental", "errors",
+};
+
+struct tally {
+    size_t compared;
+    size_t failed[N_CHECKS];
+    size_t roundtrip_checked;
+    const char *reasons[MAX_REASONS]; /* why the reference itself does not round-trip */
+    size_t reason_count[MAX_REASONS];
+};
+
+/* Counts a failure; returns 1 when it is among the first few, to be shown. */
+static int tally_fail(struct tally *t, enum check_kind kind)
+{
+    return ++t->failed[kind] <= MISMATCHES_SHOWN;
+}
+
+static void tally_reason(struct tally *t, const char *why)
+{
+    for (int i = 0; i < MAX_REASONS; i++) {
+        if (t->reasons[i] == NULL)
+            t->reasons[i] = why;
+        if (strcmp(t->reasons[i], why) == 0) {
+            t->reason_count[i]++;
+            return;
+        }
+    }
+}
+
+/* ---- the checks of one case ---------------------------------------------------------- */
+
+struct plugin_tokenizer {
+    struct cinfer_plugin *plugin;
+    const struct cinfer_tokenizer_ops *ops;
+    struct cinfer_tokenizer *tok;
+    const char *name;
+};
+
+static void show_failure(const struct plugin_tokenizer *pt, enum check_kind kind, size_t case_index,
+                         const char *text, size_t len)
+{
+    printf("  %s: %s mismatch, case %zu: ", pt->name, check_names[kind], case_index);
+    print_text(text, len, TEXT_SHOWN_BYTES);
+    putchar('\n');
+}
+
+static void check_ids(const struct plugin_tokenizer *pt, struct tally *t, enum check_kind kind,
+                      size_t case_index, const char *text, size_t len, const struct cinfer_token_ids *want)
+{
+    struct cinfer_token_ids got = {0};
+    struct cinfer_error err = {0};
+    int rc = pt->ops->encode(pt->tok, text, len, kind == CHECK_ENCODE_SPECIAL, &got, &err);
+    if (rc != CINFER_OK) {
+        if (tally_fail(t, CHECK_ERRORS)) {
+            show_failure(pt, CHECK_ERRORS, case_index, text, len);
+            printf("      encode failed: %s\n", err.message);
+        }
+    } else if (got.len != want->len || memcmp(got.ids, want->ids, got.len * sizeof *got.ids) != 0) {
+        if (tally_fail(t, kind)) {
+            size_t at = first_difference(want->ids, want->len, got.ids, got.len);
+            size_t from = at > 3 ? at - 3 : 0;
+            show_failure(pt, kind, case_index, text, len);
+            print_ids("reference", pt->ops, pt->tok, want->ids, want->len, from);
+            print_ids("plugin   ", pt->ops, pt->tok, got.ids, got.len, from);
+        }
+    }
+    cinfer_token_ids_free(&got);
+}
+
+/* decode(ids, skip) into a malloc'd string; NULL (and an error counted) on failure. */
+static char *plugin_decode(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index,
+                           const struct cinfer_token_ids *ids, int skip_special, size_t *len)
+{
+    char *out = NULL;
+    struct cinfer_error err = {0};
+    if (pt->ops->decode(pt->tok, ids->ids, ids->len, skip_special, &out, len, &err) != CINFER_OK) {
+        if (tally_fail(t, CHECK_ERRORS))
+            printf("  %s: decode failed, case %zu: %s\n", pt->name, case_index, err.message);
+        return NULL;
+    }
+    return out;
+}
+
+static void check_text(const struct plugin_tokenizer *pt, struct tally *t, enum check_kind kind,
+                       size_t case_index, const char *text, size_t len, const char *want,
+                       size_t want_len, const char *got, size_t got_len)
+{
+    if (got == NULL || (got_len == want_len && memcmp(got, want, got_len) == 0))
+        return;
+    if (tally_fail(t, kind)) {
+        show_failure(pt, kind, case_index, text, len);
+        printf("      reference: ");
+        print_text(want, want_len, TEXT_SHOWN_BYTES);
+        printf("\n      plugin:    ");
+        print_text(got, got_len, TEXT_SHOWN_BYTES);
+        putchar('\n');
+    }
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const char *more, size_t more_len)
+{
+    if (*len + more_len + 1 > *cap) {
+        size_t cap_new = (*len + more_len + 1) * 2;
+        char *grown = realloc(*buf, cap_new);
+        if (grown == NULL)
+            return CINFER_ERR_NOMEM;
+        *buf = grown;
+        *cap = cap_new;
+    }
+    memcpy(*buf + *len, more, more_len);
+    *len += more_len;
+    (*buf)[*len] = '\0';
+    return CINFER_OK;
+}
+
+/* Feeds ids one at a time to a fresh incremental decoder; the concatenated deltas. */
+static char *incremental_decode(const struct plugin_tokenizer *pt, const struct cinfer_token_ids *ids,
+                                size_t *len, struct cinfer_error *err)
+{
+    struct cinfer_token_decoder *dec = NULL;
+    if (pt->ops->decoder_new(pt->tok, 0, &dec, err) != CINFER_OK)
+        return NULL;
+    char *all = NULL;
+    size_t cap = 0;
+    *len = 0;
+    int rc = append(&all, len, &cap, "", 0);
+    for (size_t i = 0; rc == CINFER_OK && i <= ids->len; i++) {
+        char *delta = NULL;
+        size_t delta_len = 0;
+        rc = i < ids->len ? pt->ops->decoder_step(dec, &ids->ids[i], 1, &delta, &delta_len, err)
+                          : pt->ops->decoder_finish(dec, &delta, &delta_len, err);
+        if (rc == CINFER_OK)
+            rc = append(&all, len, &cap, delta, delta_len);
+        free(delta);
+    }
+    pt->ops->decoder_free(dec);
+    if (rc != CINFER_OK) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c)
+{
+    size_t len;
+    char *text = case_input(c, &len);
+    struct cinfer_token_ids ids = {0}, ids_special = {0};
+    ids_from_json(json_object_get(c, "ids"), &ids);
+    ids_from_json(json_object_get(c, "ids_special"), &ids_special);
+    const json_t *decoded = json_object_get(c, "decoded"), *decoded_skip = json_object_get(c, "decoded_skip");
+    t->compared++;
+
+    check_ids(pt, t, CHECK_ENCODE, case_index, text, len, &ids);
+    check_ids(pt, t, CHECK_ENCODE_SPECIAL, case_index, text, len, &ids_special);
+
+    size_t got_len = 0;
+    char *got = plugin_decode(pt, t, case_index, &ids, 0, &got_len);
+    check_text(pt, t, CHECK_DECODE, case_index, text, len, json_string_value(decoded),
+               json_string_length(decoded), got, got_len);
+    if (got != NULL) {
+        size_t inc_len = 0;
+        struct cinfer_error err = {0};
+        char *inc = incremental_decode(pt, &ids, &inc_len, &err);
+        if (inc == NULL) {
+            if (tally_fail(t, CHECK_ERRORS))
+                printf("  %s: incremental decode failed, case %zu: %s\n", pt->name, case_index, err.message);
+        } else {
+            check_text(pt, t, CHECK_INCREMENTAL, case_index, text, len, got, got_len, inc, inc_len);
+        }
+        free(inc);
+    }
+    free(got);
+
+    got = plugin_decode(pt, t, case_index, &ids_special, 1, &got_len);
+    check_text(pt, t, CHECK_DECODE_SKIP, case_index, text, len, json_string_value(decoded_skip),
+               json_string_length(decoded_skip), got, got_len);
+    free(got);
+
+    if (json_is_true(json_object_get(c, "roundtrip"))) {
+        /* For invalid UTF-8 input the text that should come back is the repaired one,
+         * which the reference decoded to. */
+        struct cinfer_token_ids ours = {0};
+        struct cinfer_error err = {0};
+        t->roundtrip_checked++;
+        if (pt->ops->encode(pt->tok, text, len, 0, &ours, &err) == CINFER_OK) {
+            got = plugin_decode(pt, t, case_index, &ours, 0, &got_len);
+            check_text(pt, t, CHECK_ROUNDTRIP, case_index, text, len, json_string_value(decoded),
+                       json_string_length(decoded), got, got_len);
+            free(got);
+        }
+        cinfer_token_ids_free(&ours);
+    } else {
+        const char *why = json_string_value(json_object_get(c, "why_no_roundtrip"));
+        tally_reason(t, why != NULL ? why : "unknown");
+    }
+    cinfer_token_ids_free(&ids);
+    cinfer_token_ids_free(&ids_special);
+    free(text);
+}
+
+/* ---- the test ------------------------------------------------------------------------ */
+
+static void plugin_tokenizer_open(struct plugin_tokenizer *pt, const char *name, const char *path)
+{
+    struct cinfer_error err = {0};
+    pt->name = name;
+    int rc = cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, PLUGIN_DIR, &pt->plugin, &err);
+    ck_assert_msg(rc == CINFER_OK, "loading plugin tokenizer-bpe from %s: %s", PLUGIN_DIR, err.message);
+    pt->ops = cinfer_plugin_vtable(pt->plugin);
+    rc = pt->ops->open(path, &pt->tok, &err);
+    ck_assert_msg(rc == CINFER_OK, "%s: opening %s: %s", name, path, err.message);
+}
+
+static void plugin_tokenizer_close(struct plugin_tokenizer *pt)
+{
+    pt->ops->close(pt->tok);
+    cinfer_plugin_close(&pt->plugin);
+}
+
+START_TEST(parity_with_reference)
+{
+    const char *name = tokenizer_names[_i];
+    char why[512];
+    if (tokenizer_skipped(name, why, sizeof why)) {
+        printf("parity %-10s: skipped: %s\n", name, why);
+        return;
+    }
+    struct reference ref;
+    reference_load(&ref, name);
+    struct plugin_tokenizer pt;
+    plugin_tokenizer_open(&pt, name, ref.path);
+
+    struct tally t = {0};
+    for (size_t i = 0; i < json_array_size(ref.cases); i++)
+        check_case(&pt, &t, i, json_array_get(ref.cases, i));
+
+    size_t failed = 0;
+    printf("parity %-10s: %zu strings compared (%s), mismatches:", name, t.compared,
+           json_string_value(json_object_get(ref.root, "library")));
+    for (int k = 0; k < N_CHECKS; k++) {
+        printf(" %s %zu%s", check_names[k], t.failed[k], k + 1 < N_CHECKS ? "," : "\n");
+        failed += t.failed[k];
+    }
+    printf("parity %-10s: round trip checked on %zu; the reference itself does not round-trip %zu:",
+           name, t.roundtrip_checked, t.compared - t.roundtrip_checked);
+    for (int i = 0; i < MAX_REASONS && t.reasons[i] != NULL; i++)
+        printf(" %zu (%s)", t.reason_count[i], t.reasons[i]);
+    putchar('\n');
+    fflush(stdout);
+
+    plugin_tokenizer_close(&pt);
+    json_decref(ref.root);
+    ck_assert_msg(failed == 0, "%s: %zu mismatches against %s (details above)", name, failed, ref.path);
+}
+END_TEST
+
+static Suite *suite_tokenizer_parity(void)
+{
+    Suite *s = suite_create("tokenizer_parity");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, parity_with_reference, 0, (int)N_TOKENIZERS);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* Why the whole test cannot run here, or NULL. */
+static const char *skip_reason(char *buf, size_t buf_bytes)
+{
+#ifndef CINFER_PARITY_HAVE_PLUGIN
+    snprintf(buf, buf_bytes, "plugins/tokenizer-bpe is not part of this build (or plugins are static)");
+    return buf;
+#else
+    FILE *f = fopen(REFERENCE_DIR "/SKIP", "r");
+    if (f != NULL) {
+        size_t n = fread(buf, 1, buf_bytes - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        return buf;
+    }
+    if (access(REFERENCE_DIR "/corpus.json", R_OK) != 0) {
+        snprintf(buf, buf_bytes, "%s/corpus.json is missing: run the tests through ctest, whose "
+                 "tokenizer_reference fixture makes it", REFERENCE_DIR);
+        return buf;
+    }
+    return NULL;
+#endif
+}
+
+int main(void)
+{
+    char why[512];
+    setvbuf(stdout, NULL, _IOLBF, 0); /* the forked test's lines appear in order */
+    if (skip_reason(why, sizeof why) != NULL) {
+        printf("test_tokenizer_parity: SKIP: %s\n", why);
+        return SKIP_EXIT_CODE;
+    }
+    return cinfer_test_run_suite(suite_tokenizer_parity());
+}

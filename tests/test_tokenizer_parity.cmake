@@ -1,0 +1,17 @@
+# test_tokenizer_parity needs the official libraries' ids: the fixture below makes the
+# corpus and the reference files in build/tokenizer-reference (npm ci of
+# tests/reference/package-lock.json into it, node and /usr/bin/python3 scripts), once per
+# change of the scripts. Where node, npm or python3-sentencepiece is absent the fixture
+# leaves a SKIP file with the reason and the test exits 77, which ctest reports as skipped.
+add_test(NAME tokenizer_reference_setup
+  COMMAND sh ${PROJECT_SOURCE_DIR}/tests/reference/make_tokenizer_reference.sh
+          ${PROJECT_BINARY_DIR}/tokenizer-reference
+          ${PROJECT_SOURCE_DIR}/../shared/tokenizers/llama2-tokenizer.model)
+set_tests_properties(tokenizer_reference_setup PROPERTIES
+  FIXTURES_SETUP tokenizer_reference TIMEOUT 900)
+set_tests_properties(test_tokenizer_parity PROPERTIES
+  FIXTURES_REQUIRED tokenizer_reference SKIP_RETURN_CODE 77 TIMEOUT 1800)
+if(TARGET cinfer_plugin_tokenizer_bpe AND NOT CINFER_STATIC_PLUGINS)
+  add_dependencies(test_tokenizer_parity cinfer_plugin_tokenizer_bpe)
+  target_compile_definitions(test_tokenizer_parity PRIVATE CINFER_PARITY_HAVE_PLUGIN=1)
+endif()
