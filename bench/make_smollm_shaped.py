@@ -24,100 +24,17 @@ import os
 import sys
 import zlib
 
-import struct
-
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from gguf_writer import GGMLType, GGUFWriter, ValueType  # noqa: E402  (tools/gguf_writer.py)
 
 SHAPE = dict(vocab=49152, hidden=576, intermediate=1536, layers=30, heads=9, kv_heads=3,
              context=2048, rope_theta=10000.0, rms_eps=1e-5)
 
 # general.file_type values (llama.cpp's enum llama_ftype)
 FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}
-
-
-class MinimalGGUFWriter:
-    """GGUF v3 with the few value types this generator needs; tensors are produced
-    lazily (one at a time) so the f32 file never sits whole in memory."""
-    ALIGN = 32
-    GGML = {"f32": (0, 1, 4), "f16": (1, 1, 2), "q8_0": (8, 32, 34), "bf16": (30, 1, 2)}
-
-    def __init__(self):
-        self.kv = []
-        self.tensors = []
-
-    @staticmethod
-    def _str(s):
-        b = s.encode()
-        return struct.pack("<Q", len(b)) + b
-
-    def add_string(self, k, v): self.kv.append(self._str(k) + struct.pack("<I", 8) + self._str(v))
-    def add_uint32(self, k, v): self.kv.append(self._str(k) + struct.pack("<II", 4, v))
-    def add_float32(self, k, v): self.kv.append(self._str(k) + struct.pack("<If", 6, v))
-    def add_bool(self, k, v): self.kv.append(self._str(k) + struct.pack("<IB", 7, 1 if v else 0))
-
-    def add_array_string(self, k, vs):
-        self.kv.append(self._str(k) + struct.pack("<IIQ", 9, 8, len(vs)) + b"".join(self._str(v) for v in vs))
-
-    def add_array_float32(self, k, vs):
-        self.kv.append(self._str(k) + struct.pack("<IIQ", 9, 6, len(vs)) + np.asarray(vs, "<f4").tobytes())
-
-    def add_array_int32(self, k, vs):
-        self.kv.append(self._str(k) + struct.pack("<IIQ", 9, 5, len(vs)) + np.asarray(vs, "<i4").tobytes())
-
-    def add_tensor_lazy(self, name, ne, ttype, make):
-        self.tensors.append((name, ne, ttype, make))
-
-    def _nbytes(self, ne, ttype):
-        _, block, block_bytes = self.GGML[ttype]
-        n = 1
-        for d in ne:
-            n *= d
-        return n // block * block_bytes
-
-    @staticmethod
-    def _pad(n, a):
-        return (n + a - 1) // a * a
-
-    def write(self, path):
-        infos, offset = [], 0
-        for name, ne, ttype, _ in self.tensors:
-            infos.append(self._str(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
-                         + struct.pack("<IQ", self.GGML[ttype][0], offset))
-            offset = self._pad(offset + self._nbytes(ne, ttype), self.ALIGN)
-        with open(path, "wb") as f:
-            f.write(b"GGUF" + struct.pack("<IQQ", 3, len(self.tensors), len(self.kv)))
-            for kv in self.kv:
-                f.write(kv)
-            for info in infos:
-                f.write(info)
-            f.write(b"\0" * (self._pad(f.tell(), self.ALIGN) - f.tell()))
-            for name, ne, ttype, make in self.tensors:
-                data = encode(make(), ttype)
-                assert len(data) == self._nbytes(ne, ttype), name
-                f.write(data)
-                f.write(b"\0" * (self._pad(len(data), self.ALIGN) - len(data)))
-
-
-def encode(x, ttype):
-    """f32 values (rows, cols) to the bytes of a ggml tensor of type ttype."""
-    if ttype == "f32":
-        return x.astype("<f4").tobytes()
-    if ttype == "f16":
-        return x.astype("<f2").tobytes()
-    if ttype == "bf16":  # round to nearest even, as ggml_compute_fp32_to_bf16
-        u = x.astype("<f4").view("<u4").astype(np.uint64)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()
-    if ttype == "q8_0":  # ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d)
-        blocks = x.reshape(-1, 32)
-        d = np.abs(blocks).max(axis=1) / np.float32(127)
-        inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
-        q = blocks * inv[:, None]
-        q = np.trunc(q + np.copysign(np.float32(0.5), q)).astype(np.int8)  # roundf: half away from 0
-        out = np.empty(len(blocks), dtype=[("d", "<f2"), ("qs", "i1", 32)])
-        out["d"] = d.astype("<f2")
-        out["qs"] = q
-        return out.tobytes()
-    raise ValueError(ttype)
+GGML_TYPE = {"f32": GGMLType.F32, "f16": GGMLType.F16, "q8_0": GGMLType.Q8_0, "bf16": GGMLType.BF16}
 
 
 def tensor_list(shape):
@@ -144,10 +61,11 @@ def tensor_list(shape):
 
 
 def random_values(name, ne, is_norm):
-    """The f32 values of a tensor, (rows, row length), same in every file."""
-    rows = 1 if len(ne) == 1 else ne[1]
+    """The f32 values of a tensor, numpy-shaped (rows, row length) or (row length) for
+    1-D tensors; the same in every file."""
     if is_norm:
-        return np.ones((rows, ne[0]), dtype=np.float32)
+        return np.ones(ne[0], dtype=np.float32)
+    rows = ne[1]
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     return (rng.standard_normal((rows, ne[0]), dtype=np.float32) * np.float32(0.02))
 
@@ -175,34 +93,33 @@ def vocabulary(n):
 
 def write_model(path, wtype, shape):
     head_dim = shape["hidden"] // shape["heads"]
-    w = MinimalGGUFWriter()
-    w.add_string("general.architecture", "llama")
-    w.add_string("general.name", f"smollm-135m-shaped random {wtype}")
-    w.add_uint32("general.file_type", FILE_TYPE[wtype])
-    w.add_uint32("llama.context_length", shape["context"])
-    w.add_uint32("llama.embedding_length", shape["hidden"])
-    w.add_uint32("llama.block_count", shape["layers"])
-    w.add_uint32("llama.feed_forward_length", shape["intermediate"])
-    w.add_uint32("llama.attention.head_count", shape["heads"])
-    w.add_uint32("llama.attention.head_count_kv", shape["kv_heads"])
-    w.add_uint32("llama.rope.dimension_count", head_dim)
-    w.add_float32("llama.rope.freq_base", shape["rope_theta"])
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", shape["rms_eps"])
-    w.add_uint32("llama.vocab_size", shape["vocab"])
+    u32 = ValueType.UINT32
+    w = GGUFWriter()
+    w.add("general.architecture", "llama")
+    w.add("general.name", f"smollm-135m-shaped random {wtype}")
+    w.add("general.file_type", FILE_TYPE[wtype], u32)
+    w.add("llama.context_length", shape["context"], u32)
+    w.add("llama.embedding_length", shape["hidden"], u32)
+    w.add("llama.block_count", shape["layers"], u32)
+    w.add("llama.feed_forward_length", shape["intermediate"], u32)
+    w.add("llama.attention.head_count", shape["heads"], u32)
+    w.add("llama.attention.head_count_kv", shape["kv_heads"], u32)
+    w.add("llama.rope.dimension_count", head_dim, u32)
+    w.add("llama.rope.freq_base", shape["rope_theta"], ValueType.FLOAT32)
+    w.add("llama.attention.layer_norm_rms_epsilon", shape["rms_eps"], ValueType.FLOAT32)
+    w.add("llama.vocab_size", shape["vocab"], u32)
     tokens, scores, types = vocabulary(shape["vocab"])
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_array_string("tokenizer.ggml.tokens", tokens)
-    w.add_array_float32("tokenizer.ggml.scores", scores)
-    w.add_array_int32("tokenizer.ggml.token_type", types)
-    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
-    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
-    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
-    w.add_bool("tokenizer.ggml.add_bos_token", True)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
+    w.add("tokenizer.ggml.model", "llama")
+    w.add("tokenizer.ggml.tokens", tokens, elem_type=ValueType.STRING)
+    w.add("tokenizer.ggml.scores", scores, elem_type=ValueType.FLOAT32)
+    w.add("tokenizer.ggml.token_type", types, elem_type=ValueType.INT32)
+    w.add("tokenizer.ggml.unknown_token_id", 0, u32)
+    w.add("tokenizer.ggml.bos_token_id", 1, u32)
+    w.add("tokenizer.ggml.eos_token_id", 2, u32)
+    w.add("tokenizer.ggml.add_bos_token", True)
+    w.add("tokenizer.ggml.add_eos_token", False)
     for name, ne, is_norm in tensor_list(shape):
-        ttype = "f32" if is_norm else wtype
-        w.add_tensor_lazy(name, ne, ttype,
-                          lambda name=name, ne=ne, is_norm=is_norm: random_values(name, ne, is_norm))
+        w.add_tensor(name, random_values(name, ne, is_norm), GGML_TYPE["f32" if is_norm else wtype])
     tmp = path + ".tmp"
     w.write(tmp)
     os.replace(tmp, path)
