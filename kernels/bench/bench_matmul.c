@@ -1,0 +1,117 @@
+/* kernels/bench/bench_matmul.c — speed of the CPU backend's matmul by weight type:
+ * decode-shaped (n = 1..8 rows: GB/s of weights streamed, against a plain read of the
+ * same bytes) and prefill-shaped (n = 128..512 rows: GFLOP/s).
+ *   bench_matmul [threads] [m] [k] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu_backend.h"
+#include "kernels.h"
+#include "util/thread_pool.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct read_job {
+    const uint64_t *data;
+    size_t words;
+    uint64_t sums[64];
+};
+
+static void read_part(void *arg, int t, int n_threads)
+{
+    struct read_job *job = arg;
+    int b, e;
+    cinfer_split_range((int)(job->words / 8), 1, t, n_threads, &b, &e);
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = (size_t)b * 8; i < (size_t)e * 8; i += 8) {
+        s0 ^= job->data[i] + job->data[i + 4];
+        s1 ^= job->data[i + 1] + job->data[i + 5];
+        s2 ^= job->data[i + 2] + job->data[i + 6];
+        s3 ^= job->data[i + 3] + job->data[i + 7];
+    }
+    job->sums[t] = s0 ^ s1 ^ s2 ^ s3;
+}
+
+int main(int argc, char **argv)
+{
+    int n_threads = argc > 1 ? atoi(argv[1]) : 0;
+    int m = argc > 2 ? atoi(argv[2]) : 8192;
+    int k = argc > 3 ? atoi(argv[3]) : 4096;
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    void *be;
+    struct cinfer_error err;
+    if (ops->create(n_threads, &be, &err) < 0) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    struct cinfer_thread_pool *pool;
+    cinfer_thread_pool_create(n_threads, &pool, &err);
+    printf("level %s, %d threads, W (%d, %d)\n", cinfer_kernels_level_name(cinfer_kernels_level()),
+           cinfer_thread_pool_size(pool), m, k);
+
+    size_t max_bytes = (size_t)m * k * 4;
+    uint8_t *w = aligned_alloc(64, max_bytes);
+    for (size_t i = 0; i < max_bytes; i++)
+        w[i] = (uint8_t)(i * 2654435761u >> 13) & 0x3f; /* small finite values in every type */
+    int max_n = 512;
+    float *x = aligned_alloc(64, sizeof(float) * (size_t)max_n * k);
+    float *y = aligned_alloc(64, sizeof(float) * (size_t)max_n * m);
+    for (size_t i = 0; i < (size_t)max_n * k; i++)
+        x[i] = (float)((i % 17) - 8) * 0.01f;
+
+    /* the floor: reading the bytes as fast as plain code can */
+    struct read_job rj = {(const uint64_t *)w, max_bytes / 8, {0}};
+    cinfer_thread_pool_run(pool, read_part, &rj);
+    double t0 = now_s();
+    int reps = 10;
+    for (int r = 0; r < reps; r++)
+        cinfer_thread_pool_run(pool, read_part, &rj);
+    double read_gbs = max_bytes * (double)reps / (now_s() - t0) / 1e9;
+    printf("plain read of %zu MB: %.1f GB/s\n", max_bytes >> 20, read_gbs);
+
+    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
+    for (int type = 0; type < 4; type++) {
+        struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
+                                           cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
+        size_t bytes = wt.row_bytes * (size_t)m;
+        const int decode_n[] = {1, 4, 8};
+        for (size_t d = 0; d < 3; d++) {
+            int n = decode_n[d];
+            ops->matmul(be, x, n, &wt, NULL, y);
+            int iters = 0;
+            t0 = now_s();
+            double t1;
+            do {
+                ops->matmul(be, x, n, &wt, NULL, y);
+                iters++;
+            } while ((t1 = now_s()) - t0 < 0.5);
+            double s = (t1 - t0) / iters;
+            printf("%-4s n=%-3d %7.3f ms  %6.1f GB/s weights (%3.0f%% of plain read)  %6.1f GFLOP/s\n", names[type],
+                   n, s * 1e3, bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbs, 2.0 * n * m * k / s / 1e9);
+        }
+        const int prefill_n[] = {128, 512};
+        for (size_t p = 0; p < 2; p++) {
+            int n = prefill_n[p];
+            int iters = 0;
+            t0 = now_s();
+            double t1;
+            do {
+                ops->matmul(be, x, n, &wt, NULL, y);
+                iters++;
+            } while ((t1 = now_s()) - t0 < 1.0);
+            double s = (t1 - t0) / iters;
+            printf("%-4s n=%-3d %7.2f ms  %6.1f GFLOP/s\n", names[type], n, s * 1e3, 2.0 * n * m * k / s / 1e9);
+        }
+    }
+    cinfer_thread_pool_destroy(&pool);
+    ops->destroy(be);
+    free(w), free(x), free(y);
+    return 0;
+}
