@@ -116,13 +116,72 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
     }
 }
 
+/* Element-wise work split in contiguous row ranges across the pool. Each op is cheap
+ * next to the matmuls, but a prefill batch has enough rows that one thread would show. */
+enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD };
+
+struct rows_job {
+    enum rows_op op;
+    int n_rows;
+    size_t row_len; /* floats per row */
+    float *y;
+    const float *x;
+    const float *w;
+    float eps;
+    const struct cinfer_backend_weight *table;
+    const int32_t *ids; /* tokens or positions */
+    int n_heads, head_dim;
+    const struct cinfer_backend_rope *rope;
+};
+
+/* Rows worth of work below which splitting costs more than it saves. */
+#define MIN_FLOATS_PER_THREAD 4096
+
+static void rows_part(void *arg, int t, int n_threads)
+{
+    const struct rows_job *job = arg;
+    int r0, r1; /* flat arrays come as rows of 1: keep their parts a cache line apart */
+    cinfer_split_range(job->n_rows, job->row_len == 1 ? 16 : 1, t, n_threads, &r0, &r1);
+    size_t len = job->row_len;
+    switch (job->op) {
+    case ROWS_EMBEDDING:
+        for (int r = r0; r < r1; r++)
+            cinfer_kernel_row_to_f32((const uint8_t *)job->table->data + (size_t)job->ids[r] * job->table->row_bytes,
+                                     (enum cinfer_kernel_wtype)job->table->type, (int)len, job->y + r * len);
+        break;
+    case ROWS_RMSNORM:
+        for (int r = r0; r < r1; r++)
+            cinfer_kernel_rmsnorm(job->y + r * len, job->x + r * len, job->w, (int)len, job->eps);
+        break;
+    case ROWS_ROPE:
+        for (int r = r0; r < r1; r++)
+            for (int h = 0; h < job->n_heads; h++)
+                cinfer_kernel_rope(job->y + r * len + (size_t)h * job->head_dim, job->head_dim, job->ids[r],
+                                   job->rope->inv_freq, job->rope->interleaved);
+        break;
+    case ROWS_SILU_MUL:
+        cinfer_kernel_silu_mul(job->y + r0 * len, job->x + r0 * len, (size_t)(r1 - r0) * len);
+        break;
+    case ROWS_ADD:
+        cinfer_kernel_add(job->y + r0 * len, job->x + r0 * len, (size_t)(r1 - r0) * len);
+        break;
+    }
+}
+
+static void run_rows(struct cpu_backend *be, struct rows_job *job)
+{
+    if ((size_t)job->n_rows * job->row_len < 2 * MIN_FLOATS_PER_THREAD || job->n_rows < 2)
+        rows_part(job, 0, 1);
+    else
+        cinfer_thread_pool_run(be->pool, rows_part, job);
+}
+
 static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
                           float *out)
 {
-    const uint8_t *base = w->data;
-    for (int i = 0; i < n; i++)
-        cinfer_kernel_row_to_f32(base + (size_t)tokens[i] * w->row_bytes, (enum cinfer_kernel_wtype)w->type,
-                                 (int)w->cols, out + (size_t)i * w->cols);
+    struct rows_job job = {.op = ROWS_EMBEDDING, .n_rows = n, .row_len = (size_t)w->cols, .y = out, .table = w,
+                           .ids = tokens};
+    run_rows(state, &job);
 }
 
 struct matmul_job {
@@ -158,27 +217,29 @@ static void cpu_matmul(void *state, const float *x, int n, const struct cinfer_b
 
 static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
 {
-    for (int i = 0; i < n_rows; i++)
-        cinfer_kernel_rmsnorm(y + (size_t)i * dim, x + (size_t)i * dim, w, dim, eps);
+    struct rows_job job = {.op = ROWS_RMSNORM, .n_rows = n_rows, .row_len = (size_t)dim, .y = y, .x = x, .w = w,
+                           .eps = eps};
+    run_rows(state, &job);
 }
 
 static void cpu_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const int32_t *positions,
                      const struct cinfer_backend_rope *rope)
 {
-    for (int t = 0; t < n_tokens; t++)
-        for (int h = 0; h < n_heads; h++)
-            cinfer_kernel_rope(x + ((size_t)t * n_heads + h) * head_dim, head_dim, positions[t], rope->inv_freq,
-                               rope->interleaved);
+    struct rows_job job = {.op = ROWS_ROPE, .n_rows = n_tokens, .row_len = (size_t)n_heads * head_dim, .y = x,
+                           .ids = positions, .n_heads = n_heads, .head_dim = head_dim, .rope = rope};
+    run_rows(state, &job);
 }
 
 static void cpu_silu_mul(void *state, float *gate, const float *up, size_t n)
 {
-    cinfer_kernel_silu_mul(gate, up, n);
+    struct rows_job job = {.op = ROWS_SILU_MUL, .n_rows = (int)n, .row_len = 1, .y = gate, .x = up};
+    run_rows(state, &job);
 }
 
 static void cpu_add(void *state, float *y, const float *x, size_t n)
 {
-    cinfer_kernel_add(y, x, n);
+    struct rows_job job = {.op = ROWS_ADD, .n_rows = (int)n, .row_len = 1, .y = y, .x = x};
+    run_rows(state, &job);
 }
 
 struct attention_job {
