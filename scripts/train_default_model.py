@@ -37,6 +37,10 @@ PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the
            "The king of Israel"]
 
 
+TRAIN_COMMAND = ("OPENBLAS_NUM_THREADS=1 nice -n 10 /usr/bin/python3 "
+                 "scripts/train_default_model.py --time-budget-min 40")
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,7 +105,7 @@ def token_stream(tok, books):
     return np.array(ids, dtype=np.int64)
 
 
-def finish(params, cfg, tok, train_stream, heldout_stream, args, state, log):
+def finish(params, cfg, tok, train_books, train_stream, heldout_stream, args, state, log):
     windows = evaluate.heldout_windows(heldout_stream, args.seq_len)
     predicted = windows[:, 1:].reshape(-1)
     token_bytes = np.array([len(tok.decode([i]).encode("utf-8")) for i in range(tok.vocab_size)])
@@ -119,6 +123,7 @@ def finish(params, cfg, tok, train_stream, heldout_stream, args, state, log):
                          epochs=state["tokens"] / len(train_stream)),
         "config": cfg.to_dict(),
         "parameters": int(sum(v.size for v in params.values())),
+        "batch_size": args.batch_size,
         "samples": [],
     }
     log("held-out perplexity per token: model %.2f, unigram %.2f; bits per byte %.3f vs %.3f"
@@ -138,8 +143,12 @@ def finish(params, cfg, tok, train_stream, heldout_stream, args, state, log):
 
     export.write_model_folder(args.out, cfg, params, tok)
     write_reference(args.out, cfg, tok, log)
+    # The C test checks that generations are made of words the model was trained on.
+    corpus.write_word_list(os.path.join(REPO, "tests", "data", "default_model_words.txt"),
+                           train_books)
     with open(os.path.join(args.work_dir, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
+    export.write_model_card(args.out, report, TRAIN_COMMAND)
     return report
 
 
@@ -204,7 +213,7 @@ def main(argv):
         state = trainer.train(params, cfg, train_stream, args, quick_eval, log)
     log("training done: %d steps, %d tokens, %.1f min" % (state["step"], state["tokens"],
                                                            state["elapsed_s"] / 60))
-    finish(params, cfg, tok, train_stream, heldout_stream, args, state, log)
+    finish(params, cfg, tok, train_books, train_stream, heldout_stream, args, state, log)
     return 0
 
 

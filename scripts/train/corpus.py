@@ -64,7 +64,27 @@ def load_split(bible_program="bible"):
     return train, heldout
 
 
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def word_list(books):
+    """The distinct words (runs of ASCII letters, lower-cased) of the books, sorted."""
+    words = set()
+    for _, text in books:
+        words.update(w.lower() for w in _WORD.findall(text))
+    return sorted(words)
+
+
+def write_word_list(path, books):
+    with open(path, "w", encoding="ascii") as f:
+        f.write("\n".join(word_list(books)) + "\n")
+
+
 if __name__ == "__main__":
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--word-list":
+        write_word_list(sys.argv[2], load_split()[0])
+        sys.exit(0)
     train, heldout = load_split()
     total = sum(len(t) for _, t in train + heldout)
     held = sum(len(t) for _, t in heldout)
