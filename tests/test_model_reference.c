@@ -1,0 +1,509 @@
+/* The CPU runtime's logits against an independent float64 numpy forward pass.
+ *
+ * The ctest fixture model_reference_data (tests/reference/make_expected.sh) writes
+ * seeded random-weight models of every family (llama, llama3 RoPE scaling, mistral,
+ * qwen2, qwen3), format (Hugging Face safetensors, GGUF) and weight type (f32, f16,
+ * bf16, Q8_0), and for each the numpy reference's logits for two prompts and their
+ * greedy continuations (tests/reference/model_reference.py documents the .ref format).
+ * Every model is loaded with cinfer_model_load and run through cinfer_runtime_forward:
+ *  - one sequence: prefill the prompt in one chunk, then decode step by step;
+ *  - a batch: sequence A's prompt in two chunks, the second batched with B's whole
+ *    prompt; then a sequence C sharing A's first KV pages prefilled in the same call as
+ *    A's and B's decode steps, which continue together.
+ * Logits must agree per position within |a - b| / |b| <= 1e-4 for f32 weights and
+ * <= 2e-2 for f16/bf16/Q8_0; with f32 weights greedy decoding must choose exactly the
+ * reference's 16 tokens. Decode steps feed the reference's tokens, so lower-precision
+ * models whose greedy path drifts away from the float64 one are still compared
+ * position by position. */
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "model/runtime.h"
+#include "support/runner.h"
+
+#define SKIP_EXIT_CODE 77
+
+#ifdef CINFER_HAVE_MODEL_RUNTIME
+#define MAX_MODELS 64
+#define MAX_SEQ_PAGES 64
+#define KV_PAGE_TOKENS 4 /* small, so every sequence spans several pages */
+#define TOLERANCE_F32 1e-4
+#define TOLERANCE_LOW_PRECISION 2e-2
+
+/* ---- expected outputs ------------------------------------------------------------ */
+
+struct ref_seq {
+    int n_prompt;
+    int n_gen;
+    int32_t *tokens; /* (n_prompt + n_gen): the prompt, then the greedy continuation */
+    double *logits;  /* (n_prompt + n_gen - 1, vocab): row p follows tokens[0..p] */
+};
+
+struct ref_file {
+    int vocab;
+    int n_seqs;
+    struct ref_seq seqs[2];
+};
+
+struct model_case {
+    char name[96];
+    char path[PATH_MAX];
+    char wtype[16];
+    char ref_path[PATH_MAX];
+};
+
+static int read_whole_file(const char *path, unsigned char **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(n > 0 ? (size_t)n : 1);
+    size_t got = *data ? fread(*data, 1, (size_t)n, f) : 0;
+    fclose(f);
+    *size = got;
+    return *data && got == (size_t)n ? 0 : -1;
+}
+
+/* Copies n bytes at *cursor out of the blob, or fails the test naming the file. */
+static void take(const unsigned char *blob, size_t size, size_t *cursor, void *out, size_t n,
+                 const char *path)
+{
+    ck_assert_msg(*cursor + n <= size, "%s: truncated at byte %zu (needs %zu more of %zu)", path,
+                  *cursor, n, size);
+    memcpy(out, blob + *cursor, n);
+    *cursor += n;
+}
+
+static void ref_file_read(const char *path, struct ref_file *ref)
+{
+    unsigned char *blob = NULL;
+    size_t size = 0, cursor = 0;
+    ck_assert_msg(read_whole_file(path, &blob, &size) == 0, "%s: cannot read", path);
+    char magic[8];
+    uint32_t header[2];
+    take(blob, size, &cursor, magic, sizeof magic, path);
+    ck_assert_msg(memcmp(magic, "CINFREF1", 8) == 0, "%s: magic is not CINFREF1", path);
+    take(blob, size, &cursor, header, sizeof header, path);
+    ref->vocab = (int)header[0];
+    ref->n_seqs = (int)header[1];
+    ck_assert_msg(ref->n_seqs == 2, "%s: %d sequences, expected 2", path, ref->n_seqs);
+    for (int s = 0; s < ref->n_seqs; s++) {
+        struct ref_seq *seq = &ref->seqs[s];
+        uint32_t counts[2];
+        take(blob, size, &cursor, counts, sizeof counts, path);
+        seq->n_prompt = (int)counts[0];
+        seq->n_gen = (int)counts[1];
+        ck_assert_msg(seq->n_prompt > 1 && seq->n_gen > 1 && seq->n_prompt + seq->n_gen < 256,
+                      "%s: sequence %d has %d prompt and %d new tokens", path, s, seq->n_prompt,
+                      seq->n_gen);
+        size_t n_tokens = (size_t)(seq->n_prompt + seq->n_gen);
+        size_t n_logits = (n_tokens - 1) * (size_t)ref->vocab;
+        seq->tokens = malloc(n_tokens * sizeof *seq->tokens);
+        seq->logits = malloc(n_logits * sizeof *seq->logits);
+        ck_assert_ptr_nonnull(seq->tokens);
+        ck_assert_ptr_nonnull(seq->logits);
+        take(blob, size, &cursor, seq->tokens, n_tokens * sizeof *seq->tokens, path);
+        take(blob, size, &cursor, seq->logits, n_logits * sizeof *seq->logits, path);
+    }
+    ck_assert_msg(cursor == size, "%s: %zu bytes left over", path, size - cursor);
+    free(blob);
+}
+
+static void ref_file_free(struct ref_file *ref)
+{
+    for (int s = 0; s < ref->n_seqs; s++) {
+        free(ref->seqs[s].tokens);
+        free(ref->seqs[s].logits);
+    }
+}
+
+/* manifest.tsv: name, model path, weight type, .ref path, ... (tab-separated, paths
+ * relative to the reference folder). Returns the number of models. */
+static int manifest_read(struct model_case *cases, int max_cases)
+{
+    const char *manifest = CINFER_REFERENCE_DIR "/manifest.tsv";
+    FILE *f = fopen(manifest, "r");
+    ck_assert_msg(f != NULL,
+                  "%s is missing: the ctest fixture model_reference_data writes it "
+                  "(run `ctest -R model_reference`, or tests/reference/make_expected.sh %s)",
+                  manifest, CINFER_REFERENCE_DIR);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *save = NULL;
+        const char *fields[4];
+        int k = 0;
+        for (char *tok = strtok_r(line, "\t\n", &save); tok && k < 4; tok = strtok_r(NULL, "\t\n", &save))
+            fields[k++] = tok;
+        if (k == 0)
+            continue;
+        ck_assert_msg(k == 4, "%s: line %d has %d fields, expected at least 4", manifest, n + 1, k);
+        ck_assert_msg(n < max_cases, "%s: more than %d models", manifest, max_cases);
+        struct model_case *mc = &cases[n++];
+        snprintf(mc->name, sizeof mc->name, "%s", fields[0]);
+        snprintf(mc->path, sizeof mc->path, "%s/%s", CINFER_REFERENCE_DIR, fields[1]);
+        snprintf(mc->wtype, sizeof mc->wtype, "%s", fields[2]);
+        snprintf(mc->ref_path, sizeof mc->ref_path, "%s/%s", CINFER_REFERENCE_DIR, fields[3]);
+    }
+    fclose(f);
+    ck_assert_msg(n > 0, "%s lists no models", manifest);
+    return n;
+}
+
+/* ---- scoring --------------------------------------------------------------------- */
+
+struct score {
+    double tolerance;
+    int exact_greedy;   /* f32: greedy tokens must equal the reference's */
+    double worst;       /* largest per-position relative error seen */
+    char worst_at[64];
+    int greedy_same;
+    int greedy_total;
+    int n_failures;
+    char first_failure[256];
+};
+
+static void score_init(struct score *sc, const char *wtype)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->exact_greedy = strcmp(wtype, "f32") == 0;
+    sc->tolerance = sc->exact_greedy ? TOLERANCE_F32 : TOLERANCE_LOW_PRECISION;
+    snprintf(sc->worst_at, sizeof sc->worst_at, "nowhere");
+}
+
+__attribute__((format(printf, 2, 3))) static void score_fail(struct score *sc, const char *fmt, ...)
+{
+    if (sc->n_failures++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(sc->first_failure, sizeof sc->first_failure, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* |got - want| / |want| over one position's logits. NaN stays NaN (and fails). */
+static double relative_error(const float *got, const double *want, int n)
+{
+    double diff2 = 0, want2 = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        diff2 += d * d;
+        want2 += want[i] * want[i];
+    }
+    return sqrt(diff2 / want2);
+}
+
+static void score_logits(struct score *sc, const char *seq, int pos, const float *got,
+                         const double *want, int vocab)
+{
+    double err = relative_error(got, want, vocab);
+    char where[64];
+    snprintf(where, sizeof where, "%s pos %d", seq, pos);
+    if (!isnan(sc->worst) && (isnan(err) || err > sc->worst)) {
+        sc->worst = err;
+        snprintf(sc->worst_at, sizeof sc->worst_at, "%s", where);
+    }
+    if (!(err <= sc->tolerance)) /* NaN fails too */
+        score_fail(sc, "logits at %s: relative error %.3g, tolerance %.0e", where, err, sc->tolerance);
+}
+
+static int argmax(const float *row, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (row[i] > row[best])
+            best = i;
+    return best;
+}
+
+static void score_greedy(struct score *sc, const char *seq, int step, const float *last_logits,
+                         int32_t want, int vocab)
+{
+    int got = argmax(last_logits, vocab);
+    sc->greedy_total++;
+    if (got == want) {
+        sc->greedy_same++;
+    } else if (sc->exact_greedy) {
+        score_fail(sc, "%s greedy step %d: token %d, reference %d", seq, step, got, want);
+    }
+}
+
+/* ---- runtime helpers --------------------------------------------------------------- */
+
+struct seq_pages {
+    int32_t pages[MAX_SEQ_PAGES]; /* (n) page ids, position p lives in pages[p / page_tokens] */
+    int n;
+};
+
+/* Allocates pages until positions [0, n_positions) are covered. */
+static void pages_cover(struct cinfer_runtime *rt, struct seq_pages *sp, int n_positions)
+{
+    int page_tokens = cinfer_runtime_kv_page_tokens(rt);
+    while (sp->n * page_tokens < n_positions) {
+        ck_assert_int_lt(sp->n, MAX_SEQ_PAGES);
+        ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &sp->pages[sp->n]), 0);
+        sp->n++;
+    }
+}
+
+static void pages_release(struct cinfer_runtime *rt, struct seq_pages *sp)
+{
+    for (int i = 0; i < sp->n; i++)
+        cinfer_runtime_kv_page_unref(rt, sp->pages[i]);
+    sp->n = 0;
+}
+
+static struct cinfer_seq_chunk chunk_of(const int32_t *tokens, int n_tokens, int start_pos,
+                                        const struct seq_pages *sp, enum cinfer_logits_mode mode,
+                                        float *logits_out)
+{
+    struct cinfer_seq_chunk c = {
+        .tokens = tokens,
+        .n_tokens = n_tokens,
+        .start_pos = start_pos,
+        .page_table = sp->pages,
+        .n_pages = sp->n,
+        .logits = mode,
+        .logits_out = logits_out,
+    };
+    return c;
+}
+
+static void forward_or_fail(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *chunks,
+                            int n, const char *model)
+{
+    struct cinfer_error err = {0};
+    int rc = cinfer_runtime_forward(rt, chunks, n, &err);
+    ck_assert_msg(rc == 0, "%s: cinfer_runtime_forward: %s", model, err.message);
+}
+
+/* ---- the two scenarios ------------------------------------------------------------- */
+
+/* Prefill A's prompt in one chunk, then decode its continuation one token a call. */
+static void run_single_sequence(struct cinfer_runtime *rt, const struct model_case *mc,
+                                const struct ref_file *ref, struct score *sc)
+{
+    const struct ref_seq *a = &ref->seqs[0];
+    int vocab = ref->vocab;
+    float *prompt_logits = malloc(sizeof(float) * (size_t)a->n_prompt * (size_t)vocab); /* (n_prompt, vocab) */
+    float *step_logits = malloc(sizeof(float) * (size_t)vocab);                          /* (1, vocab) */
+    ck_assert(prompt_logits && step_logits);
+    struct seq_pages sp = {.n = 0};
+
+    pages_cover(rt, &sp, a->n_prompt);
+    struct cinfer_seq_chunk c = chunk_of(a->tokens, a->n_prompt, 0, &sp, CINFER_LOGITS_ALL, prompt_logits);
+    forward_or_fail(rt, &c, 1, mc->name);
+    for (int p = 0; p < a->n_prompt; p++)
+        score_logits(sc, "A", p, prompt_logits + (size_t)p * vocab, a->logits + (size_t)p * vocab, vocab);
+
+    const float *last = prompt_logits + (size_t)(a->n_prompt - 1) * vocab;
+    for (int j = 0; j < a->n_gen; j++) {
+        int pos = a->n_prompt + j; /* where the token chosen now goes */
+        score_greedy(sc, "A", j, last, a->tokens[pos], vocab);
+        if (j == a->n_gen - 1)
+            break;
+        pages_cover(rt, &sp, pos + 1);
+        c = chunk_of(&a->tokens[pos], 1, pos, &sp, CINFER_LOGITS_LAST, step_logits);
+        forward_or_fail(rt, &c, 1, mc->name);
+        score_logits(sc, "A", pos, step_logits, a->logits + (size_t)pos * vocab, vocab);
+        last = step_logits;
+    }
+    pages_release(rt, &sp);
+    free(prompt_logits);
+    free(step_logits);
+}
+
+/* A's prompt in two chunks (the second batched with B's whole prompt); C reuses A's
+ * first full pages by reference and prefills the rest of A's prompt in the same call as
+ * A's and B's first decode steps; then A and B decode together. */
+static void run_batched(struct cinfer_runtime *rt, const struct model_case *mc,
+                        const struct ref_file *ref, struct score *sc)
+{
+    const struct ref_seq *a = &ref->seqs[0], *b = &ref->seqs[1];
+    int vocab = ref->vocab;
+    int page_tokens = cinfer_runtime_kv_page_tokens(rt);
+    int split = a->n_prompt / 2;
+    int shared = (a->n_prompt - 1) / page_tokens * page_tokens; /* C's positions in A's pages */
+    ck_assert_int_gt(shared, 0);
+    size_t row = (size_t)vocab;
+    float *a_logits = malloc(sizeof(float) * (size_t)a->n_prompt * row); /* (n_prompt_a, vocab) */
+    float *b_logits = malloc(sizeof(float) * (size_t)b->n_prompt * row); /* (n_prompt_b, vocab) */
+    float *c_logits = malloc(sizeof(float) * (size_t)a->n_prompt * row); /* (n_prompt_a - shared, vocab) */
+    float *a_step = malloc(sizeof(float) * row);                         /* (1, vocab) */
+    float *b_step = malloc(sizeof(float) * row);                         /* (1, vocab) */
+    ck_assert(a_logits && b_logits && c_logits && a_step && b_step);
+    struct seq_pages pa = {.n = 0}, pb = {.n = 0}, pc = {.n = 0};
+    int free_before = cinfer_runtime_kv_pages_free(rt);
+
+    /* call 1: A[0, split) */
+    pages_cover(rt, &pa, split);
+    struct cinfer_seq_chunk calls[3];
+    calls[0] = chunk_of(a->tokens, split, 0, &pa, CINFER_LOGITS_ALL, a_logits);
+    forward_or_fail(rt, calls, 1, mc->name);
+
+    /* call 2: A[split, n_prompt) and B[0, n_prompt) */
+    pages_cover(rt, &pa, a->n_prompt);
+    pages_cover(rt, &pb, b->n_prompt);
+    calls[0] = chunk_of(a->tokens + split, a->n_prompt - split, split, &pa, CINFER_LOGITS_ALL,
+                        a_logits + (size_t)split * row);
+    calls[1] = chunk_of(b->tokens, b->n_prompt, 0, &pb, CINFER_LOGITS_ALL, b_logits);
+    forward_or_fail(rt, calls, 2, mc->name);
+    for (int p = 0; p < a->n_prompt; p++)
+        score_logits(sc, "A(batch)", p, a_logits + p * row, a->logits + p * row, vocab);
+    for (int p = 0; p < b->n_prompt; p++)
+        score_logits(sc, "B(batch)", p, b_logits + p * row, b->logits + p * row, vocab);
+    score_greedy(sc, "A(batch)", 0, a_logits + (size_t)(a->n_prompt - 1) * row, a->tokens[a->n_prompt], vocab);
+    score_greedy(sc, "B(batch)", 0, b_logits + (size_t)(b->n_prompt - 1) * row, b->tokens[b->n_prompt], vocab);
+
+    /* C: A's first shared / page_tokens pages by reference, its own page after them */
+    for (int i = 0; i < shared / page_tokens; i++) {
+        cinfer_runtime_kv_page_ref(rt, pa.pages[i]);
+        pc.pages[pc.n++] = pa.pages[i];
+    }
+    pages_cover(rt, &pc, a->n_prompt);
+
+    /* decode: A and B one token a call; C's prefill rides along with the first step */
+    int steps = a->n_gen < b->n_gen ? a->n_gen : b->n_gen;
+    for (int j = 0; j + 1 < steps; j++) {
+        int pos_a = a->n_prompt + j, pos_b = b->n_prompt + j;
+        int n = 0;
+        pages_cover(rt, &pa, pos_a + 1);
+        pages_cover(rt, &pb, pos_b + 1);
+        calls[n++] = chunk_of(&a->tokens[pos_a], 1, pos_a, &pa, CINFER_LOGITS_LAST, a_step);
+        if (j == 0)
+            calls[n++] = chunk_of(a->tokens + shared, a->n_prompt - shared, shared, &pc,
+                                  CINFER_LOGITS_ALL, c_logits);
+        calls[n++] = chunk_of(&b->tokens[pos_b], 1, pos_b, &pb, CINFER_LOGITS_LAST, b_step);
+        forward_or_fail(rt, calls, n, mc->name);
+        score_logits(sc, "A(batch)", pos_a, a_step, a->logits + pos_a * row, vocab);
+        score_logits(sc, "B(batch)", pos_b, b_step, b->logits + pos_b * row, vocab);
+        score_greedy(sc, "A(batch)", j + 1, a_step, a->tokens[pos_a + 1], vocab);
+        score_greedy(sc, "B(batch)", j + 1, b_step, b->tokens[pos_b + 1], vocab);
+        if (j == 0) {
+            for (int p = shared; p < a->n_prompt; p++)
+                score_logits(sc, "C(shared pages)", p, c_logits + (size_t)(p - shared) * row,
+                             a->logits + p * row, vocab);
+            pages_release(rt, &pc); /* A's pages survive: A still holds them */
+        }
+    }
+    pages_release(rt, &pa);
+    pages_release(rt, &pb);
+    ck_assert_msg(cinfer_runtime_kv_pages_free(rt) == free_before,
+                  "%s: %d KV pages free after every sequence released its pages, %d before", mc->name,
+                  cinfer_runtime_kv_pages_free(rt), free_before);
+    free(a_logits);
+    free(b_logits);
+    free(c_logits);
+    free(a_step);
+    free(b_step);
+}
+
+typedef void (*scenario_fn)(struct cinfer_runtime *, const struct model_case *, const struct ref_file *,
+                            struct score *);
+
+/* Runs one scenario over every model, prints each model's worst error, then fails if
+ * any model was out of tolerance, naming the first failure of each. */
+static void run_every_model(const char *scenario, scenario_fn fn)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    int n_bad = 0;
+    char failures[4096] = "";
+    printf("%s: %d models (tolerance %.0e for f32, %.0e for f16/bf16/Q8_0)\n", scenario, n_cases,
+           TOLERANCE_F32, TOLERANCE_LOW_PRECISION);
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        struct score sc;
+        score_init(&sc, mc->wtype);
+        struct ref_file ref = {0};
+        ref_file_read(mc->ref_path, &ref);
+
+        struct cinfer_error err = {0};
+        struct cinfer_model *model = NULL;
+        struct cinfer_runtime *rt = NULL;
+        struct cinfer_model_load_options load_opts = {.show_progress = 0};
+        struct cinfer_runtime_options rt_opts = {
+            .kv_cache_bytes = 8u << 20,
+            .kv_page_tokens = KV_PAGE_TOKENS,
+            .n_threads = 2,
+            .max_batch_tokens = 64,
+        };
+        if (cinfer_model_load(mc->path, &load_opts, &model, &err) != 0) {
+            score_fail(&sc, "cinfer_model_load: %s", err.message);
+        } else if (model->config.vocab_size != ref.vocab) {
+            score_fail(&sc, "vocab_size %d, reference %d", model->config.vocab_size, ref.vocab);
+        } else if (cinfer_runtime_create(model, &rt_opts, &rt, &err) != 0) {
+            score_fail(&sc, "cinfer_runtime_create: %s", err.message);
+        } else {
+            fn(rt, mc, &ref, &sc);
+        }
+        cinfer_runtime_destroy(&rt);
+        cinfer_model_free(&model);
+        ref_file_free(&ref);
+
+        printf("  %-24s %-5s worst rel err %.3g (%s), greedy %d/%d as reference%s%s\n", mc->name,
+               mc->wtype, sc.worst, sc.worst_at, sc.greedy_same, sc.greedy_total,
+               sc.n_failures ? "  FAIL: " : "", sc.n_failures ? sc.first_failure : "");
+        if (sc.n_failures) {
+            n_bad++;
+            size_t used = strlen(failures);
+            snprintf(failures + used, sizeof failures - used, "\n  %s: %s", mc->name, sc.first_failure);
+        }
+    }
+    fflush(stdout);
+    ck_assert_msg(n_bad == 0, "%s: %d of %d models disagree with the numpy reference:%s", scenario, n_bad,
+                  n_cases, failures);
+}
+
+START_TEST(single_sequence_matches_reference)
+{
+    run_every_model("single sequence", run_single_sequence);
+}
+END_TEST
+
+START_TEST(batched_chunked_shared_matches_reference)
+{
+    run_every_model("batched, chunked prefill, shared pages", run_batched);
+}
+END_TEST
+
+static Suite *suite_model_reference(void)
+{
+    Suite *s = suite_create("model_reference");
+    TCase *tc = tcase_create("numpy");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, single_sequence_matches_reference);
+    tcase_add_test(tc, batched_chunked_shared_matches_reference);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    FILE *skip = fopen(CINFER_REFERENCE_DIR "/SKIP", "r");
+    if (skip) {
+        char why[256] = "";
+        if (!fgets(why, sizeof why, skip))
+            why[0] = '\0';
+        fclose(skip);
+        printf("SKIP: %s", why);
+        return SKIP_EXIT_CODE;
+    }
+    return cinfer_test_run_suite(suite_model_reference());
+}
+#else
+int main(void)
+{
+    printf("SKIP: cinfer_model_load or cinfer_runtime_forward is not in the core yet\n");
+    return SKIP_EXIT_CODE;
+}
+#endif

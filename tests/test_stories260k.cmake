@@ -1,0 +1,28 @@
+# stories260K end to end: a fixture computes the expected ids without cinfer (python
+# SentencePiece merging + numpy reference), the C test runs the runtime (and the
+# tokenizer plugin when it is built). Skips (77) when the shared model is absent.
+set(cinfer_stories_expected ${PROJECT_BINARY_DIR}/tests/stories260k-expected.txt)
+target_compile_definitions(${name} PRIVATE CINFER_STORIES_EXPECTED="${cinfer_stories_expected}")
+add_test(NAME stories260k_expected
+         COMMAND sh -c "rm -f \"$2\"; if [ ! -f \"$1/stories260K.gguf\" ]; then echo \"$1/stories260K.gguf absent\"; elif /usr/bin/python3 -c 'import numpy' 2>/dev/null; then /usr/bin/python3 \"$0\" \"$1\" 48 \"$2\"; else echo '/usr/bin/python3 with numpy is absent: no independent ids'; fi"
+                 ${CMAKE_CURRENT_SOURCE_DIR}/reference/stories260k_expected.py
+                 ${PROJECT_SOURCE_DIR}/../shared/models ${cinfer_stories_expected})
+set_tests_properties(stories260k_expected PROPERTIES FIXTURES_SETUP stories260k_expected)
+set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED stories260k_expected SKIP_RETURN_CODE 77)
+# Compiled for real once the core defines cinfer_model_load and cinfer_runtime_forward
+# (written alongside this test); until then the test prints why and skips.
+file(GLOB_RECURSE cinfer_core_c CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/*.c)
+set(cinfer_runtime_parts 0)
+foreach(f IN LISTS cinfer_core_c)
+  file(STRINGS ${f} defs REGEX "^int cinfer_(model_load|runtime_forward)\\(")
+  list(LENGTH defs n_defs)
+  math(EXPR cinfer_runtime_parts "${cinfer_runtime_parts} + ${n_defs}")
+  if(f MATCHES "/core/model/")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${f})
+  endif()
+endforeach()
+if(cinfer_runtime_parts GREATER_EQUAL 2)
+  target_compile_definitions(${name} PRIVATE CINFER_HAVE_MODEL_RUNTIME=1)
+else()
+  message(STATUS "${name}: model loader or forward pass not in the core yet; the test skips")
+endif()
