@@ -281,7 +281,10 @@ def permute_llama_qk(w, n_head, n_head_kv):
 
 def llama3_rope_factors(fam):
     """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors: per frequency pair, the
-    divisor llama.cpp applies to the rotation frequency."""
+    divisor llama.cpp applies to the rotation frequency. The converter reads
+    original_max_position_embeddings from the top level of config.json, defaulting to
+    8192, which is what every Llama 3.x rope_scaling says; this toy model's value (64)
+    lives in rope_scaling only, so it is taken from there to keep the GGUF the same model."""
     s = fam["rope_scaling"]
     base, dim = fam["theta"], fam["head_dim"]
     freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
