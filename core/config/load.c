@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/int_literals.h"
 #include "config/options.h"
 
 /* Where a setting was written, for messages: "cinfer.cfg:12". */
@@ -256,9 +257,11 @@ static int read_into(struct cinfer_server_args *args, const config_t *cfg, const
 int cinfer_server_args_load_string(struct cinfer_server_args *args, const char *text, const char *name,
                                    struct cinfer_error *err)
 {
+    int rc = cinfer_config_check_integer_literals(text, name, err);
+    if (rc)
+        return rc;
     config_t cfg;
     config_init(&cfg);
-    int rc;
     if (config_read_string(&cfg, text) != CONFIG_TRUE)
         rc = syntax_error(&cfg, name, err);
     else
@@ -267,13 +270,44 @@ int cinfer_server_args_load_string(struct cinfer_server_args *args, const char *
     return rc;
 }
 
+/* The whole file, NUL-terminated, or NULL with err set. */
+static char *read_whole_file(const char *path, struct cinfer_error *err)
+{
+    enum { MAX_CONFIG_BYTES = 16 << 20 };
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cinfer_error_set(err, CINFER_ERR_IO, "%s: cannot read the config file: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc(MAX_CONFIG_BYTES + 1);
+    size_t len = text ? fread(text, 1, MAX_CONFIG_BYTES + 1, f) : 0;
+    int failed = !text || ferror(f);
+    fclose(f);
+    if (failed) {
+        cinfer_error_set(err, text ? CINFER_ERR_IO : CINFER_ERR_NOMEM, "%s: cannot read the config file", path);
+        free(text);
+        return NULL;
+    }
+    if (len > MAX_CONFIG_BYTES) {
+        cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: config file larger than %d MiB", path, MAX_CONFIG_BYTES >> 20);
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
+}
+
 int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *path, struct cinfer_error *err)
 {
-    /* Opened here first for errno's words: libconfig only says "file I/O error". */
-    FILE *probe = fopen(path, "r");
-    if (!probe)
-        return cinfer_error_set(err, CINFER_ERR_IO, "%s: cannot read the config file: %s", path, strerror(errno));
-    fclose(probe);
+    /* Read here first for errno's words (libconfig only says "file I/O error") and for
+     * the scan of oversized integers. Files named by @include are not scanned. */
+    char *text = read_whole_file(path, err);
+    if (!text)
+        return err ? err->code : CINFER_ERR_IO;
+    int rc = cinfer_config_check_integer_literals(text, path, err);
+    free(text);
+    if (rc)
+        return rc;
 
     char *folder_copy = strdup(path);
     if (!folder_copy)
@@ -281,7 +315,6 @@ int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *pa
     config_t cfg;
     config_init(&cfg);
     config_set_include_dir(&cfg, dirname(folder_copy)); /* @include is relative to this file */
-    int rc;
     if (config_read_file(&cfg, path) != CONFIG_TRUE)
         rc = syntax_error(&cfg, path, err);
     else

@@ -422,7 +422,7 @@ void cinfer_option_format_default(const struct option *opt, char *out, size_t ou
     switch (opt->type) {
     case OPTION_STRING:
     case OPTION_STRING_LIST:
-        snprintf(out, out_bytes, "%s", opt->default_string ? opt->default_string : "(unset)");
+        snprintf(out, out_bytes, "%s", opt->default_string ? opt->default_string : "unset");
         return;
     case OPTION_INT:
     case OPTION_INT64:
