@@ -19,6 +19,7 @@ const char *cinfer_msg_type_name(uint32_t type)
     case CINFER_MSG_RPC_CALL: return "RPC_CALL";
     case CINFER_MSG_RPC_REPLY: return "RPC_REPLY";
     case CINFER_MSG_SHUTDOWN: return "SHUTDOWN";
+    case CINFER_MSG_DETOK_REQUEST: return "DETOK_REQUEST";
     }
     return "unknown";
 }
@@ -508,4 +509,53 @@ int cinfer_msg_encode_shutdown(void **frame, size_t *frame_len)
     struct wire_writer w;
     begin(&w, CINFER_MSG_SHUTDOWN);
     return finish(&w, frame, frame_len);
+}
+
+/* ---- DETOK_REQUEST ---------------------------------------------------------------- */
+
+int cinfer_msg_encode_detok_request(const struct cinfer_msg_detok_request *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_DETOK_REQUEST);
+    wire_put_u64(&w, m->rid);
+    wire_put_u8(&w, m->skip_special_tokens);
+    wire_put_u8(&w, m->no_stop_trim);
+    uint32_t n = m->n_stop > CINFER_MAX_STOP_STRINGS ? CINFER_MAX_STOP_STRINGS : m->n_stop;
+    wire_put_u32(&w, n);
+    for (uint32_t i = 0; i < n; i++)
+        wire_put_str(&w, m->stop[i]);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_detok_request(const void *frame, size_t len, struct cinfer_msg_detok_request *m,
+                                    struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_DETOK_REQUEST, err);
+    if (rc)
+        return rc;
+    m->rid = wire_get_u64(&r, "rid");
+    m->skip_special_tokens = wire_get_u8(&r, "skip_special_tokens");
+    m->no_stop_trim = wire_get_u8(&r, "no_stop_trim");
+    uint32_t n = wire_get_u32(&r, "n_stop");
+    if (!r.failed_field && n > CINFER_MAX_STOP_STRINGS)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "DETOK_REQUEST frame: field 'n_stop': %u stop strings, at most %d",
+                                n, CINFER_MAX_STOP_STRINGS);
+    for (uint32_t i = 0; i < n && !r.failed_field; i++) {
+        m->stop[i] = wire_get_str(&r, "stop", CINFER_IPC_MAX_SHORT_TEXT);
+        if (m->stop[i])
+            m->n_stop = i + 1;
+    }
+    rc = close_body(&r, CINFER_MSG_DETOK_REQUEST, err);
+    if (rc)
+        cinfer_msg_detok_request_free(m);
+    return rc;
+}
+
+void cinfer_msg_detok_request_free(struct cinfer_msg_detok_request *m)
+{
+    for (uint32_t i = 0; i < m->n_stop; i++)
+        free(m->stop[i]);
+    memset(m, 0, sizeof *m);
 }

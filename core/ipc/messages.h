@@ -32,6 +32,7 @@ enum cinfer_msg_type {
     CINFER_MSG_RPC_CALL = 7,    /* main -> scheduler (DEALER/ROUTER) */
     CINFER_MSG_RPC_REPLY = 8,   /* scheduler -> main */
     CINFER_MSG_SHUTDOWN = 9,    /* main -> workers: drain and exit */
+    CINFER_MSG_DETOK_REQUEST = 10, /* scheduler -> detokenizer: how to decode a new request */
 };
 const char *cinfer_msg_type_name(uint32_t type);
 
@@ -97,6 +98,16 @@ struct cinfer_msg_text {
     char *error;                /* may be NULL */
 };
 
+/* Sent by the scheduler before the first TOKENS of a request, on the same channel, so
+ * the detokenizer knows how to turn its ids into text and where to stop. */
+struct cinfer_msg_detok_request {
+    uint64_t rid;
+    uint8_t skip_special_tokens;
+    uint8_t no_stop_trim;
+    char *stop[CINFER_MAX_STOP_STRINGS]; /* malloc'd by decode */
+    uint32_t n_stop;
+};
+
 struct cinfer_msg_rpc_call {
     uint64_t call_id;
     char *method;
@@ -120,6 +131,10 @@ int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t
 int cinfer_msg_encode_rpc_call(const struct cinfer_msg_rpc_call *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_rpc_reply(const struct cinfer_msg_rpc_reply *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_shutdown(void **frame, size_t *frame_len);
+int cinfer_msg_encode_detok_request(const struct cinfer_msg_detok_request *m, void **frame, size_t *frame_len);
+int cinfer_msg_decode_detok_request(const void *frame, size_t len, struct cinfer_msg_detok_request *m,
+                                    struct cinfer_error *err);
+void cinfer_msg_detok_request_free(struct cinfer_msg_detok_request *m);
 
 /* Reads the header; CINFER_ERR_PARSE (with err saying why) for a bad one. */
 int cinfer_msg_peek_type(const void *frame, size_t len, uint32_t *type, struct cinfer_error *err);

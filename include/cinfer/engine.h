@@ -130,6 +130,11 @@ struct cinfer_engine_hooks {
 /* The real implementations; an embedder copies them and overrides some slots. */
 CINFER_API void cinfer_engine_default_hooks(struct cinfer_engine_hooks *hooks);
 
+/* The body of a worker executable: parses `ROLE [tpN] --run-dir DIR ...`, reads the
+ * engine's settings from the run folder and runs the hook for the role (hooks may be
+ * NULL for the defaults). cinfer-worker is main() calling this. */
+CINFER_API int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *hooks);
+
 /* ---- lifecycle --------------------------------------------------------------------- */
 /* hooks may be NULL (the defaults). Waits for every worker's READY up to the configured
  * start deadline; on failure nothing is left running and err names the worker and

@@ -1,0 +1,616 @@
+/* The engine's lifecycle and generation API (cinfer/engine.h): the main process side
+ * of the pipeline. The caller's thread tokenizes and sends; the engine thread receives
+ * text from the detokenizer and watches the workers; callers wait on their request. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "cinfer/plugins.h"
+#include "cinfer/tokenizer.h"
+#include "engine/engine_internal.h"
+#include "engine/hooks.h"
+#include "engine/port_args.h"
+#include "engine/run_dir.h"
+#include "ipc/channel.h"
+#include "util/log.h"
+
+#ifndef CINFER_BINDIR_FROM_LIBDIR
+#define CINFER_BINDIR_FROM_LIBDIR "../bin"
+#endif
+
+/* cinfer-worker: $CINFER_WORKER, else beside the install (bin/ next to lib/). */
+static int find_worker(char *out, size_t n, struct cinfer_error *err)
+{
+    const char *env = getenv("CINFER_WORKER");
+    if (env && env[0]) {
+        snprintf(out, n, "%s", env);
+        return CINFER_OK;
+    }
+    const char *plugins = cinfer_plugin_install_dir(); /* <libdir>/cinfer/plugins */
+    char candidate[PATH_MAX];
+    if (plugins) {
+        snprintf(candidate, sizeof candidate, "%s/../../%s/cinfer-worker", plugins, CINFER_BINDIR_FROM_LIBDIR);
+        if (realpath(candidate, out) && access(out, X_OK) == 0)
+            return CINFER_OK;
+    }
+    return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
+                            "cannot find the cinfer-worker executable (looked for %s; set CINFER_WORKER)",
+                            plugins ? candidate : "it beside libcinfer");
+}
+
+static const char *launcher_plugin_name(const char *launcher)
+{
+    if (!launcher || !strcmp(launcher, "fork") || !strcmp(launcher, "auto"))
+        return "launch-fork";
+    if (!strcmp(launcher, "mpi"))
+        return "launch-mpi";
+    if (!strcmp(launcher, "ssh"))
+        return "launch-ssh";
+    return launcher; /* a plugin name or file */
+}
+
+static void *engine_thread(void *arg);
+
+static void destroy(struct cinfer_engine *e)
+{
+    if (e->thread_started) {
+        e->stopping = 1;
+        pthread_join(e->thread, NULL);
+    }
+    if (e->launch)
+        engine_stop_workers(e);
+    if (e->launcher && e->launch)
+        e->launcher->fini(&e->launch);
+    cinfer_plugin_close(&e->launcher_plugin);
+    cinfer_channel_close(&e->from_detokenizer);
+    cinfer_channel_close(&e->status);
+    if (e->zmq_context)
+        zmq_ctx_term(e->zmq_context);
+    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_tokenizer_ctx_free(&e->tok);
+    for (int b = 0; b < ENGINE_BUCKETS; b++)
+        while (e->buckets[b])
+            engine_request_unregister(e, e->buckets[b]);
+    cinfer_server_args_free(&e->args);
+    pthread_mutex_destroy(&e->lock);
+    pthread_mutex_destroy(&e->send_lock);
+    pthread_mutex_destroy(&e->rpc_lock);
+    pthread_cond_destroy(&e->idle);
+    free(e);
+}
+
+int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
+                         struct cinfer_engine **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    if (args->tp_size != 1 || args->dp_size != 1)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "tp_size %d, dp_size %d: this build runs one scheduler (tp_size 1, dp_size 1); "
+                                "tensor and data parallelism arrive with the launch-mpi and launch-ssh plugins",
+                                args->tp_size, args->dp_size);
+    struct cinfer_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory creating the engine");
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->send_lock, NULL);
+    pthread_mutex_init(&e->rpc_lock, NULL);
+    pthread_cond_init(&e->idle, NULL);
+    e->lifeline[0] = e->lifeline[1] = -1;
+    int rc = cinfer_server_args_copy(&e->args, args, err);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    cinfer_log_set_level((int)e->args.log_level);
+    cinfer_engine_default_hooks(&e->hooks);
+    if (hooks) {
+        if (hooks->run_scheduler_process && hooks->run_scheduler_process != e->hooks.run_scheduler_process) {
+            e->hooks.run_scheduler_process = hooks->run_scheduler_process;
+            e->custom_hooks = 1;
+        }
+        if (hooks->run_detokenizer_process && hooks->run_detokenizer_process != e->hooks.run_detokenizer_process) {
+            e->hooks.run_detokenizer_process = hooks->run_detokenizer_process;
+            e->custom_hooks = 1;
+        }
+        if (hooks->init_tokenizer && hooks->init_tokenizer != e->hooks.init_tokenizer) {
+            e->hooks.init_tokenizer = hooks->init_tokenizer;
+            e->custom_hooks = 1; /* the detokenizer must run it too */
+        }
+    }
+
+    char run_dir[192];
+    char *settings = NULL;
+    if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
+        (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
+        (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
+        (rc = cinfer_port_args_init(&e->ports, run_dir, err))) {
+        if (run_dir[0] && !e->ports.run_dir[0])
+            cinfer_run_dir_remove(run_dir);
+        destroy(e);
+        return rc;
+    }
+    if ((rc = cinfer_server_args_to_string(&e->args, &settings, err)) ||
+        (rc = cinfer_run_dir_write(run_dir, "server_args.cfg", settings, err))) {
+        free(settings);
+        destroy(e);
+        return rc;
+    }
+    free(settings);
+
+    e->zmq_context = zmq_ctx_new();
+    if (!e->zmq_context ||
+        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)) ||
+        !(e->from_detokenizer = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.tokenizer_input, 1, NULL, err))) {
+        rc = e->zmq_context ? err->code : cinfer_error_set(err, CINFER_ERR_IO, "zmq_ctx_new failed");
+        destroy(e);
+        return rc;
+    }
+    const char *launcher_name = launcher_plugin_name(e->args.launcher);
+    struct cinfer_launcher_options lopts = {.worker_path = e->worker_path,
+                                            .hosts = (const char *const *)e->args.hosts.items};
+    if ((rc = cinfer_plugin_open(launcher_name, CINFER_PLUGIN_KIND_LAUNCHER, e->args.plugin_path, &e->launcher_plugin,
+                                 err))) {
+        destroy(e);
+        return rc;
+    }
+    e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
+    if ((rc = e->launcher->init(&lopts, &e->launch, err)) || (rc = engine_start_workers(e, err))) {
+        destroy(e);
+        return rc;
+    }
+    e->healthy = 1;
+    e->accepting = 1;
+    if (pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "cannot start the engine thread");
+        destroy(e);
+        return rc;
+    }
+    e->thread_started = 1;
+    *out = e;
+    return CINFER_OK;
+}
+
+/* The watchdog's verdict: every caller in flight gets the reason at once, the other
+ * workers stop, the run folder goes; with restart_policy on-failure they start again. */
+static void on_worker_death(struct cinfer_engine *e, const char *why)
+{
+    cinfer_log(CINFER_LOG_SEV_ERROR, "%s; failing every request in flight", why);
+    pthread_mutex_lock(&e->lock);
+    e->healthy = 0;
+    snprintf(e->failure, sizeof e->failure, "%s", why);
+    char message[1200];
+    snprintf(message, sizeof message, "the engine lost a worker: %s", why);
+    engine_fail_all(e, message);
+    pthread_mutex_unlock(&e->lock);
+
+    engine_stop_workers(e);
+    if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping) {
+        struct cinfer_error err = {0};
+        if (engine_start_workers(e, &err) == CINFER_OK) {
+            pthread_mutex_lock(&e->lock);
+            e->healthy = 1;
+            e->failure[0] = '\0';
+            pthread_mutex_unlock(&e->lock);
+            cinfer_log(CINFER_LOG_SEV_WARNING, "workers restarted after: %s", why);
+            return;
+        }
+        cinfer_log(CINFER_LOG_SEV_ERROR, "restarting the workers failed: %s", err.message);
+    }
+    cinfer_run_dir_remove(e->ports.run_dir);
+}
+
+static void *engine_thread(void *arg)
+{
+    struct cinfer_engine *e = arg;
+    while (!e->stopping) {
+        zmq_pollitem_t items[] = {
+            {.socket = e->from_detokenizer, .events = ZMQ_POLLIN},
+            {.socket = e->status, .events = ZMQ_POLLIN},
+        };
+        int n = zmq_poll(items, 2, 20);
+        if (n < 0 && zmq_errno() != EINTR)
+            break;
+        /* Drain what came, then look at the workers. */
+        while (items[0].revents & ZMQ_POLLIN) {
+            void *frame;
+            size_t len;
+            if (cinfer_channel_recv(e->from_detokenizer, 0, &frame, &len, NULL, NULL) != CINFER_OK)
+                break;
+            uint32_t type = 0;
+            struct cinfer_error err = {0};
+            if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_TEXT)
+                engine_handle_text_frame(e, frame, len);
+            else
+                cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the tokenizer input (%zu bytes): %s",
+                           len, err.message[0] ? err.message : "not a TEXT frame");
+            free(frame);
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            void *frame;
+            size_t len;
+            if (cinfer_channel_recv(e->status, 0, &frame, &len, NULL, NULL) == CINFER_OK) {
+                uint32_t type = 0;
+                struct cinfer_error err = {0};
+                struct cinfer_msg_failed failed;
+                if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_FAILED &&
+                    cinfer_msg_decode_failed(frame, len, &failed, &err) == CINFER_OK) {
+                    cinfer_log(CINFER_LOG_SEV_ERROR, "worker reported a failure: %s", failed.message);
+                    cinfer_msg_failed_free(&failed);
+                } else if (err.message[0]) {
+                    cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
+                }
+                free(frame);
+            }
+        }
+        char why[256];
+        if (e->healthy && engine_check_workers(e, why, sizeof why))
+            on_worker_death(e, why);
+    }
+    return NULL;
+}
+
+int cinfer_engine_healthy(struct cinfer_engine *e)
+{
+    pthread_mutex_lock(&e->lock);
+    int healthy = e->healthy;
+    pthread_mutex_unlock(&e->lock);
+    return healthy;
+}
+
+void cinfer_engine_shutdown(struct cinfer_engine **ep, int drain_timeout_ms)
+{
+    if (!ep || !*ep)
+        return;
+    struct cinfer_engine *e = *ep;
+    pthread_mutex_lock(&e->lock);
+    e->accepting = 0;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += drain_timeout_ms / 1000;
+    deadline.tv_nsec += (long)(drain_timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    while (e->n_inflight > 0 && e->healthy)
+        if (pthread_cond_timedwait(&e->idle, &e->lock, &deadline) == ETIMEDOUT)
+            break;
+    engine_fail_all(e, "the engine is shutting down");
+    /* Callers still inside generate() take their error chunk and leave. */
+    while (e->n_inflight > 0) {
+        struct timespec brief;
+        clock_gettime(CLOCK_REALTIME, &brief);
+        brief.tv_nsec += 50 * 1000000L;
+        if (brief.tv_nsec >= 1000000000L) {
+            brief.tv_sec++;
+            brief.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&e->idle, &e->lock, &brief) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&e->lock);
+    destroy(e);
+    *ep = NULL;
+}
+
+/* ---- generation ------------------------------------------------------------------ */
+
+struct cinfer_stream {
+    struct cinfer_engine *engine;
+    struct engine_request *req;
+    struct engine_chunk *current; /* handed out by the last next() */
+    int done;
+};
+
+static int validate(const struct cinfer_generate_request *req, struct cinfer_error *err)
+{
+    const struct cinfer_sampling_params *p = &req->sampling;
+    if (!req->prompt && (!req->input_ids || req->n_input_ids == 0))
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request has neither a prompt nor input_ids");
+    if (p->max_new_tokens < 0)
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "max_new_tokens %d: expected 0 or more", p->max_new_tokens);
+    if (p->temperature < 0 || isnan(p->temperature))
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "temperature %g: expected 0 or more", (double)p->temperature);
+    if (p->top_p <= 0 || p->top_p > 1)
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "top_p %g: expected a value in (0, 1]", (double)p->top_p);
+    if (p->min_p < 0 || p->min_p > 1)
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "min_p %g: expected a value in [0, 1]", (double)p->min_p);
+    if (p->n_stop < 0 || p->n_stop > CINFER_MAX_STOP_STRINGS)
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "%d stop strings: at most %d", p->n_stop, CINFER_MAX_STOP_STRINGS);
+    return CINFER_OK;
+}
+
+static int open_request(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                        struct engine_request **out, struct cinfer_error *err)
+{
+    int rc = validate(req, err);
+    if (rc)
+        return rc;
+    struct cinfer_token_ids ids = {0};
+    const int32_t *prompt_ids = req->input_ids;
+    size_t n_ids = req->n_input_ids;
+    if (req->prompt) {
+        rc = e->tok->ops->encode(e->tok->tok, req->prompt, strlen(req->prompt), 1, &ids, err);
+        if (rc)
+            return rc;
+        prompt_ids = ids.ids;
+        n_ids = ids.len;
+    }
+    if (n_ids == 0) {
+        cinfer_token_ids_free(&ids);
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "the prompt tokenizes to no tokens");
+    }
+    struct cinfer_msg_generate g = {.ids = (int32_t *)prompt_ids, .n_ids = (uint32_t)n_ids, .sampling = req->sampling,
+                                    .stream = 1};
+    pthread_mutex_lock(&e->lock);
+    if (!e->accepting || !e->healthy) {
+        rc = !e->accepting ? cinfer_error_set(err, CINFER_ERR_STATE, "the engine is shutting down")
+                           : cinfer_error_set(err, CINFER_ERR_CHILD, "the engine is not healthy: %s", e->failure);
+        pthread_mutex_unlock(&e->lock);
+        cinfer_token_ids_free(&ids);
+        return rc;
+    }
+    struct engine_request *r = engine_request_register(e);
+    pthread_mutex_unlock(&e->lock);
+    if (!r) {
+        cinfer_token_ids_free(&ids);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory registering a request");
+    }
+    g.rid = r->rid;
+    void *frame;
+    size_t len;
+    rc = cinfer_msg_encode_generate(&g, &frame, &len);
+    cinfer_token_ids_free(&ids);
+    if (rc == CINFER_OK) {
+        rc = engine_send_to_scheduler(e, frame, len, err);
+        free(frame);
+    } else {
+        cinfer_error_set(err, rc, "out of memory encoding a request");
+    }
+    if (rc) {
+        pthread_mutex_lock(&e->lock);
+        engine_request_unregister(e, r);
+        pthread_mutex_unlock(&e->lock);
+        return rc;
+    }
+    *out = r;
+    return CINFER_OK;
+}
+
+/* Takes the next chunk; waits up to timeout_ms (-1 forever). Lock not held. */
+static int take_chunk(struct cinfer_engine *e, struct engine_request *r, int timeout_ms, struct engine_chunk **out)
+{
+    pthread_mutex_lock(&e->lock);
+    struct timespec deadline;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    while (!r->head) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&r->ready, &e->lock);
+        else if (pthread_cond_timedwait(&r->ready, &e->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    struct engine_chunk *c = r->head;
+    if (c) {
+        r->head = c->next;
+        if (!r->head)
+            r->tail = NULL;
+    }
+    pthread_mutex_unlock(&e->lock);
+    *out = c;
+    return c ? CINFER_OK : CINFER_ERR_TIMEOUT;
+}
+
+static void close_request(struct cinfer_engine *e, struct engine_request *r, int finished)
+{
+    if (!finished) { /* the caller left early: the scheduler frees its pages at once */
+        struct cinfer_msg_abort a = {.rid = r->rid, .quiet = 1};
+        void *frame;
+        size_t len;
+        struct cinfer_error err = {0};
+        if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
+            engine_send_to_scheduler(e, frame, len, &err);
+            free(frame);
+        }
+    }
+    pthread_mutex_lock(&e->lock);
+    engine_request_unregister(e, r);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void fill_chunk_view(const struct engine_chunk *c, uint64_t rid, struct cinfer_stream_chunk *view)
+{
+    view->request_id = rid;
+    view->text = c->text ? c->text : "";
+    view->text_len = c->text_len;
+    view->ids = c->ids;
+    view->n_ids = c->n_ids;
+    view->finish_reason = c->finish_reason;
+    view->matched_stop = c->matched_stop;
+    view->prompt_tokens = c->prompt_tokens;
+    view->completion_tokens = c->completion_tokens;
+}
+
+int cinfer_engine_generate_stream(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                                  cinfer_stream_fn fn, void *ctx, struct cinfer_error *err)
+{
+    struct engine_request *r;
+    int rc = open_request(e, req, &r, err);
+    if (rc)
+        return rc;
+    for (;;) {
+        struct engine_chunk *c;
+        take_chunk(e, r, -1, &c);
+        if (c->finish_reason == CINFER_FINISH_ERROR) {
+            rc = cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
+            engine_chunk_free(c);
+            close_request(e, r, 1);
+            return rc;
+        }
+        struct cinfer_stream_chunk view;
+        fill_chunk_view(c, r->rid, &view);
+        int stop = fn(&view, ctx);
+        int finished = c->finish_reason != CINFER_FINISH_NONE;
+        engine_chunk_free(c);
+        if (finished || stop) {
+            close_request(e, r, finished);
+            return CINFER_OK;
+        }
+    }
+}
+
+struct collect {
+    struct cinfer_generate_result *out;
+    size_t text_cap, ids_cap;
+    int failed;
+};
+
+static int collect_chunk(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    struct collect *k = ctx;
+    struct cinfer_generate_result *out = k->out;
+    if (out->text_len + c->text_len + 1 > k->text_cap) {
+        size_t cap = (out->text_len + c->text_len + 1) * 2;
+        char *grown = realloc(out->text, cap);
+        if (!grown)
+            return k->failed = 1;
+        out->text = grown;
+        k->text_cap = cap;
+    }
+    memcpy(out->text + out->text_len, c->text, c->text_len);
+    out->text_len += c->text_len;
+    out->text[out->text_len] = '\0';
+    if (out->n_output_ids + c->n_ids > k->ids_cap) {
+        size_t cap = (out->n_output_ids + c->n_ids) * 2 + 16;
+        int32_t *grown = realloc(out->output_ids, cap * sizeof *grown);
+        if (!grown)
+            return k->failed = 1;
+        out->output_ids = grown;
+        k->ids_cap = cap;
+    }
+    if (c->n_ids)
+        memcpy(out->output_ids + out->n_output_ids, c->ids, c->n_ids * sizeof *c->ids);
+    out->n_output_ids += c->n_ids;
+    out->request_id = c->request_id;
+    out->finish_reason = c->finish_reason;
+    out->prompt_tokens = c->prompt_tokens;
+    out->completion_tokens = c->completion_tokens;
+    if (c->matched_stop)
+        out->matched_stop = strdup(c->matched_stop);
+    return 0;
+}
+
+int cinfer_engine_generate(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                           struct cinfer_generate_result *out, struct cinfer_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct collect k = {.out = out};
+    out->text = calloc(1, 1);
+    if (!out->text)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory");
+    k.text_cap = 1;
+    int rc = cinfer_engine_generate_stream(e, req, collect_chunk, &k, err);
+    if (rc == CINFER_OK && k.failed)
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory collecting the output");
+    if (rc)
+        cinfer_generate_result_free(out);
+    return rc;
+}
+
+void cinfer_generate_result_free(struct cinfer_generate_result *r)
+{
+    free(r->text);
+    free(r->output_ids);
+    free(r->matched_stop);
+    memset(r, 0, sizeof *r);
+}
+
+int cinfer_engine_stream_open(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                              struct cinfer_stream **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    struct cinfer_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory opening a stream");
+    int rc = open_request(e, req, &s->req, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->engine = e;
+    *out = s;
+    return CINFER_OK;
+}
+
+int cinfer_stream_next(struct cinfer_stream *s, struct cinfer_stream_chunk *chunk, int timeout_ms,
+                       struct cinfer_error *err)
+{
+    engine_chunk_free(s->current);
+    s->current = NULL;
+    if (s->done)
+        return cinfer_error_set(err, CINFER_ERR_STATE, "the stream has already finished");
+    struct engine_chunk *c;
+    if (take_chunk(s->engine, s->req, timeout_ms, &c) != CINFER_OK)
+        return cinfer_error_set(err, CINFER_ERR_TIMEOUT, "no output within %d ms", timeout_ms);
+    s->current = c;
+    if (c->finish_reason != CINFER_FINISH_NONE)
+        s->done = 1;
+    if (c->finish_reason == CINFER_FINISH_ERROR)
+        return cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
+    fill_chunk_view(c, s->req->rid, chunk);
+    return CINFER_OK;
+}
+
+uint64_t cinfer_stream_request_id(const struct cinfer_stream *s)
+{
+    return s->req->rid;
+}
+
+void cinfer_stream_close(struct cinfer_stream **sp)
+{
+    if (!sp || !*sp)
+        return;
+    struct cinfer_stream *s = *sp;
+    engine_chunk_free(s->current);
+    close_request(s->engine, s->req, s->done);
+    free(s);
+    *sp = NULL;
+}
+
+int cinfer_engine_abort(struct cinfer_engine *e, uint64_t rid)
+{
+    pthread_mutex_lock(&e->lock);
+    struct engine_request *r = engine_request_find(e, rid);
+    if (r) {
+        struct engine_chunk *c = calloc(1, sizeof *c);
+        if (c) {
+            c->finish_reason = CINFER_FINISH_ABORT;
+            engine_request_push(r, c);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (!r)
+        return CINFER_ERR_NOT_FOUND;
+    struct cinfer_msg_abort a = {.rid = rid, .quiet = 0};
+    void *frame;
+    size_t len;
+    struct cinfer_error err = {0};
+    if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
+        engine_send_to_scheduler(e, frame, len, &err);
+        free(frame);
+    }
+    return CINFER_OK;
+}

@@ -1,0 +1,141 @@
+/* Requests in flight in the main process: a table by request id, the queue of output
+ * chunks each caller waits on, and the handling of TEXT frames from the detokenizer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+#include "ipc/channel.h"
+#include "util/log.h"
+
+struct engine_request *engine_request_register(struct cinfer_engine *e)
+{
+    struct engine_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    pthread_cond_init(&r->ready, NULL);
+    r->rid = ++e->next_rid;
+    struct engine_request **b = &e->buckets[r->rid % ENGINE_BUCKETS];
+    r->next = *b;
+    *b = r;
+    e->n_inflight++;
+    return r;
+}
+
+void engine_request_unregister(struct cinfer_engine *e, struct engine_request *r)
+{
+    for (struct engine_request **p = &e->buckets[r->rid % ENGINE_BUCKETS]; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    while (r->head) {
+        struct engine_chunk *c = r->head;
+        r->head = c->next;
+        engine_chunk_free(c);
+    }
+    pthread_cond_destroy(&r->ready);
+    free(r);
+    e->n_inflight--;
+    pthread_cond_broadcast(&e->idle);
+}
+
+struct engine_request *engine_request_find(struct cinfer_engine *e, uint64_t rid)
+{
+    for (struct engine_request *r = e->buckets[rid % ENGINE_BUCKETS]; r; r = r->next)
+        if (r->rid == rid)
+            return r;
+    return NULL;
+}
+
+void engine_chunk_free(struct engine_chunk *c)
+{
+    if (!c)
+        return;
+    free(c->text);
+    free(c->ids);
+    free(c->matched_stop);
+    free(c->error);
+    free(c);
+}
+
+void engine_request_push(struct engine_request *r, struct engine_chunk *c)
+{
+    if (r->final_queued) {
+        engine_chunk_free(c);
+        return;
+    }
+    if (c->finish_reason != CINFER_FINISH_NONE)
+        r->final_queued = 1;
+    c->next = NULL;
+    if (r->tail)
+        r->tail->next = c;
+    else
+        r->head = c;
+    r->tail = c;
+    pthread_cond_broadcast(&r->ready);
+}
+
+void engine_fail_all(struct cinfer_engine *e, const char *why)
+{
+    for (int b = 0; b < ENGINE_BUCKETS; b++)
+        for (struct engine_request *r = e->buckets[b]; r; r = r->next) {
+            struct engine_chunk *c = calloc(1, sizeof *c);
+            if (!c)
+                continue;
+            c->finish_reason = CINFER_FINISH_ERROR;
+            c->error = strdup(why);
+            engine_request_push(r, c);
+        }
+}
+
+int engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err)
+{
+    pthread_mutex_lock(&e->send_lock);
+    int rc = e->to_scheduler ? cinfer_channel_send(e->to_scheduler, frame, len, 0, err)
+                             : cinfer_error_set(err, CINFER_ERR_STATE, "the scheduler is not running");
+    pthread_mutex_unlock(&e->send_lock);
+    return rc;
+}
+
+/* A TEXT frame from the detokenizer: hand its chunk to the waiting caller. When a stop
+ * string ended the request, the scheduler is told to let go of it (quietly). */
+void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len)
+{
+    struct cinfer_msg_text t;
+    struct cinfer_error err = {0};
+    if (cinfer_msg_decode_text(frame, len, &t, &err) != CINFER_OK) {
+        cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the tokenizer input (%zu bytes): %s", len,
+                   err.message);
+        return;
+    }
+    if (t.finish_reason == CINFER_FINISH_STOP_STRING) {
+        struct cinfer_msg_abort a = {.rid = t.rid, .quiet = 1};
+        void *out;
+        size_t out_len;
+        if (cinfer_msg_encode_abort(&a, &out, &out_len) == CINFER_OK) {
+            engine_send_to_scheduler(e, out, out_len, &err);
+            free(out);
+        }
+    }
+    struct engine_chunk *c = calloc(1, sizeof *c);
+    if (!c) {
+        cinfer_msg_text_free(&t);
+        return;
+    }
+    c->text = t.text;
+    c->text_len = t.text_len;
+    c->ids = t.ids;
+    c->n_ids = t.n_ids;
+    c->finish_reason = (enum cinfer_finish_reason)t.finish_reason;
+    c->matched_stop = t.matched_stop;
+    c->error = t.error;
+    c->prompt_tokens = (int)t.prompt_tokens;
+    c->completion_tokens = (int)t.completion_tokens;
+    pthread_mutex_lock(&e->lock);
+    struct engine_request *r = engine_request_find(e, t.rid);
+    if (r)
+        engine_request_push(r, c);
+    else
+        engine_chunk_free(c); /* its caller has gone (aborted or timed out) */
+    pthread_mutex_unlock(&e->lock);
+}

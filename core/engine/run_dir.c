@@ -1,0 +1,62 @@
+#include "engine/run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cinfer_run_dir_create(char *path, size_t path_bytes, struct cinfer_error *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0] || strlen(tmp) > 60) /* unix socket paths must stay short */
+        tmp = "/tmp";
+    snprintf(path, path_bytes, "%s/cinfer-XXXXXX", tmp);
+    if (!mkdtemp(path)) /* mkdtemp makes it 0700 */
+        return cinfer_error_set(err, CINFER_ERR_IO, "cannot create a run folder in %s: %s", tmp, strerror(errno));
+    return CINFER_OK;
+}
+
+int cinfer_run_dir_write(const char *dir, const char *name, const char *text, struct cinfer_error *err)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return cinfer_error_set(err, CINFER_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t len = strlen(text), done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            return cinfer_error_set(err, CINFER_ERR_IO, "%s: %s", path, strerror(e));
+        }
+        done += (size_t)n;
+    }
+    close(fd);
+    return CINFER_OK;
+}
+
+void cinfer_run_dir_remove(const char *path)
+{
+    if (!path || !path[0])
+        return;
+    DIR *dir = opendir(path);
+    if (dir) {
+        struct dirent *ent;
+        while ((ent = readdir(dir))) {
+            if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, ".."))
+                continue;
+            char file[512];
+            snprintf(file, sizeof file, "%s/%s", path, ent->d_name);
+            unlink(file);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}

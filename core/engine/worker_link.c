@@ -1,0 +1,87 @@
+#include "engine/worker_link.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ipc/channel.h"
+#include "util/log.h"
+
+int cinfer_worker_link_open(struct cinfer_worker_link *link, const struct cinfer_port_args *ports, int role,
+                            int tp_rank, int dp_rank, struct cinfer_error *err)
+{
+    memset(link, 0, sizeof *link);
+    link->role = role;
+    link->tp_rank = tp_rank;
+    link->dp_rank = dp_rank;
+    if (role == CINFER_WORKER_SCHEDULER)
+        snprintf(link->name, sizeof link->name, "scheduler tp%d", tp_rank);
+    else
+        snprintf(link->name, sizeof link->name, "detokenizer");
+    cinfer_log_set_role(link->name);
+    link->zmq_context = zmq_ctx_new();
+    if (!link->zmq_context)
+        return cinfer_error_set(err, CINFER_ERR_IO, "%s: zmq_ctx_new failed", link->name);
+    link->status = cinfer_channel_open(link->zmq_context, ZMQ_PUSH, ports->status, 0, NULL, err);
+    if (!link->status) {
+        zmq_ctx_term(link->zmq_context);
+        link->zmq_context = NULL;
+        return err ? err->code : CINFER_ERR_IO;
+    }
+    return CINFER_OK;
+}
+
+void cinfer_worker_link_ready(struct cinfer_worker_link *link, struct cinfer_msg_ready *ready)
+{
+    ready->role = (uint8_t)link->role;
+    ready->tp_rank = (uint32_t)link->tp_rank;
+    ready->dp_rank = (uint32_t)link->dp_rank;
+    ready->pid = (uint32_t)getpid();
+    void *frame;
+    size_t len;
+    if (cinfer_msg_encode_ready(ready, &frame, &len) == CINFER_OK) {
+        cinfer_channel_send(link->status, frame, len, 0, NULL);
+        free(frame);
+    }
+}
+
+int cinfer_worker_link_failed(struct cinfer_worker_link *link, int code, const char *message)
+{
+    cinfer_log(CINFER_LOG_SEV_ERROR, "%s", message);
+    if (link->status) {
+        struct cinfer_msg_failed failed = {
+            .role = (uint8_t)link->role, .tp_rank = (uint32_t)link->tp_rank, .dp_rank = (uint32_t)link->dp_rank,
+            .pid = (uint32_t)getpid(), .code = code, .message = (char *)message,
+        };
+        void *frame;
+        size_t len;
+        if (cinfer_msg_encode_failed(&failed, &frame, &len) == CINFER_OK) {
+            cinfer_channel_send(link->status, frame, len, 0, NULL);
+            free(frame);
+        }
+    }
+    return 1;
+}
+
+void cinfer_worker_link_close(struct cinfer_worker_link *link)
+{
+    cinfer_channel_close(&link->status);
+    if (link->zmq_context) {
+        zmq_ctx_term(link->zmq_context);
+        link->zmq_context = NULL;
+    }
+}
+
+int cinfer_lifeline_gone(void)
+{
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+        return 1;
+    char byte;
+    return read(0, &byte, 1) <= 0; /* the main process never writes; readable means EOF */
+}
