@@ -78,7 +78,7 @@ int cinfer_cmd_generate(int argc, char **argv)
     if (!rest || cinfer_server_args_parse_command_line(&args, argc, argv, own_flags, rest, &n_rest, &err)) {
         fprintf(stderr, "cinfer generate: %s\n", rest ? err.message : "out of memory");
         free(rest);
-        return rest ? 1 : 1;
+        return 1;
     }
     struct cinfer_generate_request req = {0};
     cinfer_sampling_params_init(&req.sampling);
