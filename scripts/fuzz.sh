@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (fuzz/fuzz_*.c) with clang, ASan and UBSan in build-fuzz,
+# then runs each for a bounded time with a seed corpus. Exits non-zero when any target
+# crashes, leaks, trips a sanitizer, times out on one input, or fails to build.
+#
+#   scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]
+#
+#   -t SECONDS  time per target (default 60, or $FUZZ_SECONDS)
+#   -j JOBS     parallel build jobs (default 2)
+#   TARGET      fuzz_<name> targets to run (default: all of fuzz/fuzz_*.c)
+#
+# Seeds, per target, from whichever exist: fuzz/seeds/<target>/, tests/data/fuzz/<target>/,
+# and seeds made here by kind of input: small GGUF files written with tools/gguf_writer.py
+# (targets named *gguf*), small safetensors files (*safetensors*), and strings of the
+# tokenizer parity corpus (tests/reference/make_corpus.py) for every other target.
+# The growing corpus lives in build-fuzz/fuzz-corpus/<target>/ and is kept between runs;
+# crash inputs land in build-fuzz/fuzz-artifacts/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${FUZZ_SECONDS:-60}
+jobs=2
+while getopts "t:j:h" opt; do
+    case $opt in
+        t) seconds=$OPTARG ;;
+        j) jobs=$OPTARG ;;
+        *) sed -n '2,20p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+
+build=$root/build-fuzz
+if ! command -v clang >/dev/null; then
+    echo "fuzz.sh: clang is absent (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+    exit 1
+fi
+
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+    for src in "$root"/fuzz/fuzz_*.c; do
+        [ -e "$src" ] && targets+=("$(basename "$src" .c)")
+    done
+fi
+if ((${#targets[@]} == 0)); then
+    echo "fuzz.sh: no fuzz/fuzz_*.c targets" >&2
+    exit 1
+fi
+
+echo "fuzz.sh: building ${targets[*]} in $build"
+mkdir -p "$build"
+CC=clang cmake -S "$root" -B "$build" -DCINFER_FUZZ=ON -DCINFER_BUILD_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1 ||
+    { tail -30 "$build/configure.log"; echo "fuzz.sh: configure failed" >&2; exit 1; }
+make -C "$build" -j"$jobs" "${targets[@]}" >"$build/build.log" 2>&1 ||
+    { grep -E 'error|Error' "$build/build.log" | head -30; echo "fuzz.sh: build failed (see $build/build.log)" >&2; exit 1; }
+
+# ---- seeds -----------------------------------------------------------------------------
+seeds=$build/fuzz-seeds
+mkdir -p "$seeds"
+/usr/bin/python3 - "$root" "$seeds" <<'PY'
+import json, os, struct, sys
+root, seeds = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "tools"))
+sys.path.insert(0, os.path.join(root, "tests", "reference"))
+
+def write(kind, name, data):
+    os.makedirs(os.path.join(seeds, kind), exist_ok=True)
+    with open(os.path.join(seeds, kind, name), "wb") as f:
+        f.write(data)
+
+# GGUF: every metadata type, a tokenizer vocabulary, and one small tensor per type.
+try:
+    import numpy as np
+    from gguf_writer import GGUFWriter, GGMLType, ValueType
+    w = GGUFWriter()
+    w.add("general.architecture", "llama")
+    for i, t in enumerate(ValueType):
+        if t in (ValueType.STRING, ValueType.ARRAY):
+            continue
+        w.add(f"test.{t.name.lower()}", 1.5 if "FLOAT" in t.name else (True if t == ValueType.BOOL else 7), t)
+    w.add("tokenizer.ggml.model", "llama")
+    w.add("tokenizer.ggml.tokens", ["<unk>", "<s>", "</s>", "\u2581a", "b", "\u2581ab"])
+    w.add("tokenizer.ggml.scores", [0.0, 0.0, 0.0, -1.0, -2.0, -0.5], elem_type=ValueType.FLOAT32)
+    w.add("tokenizer.ggml.token_type", [2, 3, 3, 1, 1, 1], elem_type=ValueType.INT32)
+    w.add("nested", [[1, 2], [3]])
+    write("gguf", "metadata.gguf", w.to_bytes())
+    w = GGUFWriter()
+    rows = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    for t in GGMLType:
+        w.add_tensor(f"t.{t.name.lower()}", rows, t)
+    write("gguf", "tensors.gguf", w.to_bytes())
+except ImportError as e:
+    print(f"fuzz.sh: no GGUF seeds ({e})")
+
+# safetensors: an 8-byte header length, a JSON header, then the data.
+header = json.dumps({"__metadata__": {"format": "pt"},
+                     "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                     "b": {"dtype": "BF16", "shape": [4], "data_offsets": [16, 24]}}).encode()
+write("safetensors", "two.safetensors", struct.pack("<Q", len(header)) + header + bytes(24))
+
+# Text: strings of the tokenizer parity corpus (short ones keep the fuzzer fast).
+import make_corpus
+corpus = make_corpus.build(20260101, 2400)
+for i, s in enumerate(x for x in corpus["strings"] if len(x.encode()) <= 2048):
+    if i % 8 == 0:
+        write("text", f"s{i:04d}", s.encode("utf-8"))
+for i, h in enumerate(corpus["invalid_utf8_hex"][::4]):
+    write("text", f"bad{i:03d}", bytes.fromhex(h))
+PY
+
+seed_dirs_for() {  # seed_dirs_for TARGET -> the seed folders that exist
+    local t=$1 kind=text
+    case $t in
+        *gguf*) kind=gguf ;;
+        *safetensors*) kind=safetensors ;;
+    esac
+    for d in "$root/fuzz/seeds/$t" "$root/tests/data/fuzz/$t" "$seeds/$kind"; do
+        [ -d "$d" ] && echo "$d"
+    done
+}
+
+# ---- run -------------------------------------------------------------------------------
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+artifacts=$build/fuzz-artifacts
+mkdir -p "$artifacts"
+failed=()
+for t in "${targets[@]}"; do
+    corpus=$build/fuzz-corpus/$t
+    mkdir -p "$corpus"
+    mapfile -t dirs < <(seed_dirs_for "$t")
+    log=$build/fuzz-$t.log
+    echo "fuzz.sh: $t for ${seconds}s (seeds: ${dirs[*]:-none}); log $log"
+    if "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "${dirs[@]}" >"$log" 2>&1; then
+        echo "fuzz.sh: $t: ok, $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs," \
+             "$(find "$corpus" -type f | wc -l) corpus files"
+    else
+        echo "fuzz.sh: $t: FAILED; the input is in $artifacts/, the report:"
+        grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" | head -10
+        failed+=("$t")
+    fi
+done
+if ((${#failed[@]})); then
+    echo "fuzz.sh: failures in: ${failed[*]}" >&2
+    exit 1
+fi
+echo "fuzz.sh: all ${#targets[@]} targets ran ${seconds}s each without a failure"
