@@ -1,0 +1,155 @@
+/* The tokenizer-bpe vtable: opening (tokenizer.json folder or GGUF file) and the
+ * calls of struct cinfer_tokenizer_ops, each a thin layer over the files that do the
+ * work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cinfer/tokenizer.h"
+#include "tok.h"
+
+static int is_gguf_file(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinfer_error *err)
+{
+    *out = NULL;
+    if (!path)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "tokenizer-bpe: open: path is NULL");
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: expected a model folder, a folder with "
+                                "tokenizer.json or a .gguf file, found nothing at that path", path);
+    struct cinfer_tokenizer *tok = calloc(1, sizeof(*tok));
+    if (!tok)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
+    int rc = is_gguf_file(path) ? tok_load_gguf(tok, path, err) : tok_load_json_folder(tok, path, err);
+    if (rc) {
+        if (rc == CINFER_ERR_NOMEM && err && !err->message[0])
+            cinfer_error_set(err, rc, "%s: out of memory", path);
+        tok_free(tok);
+        return rc;
+    }
+    *out = tok;
+    return CINFER_OK;
+}
+
+static void bpe_close(struct cinfer_tokenizer *tok)
+{
+    tok_free(tok);
+}
+
+static void bpe_info(const struct cinfer_tokenizer *tok, struct cinfer_tokenizer_info *out)
+{
+    *out = tok->info;
+}
+
+static int bpe_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
+                      struct cinfer_token_ids *out, struct cinfer_error *err)
+{
+    return tok_encode(tok, text, len, add_special, out, err);
+}
+
+static int bpe_decode(const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                      char **text, size_t *text_len, struct cinfer_error *err)
+{
+    return tok_decode(tok, ids, n, skip_special, text, text_len, err);
+}
+
+static const char *bpe_id_to_piece(const struct cinfer_tokenizer *tok, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < tok->vocab_size ? tok->pieces[id] : NULL;
+}
+
+static int32_t bpe_piece_to_id(const struct cinfer_tokenizer *tok, const char *piece, size_t len)
+{
+    return piece ? tok_strmap_get(&tok->piece_ids, piece, len) : -1;
+}
+
+static int bpe_is_special(const struct cinfer_tokenizer *tok, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < tok->vocab_size && (tok->attr[id] & TOK_ATTR_SPECIAL) != 0;
+}
+
+static int bpe_decoder_new(const struct cinfer_tokenizer *tok, int skip_special, struct cinfer_token_decoder **out,
+                           struct cinfer_error *err)
+{
+    struct cinfer_token_decoder *d = malloc(sizeof(*d));
+    if (!d || tok_stream_init(d, tok, skip_special)) {
+        free(d);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: decoder_new: out of memory", tok->source_path);
+    }
+    *out = d;
+    return CINFER_OK;
+}
+
+/* Hands this call's output to the caller and starts the next one empty. */
+static int take_delta(struct cinfer_token_decoder *d, char **delta, size_t *delta_len, struct cinfer_error *err)
+{
+    char *s = malloc(d->out.len + 1);
+    if (!s)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: decoder: out of memory", d->tok->source_path);
+    if (d->out.len)
+        memcpy(s, d->out.data, d->out.len);
+    s[d->out.len] = '\0';
+    *delta = s;
+    *delta_len = d->out.len;
+    d->out.len = 0;
+    return CINFER_OK;
+}
+
+static int bpe_decoder_step(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, char **delta,
+                            size_t *delta_len, struct cinfer_error *err)
+{
+    int rc = tok_stream_push(d, ids, n, err);
+    if (rc) {
+        d->out.len = 0;
+        return rc;
+    }
+    return take_delta(d, delta, delta_len, err);
+}
+
+static int bpe_decoder_finish(struct cinfer_token_decoder *d, char **delta, size_t *delta_len,
+                              struct cinfer_error *err)
+{
+    if (tok_stream_flush(d))
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: decoder: out of memory", d->tok->source_path);
+    return take_delta(d, delta, delta_len, err);
+}
+
+static void bpe_decoder_free(struct cinfer_token_decoder *d)
+{
+    if (!d)
+        return;
+    tok_stream_release(d);
+    free(d);
+}
+
+const struct cinfer_tokenizer_ops tokenizer_bpe_ops = {
+    .version = CINFER_TOKENIZER_OPS_VERSION,
+    .struct_size = sizeof(struct cinfer_tokenizer_ops),
+    .open = bpe_open,
+    .close = bpe_close,
+    .info = bpe_info,
+    .encode = bpe_encode,
+    .decode = bpe_decode,
+    .id_to_piece = bpe_id_to_piece,
+    .piece_to_id = bpe_piece_to_id,
+    .is_special = bpe_is_special,
+    .decoder_new = bpe_decoder_new,
+    .decoder_step = bpe_decoder_step,
+    .decoder_finish = bpe_decoder_finish,
+    .decoder_free = bpe_decoder_free,
+};
