@@ -5,7 +5,7 @@
 
 #include "kernels.h"
 
-float cinfer_f16_to_f32(uint16_t h)
+float cinfer_kernel_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -29,7 +29,7 @@ float cinfer_f16_to_f32(uint16_t h)
     return out;
 }
 
-uint16_t cinfer_f32_to_f16(float f)
+uint16_t cinfer_kernel_f32_to_f16(float f)
 {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
@@ -50,7 +50,7 @@ uint16_t cinfer_f32_to_f16(float f)
     return sign | (uint16_t)((exp << 10) | ((abits >> 13) & 0x3ffu));
 }
 
-float cinfer_bf16_to_f32(uint16_t b)
+float cinfer_kernel_bf16_to_f32(uint16_t b)
 {
     uint32_t bits = (uint32_t)b << 16;
     float out;
@@ -58,7 +58,7 @@ float cinfer_bf16_to_f32(uint16_t b)
     return out;
 }
 
-uint16_t cinfer_f32_to_bf16(float f)
+uint16_t cinfer_kernel_f32_to_bf16(float f)
 {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
@@ -74,7 +74,7 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_F32: return (size_t)k * 4;
     case CINFER_KW_F16:
     case CINFER_KW_BF16: return (size_t)k * 2;
-    case CINFER_KW_Q8_0: return (size_t)(k / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
+    case CINFER_KW_Q8_0: return (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * CINFER_KERNEL_Q8_BLOCK_BYTES;
     }
     return 0;
 }
@@ -90,25 +90,25 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
         for (int i = 0; i < k; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            out[i] = cinfer_f16_to_f32(h);
+            out[i] = cinfer_kernel_f16_to_f32(h);
         }
         break;
     case CINFER_KW_BF16:
         for (int i = 0; i < k; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            out[i] = cinfer_bf16_to_f32(h);
+            out[i] = cinfer_kernel_bf16_to_f32(h);
         }
         break;
     case CINFER_KW_Q8_0:
-        for (int b = 0; b < k / CINFER_Q8_0_BLOCK; b++) {
-            const uint8_t *blk = p + (size_t)b * CINFER_Q8_0_BLOCK_BYTES;
+        for (int b = 0; b < k / CINFER_KERNEL_Q8_BLOCK; b++) {
+            const uint8_t *blk = p + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;
             uint16_t dh;
             memcpy(&dh, blk, 2);
-            float d = cinfer_f16_to_f32(dh);
+            float d = cinfer_kernel_f16_to_f32(dh);
             const int8_t *q = (const int8_t *)(blk + 2);
-            for (int i = 0; i < CINFER_Q8_0_BLOCK; i++)
-                out[b * CINFER_Q8_0_BLOCK + i] = d * (float)q[i];
+            for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++)
+                out[b * CINFER_KERNEL_Q8_BLOCK + i] = d * (float)q[i];
         }
         break;
     }

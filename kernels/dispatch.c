@@ -46,15 +46,15 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
     return "unknown";
 }
 
-void cinfer_kernel_matmul(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
+                          enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     switch (cinfer_kernels_level()) {
-    case CINFER_KERNEL_AVX512: cinfer_matmul_avx512(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
-    case CINFER_KERNEL_AVX2: cinfer_matmul_avx2(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_AVX512: cinfer_matmul_avx512(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_AVX2: cinfer_matmul_avx2(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
     case CINFER_KERNEL_SCALAR: break;
     }
-    cinfer_matmul_scalar(x, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+    cinfer_matmul_scalar(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
 }
 
 float cinfer_kernel_dot(const float *a, const float *b, int n)

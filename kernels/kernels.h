@@ -24,8 +24,8 @@ enum cinfer_kernel_wtype {
     CINFER_KW_BF16 = 2,
     CINFER_KW_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 int8 q; value = d * q */
 };
-#define CINFER_Q8_0_BLOCK 32
-#define CINFER_Q8_0_BLOCK_BYTES 34
+#define CINFER_KERNEL_Q8_BLOCK 32
+#define CINFER_KERNEL_Q8_BLOCK_BYTES 34
 
 /* The best level this CPU supports. */
 enum cinfer_kernel_level cinfer_kernels_best_level(void);
@@ -35,12 +35,31 @@ enum cinfer_kernel_level cinfer_kernels_level(void);
 int cinfer_kernels_force_level(enum cinfer_kernel_level level);
 const char *cinfer_kernels_level_name(enum cinfer_kernel_level level);
 
+/* Activations as Q8_0 weights want them: each row of k values as k/32 blocks of a
+ * scale and 32 int8 (d = max|x| / 127, q = round(x / d)), so a weight block and an
+ * activation block meet in one integer dot product. */
+struct cinfer_q8_block {
+    float d;
+    int8_t q[CINFER_KERNEL_Q8_BLOCK];
+};
+
+/* Bytes of prepared activations a matmul with wtype needs for n rows of k (0: the
+ * matmul reads the f32 rows as they are). */
+size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k);
+/* Prepares rows [i0, i1) of x (n, k) into prepared (laid out for all n rows), so
+ * threads can each prepare a share. */
+void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, int k, int i0, int i1,
+                                void *prepared);
+
 /* y (n, ldy) columns [j0, j1) = x (n, k) · W[j0:j1]ᵀ, where W is row-major (m, k) of
- * type wtype with w_row_bytes from one row to the next. Accumulates in f32; weights
- * are widened to f32 as they are read (activations are never rounded). For Q8_0, k is
- * a multiple of 32. */
-void cinfer_kernel_matmul(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+ * type wtype with w_row_bytes from one row to the next. Accumulates in f32.
+ * F32/F16/BF16 weights are widened to f32 as they are read and multiply the f32
+ * activations (no rounding of x). Q8_0 weights (k a multiple of 32) multiply the
+ * activations prepared by cinfer_kernel_prepare_rows (x_prepared) with int8 dot
+ * products, the way llama.cpp does: error about 1e-3 relative, inside the 2e-2
+ * budget of 8-bit weights. x_prepared is ignored for the other types. */
+void cinfer_kernel_matmul(const float *x, const void *x_prepared, int n, int k, const void *w,
+                          enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 
 /* Bytes of one row of k values of type wtype (Q8_0: k a multiple of 32). */
 size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k);
@@ -67,9 +86,9 @@ void cinfer_kernel_softmax(float *x, int n);
 void cinfer_kernel_rope(float *x, int head_dim, int pos, const double *inv_freq, int interleaved);
 
 /* Number conversions. */
-float cinfer_f16_to_f32(uint16_t h);
-uint16_t cinfer_f32_to_f16(float f); /* round to nearest even */
-float cinfer_bf16_to_f32(uint16_t b);
-uint16_t cinfer_f32_to_bf16(float f); /* round to nearest even */
+float cinfer_kernel_f16_to_f32(uint16_t h);
+uint16_t cinfer_kernel_f32_to_f16(float f); /* round to nearest even */
+float cinfer_kernel_bf16_to_f32(uint16_t b);
+uint16_t cinfer_kernel_f32_to_bf16(float f); /* round to nearest even */
 
 #endif

@@ -7,7 +7,7 @@
 #include "kernels.h"
 
 #define CINFER_KERNEL_LEVEL_FNS(suffix)                                                             \
-    void cinfer_matmul_##suffix(const float *x, int n, int k, const void *w,                        \
+    void cinfer_matmul_##suffix(const float *x, const void *x_prepared, int n, int k, const void *w, \
                                 enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, \
                                 float *y, int ldy);                                                 \
     float cinfer_dot_##suffix(const float *a, const float *b, int n);                               \

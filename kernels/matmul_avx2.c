@@ -26,14 +26,8 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
         __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
-    case CINFER_KW_Q8_0: {
-        const uint8_t *blk = wrow + (size_t)(kk / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
-        uint16_t d_bits;
-        memcpy(&d_bits, blk, 2);
-        __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + (kk % CINFER_Q8_0_BLOCK)));
-        __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-        return _mm256_mul_ps(qf, _mm256_set1_ps(_cvtsh_ss(d_bits)));
-    }
+    case CINFER_KW_Q8_0: /* integer path in q8_tile.h */
+        break;
     }
     return _mm256_setzero_ps();
 }
@@ -55,8 +49,8 @@ static float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum c
         float wv;
         switch (wtype) {
         case CINFER_KW_F32: wv = ((const float *)wrow)[i]; break;
-        case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_f16_to_f32(h); break;
-        case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_bf16_to_f32(h); break;
+        case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_f16_to_f32(h); break;
+        case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_bf16_to_f32(h); break;
         default: wv = 0.0f; break;
         }
         acc += x[i] * wv;
@@ -121,13 +115,21 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
     }
 }
 
-void cinfer_matmul_avx2(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
-                        size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+/* Q8_0 weights: integer dot products with maddubs (u8 x s8 -> s16 pairs) then madd
+ * (s16 pairs -> s32); |x|, |w| <= 127 keeps the s16 pair sums below saturation. */
+#define Q8_TILE_M 2
+#define Q8_FN(name) avx2_q8_##name
+#define Q8_ATTR
+#define Q8_DOT(ax, sw) _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sw)), _mm256_set1_epi16(1))
+#include "q8_tile.h"
+
+void cinfer_matmul_avx2(const float *x, const void *x_prepared, int n, int k, const void *w,
+                        enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     switch (wtype) {
     case CINFER_KW_F32: matmul_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_F16: matmul_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_BF16: matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
-    case CINFER_KW_Q8_0: matmul_typed(x, n, k, w, CINFER_KW_Q8_0, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0: avx2_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy); break;
     }
 }

@@ -17,7 +17,7 @@
 #define LANES 16
 #define WEIGHT_BLOCK_BYTES (256 * 1024) /* weight rows kept in L2 while x streams past */
 
-/* 16 weights of one row starting at element kk, widened to f32. */
+/* 16 weights of one row starting at element kk, widened to f32 (F32, F16, BF16). */
 AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
 {
     switch (wtype) {
@@ -29,14 +29,8 @@ AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
         __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
-    case CINFER_KW_Q8_0: {
-        const uint8_t *blk = wrow + (size_t)(kk / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
-        uint16_t d_bits;
-        memcpy(&d_bits, blk, 2);
-        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + (kk % CINFER_Q8_0_BLOCK)));
-        __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
-        return _mm512_mul_ps(qf, _mm512_set1_ps(_cvtsh_ss(d_bits)));
-    }
+    case CINFER_KW_Q8_0: /* integer path in q8_tile.h */
+        break;
     }
     return _mm512_setzero_ps();
 }
@@ -130,13 +124,41 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
     }
 }
 
-void cinfer_matmul_avx512(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+/* Q8_0 weights: integer dot products on 256-bit vectors (32 registers allow a 4 x 4
+ * tile), with vpdpbusd where the CPU has AVX-512 VNNI and maddubs + madd where not. */
+#define Q8_TILE_M 4
+#define Q8_FN(name) avx512_q8_##name
+#define Q8_ATTR
+#define Q8_DOT(ax, sw) _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sw)), _mm256_set1_epi16(1))
+#include "q8_tile.h"
+#undef Q8_FN
+#undef Q8_ATTR
+#undef Q8_DOT
+#define Q8_FN(name) avx512_vnni_q8_##name
+#define Q8_ATTR __attribute__((target("avx512vnni")))
+#define Q8_DOT(ax, sw) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (ax), (sw))
+#include "q8_tile.h"
+
+static int has_vnni(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    return cached;
+}
+
+void cinfer_matmul_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
+                          enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     switch (wtype) {
     case CINFER_KW_F32: matmul_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_F16: matmul_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_BF16: matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
-    case CINFER_KW_Q8_0: matmul_typed(x, n, k, w, CINFER_KW_Q8_0, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0:
+        if (has_vnni())
+            avx512_vnni_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        else
+            avx512_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        break;
     }
 }

@@ -19,40 +19,51 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
         for (int i = 0; i < k; i++) {
             uint16_t h;
             memcpy(&h, wrow + 2 * i, 2);
-            acc += x[i] * cinfer_f16_to_f32(h);
+            acc += x[i] * cinfer_kernel_f16_to_f32(h);
         }
         break;
     case CINFER_KW_BF16:
         for (int i = 0; i < k; i++) {
             uint16_t h;
             memcpy(&h, wrow + 2 * i, 2);
-            acc += x[i] * cinfer_bf16_to_f32(h);
+            acc += x[i] * cinfer_kernel_bf16_to_f32(h);
         }
         break;
-    case CINFER_KW_Q8_0:
-        for (int b = 0; b < k / CINFER_Q8_0_BLOCK; b++) {
-            const uint8_t *blk = wrow + (size_t)b * CINFER_Q8_0_BLOCK_BYTES;
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            const int8_t *q = (const int8_t *)(blk + 2);
-            const float *xb = x + b * CINFER_Q8_0_BLOCK;
-            float block_sum = 0.0f;
-            for (int i = 0; i < CINFER_Q8_0_BLOCK; i++)
-                block_sum += xb[i] * (float)q[i];
-            acc += cinfer_f16_to_f32(dh) * block_sum;
-        }
+    case CINFER_KW_Q8_0: /* through dot_q8_row */
         break;
     }
     return acc;
 }
 
-void cinfer_matmul_scalar(const float *x, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+/* One Q8_0 weight row · one prepared activation row: an exact integer dot product per
+ * block, scaled by both blocks' scales. */
+static float dot_q8_row(const struct cinfer_q8_block *xq, const uint8_t *wrow, int k)
+{
+    float acc = 0.0f;
+    for (int b = 0; b < k / CINFER_KERNEL_Q8_BLOCK; b++) {
+        const uint8_t *blk = wrow + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        const int8_t *q = (const int8_t *)(blk + 2);
+        int32_t sum = 0;
+        for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++)
+            sum += (int32_t)xq[b].q[i] * q[i];
+        acc += xq[b].d * cinfer_kernel_f16_to_f32(dh) * (float)sum;
+    }
+    return acc;
+}
+
+void cinfer_matmul_scalar(const float *x, const void *x_prepared, int n, int k, const void *w,
+                          enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     const uint8_t *wbytes = w;
+    const struct cinfer_q8_block *xq = x_prepared;
+    int blocks_per_row = k / CINFER_KERNEL_Q8_BLOCK;
     for (int j = j0; j < j1; j++) {
         const uint8_t *wrow = wbytes + (size_t)j * w_row_bytes;
         for (int i = 0; i < n; i++)
-            y[(size_t)i * ldy + j] = dot_weight_row(x + (size_t)i * k, wrow, wtype, k);
+            y[(size_t)i * ldy + j] = wtype == CINFER_KW_Q8_0
+                                         ? dot_q8_row(xq + (size_t)i * blocks_per_row, wrow, k)
+                                         : dot_weight_row(x + (size_t)i * k, wrow, wtype, k);
     }
 }

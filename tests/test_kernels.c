@@ -44,47 +44,50 @@ END_TEST
 START_TEST(f16_and_bf16_conversions)
 {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = cinfer_f16_to_f32((uint16_t)h);
+        float f = cinfer_kernel_f16_to_f32((uint16_t)h);
         if (isnan(f))
             continue;
-        ck_assert_uint_eq(cinfer_f32_to_f16(f), h);
-        ck_assert_uint_eq(cinfer_f32_to_bf16(cinfer_bf16_to_f32((uint16_t)h)), h & 0xffff);
+        ck_assert_uint_eq(cinfer_kernel_f32_to_f16(f), h);
+        ck_assert_uint_eq(cinfer_kernel_f32_to_bf16(cinfer_kernel_bf16_to_f32((uint16_t)h)), h & 0xffff);
     }
-    ck_assert_float_eq(cinfer_f16_to_f32(0x3c00), 1.0f);
-    ck_assert_float_eq(cinfer_f16_to_f32(0xc000), -2.0f);
-    ck_assert_float_eq(cinfer_f16_to_f32(0x0001), 0x1p-24f);
-    ck_assert_uint_eq(cinfer_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);          /* tie to even */
-    ck_assert_uint_eq(cinfer_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
-    ck_assert_uint_eq(cinfer_f32_to_f16(70000.0f), 0x7c00);
-    ck_assert_uint_eq(cinfer_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);            /* tie to even */
-    ck_assert_uint_eq(cinfer_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-12f), 0x3f81);
+    ck_assert_float_eq(cinfer_kernel_f16_to_f32(0x3c00), 1.0f);
+    ck_assert_float_eq(cinfer_kernel_f16_to_f32(0xc000), -2.0f);
+    ck_assert_float_eq(cinfer_kernel_f16_to_f32(0x0001), 0x1p-24f);
+    ck_assert_uint_eq(cinfer_kernel_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);          /* tie to even */
+    ck_assert_uint_eq(cinfer_kernel_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
+    ck_assert_uint_eq(cinfer_kernel_f32_to_f16(70000.0f), 0x7c00);
+    ck_assert_uint_eq(cinfer_kernel_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);            /* tie to even */
+    ck_assert_uint_eq(cinfer_kernel_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-12f), 0x3f81);
     uint64_t rng = 7;
     for (int i = 0; i < 100000; i++) { /* nearest: no other half is closer */
         float f = 60000.0f * random_uniform(&rng) * fabsf(random_uniform(&rng));
-        uint16_t h = cinfer_f32_to_f16(f);
-        double err = fabs((double)cinfer_f16_to_f32(h) - f);
-        ck_assert(err <= fabs((double)cinfer_f16_to_f32((uint16_t)(h + 1)) - f));
-        ck_assert(err <= fabs((double)cinfer_f16_to_f32((uint16_t)(h - 1)) - f));
+        uint16_t h = cinfer_kernel_f32_to_f16(f);
+        double err = fabs((double)cinfer_kernel_f16_to_f32(h) - f);
+        ck_assert(err <= fabs((double)cinfer_kernel_f16_to_f32((uint16_t)(h + 1)) - f));
+        ck_assert(err <= fabs((double)cinfer_kernel_f16_to_f32((uint16_t)(h - 1)) - f));
     }
 }
 END_TEST
 
-/* The matmul of every type against double loops over the same (dequantized) weights:
- * each element within 1e-5 of sum |x| |w| (f32 accumulation), and against the
- * original f32 weights within the type's quantization budget. */
+/* The matmul of every type against double loops over the very numbers it multiplies
+ * (dequantized weights; for Q8_0 also the Q8-quantized activations, whose block dot
+ * products are exact integers): each element within 1e-5 of the sum of |products|
+ * (f32 accumulation). Against the original f32 weights and activations the whole
+ * output stays within the type's budget: 1e-4 relative for F32, 2e-2 for the others. */
 START_TEST(matmul_every_type_and_level)
 {
     const int shapes[][3] = {/* n, k, m */ {1, 64, 9}, {2, 32, 4}, {3, 96, 13}, {4, 256, 8}, {5, 128, 17},
                              {9, 512, 33}, {1, 4096, 5}, {7, 37, 6}, {6, 100, 11}, {1, 15, 3}};
     uint64_t rng = 42;
-    double worst_exact[3][4] = {{0}}, worst_budget[4] = {0};
+    double worst_exact[3][4] = {{0}}, worst_budget[3][4] = {{0}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
         float *x = malloc(sizeof(float) * n * k);
         float *w = malloc(sizeof(float) * m * k);
         float *wq = malloc(sizeof(float) * m * k);
         float *y = malloc(sizeof(float) * n * m);
-        double *ref_stored = malloc(sizeof(double) * n * m);
+        float *row = malloc(sizeof(float) * m);
+        double *ref_exact = malloc(sizeof(double) * n * m);
         double *ref_orig = malloc(sizeof(double) * n * m);
         double *bound = malloc(sizeof(double) * n * m);
         fill_uniform(x, (size_t)n * k, 2.0f, &rng);
@@ -99,66 +102,112 @@ START_TEST(matmul_every_type_and_level)
                 random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
                 cinfer_kernel_row_to_f32(stored + j * row_bytes, type, k, wq + (size_t)j * k);
             }
-            double norm_diff = 0, norm_ref = 0;
+            size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, n, k);
+            ck_assert_uint_eq(prepared_bytes, type == CINFER_KW_Q8_0 ? (size_t)n * (k / 32) * 36 : 0);
+            struct cinfer_q8_block *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
+            cinfer_kernel_prepare_rows(type, x, k, 0, n, xq);
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < m; j++) {
                     double a = 0, b = 0, bnd = 0;
-                    for (int q = 0; q < k; q++) {
-                        a += (double)x[i * k + q] * wq[j * k + q];
+                    for (int q = 0; q < k; q++)
                         b += (double)x[i * k + q] * w[j * k + q];
-                        bnd += fabs((double)x[i * k + q] * wq[j * k + q]);
+                    if (type == CINFER_KW_Q8_0) {
+                        for (int blk = 0; blk < k / 32; blk++) {
+                            const struct cinfer_q8_block *xb = &xq[i * (k / 32) + blk];
+                            const uint8_t *wb = stored + j * row_bytes + blk * 34;
+                            uint16_t d_bits;
+                            memcpy(&d_bits, wb, 2);
+                            double scale = (double)xb->d * cinfer_kernel_f16_to_f32(d_bits);
+                            long isum = 0, iabs = 0;
+                            for (int q = 0; q < 32; q++) {
+                                isum += (long)xb->q[q] * (int8_t)wb[2 + q];
+                                iabs += labs((long)xb->q[q] * (int8_t)wb[2 + q]);
+                            }
+                            a += scale * isum;
+                            bnd += fabs(scale) * iabs;
+                        }
+                    } else {
+                        for (int q = 0; q < k; q++) {
+                            a += (double)x[i * k + q] * wq[j * k + q];
+                            bnd += fabs((double)x[i * k + q] * wq[j * k + q]);
+                        }
                     }
-                    ref_stored[i * m + j] = a;
+                    ref_exact[i * m + j] = a;
                     ref_orig[i * m + j] = b;
                     bound[i * m + j] = bnd;
-                    norm_diff += (a - b) * (a - b);
-                    norm_ref += b * b;
                 }
-            double budget_err = sqrt(norm_diff / norm_ref);
-            worst_budget[t] = fmax(worst_budget[t], budget_err);
-            ck_assert_msg(budget_err <= (type == CINFER_KW_F32 ? 1e-12 : 2e-2), "%s: quantization error %g",
-                          type_names[t], budget_err);
             FOR_EACH_LEVEL(level)
             {
                 for (int i = 0; i < n * m; i++)
                     y[i] = NAN;
                 /* in two column ranges, as two threads would */
                 int split = m / 2;
-                cinfer_kernel_matmul(x, n, k, stored, type, row_bytes, 0, split, y, m);
-                cinfer_kernel_matmul(x, n, k, stored, type, row_bytes, split, m, y, m);
+                cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, 0, split, y, m);
+                cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, split, m, y, m);
+                double norm_diff = 0, norm_ref = 0;
                 for (int i = 0; i < n * m; i++) {
-                    double err = fabs(y[i] - ref_stored[i]) / bound[i];
+                    double err = fabs(y[i] - ref_exact[i]) / bound[i];
                     worst_exact[level][t] = fmax(worst_exact[level][t], err);
                     ck_assert_msg(err <= 1e-5, "%s %s n=%d k=%d m=%d element %d: %g vs %g",
                                   cinfer_kernels_level_name(level), type_names[t], n, k, m, i, (double)y[i],
-                                  ref_stored[i]);
+                                  ref_exact[i]);
+                    norm_diff += (y[i] - ref_orig[i]) * (y[i] - ref_orig[i]);
+                    norm_ref += ref_orig[i] * ref_orig[i];
                 }
+                double budget_err = sqrt(norm_diff / norm_ref);
+                worst_budget[level][t] = fmax(worst_budget[level][t], budget_err);
+                ck_assert_msg(budget_err <= (type == CINFER_KW_F32 ? 1e-4 : 2e-2), "%s %s: error %g vs f32 math",
+                              cinfer_kernels_level_name(level), type_names[t], budget_err);
                 /* each row alone gives bit-identical results (batch invariance) */
-                float *row = malloc(sizeof(float) * m);
                 for (int i = 0; i < n; i++) {
-                    cinfer_kernel_matmul(x + (size_t)i * k, 1, k, stored, type, row_bytes, 0, m, row, m);
+                    cinfer_kernel_matmul(x + (size_t)i * k, xq ? xq + (size_t)i * (k / 32) : NULL, 1, k, stored, type,
+                                         row_bytes, 0, m, row, m);
                     ck_assert_mem_eq(row, y + (size_t)i * m, sizeof(float) * m);
                 }
-                free(row);
             }
             restore_level();
             free(stored);
+            free(xq);
         }
-        free(x);
-        free(w);
-        free(wq);
-        free(y);
-        free(ref_stored);
-        free(ref_orig);
-        free(bound);
+        free(x), free(w), free(wq), free(y), free(row), free(ref_exact), free(ref_orig), free(bound);
     }
-    for (int t = 0; t < 4; t++) {
-        printf("matmul %-4s: quantization error vs f32 weights %.3g (budget %s);", type_names[t], worst_budget[t],
-               t == 0 ? "1e-4" : "2e-2");
+    for (int t = 0; t < 4; t++)
         for (int l = 0; l <= (int)cinfer_kernels_best_level(); l++)
-            printf(" %s worst |y-ref|/sum|xw| %.3g", cinfer_kernels_level_name(l), worst_exact[l][t]);
-        printf("\n");
+            printf("matmul %-4s %-6s: worst |y - exact| / sum|products| %.3g; relative error vs f32 weights and "
+                   "activations %.3g (budget %s)\n",
+                   type_names[t], cinfer_kernels_level_name(l), worst_exact[l][t], worst_budget[l][t],
+                   t == 0 ? "1e-4" : "2e-2");
+}
+END_TEST
+
+/* Q8 activation blocks: d = max|x| / 127, q = x / d rounded to nearest. */
+START_TEST(q8_activation_quantizer)
+{
+    uint64_t rng = 21;
+    float x[96];
+    fill_uniform(x, 96, 5.0f, &rng);
+    x[40] = 0.0f;
+    for (int i = 64; i < 96; i++) /* an all-zero block */
+        x[i] = 0.0f;
+    struct cinfer_q8_block q[3];
+    cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, x, 96, 0, 1, q);
+    for (int b = 0; b < 3; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        ck_assert_float_eq(q[b].d, amax / 127.0f);
+        for (int i = 0; i < 32; i++) {
+            float v = x[b * 32 + i];
+            if (amax == 0.0f) {
+                ck_assert_int_eq(q[b].q[i], 0);
+                continue;
+            }
+            ck_assert_double_le(fabs(v - q[b].d * q[b].q[i]), 0.5 * q[b].d * (1 + 1e-5));
+            if (fabsf(v) == amax)
+                ck_assert_int_eq(abs(q[b].q[i]), 127);
+        }
     }
+    ck_assert_int_eq(q[1].q[8], 0);
 }
 END_TEST
 
@@ -291,7 +340,7 @@ START_TEST(row_widening)
     for (int b = 0; b < 2; b++) {
         uint16_t d_bits;
         memcpy(&d_bits, stored + b * 34, 2);
-        float d = cinfer_f16_to_f32(d_bits);
+        float d = cinfer_kernel_f16_to_f32(d_bits);
         for (int i = 0; i < 32; i++) {
             ck_assert_float_eq(out[b * 32 + i], d * (float)(int8_t)stored[b * 34 + 2 + i]);
             ck_assert_double_le(fabs(out[b * 32 + i] - src[b * 32 + i]), 0.51 * d + 1e-7);
@@ -309,6 +358,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, levels_are_detected);
     tcase_add_test(tc, f16_and_bf16_conversions);
     tcase_add_test(tc, matmul_every_type_and_level);
+    tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, vector_kernels_every_level);
     tcase_add_test(tc, elementwise_kernels);
     tcase_add_test(tc, rope_both_pairings);

@@ -21,6 +21,8 @@ _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TEN
 
 struct cpu_backend {
     struct cinfer_thread_pool *pool;
+    void *prepared;         /* activations prepared for the weight type (Q8 blocks) */
+    size_t prepared_bytes;
     float *scores;          /* (n_threads, scores_per_thread) attention weights */
     size_t scores_per_thread;
 };
@@ -58,6 +60,7 @@ static void cpu_destroy(void *state)
         return;
     cinfer_thread_pool_destroy(&be->pool);
     free(be->scores);
+    free(be->prepared);
     free(be);
 }
 
@@ -186,6 +189,7 @@ static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, co
 
 struct matmul_job {
     const float *x;
+    const void *prepared; /* x as the weight type wants it, or NULL */
     int n;
     const struct cinfer_backend_weight *w;
     const float *bias;
@@ -200,19 +204,45 @@ static void matmul_part(void *arg, int t, int n_threads)
     cinfer_split_range(m, 16, t, n_threads, &j0, &j1);
     if (j0 >= j1)
         return;
-    cinfer_kernel_matmul(job->x, job->n, (int)job->w->cols, job->w->data, (enum cinfer_kernel_wtype)job->w->type,
+    cinfer_kernel_matmul(job->x, job->prepared, job->n, (int)job->w->cols, job->w->data, (enum cinfer_kernel_wtype)job->w->type,
                          job->w->row_bytes, j0, j1, job->y, m);
     if (job->bias)
         for (int i = 0; i < job->n; i++)
             cinfer_kernel_add(job->y + (size_t)i * m + j0, job->bias + j0, (size_t)(j1 - j0));
 }
 
-static void cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_weight *w,
-                       const float *bias, float *y)
+static void prepare_part(void *arg, int t, int n_threads)
+{
+    const struct matmul_job *job = arg;
+    int i0, i1;
+    cinfer_split_range(job->n, 1, t, n_threads, &i0, &i1);
+    cinfer_kernel_prepare_rows((enum cinfer_kernel_wtype)job->w->type, job->x, (int)job->w->cols, i0, i1,
+                               (void *)job->prepared);
+}
+
+static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_weight *w, const float *bias,
+                      float *y, struct cinfer_error *err)
 {
     struct cpu_backend *be = state;
-    struct matmul_job job = {x, n, w, bias, y};
+    struct matmul_job job = {x, NULL, n, w, bias, y};
+    size_t bytes = cinfer_kernel_prepared_bytes((enum cinfer_kernel_wtype)w->type, n, (int)w->cols);
+    if (bytes) {
+        if (bytes > be->prepared_bytes) {
+            void *grown = realloc(be->prepared, bytes);
+            if (!grown)
+                return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                        "cpu backend: cannot allocate %zu bytes of quantized activations", bytes);
+            be->prepared = grown;
+            be->prepared_bytes = bytes;
+        }
+        job.prepared = be->prepared;
+        if (n >= 4 * cinfer_thread_pool_size(be->pool))
+            cinfer_thread_pool_run(be->pool, prepare_part, &job);
+        else
+            prepare_part(&job, 0, 1);
+    }
     cinfer_thread_pool_run(be->pool, matmul_part, &job);
+    return 0;
 }
 
 static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)

@@ -85,12 +85,14 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
     const struct runtime_layer *w = &rt->layers[l];
+    int rc;
 
     /* attention */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->attn_norm, c->rms_norm_eps); /* (T, hidden) */
-    ops->matmul(be, rt->xn, T, &w->wq, w->bq, rt->q);                                /* (T, heads * head_dim) */
-    ops->matmul(be, rt->xn, T, &w->wk, w->bk, rt->k);                                /* (T, kv_heads * head_dim) */
-    ops->matmul(be, rt->xn, T, &w->wv, w->bv, rt->v);                                /* (T, kv_heads * head_dim) */
+    if ((rc = ops->matmul(be, rt->xn, T, &w->wq, w->bq, rt->q, err)) < 0 ||     /* (T, heads * head_dim) */
+        (rc = ops->matmul(be, rt->xn, T, &w->wk, w->bk, rt->k, err)) < 0 ||     /* (T, kv_heads * head_dim) */
+        (rc = ops->matmul(be, rt->xn, T, &w->wv, w->bv, rt->v, err)) < 0)       /* (T, kv_heads * head_dim) */
+        return rc;
     if (w->q_norm) { /* Qwen3: RMSNorm over each head vector before RoPE */
         ops->rmsnorm(be, rt->q, rt->q, T * c->num_heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
         ops->rmsnorm(be, rt->k, rt->k, T * c->num_kv_heads, rt->head_dim, w->k_norm, c->rms_norm_eps);
@@ -100,25 +102,27 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     ops->rope(be, rt->k, T, c->num_kv_heads, rt->head_dim, rt->positions, &rope);
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
-    int rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,
-                            c->num_kv_heads, rt->head_dim, err); /* (T, heads * head_dim) */
-    if (rc < 0)
+    if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,
+                             c->num_kv_heads, rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    ops->matmul(be, rt->attn, T, &w->wo, NULL, rt->proj); /* (T, hidden) */
+    if ((rc = ops->matmul(be, rt->attn, T, &w->wo, NULL, rt->proj, err)) < 0) /* (T, hidden) */
+        return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
 
     /* SwiGLU MLP */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
-    ops->matmul(be, rt->xn, T, &w->w_gate, NULL, rt->gate); /* (T, intermediate) */
-    ops->matmul(be, rt->xn, T, &w->w_up, NULL, rt->up);     /* (T, intermediate) */
+    if ((rc = ops->matmul(be, rt->xn, T, &w->w_gate, NULL, rt->gate, err)) < 0 || /* (T, intermediate) */
+        (rc = ops->matmul(be, rt->xn, T, &w->w_up, NULL, rt->up, err)) < 0)       /* (T, intermediate) */
+        return rc;
     ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
-    ops->matmul(be, rt->gate, T, &w->w_down, NULL, rt->proj); /* (T, hidden) */
+    if ((rc = ops->matmul(be, rt->gate, T, &w->w_down, NULL, rt->proj, err)) < 0) /* (T, hidden) */
+        return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
     return 0;
 }
 
 /* Final norm and lm_head for the asked rows only, a block of rows per matmul. */
-static void logits_forward(struct cinfer_runtime *rt, int n_logits)
+static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
     void *be = rt->backend;
@@ -131,10 +135,13 @@ static void logits_forward(struct cinfer_runtime *rt, int n_logits)
                       rt->x + (size_t)rt->logits_rows[first + i] * rt->hidden, hidden_bytes);
         ops->rmsnorm(be, rt->logits_x, rt->logits_x, n, rt->hidden, rt->output_norm,
                      rt->model->config.rms_norm_eps);                     /* (n, hidden) */
-        ops->matmul(be, rt->logits_x, n, &rt->lm_head, NULL, rt->logits); /* (n, vocab) */
+        int rc = ops->matmul(be, rt->logits_x, n, &rt->lm_head, NULL, rt->logits, err); /* (n, vocab) */
+        if (rc < 0)
+            return rc;
         for (int i = 0; i < n; i++)
             ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab, vocab_bytes);
     }
+    return 0;
 }
 
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
@@ -150,6 +157,5 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
         if (rc < 0)
             return rc;
     }
-    logits_forward(rt, n_logits);
-    return 0;
+    return logits_forward(rt, n_logits, err);
 }

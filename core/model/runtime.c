@@ -42,7 +42,7 @@ static int bind_matrix(const struct cinfer_weight *w, const char *name, int laye
     if ((unsigned)w->dtype > CINFER_DTYPE_Q8_0)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "model: weight %s%s has an unknown type %d", name, where,
                                 (int)w->dtype);
-    if (w->dtype == CINFER_DTYPE_Q8_0 && cols % CINFER_Q8_0_BLOCK != 0)
+    if (w->dtype == CINFER_DTYPE_Q8_0 && cols % CINFER_KERNEL_Q8_BLOCK != 0)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "model: Q8_0 weight %s%s has %lld columns, not a multiple of the block of 32", name,
                                 where, (long long)cols);

@@ -84,12 +84,12 @@ int main(int argc, char **argv)
         const int decode_n[] = {1, 4, 8};
         for (size_t d = 0; d < 3; d++) {
             int n = decode_n[d];
-            ops->matmul(be, x, n, &wt, NULL, y);
+            ops->matmul(be, x, n, &wt, NULL, y, &err);
             int iters = 0;
             t0 = now_s();
             double t1;
             do {
-                ops->matmul(be, x, n, &wt, NULL, y);
+                ops->matmul(be, x, n, &wt, NULL, y, &err);
                 iters++;
             } while ((t1 = now_s()) - t0 < 0.5);
             double s = (t1 - t0) / iters;
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
             t0 = now_s();
             double t1;
             do {
-                ops->matmul(be, x, n, &wt, NULL, y);
+                ops->matmul(be, x, n, &wt, NULL, y, &err);
                 iters++;
             } while ((t1 = now_s()) - t0 < 1.0);
             double s = (t1 - t0) / iters;

@@ -34,7 +34,7 @@ void random_model_store_row(const float *src, int k, enum cinfer_dtype dtype, vo
     case CINFER_DTYPE_F16:
     case CINFER_DTYPE_BF16:
         for (int i = 0; i < k; i++) {
-            uint16_t h = dtype == CINFER_DTYPE_F16 ? cinfer_f32_to_f16(src[i]) : cinfer_f32_to_bf16(src[i]);
+            uint16_t h = dtype == CINFER_DTYPE_F16 ? cinfer_kernel_f32_to_f16(src[i]) : cinfer_kernel_f32_to_bf16(src[i]);
             memcpy(out + 2 * i, &h, 2);
         }
         break;
@@ -45,8 +45,8 @@ void random_model_store_row(const float *src, int k, enum cinfer_dtype dtype, vo
             float amax = 0.0f;
             for (int i = 0; i < 32; i++)
                 amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-            uint16_t d_bits = cinfer_f32_to_f16(amax / 127.0f);
-            float d = cinfer_f16_to_f32(d_bits);
+            uint16_t d_bits = cinfer_kernel_f32_to_f16(amax / 127.0f);
+            float d = cinfer_kernel_f16_to_f32(d_bits);
             memcpy(blk, &d_bits, 2);
             for (int i = 0; i < 32; i++) {
                 float q = d > 0.0f ? roundf(x[i] / d) : 0.0f;
