@@ -31,8 +31,7 @@ import trainer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Prompts for the samples in the docs; the first one's greedy ids become the C test's
-# reference.
+# Prompts for the samples in the docs; one of them becomes the C test's reference.
 PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the",
            "The king of Israel"]
 
@@ -152,25 +151,32 @@ def finish(params, cfg, tok, train_books, train_stream, heldout_stream, args, st
     return report
 
 
-def write_reference(out_dir, cfg, tok, log):
-    """Greedy ids for PROMPTS[0], computed in float64 from the exported f32 weights, with
-    the top-1 / top-2 logit margin at each step so a reader can judge how safe an exact
-    comparison with a float32 runtime is."""
+def write_reference(out_dir, cfg, tok, log, n_new=24):
+    """Greedy ids computed in float64 from the exported f32 weights, for the C test.
+
+    A float32 runtime can only be held to exact greedy ids where the top two logits
+    are not nearly tied, so of PROMPTS the one whose smallest top-1/top-2 margin is
+    largest is kept, and every step's margin is recorded."""
     import safetensors_io
     params = {k: v.astype(np.float64)
               for k, v in safetensors_io.load(os.path.join(out_dir, "model.safetensors")).items()}
-    prompt = PROMPTS[0]
-    ids = tok.encode(prompt)
-    new_ids, margins = [], []
-    for _ in range(24):
-        logits = model.forward(params, cfg, np.array([ids + new_ids]))[0, -1]
-        top2 = np.sort(logits)[-2:]
-        new_ids.append(int(np.argmax(logits)))
-        margins.append(round(float(top2[1] - top2[0]), 4))
+    best = None
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        new_ids, margins = [], []
+        for _ in range(n_new):
+            logits = model.forward(params, cfg, np.array([ids + new_ids]))[0, -1]
+            top2 = np.sort(logits)[-2:]
+            new_ids.append(int(np.argmax(logits)))
+            margins.append(round(float(top2[1] - top2[0]), 4))
+        if best is None or min(margins) > min(best[3]):
+            best = (prompt, ids, new_ids, margins)
+    prompt, ids, new_ids, margins = best
     doc = {
         "note": "Produced by scripts/train_default_model.py (write_reference): the numpy "
                 "float64 forward over the float32 weights in model.safetensors, greedy "
-                "(argmax) decoding, no special tokens added to the prompt.",
+                "(argmax) decoding, no special tokens added to the prompt; of the trainer's "
+                "sample prompts, the one whose smallest top-1/top-2 logit margin is largest.",
         "prompt": prompt,
         "prompt_ids": ids,
         "greedy_ids": new_ids,
@@ -178,7 +184,8 @@ def write_reference(out_dir, cfg, tok, log):
         "top1_minus_top2_logit": margins,
     }
     export.write_json(os.path.join(out_dir, "reference_greedy.json"), doc)
-    log("reference greedy: %r (smallest margin %.3f)" % (doc["greedy_text"], min(margins)))
+    log("reference greedy: %r -> %r (smallest margin %.3f)"
+        % (prompt, doc["greedy_text"], min(margins)))
 
 
 def main(argv):
