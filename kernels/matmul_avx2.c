@@ -115,12 +115,13 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
     }
 }
 
-/* Q8_0 weights: integer dot products with maddubs (u8 x s8 -> s16 pairs) then madd
- * (s16 pairs -> s32); |x|, |w| <= 127 keeps the s16 pair sums below saturation. */
+/* Q8_0 weights: integer dot products with madd (s16 pairs -> s32); a 2 x 2 tile keeps
+ * accumulators, widened weights and activations in the 16 ymm registers. */
 #define Q8_TILE_M 2
+#define Q8_TILE_N 2
 #define Q8_FN(name) avx2_q8_##name
 #define Q8_ATTR
-#define Q8_DOT(ax, sw) _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sw)), _mm256_set1_epi16(1))
+#define Q8_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
 #include "q8_tile.h"
 
 void cinfer_matmul_avx2(const float *x, const void *x_prepared, int n, int k, const void *w,

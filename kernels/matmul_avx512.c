@@ -125,18 +125,19 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
 }
 
 /* Q8_0 weights: integer dot products on 256-bit vectors (32 registers allow a 4 x 4
- * tile), with vpdpbusd where the CPU has AVX-512 VNNI and maddubs + madd where not. */
+ * tile), with vpdpwssd where the CPU has AVX-512 VNNI and madd + add where not. */
 #define Q8_TILE_M 4
+#define Q8_TILE_N 4
 #define Q8_FN(name) avx512_q8_##name
 #define Q8_ATTR
-#define Q8_DOT(ax, sw) _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sw)), _mm256_set1_epi16(1))
+#define Q8_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
 #include "q8_tile.h"
 #undef Q8_FN
 #undef Q8_ATTR
 #undef Q8_DOT
 #define Q8_FN(name) avx512_vnni_q8_##name
 #define Q8_ATTR __attribute__((target("avx512vnni")))
-#define Q8_DOT(ax, sw) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (ax), (sw))
+#define Q8_DOT(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
 #include "q8_tile.h"
 
 static int has_vnni(void)

@@ -37,7 +37,7 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
 
 /* One Q8_0 weight row · one prepared activation row: an exact integer dot product per
  * block, scaled by both blocks' scales. */
-static float dot_q8_row(const struct cinfer_q8_block *xq, const uint8_t *wrow, int k)
+static float dot_q8_row(const struct cinfer_kernel_xblock *xq, const uint8_t *wrow, int k)
 {
     float acc = 0.0f;
     for (int b = 0; b < k / CINFER_KERNEL_Q8_BLOCK; b++) {
@@ -57,7 +57,7 @@ void cinfer_matmul_scalar(const float *x, const void *x_prepared, int n, int k, 
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     const uint8_t *wbytes = w;
-    const struct cinfer_q8_block *xq = x_prepared;
+    const struct cinfer_kernel_xblock *xq = x_prepared;
     int blocks_per_row = k / CINFER_KERNEL_Q8_BLOCK;
     for (int j = j0; j < j1; j++) {
         const uint8_t *wrow = wbytes + (size_t)j * w_row_bytes;

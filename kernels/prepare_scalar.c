@@ -1,4 +1,4 @@
-/* kernels/prepare_scalar.c — activations quantized to Q8 blocks for Q8_0 weights.
+/* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights.
  * Rounding is to nearest (even on ties) by the 1.5 * 2^23 trick, which needs no libm
  * call and vectorizes. */
 #include <math.h>
@@ -11,23 +11,23 @@ size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k
 {
     if (wtype != CINFER_KW_Q8_0)
         return 0;
-    return (size_t)n * (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_q8_block);
+    return (size_t)n * (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_kernel_xblock);
 }
 
-static void quantize_row_q8(const float *x, int k, struct cinfer_q8_block *out)
+static void quantize_row_q16(const float *x, int k, struct cinfer_kernel_xblock *out)
 {
     for (int b = 0; b < k / CINFER_KERNEL_Q8_BLOCK; b++) {
         const float *xb = x + b * CINFER_KERNEL_Q8_BLOCK;
         float amax = 0.0f;
         for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++)
             amax = fmaxf(amax, fabsf(xb[i]));
-        float d = amax / 127.0f;
+        float d = amax / 32767.0f;
         float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
         out[b].d = d;
         for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++) {
             float q = (xb[i] * inv_d + ROUNDING_MAGIC) - ROUNDING_MAGIC;
-            q = fminf(127.0f, fmaxf(-127.0f, q));
-            out[b].q[i] = (int8_t)q;
+            q = fminf(32767.0f, fmaxf(-32767.0f, q));
+            out[b].q[i] = (int16_t)q;
         }
     }
 }
@@ -37,8 +37,8 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
 {
     if (wtype != CINFER_KW_Q8_0)
         return;
-    struct cinfer_q8_block *blocks = prepared;
+    struct cinfer_kernel_xblock *blocks = prepared;
     int per_row = k / CINFER_KERNEL_Q8_BLOCK;
     for (int i = i0; i < i1; i++)
-        quantize_row_q8(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
+        quantize_row_q16(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
 }

@@ -1,14 +1,13 @@
-/* kernels/q8_tile.h — the Q8_0 x Q8 integer matmul on 256-bit vectors, shared by the
- * AVX2 and AVX-512 files. The includer defines:
- *   Q8_TILE_M      activation rows per tile (register budget)
- *   Q8_FN(name)    a unique name for each function
- *   Q8_ATTR        function attributes (a target for VNNI)
- *   Q8_DOT(a, s)   32 u8 x 32 s8 -> 8 int32 sums of 4 products
- * Per block the sign of x moves onto w so the product is |x| (u8) times ±w (s8), the
- * form maddubs / vpdpbusd take (as llama.cpp does; a weight of -128, which ggml's
- * quantizer never writes, would not negate). Each output element sees the same
- * operations whatever tile it lands in, so results do not depend on the batch. */
-#define Q8_TILE_N 4
+/* kernels/q8_tile.h — the Q8_0 weights x int16 activations integer matmul on 256-bit
+ * vectors, shared by the AVX2 and AVX-512 files. The includer defines:
+ *   Q8_TILE_M, Q8_TILE_N   activation rows and weight rows per tile (register budget)
+ *   Q8_FN(name)            a unique name for each function
+ *   Q8_ATTR                function attributes (a target for VNNI)
+ *   Q8_DOT(xl, xh, wl, wh) 32 s16 x 32 s16 -> 8 int32 sums of 4 products
+ * Weights are sign-extended to int16 once per tile and used by every activation row;
+ * |x| <= 32767 and |w| <= 128 keep every int32 partial sum exact. Each output element
+ * sees the same operations whatever tile it lands in, so results do not depend on
+ * the batch. */
 #define Q8_AI static inline __attribute__((always_inline)) Q8_ATTR
 
 Q8_AI float Q8_FN(hsum)(__m256 v)
@@ -19,7 +18,7 @@ Q8_AI float Q8_FN(hsum)(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-Q8_AI void Q8_FN(tile)(const struct cinfer_q8_block *xq, int blocks, int mr, const uint8_t *w, size_t w_row_bytes,
+Q8_AI void Q8_FN(tile)(const struct cinfer_kernel_xblock *xq, int blocks, int mr, const uint8_t *w, size_t w_row_bytes,
                        int nr, float *y, int ldy)
 {
     __m256 acc[Q8_TILE_M][Q8_TILE_N];
@@ -27,22 +26,22 @@ Q8_AI void Q8_FN(tile)(const struct cinfer_q8_block *xq, int blocks, int mr, con
         for (int j = 0; j < nr; j++)
             acc[i][j] = _mm256_setzero_ps();
     for (int b = 0; b < blocks; b++) {
-        __m256i wq[Q8_TILE_N];
+        __m256i w_lo[Q8_TILE_N], w_hi[Q8_TILE_N];
         float dw[Q8_TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *blk = w + (size_t)j * w_row_bytes + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;
             uint16_t d_bits;
             memcpy(&d_bits, blk, 2);
             dw[j] = _cvtsh_ss(d_bits);
-            wq[j] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            w_lo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
+            w_hi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
         }
         for (int i = 0; i < mr; i++) {
-            const struct cinfer_q8_block *xb = xq + (size_t)i * blocks + b;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
-            __m256i ax = _mm256_sign_epi8(xv, xv);
+            const struct cinfer_kernel_xblock *xb = xq + (size_t)i * blocks + b;
+            __m256i x_lo = _mm256_loadu_si256((const __m256i *)xb->q);
+            __m256i x_hi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
             for (int j = 0; j < nr; j++) {
-                __m256i sw = _mm256_sign_epi8(wq[j], xv);
-                __m256 products = _mm256_cvtepi32_ps(Q8_DOT(ax, sw));
+                __m256 products = _mm256_cvtepi32_ps(Q8_DOT(x_lo, x_hi, w_lo[j], w_hi[j]));
                 acc[i][j] = _mm256_fmadd_ps(products, _mm256_set1_ps(xb->d * dw[j]), acc[i][j]);
             }
         }
@@ -53,7 +52,7 @@ Q8_AI void Q8_FN(tile)(const struct cinfer_q8_block *xq, int blocks, int mr, con
 }
 
 /* The tile for mr rows (a constant in each case, so the accumulators stay in registers). */
-Q8_AI void Q8_FN(tile_rows)(const struct cinfer_q8_block *xq, int blocks, int mr, const uint8_t *w,
+Q8_AI void Q8_FN(tile_rows)(const struct cinfer_kernel_xblock *xq, int blocks, int mr, const uint8_t *w,
                             size_t w_row_bytes, int nr, float *y, int ldy)
 {
     switch (mr) {
@@ -66,7 +65,7 @@ Q8_AI void Q8_FN(tile_rows)(const struct cinfer_q8_block *xq, int blocks, int mr
     }
 }
 
-static Q8_ATTR void Q8_FN(matmul_q8)(const struct cinfer_q8_block *xq, int n, int k, const uint8_t *w,
+static Q8_ATTR void Q8_FN(matmul_q8)(const struct cinfer_kernel_xblock *xq, int n, int k, const uint8_t *w,
                                      size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     int blocks = k / CINFER_KERNEL_Q8_BLOCK;
@@ -76,7 +75,7 @@ static Q8_ATTR void Q8_FN(matmul_q8)(const struct cinfer_q8_block *xq, int n, in
         int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
         for (int i = 0; i < n; i += Q8_TILE_M) {
             int mr = n - i < Q8_TILE_M ? n - i : Q8_TILE_M;
-            const struct cinfer_q8_block *xi = xq + (size_t)i * blocks;
+            const struct cinfer_kernel_xblock *xi = xq + (size_t)i * blocks;
             float *yi = y + (size_t)i * ldy;
             int j = jb;
             for (; j + Q8_TILE_N <= jb_end; j += Q8_TILE_N)
@@ -88,4 +87,3 @@ static Q8_ATTR void Q8_FN(matmul_q8)(const struct cinfer_q8_block *xq, int n, in
 }
 
 #undef Q8_AI
-#undef Q8_TILE_N
