@@ -1,0 +1,376 @@
+/* config.json for Llama-family models, with transformers' defaults (LlamaConfig,
+ * MistralConfig, Qwen2Config, Qwen3Config) for keys a file leaves out. A JSON null is
+ * treated as an absent key, as transformers does for head_dim and rope_scaling. */
+#include "model/hf_config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *model_type;
+    const char *architecture; /* the class name in "architectures" */
+} families[] = {
+    {"llama", "LlamaForCausalLM"},
+    {"mistral", "MistralForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},
+    {"qwen3", "Qwen3ForCausalLM"},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+static json_t *get(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a fractional number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "unknown";
+}
+
+/* An integer key: absent gives fallback (or an error when fallback is "required"). */
+#define REQUIRED INT_MIN
+static int get_int(json_t *obj, const char *key, int fallback, int *out, const char *source, struct cinfer_error *err)
+{
+    json_t *v = get(obj, key);
+    if (!v) {
+        if (fallback == REQUIRED)
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is missing", source, key);
+        *out = fallback;
+        return CINFER_OK;
+    }
+    if (!json_is_integer(v))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %s, expected an integer", source, key,
+                                json_kind(v));
+    json_int_t n = json_integer_value(v);
+    if (n < INT_MIN + 1 || n > INT_MAX)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %lld, outside the range of int", source,
+                                key, (long long)n);
+    *out = (int)n;
+    return CINFER_OK;
+}
+
+static int get_float(json_t *obj, const char *key, double fallback, float *out, const char *source,
+                     struct cinfer_error *err)
+{
+    json_t *v = get(obj, key);
+    if (!v) {
+        *out = (float)fallback;
+        return CINFER_OK;
+    }
+    if (!json_is_number(v))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %s, expected a number", source, key,
+                                json_kind(v));
+    *out = (float)json_number_value(v);
+    return CINFER_OK;
+}
+
+static int get_bool(json_t *obj, const char *key, int fallback, int *out, int *given, const char *source,
+                    struct cinfer_error *err)
+{
+    json_t *v = get(obj, key);
+    if (given)
+        *given = v != NULL;
+    if (!v) {
+        *out = fallback;
+        return CINFER_OK;
+    }
+    if (!json_is_boolean(v))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %s, expected true or false", source, key,
+                                json_kind(v));
+    *out = json_is_true(v);
+    return CINFER_OK;
+}
+
+static int read_family(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    json_t *model_type = get(root, "model_type");
+    json_t *archs = get(root, "architectures");
+    if (model_type) {
+        if (!json_is_string(model_type))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"model_type\" is %s, expected a string", source,
+                                    json_kind(model_type));
+        for (size_t i = 0; i < N_FAMILIES; i++)
+            if (!strcmp(json_string_value(model_type), families[i].model_type)) {
+                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
+                return CINFER_OK;
+            }
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: model_type \"%s\" is not supported (expected llama, mistral, qwen2 or qwen3)",
+                                source, json_string_value(model_type));
+    }
+    if (json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {
+        const char *arch = json_string_value(json_array_get(archs, 0));
+        for (size_t i = 0; i < N_FAMILIES; i++)
+            if (!strcmp(arch, families[i].architecture)) {
+                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
+                return CINFER_OK;
+            }
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: architecture \"%s\" is not supported (expected LlamaForCausalLM, "
+                                "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM)",
+                                source, arch);
+    }
+    return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: neither \"model_type\" nor \"architectures\" names the model",
+                            source);
+}
+
+static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    json_t *rs = get(root, "rope_scaling");
+    c->rope_scaling.type = CINFER_ROPE_SCALING_NONE;
+    if (!rs)
+        return CINFER_OK;
+    if (!json_is_object(rs))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"rope_scaling\" is %s, expected an object", source,
+                                json_kind(rs));
+    json_t *type = get(rs, "rope_type");
+    if (!type)
+        type = get(rs, "type"); /* the older spelling */
+    if (!json_is_string(type))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: rope_scaling has no \"rope_type\" string", source);
+    const char *t = json_string_value(type);
+    if (!strcmp(t, "default"))
+        return CINFER_OK;
+    if (strcmp(t, "llama3") != 0)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: rope_scaling type \"%s\" is not supported (cinfer implements llama3)", source, t);
+    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor"};
+    for (size_t i = 0; i < 3; i++)
+        if (!json_is_number(get(rs, keys[i])))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: llama3 rope_scaling needs a number \"%s\"", source,
+                                    keys[i]);
+    c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
+    c->rope_scaling.factor = (float)json_number_value(get(rs, "factor"));
+    c->rope_scaling.low_freq_factor = (float)json_number_value(get(rs, "low_freq_factor"));
+    c->rope_scaling.high_freq_factor = (float)json_number_value(get(rs, "high_freq_factor"));
+    return get_int(rs, "original_max_position_embeddings", REQUIRED,
+                   &c->rope_scaling.original_max_position_embeddings, source, err);
+}
+
+/* bos_token_id: an integer or null; eos_token_id: an integer, a list of them, or null. */
+static int read_special_ids(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    int rc;
+    if (get(root, "bos_token_id") && (rc = get_int(root, "bos_token_id", -1, &c->bos_token_id, source, err)))
+        return rc;
+    json_t *eos = get(root, "eos_token_id");
+    if (!eos)
+        return CINFER_OK;
+    int max_eos = (int)(sizeof c->eos_token_ids / sizeof c->eos_token_ids[0]);
+    if (json_is_integer(eos)) {
+        rc = get_int(root, "eos_token_id", 0, &c->eos_token_ids[0], source, err);
+        c->n_eos = rc ? 0 : 1;
+        return rc;
+    }
+    if (!json_is_array(eos))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"eos_token_id\" is %s, expected an integer or a list",
+                                source, json_kind(eos));
+    if ((int)json_array_size(eos) > max_eos)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: %zu eos_token_id values, at most %d supported",
+                                source, json_array_size(eos), max_eos);
+    c->n_eos = 0;
+    for (size_t i = 0; i < json_array_size(eos); i++) {
+        json_t *v = json_array_get(eos, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: eos_token_id[%zu] is not a token id", source, i);
+        c->eos_token_ids[c->n_eos++] = (int)json_integer_value(v);
+    }
+    return CINFER_OK;
+}
+
+/* Features of the architectures that cinfer's forward pass has no slot for. */
+static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c, const char *source,
+                              struct cinfer_error *err)
+{
+    json_t *act = get(root, "hidden_act");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: hidden_act %s%s%s is not supported (expected \"silu\")",
+                                source, json_is_string(act) ? "\"" : "", json_is_string(act) ? json_string_value(act) : json_kind(act),
+                                json_is_string(act) ? "\"" : "");
+    int flag, rc;
+    /* Llama/Mistral/Qwen3 attention_bias adds an o_proj bias too; Qwen2 has q/k/v biases always. */
+    if (strcmp(c->architecture, "qwen2") != 0) {
+        if ((rc = get_bool(root, "attention_bias", 0, &flag, NULL, source, err)))
+            return rc;
+        if (flag)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: attention_bias is true (biases on q/k/v/o projections); not supported for %s",
+                                    source, c->architecture);
+    }
+    if ((rc = get_bool(root, "mlp_bias", 0, &flag, NULL, source, err)))
+        return rc;
+    if (flag)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: mlp_bias is true; not supported", source);
+    return CINFER_OK;
+}
+
+/* Sliding-window attention is not implemented: rather than answer differently beyond
+ * the window, the usable context is limited to it. */
+static int apply_sliding_window(json_t *root, struct cinfer_model_config *c, const char *source,
+                                struct cinfer_error *err)
+{
+    int window = 0, use = 1, rc;
+    if (!strcmp(c->architecture, "qwen2") || !strcmp(c->architecture, "qwen3")) {
+        if ((rc = get_bool(root, "use_sliding_window", 0, &use, NULL, source, err)))
+            return rc;
+    }
+    if (!use || (rc = get_int(root, "sliding_window", 0, &window, source, err)))
+        return use ? rc : CINFER_OK;
+    if (window > 0 && window < c->max_position_embeddings)
+        c->max_position_embeddings = window;
+    return CINFER_OK;
+}
+
+static int parse_root(json_t *root, const char *source, struct cinfer_hf_config *out, struct cinfer_error *err)
+{
+    struct cinfer_model_config *c = &out->model;
+    int rc;
+    if (!json_is_object(root))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: expected a JSON object, found %s", source,
+                                json_kind(root));
+    if ((rc = read_family(root, c, source, err)))
+        return rc;
+    if ((rc = get_int(root, "vocab_size", REQUIRED, &c->vocab_size, source, err)) ||
+        (rc = get_int(root, "hidden_size", REQUIRED, &c->hidden_size, source, err)) ||
+        (rc = get_int(root, "intermediate_size", REQUIRED, &c->intermediate_size, source, err)) ||
+        (rc = get_int(root, "num_hidden_layers", REQUIRED, &c->num_layers, source, err)) ||
+        (rc = get_int(root, "num_attention_heads", REQUIRED, &c->num_heads, source, err)) ||
+        (rc = get_int(root, "num_key_value_heads", c->num_heads, &c->num_kv_heads, source, err)) ||
+        (rc = get_int(root, "max_position_embeddings", 2048, &c->max_position_embeddings, source, err)) ||
+        (rc = get_float(root, "rms_norm_eps", 1e-6, &c->rms_norm_eps, source, err)) ||
+        (rc = get_float(root, "rope_theta", 10000.0, &c->rope_theta, source, err)))
+        return rc;
+    if (c->num_heads <= 0 || c->hidden_size <= 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: num_attention_heads %d and hidden_size %d must be positive", source, c->num_heads,
+                                c->hidden_size);
+    if (get(root, "head_dim")) {
+        if ((rc = get_int(root, "head_dim", 0, &c->head_dim, source, err)))
+            return rc;
+    } else if (c->hidden_size % c->num_heads != 0) {
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: no head_dim, and hidden_size %d is not a multiple of num_attention_heads %d",
+                                source, c->hidden_size, c->num_heads);
+    } else {
+        c->head_dim = c->hidden_size / c->num_heads;
+    }
+    if ((rc = read_rope_scaling(root, c, source, err)) ||
+        (rc = get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings, &out->tie_word_embeddings_given,
+                       source, err)) ||
+        (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
+        (rc = apply_sliding_window(root, c, source, err)))
+        return rc;
+    c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
+    c->attention_bias = !strcmp(c->architecture, "qwen2");
+    c->qk_norm = !strcmp(c->architecture, "qwen3");
+    return CINFER_OK;
+}
+
+static json_t *load_json(const char *text, size_t len, const char *source, struct cinfer_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        cinfer_error_set(err, CINFER_ERR_PARSE, "%s: not valid JSON: %s at byte %d (line %d, column %d)", source,
+                         jerr.text, jerr.position, jerr.line, jerr.column);
+    return root;
+}
+
+int cinfer_hf_config_parse(const char *text, size_t len, const char *source, struct cinfer_hf_config *out,
+                           struct cinfer_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->model.bos_token_id = -1;
+    json_t *root = load_json(text, len, source, err);
+    if (!root)
+        return CINFER_ERR_PARSE;
+    int rc = parse_root(root, source, out, err);
+    json_decref(root);
+    return rc;
+}
+
+int cinfer_hf_generation_config_parse(const char *text, size_t len, const char *source, struct cinfer_hf_config *cfg,
+                                      struct cinfer_error *err)
+{
+    json_t *root = load_json(text, len, source, err);
+    if (!root)
+        return CINFER_ERR_PARSE;
+    int rc = json_is_object(root) ? read_special_ids(root, &cfg->model, source, err)
+                                  : cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: expected a JSON object, found %s",
+                                                     source, json_kind(root));
+    json_decref(root);
+    return rc;
+}
+
+/* The whole of a small text file; NOT_FOUND when it does not exist. */
+static int read_text_file(const char *path, char **text, size_t *len, struct cinfer_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cinfer_error_set(err, errno == ENOENT ? CINFER_ERR_NOT_FOUND : CINFER_ERR_IO, "%s: cannot open: %s",
+                                path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *grown = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL; /* configs are small */
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!buf)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory or over 64 MiB", path);
+    if (failed) {
+        free(buf);
+        return cinfer_error_set(err, CINFER_ERR_IO, "%s: read error", path);
+    }
+    *text = buf;
+    *len = n;
+    return CINFER_OK;
+}
+
+int cinfer_hf_config_read(const char *folder, struct cinfer_hf_config *out, struct cinfer_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", folder);
+    char *text;
+    size_t len;
+    int rc = read_text_file(path, &text, &len, err);
+    if (rc)
+        return rc;
+    rc = cinfer_hf_config_parse(text, len, path, out, err);
+    free(text);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/generation_config.json", folder);
+    rc = read_text_file(path, &text, &len, err);
+    if (rc == CINFER_ERR_NOT_FOUND)
+        return CINFER_OK;
+    if (rc)
+        return rc;
+    rc = cinfer_hf_generation_config_parse(text, len, path, out, err);
+    free(text);
+    return rc;
+}

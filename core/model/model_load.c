@@ -1,0 +1,228 @@
+/* cinfer_model_load: picks the format (a folder is Hugging Face, a file is GGUF), lets
+ * that loader fill the model, checks the result, pre-faults the weights (with a progress
+ * bar on a terminal) and logs one summary line. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/model_load_internal.h"
+#include "util/log.h"
+#include "util/progress.h"
+
+#define LAYER_FIELD(f) offsetof(struct cinfer_layer_weights, f)
+
+const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[] = {
+    {"input_layernorm.weight", "attn_norm.weight", LAYER_FIELD(attn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.q_proj.weight", "attn_q.weight", LAYER_FIELD(wq), DIM_Q, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.k_proj.weight", "attn_k.weight", LAYER_FIELD(wk), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.v_proj.weight", "attn_v.weight", LAYER_FIELD(wv), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.o_proj.weight", "attn_output.weight", LAYER_FIELD(wo), DIM_HIDDEN, DIM_Q, PRESENT_ALWAYS},
+    {"self_attn.q_proj.bias", "attn_q.bias", LAYER_FIELD(bq), DIM_ONE, DIM_Q, PRESENT_IF_BIAS},
+    {"self_attn.k_proj.bias", "attn_k.bias", LAYER_FIELD(bk), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.v_proj.bias", "attn_v.bias", LAYER_FIELD(bv), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", LAYER_FIELD(q_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", LAYER_FIELD(k_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", LAYER_FIELD(ffn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", LAYER_FIELD(w_gate), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.up_proj.weight", "ffn_up.weight", LAYER_FIELD(w_up), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.down_proj.weight", "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
+};
+const size_t cinfer_layer_weight_spec_count = sizeof cinfer_layer_weight_specs / sizeof cinfer_layer_weight_specs[0];
+
+int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d)
+{
+    switch (d) {
+    case DIM_ONE: return 1;
+    case DIM_HIDDEN: return c->hidden_size;
+    case DIM_Q: return (int64_t)c->num_heads * c->head_dim;
+    case DIM_KV: return (int64_t)c->num_kv_heads * c->head_dim;
+    case DIM_FFN: return c->intermediate_size;
+    case DIM_HEAD: return c->head_dim;
+    case DIM_COUNT: break;
+    }
+    return 0;
+}
+
+int cinfer_model_config_check(const struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    const struct {
+        const char *name;
+        int value;
+    } positive[] = {
+        {"vocab size", c->vocab_size},         {"hidden size", c->hidden_size},
+        {"intermediate size", c->intermediate_size}, {"layer count", c->num_layers},
+        {"attention head count", c->num_heads}, {"key-value head count", c->num_kv_heads},
+        {"head dimension", c->head_dim},
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s is %d, expected a positive number", source,
+                                    positive[i].name, positive[i].value);
+    if (c->num_heads % c->num_kv_heads != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: %d attention heads cannot be shared evenly by %d key-value heads", source,
+                                c->num_heads, c->num_kv_heads);
+    if (c->head_dim % 2 != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: head dimension %d is odd; RoPE rotates pairs", source,
+                                c->head_dim);
+    if (!(c->rope_theta > 0.0f) || !(c->rms_norm_eps >= 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: rope_theta %g and rms_norm_eps %g must be positive",
+                                source, (double)c->rope_theta, (double)c->rms_norm_eps);
+    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3 &&
+        (!(c->rope_scaling.factor >= 1.0f) || !(c->rope_scaling.low_freq_factor > 0.0f) ||
+         !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
+         c->rope_scaling.original_max_position_embeddings <= 0))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor > 0 and "
+                                "original_max_position_embeddings > 0; found %g, %g, %g, %d",
+                                source, (double)c->rope_scaling.factor, (double)c->rope_scaling.high_freq_factor,
+                                (double)c->rope_scaling.low_freq_factor,
+                                c->rope_scaling.original_max_position_embeddings);
+    if (c->bos_token_id < -1 || c->bos_token_id >= c->vocab_size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: bos token id %d is outside the vocabulary of %d", source,
+                                c->bos_token_id, c->vocab_size);
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_token_ids[i] < 0 || c->eos_token_ids[i] >= c->vocab_size)
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: eos token id %d is outside the vocabulary of %d",
+                                    source, c->eos_token_ids[i], c->vocab_size);
+    return CINFER_OK;
+}
+
+/* ---- pre-faulting -------------------------------------------------------- */
+
+#define PAGE_BYTES 4096u
+#define PROGRESS_STEP_BYTES (4u << 20)
+
+struct touch_state {
+    struct cinfer_progress progress;
+    unsigned sum; /* where the (volatile) page reads land */
+};
+
+static uint64_t weight_bytes(const struct cinfer_weight *w)
+{
+    return w->data ? (uint64_t)w->rows * w->row_bytes : 0;
+}
+
+static void touch_weight(struct touch_state *t, const struct cinfer_weight *w)
+{
+    const volatile unsigned char *p = w->data;
+    uint64_t n = weight_bytes(w);
+    for (uint64_t done = 0; done < n;) {
+        uint64_t step = n - done < PROGRESS_STEP_BYTES ? n - done : PROGRESS_STEP_BYTES;
+        for (uint64_t off = 0; off < step; off += PAGE_BYTES)
+            t->sum += p[done + off];
+        done += step;
+        cinfer_progress_advance(&t->progress, step);
+    }
+}
+
+static void for_each_weight(const struct cinfer_model *m, void (*fn)(struct touch_state *, const struct cinfer_weight *),
+                            struct touch_state *t)
+{
+    fn(t, &m->tok_embeddings);
+    for (int l = 0; l < m->config.num_layers; l++)
+        for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++)
+            fn(t, (const struct cinfer_weight *)((const char *)&m->layers[l] + cinfer_layer_weight_specs[k].offset));
+    fn(t, &m->output_norm);
+    if (m->lm_head.data != m->tok_embeddings.data)
+        fn(t, &m->lm_head);
+}
+
+static void add_bytes(struct touch_state *t, const struct cinfer_weight *w)
+{
+    t->progress.total_bytes += weight_bytes(w);
+}
+
+static uint64_t count_params(const struct cinfer_model *m)
+{
+    uint64_t n = (uint64_t)m->tok_embeddings.rows * m->tok_embeddings.cols;
+    for (int l = 0; l < m->config.num_layers; l++)
+        for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
+            const struct cinfer_weight *w =
+                (const struct cinfer_weight *)((const char *)&m->layers[l] + cinfer_layer_weight_specs[k].offset);
+            if (w->data)
+                n += (uint64_t)w->rows * w->cols;
+        }
+    n += (uint64_t)m->output_norm.cols;
+    if (m->lm_head.data != m->tok_embeddings.data)
+        n += (uint64_t)m->lm_head.rows * m->lm_head.cols;
+    return n;
+}
+
+static const char *base_name(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(path, '/', n > 0 ? n - 1 : 0);
+    return slash ? slash + 1 : path;
+}
+
+/* ---- load and free ------------------------------------------------------- */
+
+int cinfer_model_load(const char *path, const struct cinfer_model_load_options *opts, struct cinfer_model **out,
+                      struct cinfer_error *err)
+{
+    *out = NULL;
+    int64_t start_ms = cinfer_monotonic_ms();
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
+                                "%s: no such model: expected a Hugging Face model folder or a .gguf file", path);
+    struct cinfer_model *m = calloc(1, sizeof *m);
+    struct cinfer_model_storage *storage = calloc(1, sizeof *storage);
+    if (!m || !storage || !(m->path = strdup(path))) {
+        free(storage);
+        if (m)
+            free(m->path);
+        free(m);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory loading the model", path);
+    }
+    m->storage = storage;
+    m->config.bos_token_id = -1;
+    int rc = S_ISDIR(st.st_mode) ? cinfer_model_load_hf(path, m, err) : cinfer_model_load_gguf(path, m, err);
+    if (rc) {
+        cinfer_model_free(&m);
+        return rc;
+    }
+    m->weight_bytes = (size_t)storage->stored_bytes;
+
+    struct touch_state touch = {.sum = 0};
+    cinfer_progress_begin(&touch.progress, base_name(path), 0, !opts || opts->show_progress);
+    for_each_weight(m, add_bytes, &touch);
+    for_each_weight(m, touch_weight, &touch);
+    cinfer_progress_end(&touch.progress);
+
+    const struct cinfer_weight *main_weight = &m->layers[0].wq;
+    cinfer_log(CINFER_LOG_SEV_INFO, "loaded %s: %s, %d layers, %.2fM params, %s, %.1f MiB in %lld ms\n", base_name(path),
+            m->config.architecture, m->config.num_layers, (double)count_params(m) / 1e6,
+            cinfer_dtype_name(main_weight->dtype), (double)m->weight_bytes / (1024.0 * 1024.0),
+            (long long)(cinfer_monotonic_ms() - start_ms));
+    *out = m;
+    return CINFER_OK;
+}
+
+void cinfer_model_free(struct cinfer_model **mp)
+{
+    struct cinfer_model *m = *mp;
+    if (!m)
+        return;
+    struct cinfer_model_storage *s = m->storage;
+    if (s) {
+        cinfer_gguf_close(&s->gguf);
+        for (size_t i = 0; i < s->n_shards; i++)
+            cinfer_safetensors_close(&s->shards[i]);
+        free(s->shards);
+        for (size_t i = 0; i < s->n_owned; i++)
+            free(s->owned[i]);
+        free(s->owned);
+        free(s);
+    }
+    free(m->layers);
+    free(m->path);
+    free(m);
+    *mp = NULL;
+}

@@ -1,0 +1,382 @@
+/* GGUF model files, with llama.cpp's conventions: hyperparameters under
+ * "<arch>.*" keys, tensors named token_embd / blk.N.* / output_norm / output, ggml
+ * shapes (ne[0] is the row length). For arch llama, llama.cpp's converter permuted the
+ * Q and K rows so that interleaved RoPE pairs (2i, 2i+1) reproduce Hugging Face's
+ * rotate_half; the weights are used as stored and rope_interleaved is set. qwen2 and
+ * qwen3 use NEOX RoPE in llama.cpp: no permutation, rotate_half pairing. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/ggml_types.h"
+#include "model/model_load_internal.h"
+
+struct gguf_source {
+    const struct cinfer_gguf *g;
+    const char *path;
+    const char *arch;
+    struct cinfer_model_storage *storage;
+    char dim_names[DIM_COUNT + 1][96]; /* config keys per dimension; [DIM_COUNT]: the vocabulary */
+};
+
+static int key_u32_as_int(const struct gguf_source *src, const char *suffix, int required, int fallback, int *out,
+                          struct cinfer_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", src->arch, suffix);
+    uint32_t v;
+    int rc = cinfer_gguf_get_u32(src->g, key, &v, err);
+    if (rc == CINFER_ERR_NOT_FOUND && !required) {
+        *out = fallback;
+        return CINFER_OK;
+    }
+    if (rc)
+        return rc;
+    if (v > (uint32_t)INT32_MAX)
+        return cinfer_error_set(err, CINFER_ERR_RANGE, "%s: GGUF key %s is %u, too large", src->path, key, v);
+    *out = (int)v;
+    return CINFER_OK;
+}
+
+static int key_f32(const struct gguf_source *src, const char *suffix, int required, float fallback, float *out,
+                   struct cinfer_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", src->arch, suffix);
+    int rc = cinfer_gguf_get_f32(src->g, key, out, err);
+    if (rc == CINFER_ERR_NOT_FOUND && !required) {
+        *out = fallback;
+        return CINFER_OK;
+    }
+    return rc;
+}
+
+static int read_vocab_size(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    int rc = key_u32_as_int(src, "vocab_size", 0, -1, &c->vocab_size, err);
+    if (rc || c->vocab_size >= 0)
+        return rc;
+    enum cinfer_gguf_value_type type;
+    uint64_t count;
+    if (cinfer_gguf_get_array(src->g, "tokenizer.ggml.tokens", &type, &count, err) == CINFER_OK && count <= INT32_MAX) {
+        c->vocab_size = (int)count;
+        return CINFER_OK;
+    }
+    const struct cinfer_gguf_tensor *emb = cinfer_gguf_find_tensor(src->g, "token_embd.weight");
+    if (emb && emb->n_dims == 2 && emb->ne[1] <= INT32_MAX) {
+        c->vocab_size = (int)emb->ne[1];
+        return CINFER_OK;
+    }
+    return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
+                            "%s: vocabulary size unknown: no %s.vocab_size, tokenizer.ggml.tokens or token_embd.weight",
+                            src->path, src->arch);
+}
+
+static int read_special_ids(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    uint32_t id;
+    int rc = cinfer_gguf_get_u32(src->g, "tokenizer.ggml.bos_token_id", &id, err);
+    if (rc == CINFER_OK)
+        c->bos_token_id = id > (uint32_t)INT32_MAX ? INT32_MAX : (int)id; /* out of range: caught by the check */
+    else if (rc != CINFER_ERR_NOT_FOUND)
+        return rc;
+    static const char *const eos_keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                           "tokenizer.ggml.eom_token_id"};
+    for (size_t k = 0; k < sizeof eos_keys / sizeof eos_keys[0]; k++) {
+        rc = cinfer_gguf_get_u32(src->g, eos_keys[k], &id, err);
+        if (rc == CINFER_ERR_NOT_FOUND)
+            continue;
+        if (rc)
+            return rc;
+        int seen = 0;
+        for (int i = 0; i < c->n_eos; i++)
+            seen |= c->eos_token_ids[i] == (int)id;
+        if (!seen)
+            c->eos_token_ids[c->n_eos++] = id > (uint32_t)INT32_MAX ? INT32_MAX : (int)id;
+    }
+    return CINFER_OK;
+}
+
+/* ---- Llama 3 RoPE scaling -------------------------------------------------
+ * llama.cpp stores Llama 3 scaling as rope_freqs.weight: per frequency pair, the divisor
+ * of the rotation frequency. cinfer's runtime computes those divisors from (factor,
+ * low_freq_factor, high_freq_factor, original_max_position_embeddings), so the loader
+ * finds parameters that reproduce the stored divisors and verifies that they do.
+ *
+ * With s(f) = (orig * f / 2pi - low) / (high - low) for frequency f, the divisor is 1
+ * where s > 1, factor where s < 0 and 1 / ((1 - s) / factor + s) between: only factor
+ * and the line s = a f + b matter, a = orig / (2pi (high - low)), b = -low / (high - low). */
+
+/* The runtime's multiplier of frequency inv (see compute_inv_freq in runtime.c). */
+static double llama3_multiplier(const struct cinfer_model_config *c, double inv)
+{
+    double factor = c->rope_scaling.factor, low = c->rope_scaling.low_freq_factor;
+    double high = c->rope_scaling.high_freq_factor, old_context = c->rope_scaling.original_max_position_embeddings;
+    double wavelen = 2.0 * M_PI / inv;
+    if (wavelen > old_context / low)
+        return 1.0 / factor;
+    if (!(wavelen < old_context / high)) {
+        double smooth = (old_context / wavelen - low) / (high - low);
+        return (1.0 - smooth) / factor + smooth;
+    }
+    return 1.0;
+}
+
+static int fit_llama3_scaling(const struct gguf_source *src, struct cinfer_model_config *c, const float *divisors,
+                              int n, struct cinfer_error *err)
+{
+    double inv[512], s[512]; /* (head_dim / 2) */
+    double factor = 1.0;
+    for (int i = 0; i < n; i++) {
+        if (!(divisors[i] >= 0.999f) || !isfinite(divisors[i]))
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: rope_freqs.weight[%d] is %g; cinfer reads Llama 3 scaling factors (>= 1)",
+                                    src->path, i, (double)divisors[i]);
+        factor = fmax(factor, divisors[i]);
+    }
+    if (factor <= 1.0 + 1e-6) /* every divisor 1: no scaling */
+        return CINFER_OK;
+    int first_mid = -1, last_mid = -1, last_high = -1, first_low = -1;
+    for (int i = 0; i < n; i++) {
+        inv[i] = 1.0 / pow((double)c->rope_theta, (2.0 * i) / (double)c->head_dim);
+        s[i] = (1.0 / divisors[i] - 1.0 / factor) / (1.0 - 1.0 / factor);
+        if (s[i] >= 1.0 - 1e-6) {
+            last_high = i;
+        } else if (s[i] <= 1e-6) {
+            if (first_low < 0)
+                first_low = i;
+        } else {
+            if (first_mid < 0)
+                first_mid = i;
+            last_mid = i;
+        }
+    }
+    double a, b;
+    if (first_mid >= 0 && last_mid > first_mid) { /* the line through the blended band */
+        a = (s[first_mid] - s[last_mid]) / (inv[first_mid] - inv[last_mid]);
+        b = s[first_mid] - a * inv[first_mid];
+    } else if (first_mid >= 0) { /* one blended frequency: steep enough to clear its neighbours */
+        int m = first_mid;
+        a = 2.0 * s[m] / inv[m];
+        if (m > 0)
+            a = fmax(a, 1.01 * (1.0 - s[m]) / (inv[m - 1] - inv[m]));
+        if (m + 1 < n)
+            a = fmax(a, 1.01 * s[m] / (inv[m] - inv[m + 1]));
+        b = s[m] - a * inv[m];
+    } else if (last_high >= 0 && first_low >= 0) { /* a clean step: s = 1.25 and -0.25 at its sides */
+        a = 1.5 / (inv[last_high] - inv[first_low]);
+        b = -0.25 - a * inv[first_low];
+    } else { /* every frequency divided by factor */
+        a = 1.0 / inv[0];
+        b = -2.0;
+    }
+    if (!(a > 0.0) || !(b < 0.0))
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: rope_freqs.weight does not follow Llama 3 scaling (factors do not fall with "
+                                "frequency)", src->path);
+    /* Any (orig, low, high) on the line will do; pick high - low near 3 with orig whole. */
+    double orig = fmax(1.0, round(2.0 * M_PI * a * 3.0));
+    double span = orig / (2.0 * M_PI * a);
+    c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
+    c->rope_scaling.factor = (float)factor;
+    c->rope_scaling.original_max_position_embeddings = (int)fmin(orig, (double)INT32_MAX);
+    c->rope_scaling.low_freq_factor = (float)(-b * span);
+    c->rope_scaling.high_freq_factor = (float)(-b * span + span);
+    for (int i = 0; i < n; i++) {
+        double want = 1.0 / divisors[i], got = llama3_multiplier(c, inv[i]);
+        if (fabs(got - want) > 1e-5 * want)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: rope_freqs.weight[%d] = %g is not reproduced by Llama 3 scaling (got %g); "
+                                    "the factors do not follow its formula",
+                                    src->path, i, (double)divisors[i], 1.0 / got);
+    }
+    return CINFER_OK;
+}
+
+static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", src->arch);
+    struct cinfer_gguf_str type;
+    int rc = cinfer_gguf_get_str(src->g, key, &type, err);
+    if (rc && rc != CINFER_ERR_NOT_FOUND)
+        return rc;
+    if (rc == CINFER_OK && !(type.len == 4 && !memcmp(type.data, "none", 4))) {
+        if (!(type.len == 6 && !memcmp(type.data, "llama3", 6)))
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: %s is \"%.*s\"; cinfer implements llama3 RoPE scaling only", src->path, key,
+                                    (int)(type.len > 64 ? 64 : type.len), type.data);
+        c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
+        if ((rc = key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err)) ||
+            (rc = key_f32(src, "rope.scaling.low_freq_factor", 1, 0, &c->rope_scaling.low_freq_factor, err)) ||
+            (rc = key_f32(src, "rope.scaling.high_freq_factor", 1, 0, &c->rope_scaling.high_freq_factor, err)) ||
+            (rc = key_u32_as_int(src, "rope.scaling.original_context_length", 1, 0,
+                                 &c->rope_scaling.original_max_position_embeddings, err)))
+            return rc;
+    }
+    /* llama.cpp's own representation wins when present: it is what llama.cpp applies. */
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(src->g, "rope_freqs.weight");
+    if (!t)
+        return CINFER_OK;
+    if (t->type != CINFER_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)c->head_dim / 2)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "%s: tensor rope_freqs.weight should be f32 of %d values (head_dim / 2), found type %u "
+                                "with %" PRIu64 " values in dimension 0",
+                                src->path, c->head_dim / 2, (unsigned)t->type, t->ne[0]);
+    if (c->head_dim / 2 > 512)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: head_dim %d is over 1024", src->path, c->head_dim);
+    float divisors[512];
+    memcpy(divisors, t->data, (size_t)t->ne[0] * sizeof(float));
+    c->rope_scaling.type = CINFER_ROPE_SCALING_NONE;
+    return fit_llama3_scaling(src, c, divisors, (int)t->ne[0], err);
+}
+
+static int read_config(struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    struct cinfer_gguf_str arch;
+    int rc = cinfer_gguf_get_str(src->g, "general.architecture", &arch, err);
+    if (rc)
+        return rc;
+    static const char *const supported[] = {"llama", "qwen2", "qwen3"};
+    src->arch = NULL;
+    for (size_t i = 0; i < 3; i++)
+        if (arch.len == strlen(supported[i]) && !memcmp(arch.data, supported[i], arch.len))
+            src->arch = supported[i];
+    if (!src->arch)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: general.architecture \"%.*s\" is not supported (expected llama, qwen2 or qwen3)",
+                                src->path, (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+    snprintf(c->architecture, sizeof c->architecture, "%s", src->arch);
+    if ((rc = key_u32_as_int(src, "embedding_length", 1, 0, &c->hidden_size, err)) ||
+        (rc = key_u32_as_int(src, "feed_forward_length", 1, 0, &c->intermediate_size, err)) ||
+        (rc = key_u32_as_int(src, "block_count", 1, 0, &c->num_layers, err)) ||
+        (rc = key_u32_as_int(src, "attention.head_count", 1, 0, &c->num_heads, err)) ||
+        (rc = key_u32_as_int(src, "attention.head_count_kv", 0, c->num_heads, &c->num_kv_heads, err)) ||
+        (rc = key_u32_as_int(src, "context_length", 0, 2048, &c->max_position_embeddings, err)) ||
+        (rc = key_f32(src, "attention.layer_norm_rms_epsilon", 1, 0, &c->rms_norm_eps, err)) ||
+        (rc = key_f32(src, "rope.freq_base", 0, 10000.0f, &c->rope_theta, err)) || (rc = read_vocab_size(src, c, err)))
+        return rc;
+    if (c->num_heads <= 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s.attention.head_count is 0", src->path, src->arch);
+    int default_head_dim = c->hidden_size / c->num_heads;
+    if ((rc = key_u32_as_int(src, "attention.key_length", 0, default_head_dim, &c->head_dim, err)))
+        return rc;
+    int value_length, rope_dims;
+    if ((rc = key_u32_as_int(src, "attention.value_length", 0, c->head_dim, &value_length, err)) ||
+        (rc = key_u32_as_int(src, "rope.dimension_count", 0, c->head_dim, &rope_dims, err)))
+        return rc;
+    if (value_length != c->head_dim || rope_dims != c->head_dim)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: key_length %d, value_length %d and rope.dimension_count %d differ; cinfer needs "
+                                "them equal",
+                                src->path, c->head_dim, value_length, rope_dims);
+    c->bos_token_id = -1;
+    if ((rc = read_special_ids(src, c, err)))
+        return rc;
+    c->rope_interleaved = !strcmp(src->arch, "llama");
+    c->attention_bias = !strcmp(src->arch, "qwen2");
+    c->qk_norm = !strcmp(src->arch, "qwen3");
+    if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
+        return rc;
+    return cinfer_model_config_check(c, src->path, err); /* again, for the scaling found */
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static void describe(const struct gguf_source *src, const struct cinfer_gguf_tensor *t, const char *name,
+                     struct cinfer_stored_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    out->file = src->path;
+    out->name = name;
+    const struct cinfer_ggml_type_info *info = cinfer_ggml_type_info(t->type);
+    out->dtype_name = info ? info->name : "unknown";
+    out->supported = 1;
+    switch (t->type) {
+    case CINFER_GGML_F32: out->dtype = CINFER_DTYPE_F32; break;
+    case CINFER_GGML_F16: out->dtype = CINFER_DTYPE_F16; break;
+    case CINFER_GGML_BF16: out->dtype = CINFER_DTYPE_BF16; break;
+    case CINFER_GGML_Q8_0: out->dtype = CINFER_DTYPE_Q8_0; break;
+    default: out->supported = 0; break;
+    }
+    out->ggml_order = 1;
+    out->n_dims = (int)t->n_dims;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        out->dims[d] = (int64_t)t->ne[d];
+    out->data = t->data;
+    out->nbytes = t->nbytes;
+}
+
+static int bind(const struct gguf_source *src, const char *name, int vector, enum cinfer_layer_dim rows_dim,
+                enum cinfer_layer_dim cols_dim, int64_t rows, int64_t cols, struct cinfer_weight *w,
+                struct cinfer_error *err)
+{
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(src->g, name);
+    if (!t)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: missing tensor %s", src->path, name);
+    struct cinfer_stored_tensor st;
+    describe(src, t, name, &st);
+    char from[256];
+    if (vector)
+        snprintf(from, sizeof from, "GGUF %s", src->dim_names[cols_dim]);
+    else
+        snprintf(from, sizeof from, "GGUF %s/%s", src->dim_names[rows_dim], src->dim_names[cols_dim]);
+    struct cinfer_weight_expect want = {vector, rows, cols, from};
+    return cinfer_bind_weight(src->storage, &st, &want, w, err);
+}
+
+static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struct cinfer_error *err)
+{
+    struct cinfer_model_config *c = &m->config;
+    int64_t vocab = c->vocab_size, hidden = c->hidden_size;
+    int rc = bind(src, "token_embd.weight", 0, DIM_COUNT, DIM_HIDDEN, vocab, hidden, &m->tok_embeddings, err);
+    for (int l = 0; !rc && l < c->num_layers; l++)
+        for (size_t k = 0; !rc && k < cinfer_layer_weight_spec_count; k++) {
+            const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
+            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
+                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+                continue;
+            char name[128];
+            snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
+            struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
+            rc = bind(src, name, spec->rows == DIM_ONE, spec->rows, spec->cols, cinfer_layer_dim_size(c, spec->rows),
+                      cinfer_layer_dim_size(c, spec->cols), w, err);
+        }
+    if (!rc)
+        rc = bind(src, "output_norm.weight", 1, DIM_ONE, DIM_HIDDEN, 1, hidden, &m->output_norm, err);
+    if (rc)
+        return rc;
+    /* llama.cpp writes no output.weight for tied embeddings. */
+    if (!cinfer_gguf_find_tensor(src->g, "output.weight")) {
+        c->tie_word_embeddings = 1;
+        m->lm_head = m->tok_embeddings;
+        return CINFER_OK;
+    }
+    c->tie_word_embeddings = 0;
+    return bind(src, "output.weight", 0, DIM_COUNT, DIM_HIDDEN, vocab, hidden, &m->lm_head, err);
+}
+
+int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinfer_error *err)
+{
+    struct cinfer_model_storage *storage = m->storage;
+    int rc = cinfer_gguf_open(path, &storage->gguf, err);
+    if (rc)
+        return rc;
+    struct gguf_source src = {.g = storage->gguf, .path = path, .storage = storage};
+    if ((rc = read_config(&src, &m->config, err)))
+        return rc;
+    const char *a = src.arch;
+    snprintf(src.dim_names[DIM_ONE], sizeof src.dim_names[0], "1");
+    snprintf(src.dim_names[DIM_HIDDEN], sizeof src.dim_names[0], "%s.embedding_length", a);
+    snprintf(src.dim_names[DIM_Q], sizeof src.dim_names[0], "%s.attention.head_count*key_length", a);
+    snprintf(src.dim_names[DIM_KV], sizeof src.dim_names[0], "%s.attention.head_count_kv*key_length", a);
+    snprintf(src.dim_names[DIM_FFN], sizeof src.dim_names[0], "%s.feed_forward_length", a);
+    snprintf(src.dim_names[DIM_HEAD], sizeof src.dim_names[0], "%s.attention.key_length", a);
+    snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
+    m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
+    if (!m->layers)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory for %d layers", path, m->config.num_layers);
+    return bind_all(&src, m, err);
+}

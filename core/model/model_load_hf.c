@@ -1,0 +1,234 @@
+/* Hugging Face model folders: config.json (+ generation_config.json) and the weights in
+ * model.safetensors or in the shards that model.safetensors.index.json lists. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/hf_config.h"
+#include "model/model_load_internal.h"
+
+/* Where the tensors are: one file, or shards found through the index's weight_map. */
+struct hf_weights {
+    const char *folder;
+    struct cinfer_model_storage *storage;
+    json_t *weight_map;        /* NULL for a single file */
+    char index_path[4096];
+};
+
+static int open_shard(struct hf_weights *hw, const char *file_name, struct cinfer_error *err)
+{
+    struct cinfer_model_storage *s = hw->storage;
+    struct cinfer_safetensors **grown = realloc(s->shards, (s->n_shards + 1) * sizeof *grown);
+    if (!grown)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", hw->folder);
+    s->shards = grown;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", hw->folder, file_name);
+    int rc = cinfer_safetensors_open(path, &s->shards[s->n_shards], err);
+    if (rc == CINFER_ERR_NOT_FOUND && hw->weight_map)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s names shard %s, which is missing", hw->index_path,
+                                file_name);
+    if (!rc)
+        s->n_shards++;
+    return rc;
+}
+
+static const char *shard_name_of(const struct cinfer_safetensors *st)
+{
+    const char *path = cinfer_safetensors_path(st);
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Reads the index and opens every shard it names (each once). */
+static int open_index(struct hf_weights *hw, struct cinfer_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(hw->index_path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: not valid JSON: %s at byte %d (line %d, column %d)",
+                                hw->index_path, jerr.text, jerr.position, jerr.line, jerr.column);
+    json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(root);
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: expected an object \"weight_map\"", hw->index_path);
+    }
+    hw->weight_map = json_incref(map);
+    json_decref(root);
+    const char *tensor;
+    json_t *file;
+    json_object_foreach(hw->weight_map, tensor, file) {
+        const char *name = json_string_value(file);
+        /* Shards live in the folder itself: no paths, so an index cannot point elsewhere. */
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, "..") || !strcmp(name, "."))
+            return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                    "%s: weight_map entry for %s is not a file name in the model folder",
+                                    hw->index_path, tensor);
+        int seen = 0;
+        for (size_t i = 0; i < hw->storage->n_shards && !seen; i++)
+            seen = !strcmp(shard_name_of(hw->storage->shards[i]), name);
+        if (!seen) {
+            int rc = open_shard(hw, name, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return CINFER_OK;
+}
+
+static int open_weights(struct hf_weights *hw, struct cinfer_error *err)
+{
+    snprintf(hw->index_path, sizeof hw->index_path, "%s/model.safetensors.index.json", hw->folder);
+    if (access(hw->index_path, F_OK) == 0)
+        return open_index(hw, err);
+    char single[4096];
+    snprintf(single, sizeof single, "%s/model.safetensors", hw->folder);
+    if (access(single, F_OK) != 0)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
+                                "%s: no model.safetensors and no model.safetensors.index.json in the model folder",
+                                hw->folder);
+    return open_shard(hw, "model.safetensors", err);
+}
+
+static void describe(const struct cinfer_safetensors *st, const struct cinfer_st_tensor *t,
+                     struct cinfer_stored_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    out->file = cinfer_safetensors_path(st);
+    out->name = t->name;
+    out->dtype_name = cinfer_st_dtype_name(t->dtype);
+    out->supported = 1;
+    switch (t->dtype) {
+    case CINFER_ST_F32: out->dtype = CINFER_DTYPE_F32; break;
+    case CINFER_ST_F16: out->dtype = CINFER_DTYPE_F16; break;
+    case CINFER_ST_BF16: out->dtype = CINFER_DTYPE_BF16; break;
+    default: out->supported = 0; break;
+    }
+    out->ggml_order = 0;
+    out->n_dims = t->n_dims;
+    for (int d = 0; d < t->n_dims; d++)
+        out->dims[d] = t->shape[d];
+    out->data = t->data;
+    out->nbytes = t->nbytes;
+}
+
+/* Finds a tensor; NOT_FOUND (with a message) when absent, so optional ones can be probed. */
+static int find_tensor(const struct hf_weights *hw, const char *name, struct cinfer_stored_tensor *out,
+                       struct cinfer_error *err)
+{
+    const struct cinfer_model_storage *s = hw->storage;
+    if (hw->weight_map) {
+        const char *file = json_string_value(json_object_get(hw->weight_map, name));
+        if (!file)
+            return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: missing tensor %s (no weight_map entry)",
+                                    hw->index_path, name);
+        for (size_t i = 0; i < s->n_shards; i++)
+            if (!strcmp(shard_name_of(s->shards[i]), file)) {
+                const struct cinfer_st_tensor *t = cinfer_safetensors_find(s->shards[i], name);
+                if (!t)
+                    return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: missing tensor %s, which %s places in this shard",
+                                            cinfer_safetensors_path(s->shards[i]), name, hw->index_path);
+                describe(s->shards[i], t, out);
+                return CINFER_OK;
+            }
+        return cinfer_error_set(err, CINFER_ERR_INTERNAL, "%s: shard %s was not opened", hw->index_path, file);
+    }
+    const struct cinfer_st_tensor *t = cinfer_safetensors_find(s->shards[0], name);
+    if (!t)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: missing tensor %s", cinfer_safetensors_path(s->shards[0]),
+                                name);
+    describe(s->shards[0], t, out);
+    return CINFER_OK;
+}
+
+static const char *const dim_names[DIM_COUNT] = {
+    [DIM_ONE] = "1", [DIM_HIDDEN] = "hidden_size", [DIM_Q] = "num_attention_heads*head_dim",
+    [DIM_KV] = "num_key_value_heads*head_dim", [DIM_FFN] = "intermediate_size", [DIM_HEAD] = "head_dim",
+};
+
+static int bind(const struct hf_weights *hw, const char *name, int vector, int64_t rows, int64_t cols,
+                const char *rows_from, const char *cols_from, struct cinfer_weight *w, struct cinfer_error *err)
+{
+    struct cinfer_stored_tensor t;
+    int rc = find_tensor(hw, name, &t, err);
+    if (rc)
+        return rc;
+    char from[160];
+    if (vector)
+        snprintf(from, sizeof from, "config.json %s", cols_from);
+    else
+        snprintf(from, sizeof from, "config.json %s/%s", rows_from, cols_from);
+    struct cinfer_weight_expect want = {vector, rows, cols, from};
+    return cinfer_bind_weight(hw->storage, &t, &want, w, err);
+}
+
+static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    for (int l = 0; l < c->num_layers; l++) {
+        for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
+            const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
+            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
+                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+                continue;
+            char name[160];
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, spec->hf_name);
+            struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
+            int rc = bind(hw, name, spec->rows == DIM_ONE, cinfer_layer_dim_size(c, spec->rows),
+                          cinfer_layer_dim_size(c, spec->cols), dim_names[spec->rows], dim_names[spec->cols], w, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return CINFER_OK;
+}
+
+/* transformers ties lm_head to the embeddings when tie_word_embeddings is true (ignoring
+ * any stored lm_head); a checkpoint without lm_head and without the key is tied too. */
+static int bind_lm_head(const struct hf_weights *hw, struct cinfer_model *m, int tie_given, struct cinfer_error *err)
+{
+    struct cinfer_model_config *c = &m->config;
+    struct cinfer_stored_tensor probe;
+    struct cinfer_error ignored;
+    int present = find_tensor(hw, "lm_head.weight", &probe, &ignored) == CINFER_OK;
+    if (c->tie_word_embeddings || (!present && !tie_given)) {
+        c->tie_word_embeddings = 1;
+        m->lm_head = m->tok_embeddings;
+        return CINFER_OK;
+    }
+    if (!present)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
+                                "%s: missing tensor lm_head.weight, and config.json has tie_word_embeddings false",
+                                hw->folder);
+    return bind(hw, "lm_head.weight", 0, c->vocab_size, c->hidden_size, "vocab_size", "hidden_size", &m->lm_head, err);
+}
+
+int cinfer_model_load_hf(const char *folder, struct cinfer_model *m, struct cinfer_error *err)
+{
+    struct cinfer_hf_config hc;
+    int rc = cinfer_hf_config_read(folder, &hc, err);
+    if (rc)
+        return rc;
+    char source[4096];
+    snprintf(source, sizeof source, "%s/config.json", folder);
+    if ((rc = cinfer_model_config_check(&hc.model, source, err)))
+        return rc;
+    m->config = hc.model;
+    m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
+    if (!m->layers)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory for %d layers", folder, m->config.num_layers);
+
+    struct hf_weights hw = {.folder = folder, .storage = m->storage};
+    const struct cinfer_model_config *c = &m->config;
+    if (!(rc = open_weights(&hw, err)) &&
+        !(rc = bind(&hw, "model.embed_tokens.weight", 0, c->vocab_size, c->hidden_size, "vocab_size", "hidden_size",
+                    &m->tok_embeddings, err)) &&
+        !(rc = bind_layers(&hw, m, err)) &&
+        !(rc = bind(&hw, "model.norm.weight", 1, 1, c->hidden_size, NULL, "hidden_size", &m->output_norm, err)))
+        rc = bind_lm_head(&hw, m, hc.tie_word_embeddings_given, err);
+    json_decref(hw.weight_map);
+    return rc;
+}

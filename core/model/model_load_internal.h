@@ -1,0 +1,87 @@
+/* core/model/model_load_internal.h — what the format-specific loaders (HF safetensors
+ * folders, GGUF files) share: the loader-private storage behind cinfer_model.storage,
+ * a format-neutral view of a stored tensor, and the checked binding of one tensor to
+ * one cinfer_weight. */
+#ifndef CINFER_MODEL_LOAD_INTERNAL_H
+#define CINFER_MODEL_LOAD_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/gguf.h"
+#include "format/safetensors.h"
+#include "model/model.h"
+
+#define CINFER_Q8_0_BLOCK 32
+#define CINFER_Q8_0_BLOCK_BYTES 34
+
+size_t cinfer_dtype_row_bytes(enum cinfer_dtype t, int64_t cols);
+float cinfer_f16_to_f32(uint16_t h);
+float cinfer_bf16_to_f32(uint16_t b);
+
+/* Everything a loaded model keeps alive: open files (their mappings hold the weights
+ * used in place) and buffers the loader converted into. */
+struct cinfer_model_storage {
+    struct cinfer_gguf *gguf;
+    struct cinfer_safetensors **shards;
+    size_t n_shards;
+    void **owned;
+    size_t n_owned, cap_owned;
+    uint64_t stored_bytes;      /* of every bound tensor, as stored in the files */
+};
+
+/* A stored tensor as the binder sees it. dims are in the file's own order: for
+ * safetensors row-major (dims[0] = rows), for GGUF ggml order (dims[0] = row length). */
+struct cinfer_stored_tensor {
+    const char *file;          /* for messages */
+    const char *name;
+    int supported;             /* dtype maps to a cinfer_dtype */
+    enum cinfer_dtype dtype;
+    const char *dtype_name;    /* the file's spelling, for messages */
+    int ggml_order;
+    int n_dims;
+    int64_t dims[8];
+    const void *data;
+    uint64_t nbytes;
+};
+
+/* What a weight should be and which configuration fields say so, e.g.
+ * rows_from "config.json intermediate_size", cols_from "hidden_size". A vector has rows 1
+ * and is stored 1-D. */
+struct cinfer_weight_expect {
+    int vector;
+    int64_t rows, cols;
+    const char *from;          /* "config.json intermediate_size/hidden_size" */
+};
+
+/* Checks t against want and fills w: 2-D weights point into the mapping, 1-D weights are
+ * widened to f32 into storage-owned buffers when stored as f16/bf16 (so every norm and
+ * bias the forward pass reads is f32). */
+int cinfer_bind_weight(struct cinfer_model_storage *s, const struct cinfer_stored_tensor *t,
+                       const struct cinfer_weight_expect *want, struct cinfer_weight *w, struct cinfer_error *err);
+
+/* Takes ownership of p (freed with the model); on failure frees p and returns NOMEM. */
+int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_error *err);
+
+/* The per-layer weights both formats hold, with their names in each. */
+enum cinfer_layer_dim { DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_COUNT };
+enum cinfer_layer_presence { PRESENT_ALWAYS, PRESENT_IF_BIAS, PRESENT_IF_QK_NORM };
+struct cinfer_layer_weight_spec {
+    const char *hf_name;       /* after "model.layers.N." */
+    const char *gguf_name;     /* after "blk.N." */
+    size_t offset;             /* of the cinfer_weight in cinfer_layer_weights */
+    enum cinfer_layer_dim rows, cols;  /* rows DIM_ONE: a vector of cols */
+    enum cinfer_layer_presence presence;
+};
+extern const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[];
+extern const size_t cinfer_layer_weight_spec_count;
+int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d);
+
+/* The format loaders fill m (config, weights, storage); model_load.c does the rest. */
+int cinfer_model_load_hf(const char *folder, struct cinfer_model *m, struct cinfer_error *err);
+int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinfer_error *err);
+
+/* Checks the numbers any Llama-family config must satisfy; names source ("config.json"). */
+int cinfer_model_config_check(const struct cinfer_model_config *c, const char *source, struct cinfer_error *err);
+
+#endif

@@ -1,0 +1,870 @@
+/* The model loader: the real stories260K GGUF, synthetic Hugging Face folders (f32, f16,
+ * bf16; tied and untied; sharded; qwen2 biases; qwen3 norms; llama3 RoPE scaling) and
+ * synthetic GGUF files, each checked value by value against what the test wrote, and
+ * each kind of broken model refused with its specific message. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cinfer/gguf.h"
+#include "model/model.h"
+#include "support/gguf_builder.h"
+#include "support/runner.h"
+#include "support/safetensors_builder.h"
+
+static char tmp_dir[256];
+
+static void make_tmp_dir(void)
+{
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/test_model_load.XXXXXX", CINFER_BINARY_DIR);
+    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+}
+
+static void remove_tmp_dir(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[2][400];
+    static int which;
+    which ^= 1;
+    snprintf(path[which], sizeof path[which], "%s/%s", tmp_dir, name);
+    return path[which];
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const struct cinfer_model_load_options quiet = {0};
+
+/* ---- stories260K ---------------------------------------------------------- */
+
+START_TEST(loads_stories260k)
+{
+    const char *path = CINFER_SHARED_DIR "/models/stories260K.gguf";
+    if (access(path, R_OK) != 0) {
+        printf("model_load: SKIPPED stories260K: %s not found (CINFER_SHARED_DIR has no models)\n", path);
+        return;
+    }
+    struct cinfer_model *m = NULL;
+    struct cinfer_error err;
+    int rc = cinfer_model_load(path, &quiet, &m, &err);
+    ck_assert_msg(rc == 0, "%s", err.message);
+    const struct cinfer_model_config *c = &m->config;
+    ck_assert_str_eq(c->architecture, "llama");
+    ck_assert_int_eq(c->hidden_size, 64);
+    ck_assert_int_eq(c->num_layers, 5);
+    ck_assert_int_eq(c->num_heads, 8);
+    ck_assert_int_eq(c->num_kv_heads, 4);
+    ck_assert_int_eq(c->vocab_size, 512);
+    ck_assert_int_eq(c->head_dim, 8);
+    ck_assert_int_eq(c->intermediate_size, 172);
+    ck_assert_int_eq(c->max_position_embeddings, 128);
+    ck_assert_float_eq_tol(c->rms_norm_eps, 1e-5f, 1e-9f);
+    ck_assert_float_eq(c->rope_theta, 10000.0f);
+    ck_assert_int_eq(c->rope_interleaved, 1);
+    ck_assert_int_eq(c->tie_word_embeddings, 0);
+    ck_assert_int_eq(c->bos_token_id, 1);
+    ck_assert_int_eq(c->n_eos, 1);
+    ck_assert_int_eq(c->eos_token_ids[0], 2);
+    ck_assert_int_eq(m->layers[4].w_down.rows, 64);
+    ck_assert_int_eq(m->layers[4].w_down.cols, 172);
+    ck_assert_uint_eq(m->layers[4].w_down.row_bytes, 172 * 4);
+    ck_assert_int_eq(m->lm_head.rows, 512);
+
+    /* The weights are the file's bytes, in place: compare with the GGUF reader's view. */
+    struct cinfer_gguf *g = NULL;
+    ck_assert_int_eq(cinfer_gguf_open(path, &g, &err), 0);
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(g, "blk.3.ffn_up.weight");
+    ck_assert_int_eq(memcmp(m->layers[3].w_up.data, t->data, t->nbytes), 0);
+    t = cinfer_gguf_find_tensor(g, "output_norm.weight");
+    ck_assert_int_eq(memcmp(m->output_norm.data, t->data, t->nbytes), 0);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < cinfer_gguf_tensor_count(g); i++)
+        total += cinfer_gguf_tensor_at(g, i)->nbytes;
+    ck_assert_uint_eq(m->weight_bytes, total);
+    cinfer_gguf_close(&g);
+    printf("model_load: stories260K: dim %d, %d layers, %d heads, %d kv heads, vocab %d, %zu weight bytes\n",
+           c->hidden_size, c->num_layers, c->num_heads, c->num_kv_heads, c->vocab_size, m->weight_bytes);
+    cinfer_model_free(&m);
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
+/* ---- synthetic Hugging Face folders ---------------------------------------- */
+
+enum { VOCAB = 32, HIDDEN = 16, HEADS = 4, KV_HEADS = 2, INTER = 24, LAYERS = 2 };
+
+struct hf_model {
+    const char *model_type;
+    const char *dtype;        /* "F32", "F16", "BF16" */
+    int head_dim;             /* written explicitly when not HIDDEN / HEADS */
+    int tie_key;              /* -1: no key; 0/1: tie_word_embeddings */
+    int write_lm_head;
+    int shards;               /* 0: model.safetensors; 2: two shards and an index */
+    const char *extra_config; /* appended inside config.json's object */
+    const char *skip_tensor;  /* left out of the files */
+    const char *short_tensor; /* written with its last dimension one short */
+    const char *index_shard;  /* the name the index gives the second shard */
+};
+
+/* Exactly representable in f16 and bf16: k / 64 with |k| <= 32. */
+static float value_at(int tensor_seed, int i)
+{
+    return (float)((i * 7 + tensor_seed * 13) % 65 - 32) / 64.0f;
+}
+
+static uint16_t to_f16(float v)
+{
+    if (v == 0.0f)
+        return 0;
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    uint32_t sign = (bits >> 16) & 0x8000, exponent = (bits >> 23) & 0xff, mantissa = bits & 0x7fffff;
+    return (uint16_t)(sign | ((exponent - 112) << 10) | (mantissa >> 13)); /* normal values only */
+}
+
+static uint16_t to_bf16(float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    return (uint16_t)(bits >> 16);
+}
+
+static size_t dtype_bytes(const char *dtype)
+{
+    return !strcmp(dtype, "F32") ? 4 : 2;
+}
+
+/* Encodes n values of a tensor in dtype; returns a malloc'd buffer. */
+static void *encode(const char *dtype, int seed, int64_t n)
+{
+    unsigned char *out = malloc((size_t)n * dtype_bytes(dtype));
+    for (int64_t i = 0; i < n; i++) {
+        float v = value_at(seed, (int)i);
+        if (!strcmp(dtype, "F32")) {
+            memcpy(out + 4 * i, &v, 4);
+        } else {
+            uint16_t h = !strcmp(dtype, "F16") ? to_f16(v) : to_bf16(v);
+            memcpy(out + 2 * i, &h, 2);
+        }
+    }
+    return out;
+}
+
+static int seed_of(const char *name)
+{
+    unsigned h = 5381;
+    for (const char *p = name; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    return (int)(h % 1000);
+}
+
+struct tensor_plan {
+    char name[96];
+    int64_t shape[2];
+    int n_dims;
+};
+
+static void plan_add(struct tensor_plan *plan, int *n, const char *prefix, const char *suffix, int64_t rows,
+                     int64_t cols, int n_dims)
+{
+    snprintf(plan[*n].name, sizeof plan[*n].name, "%s%s", prefix, suffix);
+    plan[*n].shape[0] = rows;
+    plan[*n].shape[1] = cols;
+    plan[*n].n_dims = n_dims;
+    (*n)++;
+}
+
+static int plan_tensors(const struct hf_model *hm, struct tensor_plan *plan)
+{
+    int hd = hm->head_dim ? hm->head_dim : HIDDEN / HEADS, n = 0;
+    int biases = !strcmp(hm->model_type, "qwen2"), norms = !strcmp(hm->model_type, "qwen3");
+    plan_add(plan, &n, "", "model.embed_tokens.weight", VOCAB, HIDDEN, 2);
+    for (int l = 0; l < LAYERS; l++) {
+        char p[64];
+        snprintf(p, sizeof p, "model.layers.%d.", l);
+        plan_add(plan, &n, p, "input_layernorm.weight", HIDDEN, 0, 1);
+        plan_add(plan, &n, p, "self_attn.q_proj.weight", HEADS * hd, HIDDEN, 2);
+        plan_add(plan, &n, p, "self_attn.k_proj.weight", KV_HEADS * hd, HIDDEN, 2);
+        plan_add(plan, &n, p, "self_attn.v_proj.weight", KV_HEADS * hd, HIDDEN, 2);
+        plan_add(plan, &n, p, "self_attn.o_proj.weight", HIDDEN, HEADS * hd, 2);
+        if (biases) {
+            plan_add(plan, &n, p, "self_attn.q_proj.bias", HEADS * hd, 0, 1);
+            plan_add(plan, &n, p, "self_attn.k_proj.bias", KV_HEADS * hd, 0, 1);
+            plan_add(plan, &n, p, "self_attn.v_proj.bias", KV_HEADS * hd, 0, 1);
+        }
+        if (norms) {
+            plan_add(plan, &n, p, "self_attn.q_norm.weight", hd, 0, 1);
+            plan_add(plan, &n, p, "self_attn.k_norm.weight", hd, 0, 1);
+        }
+        plan_add(plan, &n, p, "post_attention_layernorm.weight", HIDDEN, 0, 1);
+        plan_add(plan, &n, p, "mlp.gate_proj.weight", INTER, HIDDEN, 2);
+        plan_add(plan, &n, p, "mlp.up_proj.weight", INTER, HIDDEN, 2);
+        plan_add(plan, &n, p, "mlp.down_proj.weight", HIDDEN, INTER, 2);
+    }
+    plan_add(plan, &n, "", "model.norm.weight", HIDDEN, 0, 1);
+    if (hm->write_lm_head)
+        plan_add(plan, &n, "", "lm_head.weight", VOCAB, HIDDEN, 2);
+    return n;
+}
+
+static void write_hf_model(const char *dir, const struct hf_model *hm)
+{
+    mkdir(dir, 0755);
+    char path[512], config[2048];
+    int hd = hm->head_dim ? hm->head_dim : HIDDEN / HEADS;
+    char head_dim_key[64] = "", tie_key[64] = "";
+    if (hm->head_dim)
+        snprintf(head_dim_key, sizeof head_dim_key, "\"head_dim\": %d,", hd);
+    if (hm->tie_key >= 0)
+        snprintf(tie_key, sizeof tie_key, "\"tie_word_embeddings\": %s,", hm->tie_key ? "true" : "false");
+    snprintf(config, sizeof config,
+             "{\"architectures\": [\"X\"], \"model_type\": \"%s\", \"vocab_size\": %d, \"hidden_size\": %d,\n"
+             " \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d,\n"
+             " \"num_key_value_heads\": %d, %s %s \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0,\n"
+             " \"max_position_embeddings\": 4096, %s \"bos_token_id\": 1,\n"
+             " \"eos_token_id\": 2, \"torch_dtype\": \"float32\"%s%s}\n",
+             hm->model_type, VOCAB, HIDDEN, INTER, LAYERS, HEADS, KV_HEADS, head_dim_key, tie_key,
+             hm->extra_config && strstr(hm->extra_config, "hidden_act") ? "" : "\"hidden_act\": \"silu\",",
+             hm->extra_config ? ", " : "", hm->extra_config ? hm->extra_config : "");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, config);
+
+    struct tensor_plan plan[64];
+    int n = plan_tensors(hm, plan);
+    struct st_builder b[2];
+    st_builder_init(&b[0]);
+    st_builder_init(&b[1]);
+    char index[8192];
+    int index_len = snprintf(index, sizeof index, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    const char *shard_names[2] = {"model-00001-of-00002.safetensors",
+                                  hm->index_shard ? hm->index_shard : "model-00002-of-00002.safetensors"};
+    for (int i = 0; i < n; i++) {
+        if (hm->skip_tensor && !strcmp(plan[i].name, hm->skip_tensor))
+            continue;
+        int64_t shape[2] = {plan[i].shape[0], plan[i].shape[1]};
+        if (hm->short_tensor && !strcmp(plan[i].name, hm->short_tensor))
+            shape[plan[i].n_dims - 1]--;
+        int64_t count = plan[i].n_dims == 2 ? shape[0] * shape[1] : shape[0];
+        void *data = encode(hm->dtype, seed_of(plan[i].name), count);
+        int shard = hm->shards && i >= n / 2;
+        st_builder_add(&b[shard], plan[i].name, hm->dtype, shape, plan[i].n_dims, data,
+                       (size_t)count * dtype_bytes(hm->dtype));
+        free(data);
+        index_len += snprintf(index + index_len, sizeof index - (size_t)index_len, "%s\"%s\": \"%s\"",
+                              index_len > 60 ? ", " : "", plan[i].name, shard_names[shard]);
+    }
+    if (hm->shards) {
+        snprintf(path, sizeof path, "%s/%s", dir, shard_names[0]);
+        ck_assert_int_eq(st_builder_write(&b[0], path), 0);
+        snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
+        ck_assert_int_eq(st_builder_write(&b[1], path), 0);
+        snprintf(index + index_len, sizeof index - (size_t)index_len, "}}\n");
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        write_text(path, index);
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        ck_assert_int_eq(st_builder_write(&b[0], path), 0);
+    }
+    st_builder_free(&b[0]);
+    st_builder_free(&b[1]);
+}
+
+/* Every value of w is the one the test wrote for tensor name (vectors widened to f32). */
+static void check_weight(const struct cinfer_weight *w, const char *name, const char *dtype, int64_t rows,
+                         int64_t cols)
+{
+    ck_assert_msg(w->data != NULL, "%s not bound", name);
+    ck_assert_int_eq(w->rows, rows);
+    ck_assert_int_eq(w->cols, cols);
+    if (rows == 1) { /* a vector: f32 whatever the file held */
+        ck_assert_int_eq(w->dtype, CINFER_DTYPE_F32);
+        for (int64_t i = 0; i < cols; i++)
+            ck_assert_msg(((const float *)w->data)[i] == value_at(seed_of(name), (int)i), "%s[%lld]", name,
+                          (long long)i);
+        return;
+    }
+    enum cinfer_dtype want = !strcmp(dtype, "F32") ? CINFER_DTYPE_F32
+                             : !strcmp(dtype, "F16") ? CINFER_DTYPE_F16 : CINFER_DTYPE_BF16;
+    ck_assert_int_eq(w->dtype, want);
+    ck_assert_uint_eq(w->row_bytes, (size_t)cols * dtype_bytes(dtype));
+    void *expect = encode(dtype, seed_of(name), rows * cols);
+    ck_assert_msg(memcmp(w->data, expect, (size_t)(rows * cols) * dtype_bytes(dtype)) == 0, "%s differs", name);
+    free(expect);
+}
+
+static void check_hf_model(const struct cinfer_model *m, const struct hf_model *hm)
+{
+    int hd = hm->head_dim ? hm->head_dim : HIDDEN / HEADS;
+    const struct cinfer_model_config *c = &m->config;
+    ck_assert_str_eq(c->architecture, hm->model_type);
+    ck_assert_int_eq(c->vocab_size, VOCAB);
+    ck_assert_int_eq(c->hidden_size, HIDDEN);
+    ck_assert_int_eq(c->num_heads, HEADS);
+    ck_assert_int_eq(c->num_kv_heads, KV_HEADS);
+    ck_assert_int_eq(c->head_dim, hd);
+    ck_assert_int_eq(c->rope_interleaved, 0);
+    ck_assert_float_eq(c->rope_theta, 500000.0f);
+    check_weight(&m->tok_embeddings, "model.embed_tokens.weight", hm->dtype, VOCAB, HIDDEN);
+    check_weight(&m->output_norm, "model.norm.weight", hm->dtype, 1, HIDDEN);
+    for (int l = 0; l < LAYERS; l++) {
+        const struct cinfer_layer_weights *L = &m->layers[l];
+        char nm[128];
+#define CHECK(field, suffix, r, c)                                                    \
+    (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix), check_weight(&L->field, nm, hm->dtype, r, c))
+        CHECK(attn_norm, "input_layernorm.weight", 1, HIDDEN);
+        CHECK(wq, "self_attn.q_proj.weight", HEADS * hd, HIDDEN);
+        CHECK(wk, "self_attn.k_proj.weight", KV_HEADS * hd, HIDDEN);
+        CHECK(wv, "self_attn.v_proj.weight", KV_HEADS * hd, HIDDEN);
+        CHECK(wo, "self_attn.o_proj.weight", HIDDEN, HEADS * hd);
+        CHECK(ffn_norm, "post_attention_layernorm.weight", 1, HIDDEN);
+        CHECK(w_gate, "mlp.gate_proj.weight", INTER, HIDDEN);
+        CHECK(w_up, "mlp.up_proj.weight", INTER, HIDDEN);
+        CHECK(w_down, "mlp.down_proj.weight", HIDDEN, INTER);
+        if (!strcmp(hm->model_type, "qwen2")) {
+            ck_assert_int_eq(c->attention_bias, 1);
+            CHECK(bq, "self_attn.q_proj.bias", 1, HEADS * hd);
+            CHECK(bk, "self_attn.k_proj.bias", 1, KV_HEADS * hd);
+            CHECK(bv, "self_attn.v_proj.bias", 1, KV_HEADS * hd);
+        } else {
+            ck_assert_ptr_null(L->bq.data);
+        }
+        if (!strcmp(hm->model_type, "qwen3")) {
+            ck_assert_int_eq(c->qk_norm, 1);
+            CHECK(q_norm, "self_attn.q_norm.weight", 1, hd);
+            CHECK(k_norm, "self_attn.k_norm.weight", 1, hd);
+        } else {
+            ck_assert_ptr_null(L->q_norm.data);
+        }
+#undef CHECK
+    }
+    if (hm->write_lm_head && hm->tie_key != 1) {
+        ck_assert_int_eq(c->tie_word_embeddings, 0);
+        check_weight(&m->lm_head, "lm_head.weight", hm->dtype, VOCAB, HIDDEN);
+    } else {
+        ck_assert_int_eq(c->tie_word_embeddings, 1);
+        ck_assert_ptr_eq(m->lm_head.data, m->tok_embeddings.data);
+    }
+}
+
+static struct cinfer_model *load_ok(const char *path)
+{
+    struct cinfer_model *m = NULL;
+    struct cinfer_error err;
+    int rc = cinfer_model_load(path, &quiet, &m, &err);
+    ck_assert_msg(rc == 0, "%s", err.message);
+    return m;
+}
+
+static void load_and_check(const char *name, const struct hf_model *hm)
+{
+    const char *dir = tmp_path(name);
+    write_hf_model(dir, hm);
+    struct cinfer_model *m = load_ok(dir);
+    check_hf_model(m, hm);
+    cinfer_model_free(&m);
+}
+
+START_TEST(hf_llama_every_dtype_tied_and_untied)
+{
+    make_tmp_dir();
+    static const char *const dtypes[] = {"F32", "F16", "BF16"};
+    for (int d = 0; d < 3; d++) {
+        struct hf_model untied = {.model_type = "llama", .dtype = dtypes[d], .tie_key = 0, .write_lm_head = 1};
+        load_and_check("untied", &untied);
+        struct hf_model tied = {.model_type = "llama", .dtype = dtypes[d], .tie_key = 1, .write_lm_head = 0};
+        load_and_check("tied", &tied);
+        /* tie_word_embeddings true wins over a stored lm_head, as in transformers */
+        struct hf_model tied_extra = {.model_type = "llama", .dtype = dtypes[d], .tie_key = 1, .write_lm_head = 1};
+        load_and_check("tied_extra", &tied_extra);
+        /* no key and no lm_head: tied */
+        struct hf_model implicit = {.model_type = "mistral", .dtype = dtypes[d], .tie_key = -1};
+        load_and_check("implicit", &implicit);
+    }
+    remove_tmp_dir();
+}
+END_TEST
+
+START_TEST(hf_sharded_with_index)
+{
+    make_tmp_dir();
+    struct hf_model hm = {.model_type = "llama", .dtype = "BF16", .tie_key = 0, .write_lm_head = 1, .shards = 2};
+    load_and_check("sharded", &hm);
+    remove_tmp_dir();
+}
+END_TEST
+
+START_TEST(hf_qwen2_biases_and_qwen3_norms)
+{
+    make_tmp_dir();
+    struct hf_model qwen2 = {.model_type = "qwen2", .dtype = "F16", .tie_key = 1};
+    load_and_check("qwen2", &qwen2);
+    struct hf_model qwen3 = {.model_type = "qwen3", .dtype = "BF16", .tie_key = 1, .head_dim = 8};
+    load_and_check("qwen3", &qwen3);
+    remove_tmp_dir();
+}
+END_TEST
+
+START_TEST(hf_llama3_rope_scaling_and_generation_config)
+{
+    make_tmp_dir();
+    struct hf_model hm = {.model_type = "llama", .dtype = "F32", .tie_key = 1,
+                          .extra_config = "\"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                          "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, "
+                                          "\"rope_type\": \"llama3\"}"};
+    const char *dir = tmp_path("llama3");
+    write_hf_model(dir, &hm);
+    char path[512];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    write_text(path, "{\"bos_token_id\": 3, \"eos_token_id\": [2, 5, 7], \"do_sample\": true}");
+    struct cinfer_model *m = load_ok(dir);
+    const struct cinfer_model_config *c = &m->config;
+    ck_assert_int_eq(c->rope_scaling.type, CINFER_ROPE_SCALING_LLAMA3);
+    ck_assert_float_eq(c->rope_scaling.factor, 8.0f);
+    ck_assert_float_eq(c->rope_scaling.low_freq_factor, 1.0f);
+    ck_assert_float_eq(c->rope_scaling.high_freq_factor, 4.0f);
+    ck_assert_int_eq(c->rope_scaling.original_max_position_embeddings, 8192);
+    ck_assert_int_eq(c->bos_token_id, 3);
+    ck_assert_int_eq(c->n_eos, 3);
+    ck_assert_int_eq(c->eos_token_ids[2], 7);
+    cinfer_model_free(&m);
+
+    struct hf_model sw = {.model_type = "mistral", .dtype = "F32", .tie_key = 1, .extra_config = "\"sliding_window\": 1024"};
+    dir = tmp_path("mistral_sw");
+    write_hf_model(dir, &sw);
+    m = load_ok(dir);
+    ck_assert_int_eq(m->config.max_position_embeddings, 1024); /* context limited to the window */
+    ck_assert_int_eq(m->config.n_eos, 1);
+    cinfer_model_free(&m);
+    remove_tmp_dir();
+}
+END_TEST
+
+static void expect_refused(const char *path, int code, const char *want)
+{
+    struct cinfer_model *m = NULL;
+    struct cinfer_error err;
+    memset(&err, 0, sizeof err);
+    int rc = cinfer_model_load(path, &quiet, &m, &err);
+    ck_assert_msg(rc == code, "expected code %d for \"%s\", got %d: %s", code, want, rc, err.message);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.message, want) != NULL, "expected \"%s\" in: %s", want, err.message);
+}
+
+static void expect_hf_refused(const char *name, const struct hf_model *hm, int code, const char *want)
+{
+    const char *dir = tmp_path(name);
+    write_hf_model(dir, hm);
+    expect_refused(dir, code, want);
+}
+
+START_TEST(hf_errors_name_the_problem)
+{
+    make_tmp_dir();
+    struct hf_model base = {.model_type = "llama", .dtype = "F32", .tie_key = 0, .write_lm_head = 1};
+    struct hf_model hm = base;
+
+    hm.short_tensor = "model.layers.1.mlp.up_proj.weight";
+    expect_hf_refused("short", &hm, CINFER_ERR_PARSE,
+                      "model.safetensors: tensor model.layers.1.mlp.up_proj.weight has shape [24, 15], expected [24, "
+                      "16] from config.json intermediate_size/hidden_size");
+    hm = base;
+    hm.short_tensor = "model.layers.0.input_layernorm.weight";
+    expect_hf_refused("short_norm", &hm, CINFER_ERR_PARSE,
+                      "tensor model.layers.0.input_layernorm.weight has shape [15], expected [16] from config.json hidden_size");
+    hm = base;
+    hm.skip_tensor = "model.layers.1.self_attn.v_proj.weight";
+    expect_hf_refused("missing", &hm, CINFER_ERR_NOT_FOUND,
+                      "model.safetensors: missing tensor model.layers.1.self_attn.v_proj.weight");
+    hm = base;
+    hm.write_lm_head = 0;
+    expect_hf_refused("no_lm_head", &hm, CINFER_ERR_NOT_FOUND,
+                      "missing tensor lm_head.weight, and config.json has tie_word_embeddings false");
+    hm = base;
+    hm.model_type = "gpt2";
+    expect_hf_refused("gpt2", &hm, CINFER_ERR_UNSUPPORTED,
+                      "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2 or qwen3)");
+    hm = base;
+    hm.extra_config = "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}";
+    expect_hf_refused("yarn", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"yarn\" is not supported");
+    hm = base;
+    hm.extra_config = "\"attention_bias\": true";
+    expect_hf_refused("bias", &hm, CINFER_ERR_UNSUPPORTED, "attention_bias is true");
+    hm = base;
+    hm.extra_config = "\"hidden_act\": \"gelu\"";
+    expect_hf_refused("gelu", &hm, CINFER_ERR_UNSUPPORTED, "hidden_act \"gelu\" is not supported");
+    hm = base;
+    hm.extra_config = "\"mlp_bias\": true";
+    expect_hf_refused("mlp_bias", &hm, CINFER_ERR_UNSUPPORTED, "mlp_bias is true");
+    hm = base;
+    hm.shards = 2;
+    hm.index_shard = "model-00003-of-00002.safetensors";
+    expect_hf_refused("bad_index", &hm, CINFER_ERR_NOT_FOUND,
+                      "model.safetensors.index.json names shard model-00003-of-00002.safetensors, which is missing");
+    hm = base;
+    hm.shards = 2;
+    hm.index_shard = "../elsewhere.safetensors";
+    expect_hf_refused("escape_index", &hm, CINFER_ERR_PARSE, "is not a file name in the model folder");
+
+    /* Damaged files in an otherwise good folder. */
+    const char *dir = tmp_path("broken");
+    write_hf_model(dir, &base);
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, "{\"model_type\": \"llama\",\n \"vocab_size\": 32,, }");
+    expect_refused(dir, CINFER_ERR_PARSE, "config.json: not valid JSON: ");
+    expect_refused(dir, CINFER_ERR_PARSE, "string or '}' expected near ',' at byte 43 (line 2, column 19)");
+    write_text(path, "{\"model_type\": \"llama\", \"vocab_size\": 32}");
+    expect_refused(dir, CINFER_ERR_CONFIG, "config.json: key \"hidden_size\" is missing");
+    write_text(path, "{\"model_type\": \"llama\", \"vocab_size\": \"32\"}");
+    expect_refused(dir, CINFER_ERR_CONFIG, "config.json: key \"vocab_size\" is a string, expected an integer");
+    write_text(path, "{\"model_type\": \"llama\", \"vocab_size\": 32, \"hidden_size\": 16, \"intermediate_size\": 24,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 3}");
+    expect_refused(dir, CINFER_ERR_CONFIG, "config.json: 4 attention heads cannot be shared evenly by 3 key-value heads");
+    write_text(path, "{\"model_type\": \"llama\", \"vocab_size\": 32, \"hidden_size\": 16, \"intermediate_size\": 24,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 3}");
+    expect_refused(dir, CINFER_ERR_CONFIG, "no head_dim, and hidden_size 16 is not a multiple of num_attention_heads 3");
+    unlink(path);
+    expect_refused(dir, CINFER_ERR_NOT_FOUND, "config.json: cannot open");
+
+    write_hf_model(dir, &base);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    expect_refused(dir, CINFER_ERR_NOT_FOUND, "no model.safetensors and no model.safetensors.index.json");
+    static const unsigned char zeros[64];
+    ck_assert_int_eq(st_write_raw(path, "{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
+                                        "\"data_offsets\": [0, 64]}}     ", zeros, sizeof zeros), 0);
+    expect_refused(dir, CINFER_ERR_NOT_FOUND, "model.safetensors: missing tensor model.embed_tokens.weight");
+    expect_refused(tmp_path("nothing_here"), CINFER_ERR_NOT_FOUND, "no such model");
+    remove_tmp_dir();
+}
+END_TEST
+
+START_TEST(hf_unsupported_dtype)
+{
+    make_tmp_dir();
+    struct hf_model hm = {.model_type = "llama", .dtype = "F32", .tie_key = 0, .write_lm_head = 1};
+    const char *dir = tmp_path("i32");
+    write_hf_model(dir, &hm);
+    /* Replace the weights with a file whose embedding is I32. */
+    struct st_builder b;
+    st_builder_init(&b);
+    int32_t ints[VOCAB * HIDDEN] = {0};
+    st_builder_add(&b, "model.embed_tokens.weight", "I32", (int64_t[]){VOCAB, HIDDEN}, 2, ints, sizeof ints);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_int_eq(st_builder_write(&b, path), 0);
+    st_builder_free(&b);
+    expect_refused(dir, CINFER_ERR_UNSUPPORTED,
+                   "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16 and q8_0 weights");
+    remove_tmp_dir();
+}
+END_TEST
+
+/* ---- synthetic GGUF files ------------------------------------------------- */
+
+struct gguf_model {
+    const char *arch;
+    uint32_t matrix_type;      /* CINFER_GGML_F32 / F16 / Q8_0 ... */
+    int head_dim;
+    int tied;
+    const char *skip_tensor;
+    const char *wrong_tensor;  /* its row length one short */
+    const float *rope_freqs;   /* head_dim / 2 values, or NULL */
+    double rope_theta;
+};
+
+enum { G_VOCAB = 32, G_HIDDEN = 64, G_HEADS = 4, G_KV = 2, G_INTER = 96, G_LAYERS = 2 };
+
+static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm, const char *name, uint32_t type,
+                            uint64_t cols, uint64_t rows)
+{
+    if (gm->skip_tensor && !strcmp(name, gm->skip_tensor))
+        return;
+    if (gm->wrong_tensor && !strcmp(name, gm->wrong_tensor))
+        cols -= type == CINFER_GGML_Q8_0 ? 32 : 1;
+    uint64_t n = cols * rows;
+    size_t bytes = type == CINFER_GGML_F32 ? n * 4 : type == CINFER_GGML_Q8_0 ? n / 32 * 34 : n * 2;
+    unsigned char *data = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++)
+        data[i] = (unsigned char)(i * 31 + (size_t)seed_of(name));
+    uint64_t ne[2] = {cols, rows};
+    gguf_builder_tensor(b, name, type, rows == 1 ? 1 : 2, ne, data, bytes);
+    free(data);
+}
+
+static void write_gguf_model(const char *path, const struct gguf_model *gm)
+{
+    struct gguf_builder b;
+    gguf_builder_init(&b, 3);
+    char key[128];
+    const char *a = gm->arch;
+    int hd = gm->head_dim ? gm->head_dim : G_HIDDEN / G_HEADS;
+    gguf_builder_kv_str(&b, "general.architecture", a);
+#define KEY_U32(suffix, v) (snprintf(key, sizeof key, "%s.%s", a, suffix), gguf_builder_kv_u32(&b, key, v))
+    KEY_U32("embedding_length", G_HIDDEN);
+    KEY_U32("feed_forward_length", G_INTER);
+    KEY_U32("block_count", G_LAYERS);
+    KEY_U32("attention.head_count", G_HEADS);
+    KEY_U32("attention.head_count_kv", G_KV);
+    KEY_U32("context_length", 512);
+    KEY_U32("vocab_size", G_VOCAB);
+    if (gm->head_dim)
+        KEY_U32("attention.key_length", hd);
+#undef KEY_U32
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    gguf_builder_kv_f32(&b, key, 1e-6f);
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    gguf_builder_kv_f32(&b, key, (float)(gm->rope_theta ? gm->rope_theta : 10000.0));
+    gguf_builder_kv_u32(&b, "tokenizer.ggml.bos_token_id", 1);
+    gguf_builder_kv_u32(&b, "tokenizer.ggml.eos_token_id", 2);
+    gguf_builder_kv_u32(&b, "tokenizer.ggml.eot_token_id", 3);
+
+    uint32_t mt = gm->matrix_type;
+    add_gguf_tensor(&b, gm, "token_embd.weight", mt, G_HIDDEN, G_VOCAB);
+    if (gm->rope_freqs)
+        gguf_builder_tensor(&b, "rope_freqs.weight", CINFER_GGML_F32, 1, (uint64_t[]){(uint64_t)hd / 2},
+                            gm->rope_freqs, (size_t)hd / 2 * 4);
+    for (int l = 0; l < G_LAYERS; l++) {
+        char nm[64];
+#define T(suffix, type, cols, rows) (snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix), add_gguf_tensor(&b, gm, nm, type, cols, rows))
+        T("attn_norm.weight", CINFER_GGML_F32, G_HIDDEN, 1);
+        T("attn_q.weight", mt, G_HIDDEN, G_HEADS * hd);
+        T("attn_k.weight", mt, G_HIDDEN, G_KV * hd);
+        T("attn_v.weight", mt, G_HIDDEN, G_KV * hd);
+        T("attn_output.weight", mt, G_HEADS * hd, G_HIDDEN);
+        if (!strcmp(a, "qwen2")) {
+            T("attn_q.bias", CINFER_GGML_F32, G_HEADS * hd, 1);
+            T("attn_k.bias", CINFER_GGML_F32, G_KV * hd, 1);
+            T("attn_v.bias", CINFER_GGML_F32, G_KV * hd, 1);
+        }
+        if (!strcmp(a, "qwen3")) {
+            T("attn_q_norm.weight", CINFER_GGML_F16, hd, 1); /* f16 on purpose: widened by the loader */
+            T("attn_k_norm.weight", CINFER_GGML_F32, hd, 1);
+        }
+        T("ffn_norm.weight", CINFER_GGML_F32, G_HIDDEN, 1);
+        T("ffn_gate.weight", mt, G_HIDDEN, G_INTER);
+        T("ffn_up.weight", mt, G_HIDDEN, G_INTER);
+        T("ffn_down.weight", mt, G_INTER, G_HIDDEN);
+#undef T
+    }
+    add_gguf_tensor(&b, gm, "output_norm.weight", CINFER_GGML_F32, G_HIDDEN, 1);
+    if (!gm->tied)
+        add_gguf_tensor(&b, gm, "output.weight", mt, G_HIDDEN, G_VOCAB);
+    ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+    gguf_builder_free(&b);
+}
+
+START_TEST(gguf_families_and_types)
+{
+    make_tmp_dir();
+    static const uint32_t types[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    static const char *const archs[] = {"llama", "qwen2", "qwen3"};
+    for (int ai = 0; ai < 3; ai++)
+        for (int ti = 0; ti < 4; ti++) {
+            struct gguf_model gm = {.arch = archs[ai], .matrix_type = types[ti], .tied = ai != 0,
+                                    .head_dim = ai == 2 ? 32 : 0};
+            const char *path = tmp_path("m.gguf");
+            write_gguf_model(path, &gm);
+            struct cinfer_model *m = load_ok(path);
+            const struct cinfer_model_config *c = &m->config;
+            int hd = gm.head_dim ? gm.head_dim : G_HIDDEN / G_HEADS;
+            ck_assert_str_eq(c->architecture, archs[ai]);
+            ck_assert_int_eq(c->rope_interleaved, ai == 0);
+            ck_assert_int_eq(c->attention_bias, ai == 1);
+            ck_assert_int_eq(c->qk_norm, ai == 2);
+            ck_assert_int_eq(c->head_dim, hd);
+            ck_assert_int_eq(c->vocab_size, G_VOCAB);
+            ck_assert_int_eq(c->tie_word_embeddings, gm.tied);
+            ck_assert_int_eq(c->n_eos, 2); /* eos and eot */
+            ck_assert_int_eq(c->eos_token_ids[1], 3);
+            ck_assert_float_eq(c->rms_norm_eps, 1e-6f);
+            const struct cinfer_weight *wq = &m->layers[1].wq;
+            ck_assert_int_eq(wq->rows, G_HEADS * hd);
+            ck_assert_int_eq(wq->cols, G_HIDDEN);
+            size_t row_bytes = types[ti] == CINFER_GGML_F32 ? G_HIDDEN * 4 : types[ti] == CINFER_GGML_Q8_0 ? G_HIDDEN / 32 * 34 : G_HIDDEN * 2;
+            ck_assert_uint_eq(wq->row_bytes, row_bytes);
+            /* In place: the same bytes the GGUF reader sees. */
+            struct cinfer_gguf *g = NULL;
+            struct cinfer_error err;
+            ck_assert_int_eq(cinfer_gguf_open(path, &g, &err), 0);
+            const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(g, "blk.1.attn_q.weight");
+            ck_assert_int_eq(memcmp(wq->data, t->data, t->nbytes), 0);
+            if (ai == 2) { /* the f16 q_norm came out as f32 with the same values */
+                t = cinfer_gguf_find_tensor(g, "blk.0.attn_q_norm.weight");
+                ck_assert_int_eq(m->layers[0].q_norm.dtype, CINFER_DTYPE_F32);
+                for (int i = 0; i < hd; i++) {
+                    uint16_t h;
+                    memcpy(&h, (const char *)t->data + 2 * i, 2);
+                    /* decode f16 by formula, independently of the loader's bit manipulation */
+                    int e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+                    double v = e == 0 ? ldexp(mant, -24) : e == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, e - 25);
+                    if (h & 0x8000)
+                        v = -v;
+                    float got = ((const float *)m->layers[0].q_norm.data)[i];
+                    ck_assert_msg((isnan(v) && isnan(got)) || got == (float)v, "q_norm[%d]: %g vs %g", i, got, v);
+                }
+            }
+            if (ai == 1)
+                ck_assert_int_eq(m->layers[0].bk.cols, G_KV * hd);
+            if (gm.tied)
+                ck_assert_ptr_eq(m->lm_head.data, m->tok_embeddings.data);
+            else
+                ck_assert_ptr_ne(m->lm_head.data, m->tok_embeddings.data);
+            cinfer_gguf_close(&g);
+            cinfer_model_free(&m);
+        }
+    remove_tmp_dir();
+}
+END_TEST
+
+/* llama.cpp's convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors), in double. */
+static void llama3_rope_freqs(double theta, int head_dim, double factor, double low, double high, double orig,
+                              float *out)
+{
+    for (int i = 0; i < head_dim / 2; i++) {
+        double freq = 1.0 / pow(theta, (2.0 * i) / head_dim);
+        double wavelen = 2 * M_PI / freq;
+        if (wavelen < orig / high)
+            out[i] = 1.0f;
+        else if (wavelen > orig / low)
+            out[i] = (float)factor;
+        else {
+            double smooth = (orig / wavelen - low) / (high - low);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
+/* Hugging Face's _compute_llama3_parameters multiplier of frequency inv, from the config. */
+static double hf_llama3_multiplier(const struct cinfer_model_config *c, double inv)
+{
+    double factor = c->rope_scaling.factor, low = c->rope_scaling.low_freq_factor;
+    double high = c->rope_scaling.high_freq_factor, orig = c->rope_scaling.original_max_position_embeddings;
+    double wavelen = 2 * M_PI / inv;
+    if (wavelen < orig / high)
+        return 1.0;
+    if (wavelen > orig / low)
+        return 1.0 / factor;
+    double smooth = (orig / wavelen - low) / (high - low);
+    return (1 - smooth) / factor + smooth;
+}
+
+START_TEST(gguf_llama3_rope_freqs_reproduced)
+{
+    make_tmp_dir();
+    static const struct {
+        double theta;
+        int head_dim;
+        double factor, low, high, orig;
+    } cases[] = {
+        {500000.0, 128, 8.0, 1.0, 4.0, 8192.0}, /* Llama 3.1 8B */
+        {500000.0, 64, 32.0, 1.0, 4.0, 8192.0}, /* Llama 3.2 1B */
+        {10000.0, 16, 8.0, 1.0, 4.0, 64.0},     /* tests/reference's llama3 family */
+        {10000.0, 32, 4.0, 2.0, 3.0, 30.0},     /* one blended pair */
+        {10000.0, 16, 2.0, 1.0, 1.5, 3000.0},   /* no blended pair: a step */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        float freqs[64];
+        llama3_rope_freqs(cases[k].theta, cases[k].head_dim, cases[k].factor, cases[k].low, cases[k].high,
+                          cases[k].orig, freqs);
+        struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_F32, .head_dim = cases[k].head_dim,
+                                .rope_freqs = freqs, .rope_theta = cases[k].theta};
+        const char *path = tmp_path("l3.gguf");
+        write_gguf_model(path, &gm);
+        struct cinfer_model *m = load_ok(path);
+        const struct cinfer_model_config *c = &m->config;
+        ck_assert_int_eq(c->rope_scaling.type, CINFER_ROPE_SCALING_LLAMA3);
+        ck_assert_float_eq(c->rope_scaling.factor, (float)cases[k].factor);
+        double worst = 0;
+        for (int i = 0; i < cases[k].head_dim / 2; i++) {
+            double inv = 1.0 / pow(cases[k].theta, (2.0 * i) / cases[k].head_dim);
+            double rel = fabs(hf_llama3_multiplier(c, inv) * freqs[i] - 1.0);
+            worst = fmax(worst, rel);
+        }
+        ck_assert_msg(worst < 1e-5, "case %zu: worst relative error %g", k, worst);
+        printf("model_load: llama3 rope_freqs case %zu (head_dim %d): reproduced within %.1e (low %g, high %g, "
+               "orig %d)\n",
+               k, cases[k].head_dim, worst, (double)c->rope_scaling.low_freq_factor,
+               (double)c->rope_scaling.high_freq_factor, c->rope_scaling.original_max_position_embeddings);
+        cinfer_model_free(&m);
+    }
+    /* Factors that no Llama 3 curve gives are refused, not approximated. */
+    float odd[8] = {1, 3, 1, 3, 1, 3, 1, 3};
+    struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_F32, .rope_freqs = odd, .head_dim = 16};
+    write_gguf_model(tmp_path("odd.gguf"), &gm);
+    expect_refused(tmp_path("odd.gguf"), CINFER_ERR_UNSUPPORTED, "rope_freqs.weight");
+    remove_tmp_dir();
+}
+END_TEST
+
+START_TEST(gguf_errors_name_the_problem)
+{
+    make_tmp_dir();
+    const char *path = tmp_path("bad.gguf");
+    struct gguf_model base = {.arch = "llama", .matrix_type = CINFER_GGML_F16};
+    struct gguf_model gm = base;
+    gm.arch = "gpt2";
+    write_gguf_model(path, &gm);
+    expect_refused(path, CINFER_ERR_UNSUPPORTED, "general.architecture \"gpt2\" is not supported");
+    gm = base;
+    gm.skip_tensor = "blk.1.ffn_gate.weight";
+    write_gguf_model(path, &gm);
+    expect_refused(path, CINFER_ERR_NOT_FOUND, "bad.gguf: missing tensor blk.1.ffn_gate.weight");
+    gm = base;
+    gm.wrong_tensor = "blk.0.ffn_down.weight";
+    write_gguf_model(path, &gm);
+    expect_refused(path, CINFER_ERR_PARSE,
+                   "tensor blk.0.ffn_down.weight has shape [95, 64] (ggml order), expected [96, 64] from GGUF "
+                   "llama.embedding_length/llama.feed_forward_length");
+    gm = base;
+    gm.matrix_type = 2; /* q4_0: a valid ggml type cinfer does not compute with */
+    write_gguf_model(path, &gm);
+    expect_refused(path, CINFER_ERR_UNSUPPORTED, "tensor token_embd.weight is stored as q4_0");
+
+    struct gguf_builder b;
+    gguf_builder_init(&b, 3);
+    gguf_builder_kv_str(&b, "general.architecture", "llama");
+    gguf_builder_kv_u32(&b, "llama.embedding_length", 64);
+    write_text(path, "");
+    ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+    gguf_builder_free(&b);
+    expect_refused(path, CINFER_ERR_NOT_FOUND, "GGUF key llama.feed_forward_length is missing");
+    write_text(path, "GGUF\3\0\0\0");
+    expect_refused(path, CINFER_ERR_PARSE, "GGUF file truncated");
+    remove_tmp_dir();
+}
+END_TEST
+
+static Suite *suite_model_load(void)
+{
+    Suite *s = suite_create("model_load");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, loads_stories260k);
+    tcase_add_test(tc, hf_llama_every_dtype_tied_and_untied);
+    tcase_add_test(tc, hf_sharded_with_index);
+    tcase_add_test(tc, hf_qwen2_biases_and_qwen3_norms);
+    tcase_add_test(tc, hf_llama3_rope_scaling_and_generation_config);
+    tcase_add_test(tc, hf_errors_name_the_problem);
+    tcase_add_test(tc, hf_unsupported_dtype);
+    tcase_add_test(tc, gguf_families_and_types);
+    tcase_add_test(tc, gguf_llama3_rope_freqs_reproduced);
+    tcase_add_test(tc, gguf_errors_name_the_problem);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_model_load)
