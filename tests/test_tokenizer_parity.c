@@ -8,11 +8,15 @@
  *   - encode(text, add_special=0) and (add_special=1) give the reference ids;
  *   - decode(reference ids) gives the reference text, with and without special tokens;
  *   - decode(encode(text)) == text wherever the reference library round-trips too;
- *   - the incremental decoder's deltas, fed one id at a time, concatenate to decode().
+ *   - the incremental decoder's deltas (one id per step, and chunks with skip_special)
+ *     concatenate to decode();
+ *   - piece_to_id(id_to_piece(id)) == id over the vocabulary;
+ *   - three threads encoding the corpus at once on one tokenizer get the same ids.
  * It prints one summary line per tokenizer and the first mismatches of each kind with
  * the string and both id lists. Without node/npm/python3-sentencepiece, or without the
  * plugin in this build, it exits 77 (ctest SKIP_RETURN_CODE) and says why. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,20 +40,55 @@ static const char *const tokenizer_names[] = {"gpt2", "llama3", "qwen3", "mistra
 
 /* ---- printing ------------------------------------------------------------------------ */
 
-/* Writes text as a C-ish literal: UTF-8 kept, control bytes escaped, cut at max bytes. */
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not valid there. */
+static size_t utf8_sequence_length(const unsigned char *s, size_t n)
+{
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF)
+        len = 2;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+        len = 3;
+        lo = s[0] == 0xE0 ? 0xA0 : 0x80; /* no overlong forms */
+        hi = s[0] == 0xED ? 0x9F : 0xBF; /* no surrogates */
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+        len = 4;
+        lo = s[0] == 0xF0 ? 0x90 : 0x80;
+        hi = s[0] == 0xF4 ? 0x8F : 0xBF;
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* Writes text as a C-ish literal: valid UTF-8 kept, control and invalid bytes escaped,
+ * cut after max_bytes. */
 static void print_text(const char *text, size_t len, size_t max_bytes)
 {
-    putchar('"');
+    const unsigned char *s = (const unsigned char *)text;
     size_t shown = len < max_bytes ? len : max_bytes;
-    for (size_t i = 0; i < shown; i++) {
-        unsigned char c = (unsigned char)text[i];
+    putchar('"');
+    for (size_t i = 0; i < shown;) {
+        size_t n = utf8_sequence_length(s + i, len - i);
+        if (n > 1) {
+            fwrite(s + i, 1, n, stdout);
+            i += n;
+            continue;
+        }
+        unsigned char c = s[i++];
         if (c == '\n')
             fputs("\\n", stdout);
         else if (c == '\t')
             fputs("\\t", stdout);
         else if (c == '"' || c == '\\')
             printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
+        else if (n == 0 || c < 0x20 || c == 0x7f)
             printf("\\x%02x", c);
         else
             putchar(c);
@@ -165,14 +204,18 @@ enum check_kind {
     CHECK_DECODE_SKIP,     /* decode(ids_special, 1) == decoded_skip */
     CHECK_ROUNDTRIP,       /* decode(encode(text), 0) == text, where the reference round-trips */
     CHECK_INCREMENTAL,     /* deltas of ids, one at a time, + finish == decode(ids, 0) */
+    CHECK_INCREMENTAL_SKIP, /* deltas of ids_special in chunks of 1..5, skip_special == decode(.., 1) */
+    CHECK_VOCAB,           /* piece_to_id(id_to_piece(id)) == id, reference ids < vocab_size */
     CHECK_ERRORS,          /* a plugin call failed */
     N_CHECKS
 };
 static const char *const check_names[N_CHECKS] = {
-    "encode", "encode+special", "decode", "decode skip_special", "round trip", "incremental", "errors",
+    "encode", "encode+special", "decode", "decode skip_special", "round trip", "incremental",
+    "incremental skip_special", "vocabulary", "errors",
 };
 
 struct tally {
+    uint32_t vocab_size; /* the plugin's */
     size_t compared;
     size_t failed[N_CHECKS];
     size_t roundtrip_checked;
@@ -284,25 +327,30 @@ static int append(char **buf, size_t *len, size_t *cap, const char *more, size_t
     return CINFER_OK;
 }
 
-/* Feeds ids one at a time to a fresh incremental decoder; the concatenated deltas. */
+/* Feeds ids to a fresh incremental decoder, one at a time or (chunked) in steps of
+ * 1, 2, 3, 4, 5, 1, ... ids; the concatenated deltas plus finish(). */
 static char *incremental_decode(const struct plugin_tokenizer *pt, const struct cinfer_token_ids *ids,
-                                size_t *len, struct cinfer_error *err)
+                                int skip_special, int chunked, size_t *len, struct cinfer_error *err)
 {
     struct cinfer_token_decoder *dec = NULL;
-    if (pt->ops->decoder_new(pt->tok, 0, &dec, err) != CINFER_OK)
+    if (pt->ops->decoder_new(pt->tok, skip_special, &dec, err) != CINFER_OK)
         return NULL;
     char *all = NULL;
     size_t cap = 0;
     *len = 0;
     int rc = append(&all, len, &cap, "", 0);
-    for (size_t i = 0; rc == CINFER_OK && i <= ids->len; i++) {
+    for (size_t i = 0, step = 0; rc == CINFER_OK && i <= ids->len; step++) {
+        size_t n = chunked ? step % 5 + 1 : 1;
+        if (n > ids->len - i)
+            n = ids->len - i;
         char *delta = NULL;
         size_t delta_len = 0;
-        rc = i < ids->len ? pt->ops->decoder_step(dec, &ids->ids[i], 1, &delta, &delta_len, err)
+        rc = i < ids->len ? pt->ops->decoder_step(dec, &ids->ids[i], n, &delta, &delta_len, err)
                           : pt->ops->decoder_finish(dec, &delta, &delta_len, err);
         if (rc == CINFER_OK)
             rc = append(&all, len, &cap, delta, delta_len);
         free(delta);
+        i += i < ids->len ? n : 1;
     }
     pt->ops->decoder_free(dec);
     if (rc != CINFER_OK) {
@@ -310,6 +358,25 @@ static char *incremental_decode(const struct plugin_tokenizer *pt, const struct 
         return NULL;
     }
     return all;
+}
+
+/* The incremental decoder (one id per step without skipping, chunks with skip_special)
+ * against decode() of the same ids. */
+static void check_incremental(const struct plugin_tokenizer *pt, struct tally *t, enum check_kind kind,
+                              size_t case_index, const char *text, size_t len,
+                              const struct cinfer_token_ids *ids, const char *want, size_t want_len)
+{
+    int skip = kind == CHECK_INCREMENTAL_SKIP;
+    size_t inc_len = 0;
+    struct cinfer_error err = {0};
+    char *inc = incremental_decode(pt, ids, skip, skip, &inc_len, &err);
+    if (inc == NULL) {
+        if (tally_fail(t, CHECK_ERRORS))
+            printf("  %s: incremental decode failed, case %zu: %s\n", pt->name, case_index, err.message);
+        return;
+    }
+    check_text(pt, t, kind, case_index, text, len, want, want_len, inc, inc_len);
+    free(inc);
 }
 
 static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c)
@@ -329,24 +396,25 @@ static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_
     char *got = plugin_decode(pt, t, case_index, &ids, 0, &got_len);
     check_text(pt, t, CHECK_DECODE, case_index, text, len, json_string_value(decoded),
                json_string_length(decoded), got, got_len);
-    if (got != NULL) {
-        size_t inc_len = 0;
-        struct cinfer_error err = {0};
-        char *inc = incremental_decode(pt, &ids, &inc_len, &err);
-        if (inc == NULL) {
-            if (tally_fail(t, CHECK_ERRORS))
-                printf("  %s: incremental decode failed, case %zu: %s\n", pt->name, case_index, err.message);
-        } else {
-            check_text(pt, t, CHECK_INCREMENTAL, case_index, text, len, got, got_len, inc, inc_len);
-        }
-        free(inc);
-    }
+    if (got != NULL)
+        check_incremental(pt, t, CHECK_INCREMENTAL, case_index, text, len, &ids, got, got_len);
     free(got);
 
     got = plugin_decode(pt, t, case_index, &ids_special, 1, &got_len);
     check_text(pt, t, CHECK_DECODE_SKIP, case_index, text, len, json_string_value(decoded_skip),
                json_string_length(decoded_skip), got, got_len);
+    if (got != NULL)
+        check_incremental(pt, t, CHECK_INCREMENTAL_SKIP, case_index, text, len, &ids_special, got, got_len);
     free(got);
+
+    for (size_t i = 0; i < ids_special.len; i++) {
+        if (ids_special.ids[i] < 0 || (uint32_t)ids_special.ids[i] >= t->vocab_size) {
+            if (tally_fail(t, CHECK_VOCAB))
+                printf("  %s: reference id %d of case %zu is outside the plugin's vocab_size %u\n",
+                       pt->name, ids_special.ids[i], case_index, t->vocab_size);
+            break;
+        }
+    }
 
     if (json_is_true(json_object_get(c, "roundtrip"))) {
         /* For invalid UTF-8 input the text that should come back is the repaired one,
@@ -389,6 +457,25 @@ static void plugin_tokenizer_close(struct plugin_tokenizer *pt)
     cinfer_plugin_close(&pt->plugin);
 }
 
+/* Every stored piece maps back to its id (the plugin's own tables agree). */
+static void check_vocabulary(const struct plugin_tokenizer *pt, struct tally *t)
+{
+    struct cinfer_tokenizer_info info;
+    pt->ops->info(pt->tok, &info);
+    t->vocab_size = info.vocab_size;
+    for (uint32_t id = 0; id < info.vocab_size; id++) {
+        const char *piece = pt->ops->id_to_piece(pt->tok, (int32_t)id);
+        if (piece == NULL)
+            continue; /* a hole in the id space */
+        int32_t back = pt->ops->piece_to_id(pt->tok, piece, strlen(piece));
+        if (back != (int32_t)id && tally_fail(t, CHECK_VOCAB)) {
+            printf("  %s: piece_to_id(id_to_piece(%u) = ", pt->name, id);
+            print_text(piece, strlen(piece), 40);
+            printf(") = %d\n", back);
+        }
+    }
+}
+
 START_TEST(parity_with_reference)
 {
     const char *name = tokenizer_names[_i];
@@ -403,6 +490,7 @@ START_TEST(parity_with_reference)
     plugin_tokenizer_open(&pt, name, ref.path);
 
     struct tally t = {0};
+    check_vocabulary(&pt, &t);
     for (size_t i = 0; i < json_array_size(ref.cases); i++)
         check_case(&pt, &t, i, json_array_get(ref.cases, i));
 
@@ -426,12 +514,85 @@ START_TEST(parity_with_reference)
 }
 END_TEST
 
+/* encode() is promised safe from many threads at once on one tokenizer: several threads
+ * encode the whole corpus (add_special 1) at the same time and must each get the
+ * reference ids. */
+#define ENCODE_THREADS 3
+
+struct encode_worker {
+    const struct plugin_tokenizer *pt;
+    const json_t *cases;
+    size_t first_case; /* threads start at different places, so they overlap in time */
+    size_t mismatches;
+    size_t errors;
+};
+
+static void *encode_worker_run(void *arg)
+{
+    struct encode_worker *w = arg;
+    size_t n = json_array_size(w->cases);
+    struct cinfer_token_ids got = {0};
+    for (size_t k = 0; k < n; k++) {
+        const json_t *c = json_array_get(w->cases, (w->first_case + k) % n);
+        size_t len;
+        char *text = case_input(c, &len);
+        const json_t *want = json_object_get(c, "ids_special");
+        struct cinfer_error err = {0};
+        got.len = 0;
+        if (w->pt->ops->encode(w->pt->tok, text, len, 1, &got, &err) != CINFER_OK) {
+            w->errors++;
+        } else {
+            int same = got.len == json_array_size(want);
+            for (size_t i = 0; same && i < got.len; i++)
+                same = got.ids[i] == (int32_t)json_integer_value(json_array_get(want, i));
+            w->mismatches += !same;
+        }
+        free(text);
+    }
+    cinfer_token_ids_free(&got);
+    return NULL;
+}
+
+START_TEST(encode_from_threads)
+{
+    const char *name = tokenizer_names[_i];
+    char why[512];
+    if (tokenizer_skipped(name, why, sizeof why)) {
+        printf("threads %-10s: skipped: %s\n", name, why);
+        return;
+    }
+    struct reference ref;
+    reference_load(&ref, name);
+    struct plugin_tokenizer pt;
+    plugin_tokenizer_open(&pt, name, ref.path);
+    struct encode_worker workers[ENCODE_THREADS];
+    pthread_t threads[ENCODE_THREADS];
+    for (int i = 0; i < ENCODE_THREADS; i++) {
+        workers[i] = (struct encode_worker){&pt, ref.cases, i * json_array_size(ref.cases) / ENCODE_THREADS, 0, 0};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, encode_worker_run, &workers[i]), 0);
+    }
+    size_t mismatches = 0, errors = 0;
+    for (int i = 0; i < ENCODE_THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        mismatches += workers[i].mismatches;
+        errors += workers[i].errors;
+    }
+    printf("threads %-10s: %d threads x %zu strings encoded at once: %zu mismatches, %zu errors\n", name,
+           ENCODE_THREADS, json_array_size(ref.cases), mismatches, errors);
+    plugin_tokenizer_close(&pt);
+    json_decref(ref.root);
+    ck_assert_msg(mismatches == 0 && errors == 0, "%s: concurrent encode gave %zu mismatches, %zu errors",
+                  name, mismatches, errors);
+}
+END_TEST
+
 static Suite *suite_tokenizer_parity(void)
 {
     Suite *s = suite_create("tokenizer_parity");
     TCase *tc = tcase_create("reference");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, parity_with_reference, 0, (int)N_TOKENIZERS);
+    tcase_add_loop_test(tc, encode_from_threads, 0, (int)N_TOKENIZERS);
     suite_add_tcase(s, tc);
     return s;
 }
