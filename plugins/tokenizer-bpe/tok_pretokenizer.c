@@ -193,7 +193,9 @@ static int metaspace(const struct tok_pretok_step *st, const char *s, size_t n, 
                      struct tok_buf *tmp, struct tok_pieces *out)
 {
     tmp->len = 0;
-    int starts_with = n >= st->replacement_len && memcmp(s, st->replacement, st->replacement_len) == 0;
+    /* HF replaces spaces first, then asks whether the text starts with the replacement */
+    int starts_with = (n && s[0] == ' ') ||
+                      (n >= st->replacement_len && memcmp(s, st->replacement, st->replacement_len) == 0);
     int prepend = !starts_with && (st->prepend_scheme == TOK_PREPEND_ALWAYS ||
                                    (st->prepend_scheme == TOK_PREPEND_FIRST && orig == 0));
     if (prepend && tok_buf_append(tmp, st->replacement, st->replacement_len))

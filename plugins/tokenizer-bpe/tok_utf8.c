@@ -1,4 +1,5 @@
 /* UTF-8: validation, WHATWG replacement of invalid bytes, and GPT-2's byte alphabet. */
+#include <pthread.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -140,26 +141,32 @@ static int printable_byte(unsigned b)
     return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
 }
 
+/* The alphabet as tables, built once (pthread_once keeps concurrent opens safe). */
+static uint16_t byte_cp[256];
+static int16_t cp_byte[324]; /* code points 0..323 cover the whole alphabet */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void build_tables(void)
+{
+    uint32_t next = 256;
+    for (int i = 0; i < 324; i++)
+        cp_byte[i] = -1;
+    for (unsigned b = 0; b < 256; b++) {
+        byte_cp[b] = (uint16_t)(printable_byte(b) ? b : next++);
+        cp_byte[byte_cp[b]] = (int16_t)b;
+    }
+}
+
 uint32_t tok_byte_to_cp(uint8_t b)
 {
-    if (printable_byte(b))
-        return b;
-    uint32_t k = 0;
-    for (unsigned x = 0; x < b; x++)
-        if (!printable_byte(x))
-            k++;
-    return 256 + k;
+    pthread_once(&tables_once, build_tables);
+    return byte_cp[b];
 }
 
 int tok_cp_to_byte(uint32_t cp)
 {
-    if (cp < 256)
-        return printable_byte(cp) ? (int)cp : -1;
-    uint32_t k = cp - 256;
-    for (unsigned x = 0; x < 256; x++)
-        if (!printable_byte(x) && k-- == 0)
-            return (int)x;
-    return -1;
+    pthread_once(&tables_once, build_tables);
+    return cp < 324 ? cp_byte[cp] : -1;
 }
 
 int tok_is_whitespace(uint32_t cp)
