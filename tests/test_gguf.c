@@ -84,6 +84,8 @@ static void check_sample(const struct cinfer_gguf *g, uint32_t version)
     ck_assert_int_eq(cinfer_gguf_find_key(g, "llama.block"), -1);
     ck_assert(str_is(cinfer_gguf_key_name(g, 1), "llama.block_count"));
     ck_assert_int_eq(cinfer_gguf_key_type(g, 1), CINFER_GGUF_UINT32);
+    ck_assert_int_eq((int)cinfer_gguf_key_type(g, -1), -1);
+    ck_assert_ptr_null(cinfer_gguf_key_name(g, 99).data);
 
     struct cinfer_gguf_str s;
     ck_assert_int_eq(cinfer_gguf_get_str(g, "general.architecture", &s, &err), 0);
@@ -487,6 +489,7 @@ static Suite *suite_gguf(void)
 {
     Suite *s = suite_create("gguf");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300); /* file-heavy: generous on a loaded machine */
     tcase_add_test(tc, reads_v3_and_v2);
     tcase_add_test(tc, custom_alignment);
     tcase_add_test(tc, getter_errors_name_key_and_types);

@@ -549,6 +549,7 @@ START_TEST(hf_errors_name_the_problem)
                                         "\"data_offsets\": [0, 64]}}     ", zeros, sizeof zeros), 0);
     expect_refused(dir, CINFER_ERR_NOT_FOUND, "model.safetensors: missing tensor model.embed_tokens.weight");
     expect_refused(tmp_path("nothing_here"), CINFER_ERR_NOT_FOUND, "no such model");
+    expect_refused(path, CINFER_ERR_INVALID_ARGUMENT, "give the model folder");
     remove_tmp_dir();
 }
 END_TEST
@@ -853,6 +854,7 @@ static Suite *suite_model_load(void)
 {
     Suite *s = suite_create("model_load");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300); /* file-heavy: generous on a loaded machine */
     tcase_add_test(tc, loads_stories260k);
     tcase_add_test(tc, hf_llama_every_dtype_tied_and_untied);
     tcase_add_test(tc, hf_sharded_with_index);

@@ -205,6 +205,7 @@ static Suite *suite_safetensors(void)
 {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300); /* file-heavy: generous on a loaded machine */
     tcase_add_test(tc, reads_tensors_in_place);
     tcase_add_test(tc, every_truncation_is_refused);
     tcase_add_test(tc, bad_headers_are_refused);

@@ -472,6 +472,9 @@ struct cinfer_gguf_str cinfer_gguf_key_name(const struct cinfer_gguf *g, int64_t
 
 enum cinfer_gguf_value_type cinfer_gguf_key_type(const struct cinfer_gguf *g, int64_t idx)
 {
+    /* An index from find_key may be -1: answer with a type no key has. */
+    if (idx < 0 || (uint64_t)idx >= g->n_kv)
+        return (enum cinfer_gguf_value_type)-1;
     return g->kv[idx].type;
 }
 

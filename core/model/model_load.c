@@ -172,6 +172,12 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     if (stat(path, &st) != 0)
         return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
                                 "%s: no such model: expected a Hugging Face model folder or a .gguf file", path);
+    size_t len = strlen(path);
+    if (!S_ISDIR(st.st_mode) && len >= 12 && !strcmp(path + len - 12, ".safetensors"))
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "%s: a safetensors file alone has no configuration; give the model folder that holds "
+                                "it and config.json",
+                                path);
     struct cinfer_model *m = calloc(1, sizeof *m);
     struct cinfer_model_storage *storage = calloc(1, sizeof *storage);
     if (!m || !storage || !(m->path = strdup(path))) {
