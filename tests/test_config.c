@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cinfer/config.h"
-#include "config/int_literals.h"
+#include "config/prescan.h"
 #include "config/options.h"
 #include "support/run_command.h"
 #include "support/runner.h"
@@ -289,15 +289,20 @@ START_TEST(oversized_integer_literals)
     const char *fine = "a = { s = \"99999999999 \\\" 88888888888\"; # 77777777777\n"
                        "  // 66666666666\n /* 55555555555\n */ x9999999999 = 1.5e300; y = 2147483647;\n"
                        "  z = -2147483648; w = 9999999999L; v = 0x7fffffff; };";
-    ck_assert_int_eq(cinfer_config_check_integer_literals(fine, "t.cfg", &err), 0);
-    ck_assert_int_eq(cinfer_config_check_integer_literals("a = { b = 1;\n c = 4294967296; };", "t.cfg", &err),
+    ck_assert_int_eq(cinfer_config_prescan(fine, "t.cfg", 1, &err), 0);
+    ck_assert_int_eq(cinfer_config_prescan("a = { b = 1;\n c = 4294967296; };", "t.cfg", 1, &err),
                      CINFER_ERR_CONFIG);
     ck_assert_str_eq(err.message, "t.cfg:2: 4294967296: integer too large for 32 bits; write 4294967296L for a "
                                   "64-bit integer (or a string with a unit, such as \"4G\" or \"10m\")");
-    ck_assert_int_eq(cinfer_config_check_integer_literals("a={b=-2147483649;};", "t.cfg", &err), CINFER_ERR_CONFIG);
-    ck_assert_int_eq(cinfer_config_check_integer_literals("a={b=0xFFFFFFFF;};", "t.cfg", &err), CINFER_ERR_CONFIG);
-    ck_assert_int_eq(cinfer_config_check_integer_literals("a={b=[1,99999999999];};", "t.cfg", &err),
+    ck_assert_int_eq(cinfer_config_prescan("a={b=-2147483649;};", "t.cfg", 1, &err), CINFER_ERR_CONFIG);
+    ck_assert_int_eq(cinfer_config_prescan("a={b=0xFFFFFFFF;};", "t.cfg", 1, &err), CINFER_ERR_CONFIG);
+    ck_assert_int_eq(cinfer_config_prescan("a={b=[1,99999999999];};", "t.cfg", 1, &err),
                      CINFER_ERR_CONFIG);
+    /* @include: fine in files, refused in text (it has no folder to be relative to). */
+    ck_assert_int_eq(cinfer_config_prescan("a = \"@include\"; # @include\n", "t", 0, &err), 0);
+    ck_assert_int_eq(cinfer_config_prescan("\n@include \"/etc/passwd\"\n", "t", 1, &err), 0);
+    ck_assert_int_eq(cinfer_config_prescan("\n@include \"/etc/passwd\"\n", "t", 0, &err), CINFER_ERR_CONFIG);
+    ck_assert_str_eq(err.message, "t:2: @include is not allowed in settings given as text (only in files)");
     /* Without the scan libconfig would wrap this to 0; with it, the user is told. */
     expect_load_error("scheduler = { kv_cache_bytes = 4294967296; };", CINFER_ERR_CONFIG,
                       "cinfer.cfg:1: 4294967296: integer too large for 32 bits; write 4294967296L for a 64-bit "
@@ -561,6 +566,43 @@ START_TEST(flag_over_file)
     ck_assert_int_eq(cinfer_server_args_parse_command_line(&args, 3, missing, NULL, rest, &n_rest, &err),
                      CINFER_ERR_IO);
     unlink(path);
+}
+END_TEST
+
+START_TEST(include_in_files)
+{
+    /* @include names a file next to the including one; errors in it name that file. */
+    char folder[] = "/tmp/cinfer-test-include-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(folder));
+    char main_path[128], part_path[128];
+    snprintf(main_path, sizeof main_path, "%s/main.cfg", folder);
+    snprintf(part_path, sizeof part_path, "%s/part.cfg", folder);
+    FILE *f = fopen(main_path, "w");
+    fputs("server = { port = 4242; };\n@include \"part.cfg\"\n", f);
+    fclose(f);
+    f = fopen(part_path, "w");
+    fputs("scheduler = { page_size = 64; };\n", f);
+    fclose(f);
+    struct cinfer_server_args args;
+    struct cinfer_error err = {0};
+    init_args(&args);
+    ck_assert_msg(cinfer_server_args_load_file(&args, main_path, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(args.port, 4242);
+    ck_assert_int_eq(args.page_size, 64);
+
+    f = fopen(part_path, "w");
+    fputs("\nscheduler = { page_size = 0; };\n", f);
+    fclose(f);
+    ck_assert_int_eq(cinfer_server_args_load_file(&args, main_path, &err), CINFER_ERR_CONFIG);
+    char expected[256];
+    snprintf(expected, sizeof expected, "%s:2: scheduler.page_size: expected an integer from 1 to 4096, found 0",
+             part_path);
+    ck_assert_str_eq(err.message, expected);
+    ck_assert_int_eq(args.page_size, 64);
+    cinfer_server_args_free(&args);
+    unlink(part_path);
+    unlink(main_path);
+    rmdir(folder);
 }
 END_TEST
 
@@ -929,6 +971,7 @@ static Suite *suite_config(void)
     tcase_add_test(tc, flag_errors);
     tcase_add_test(tc, flags_and_rest);
     tcase_add_test(tc, flag_over_file);
+    tcase_add_test(tc, include_in_files);
     tcase_add_test(tc, validation);
     tcase_add_test(tc, every_option_round_trips);
     tcase_add_test(tc, every_flag_sets_its_key);

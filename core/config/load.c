@@ -9,19 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/int_literals.h"
+#include "config/prescan.h"
 #include "config/options.h"
 
 /* Where a setting was written, for messages: "cinfer.cfg:12". */
 struct place {
-    const char *file;
+    char file[512];
     int line;
 };
 
-static struct place place_of(const config_setting_t *setting, const char *name)
+/* name is what the text was loaded as; folder, for files, is where @include looks (an
+ * included file is reported with it, as libconfig knows it only by its written name). */
+static struct place place_of(const config_setting_t *setting, const char *name, const char *folder)
 {
+    struct place p = {.line = (int)config_setting_source_line(setting)};
     const char *file = config_setting_source_file(setting);
-    struct place p = {file ? file : name, (int)config_setting_source_line(setting)};
+    if (!file || !strcmp(file, name))
+        snprintf(p.file, sizeof p.file, "%s", name);
+    else if (file[0] != '/' && folder)
+        snprintf(p.file, sizeof p.file, "%s/%s", folder, file);
+    else
+        snprintf(p.file, sizeof p.file, "%s", file);
     return p;
 }
 
@@ -197,13 +205,13 @@ static int unknown_section(const config_setting_t *setting, const struct place *
 }
 
 static int read_config(struct cinfer_server_args *args, const config_t *cfg, const char *name,
-                       struct cinfer_error *err)
+                       const char *folder, struct cinfer_error *err)
 {
     const config_setting_t *root = config_root_setting(cfg);
     for (int i = 0; i < config_setting_length(root); i++) {
         const config_setting_t *section = config_setting_get_elem(root, (unsigned)i);
         const char *section_name = config_setting_name(section);
-        struct place at = place_of(section, name);
+        struct place at = place_of(section, name, folder);
         if (!is_section(section_name))
             return unknown_section(section, &at, err);
         if (!config_setting_is_group(section))
@@ -212,7 +220,7 @@ static int read_config(struct cinfer_server_args *args, const config_t *cfg, con
         for (int j = 0; j < config_setting_length(section); j++) {
             const config_setting_t *setting = config_setting_get_elem(section, (unsigned)j);
             const char *key = config_setting_name(setting);
-            at = place_of(setting, name);
+            at = place_of(setting, name, folder);
             const struct option *opt = cinfer_option_by_key(section_name, key);
             if (!opt)
                 return unknown_key(section_name, key, &at, err);
@@ -225,9 +233,14 @@ static int read_config(struct cinfer_server_args *args, const config_t *cfg, con
     return 0;
 }
 
-static int syntax_error(const config_t *cfg, const char *name, struct cinfer_error *err)
+static int syntax_error(const config_t *cfg, const char *name, const char *folder, struct cinfer_error *err)
 {
-    const char *file = config_error_file(cfg) ? config_error_file(cfg) : name;
+    char file[512];
+    const char *error_file = config_error_file(cfg);
+    if (error_file && strcmp(error_file, name) && error_file[0] != '/' && folder)
+        snprintf(file, sizeof file, "%s/%s", folder, error_file);
+    else
+        snprintf(file, sizeof file, "%s", error_file ? error_file : name);
     if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
         return cinfer_error_set(err, CINFER_ERR_IO, "%s: cannot read the config file (%s)", file,
                                 config_error_text(cfg) ? config_error_text(cfg) : "file I/O error");
@@ -237,14 +250,14 @@ static int syntax_error(const config_t *cfg, const char *name, struct cinfer_err
 
 /* Reads cfg's settings into a copy of args and swaps it in on success, so that a
  * failed load leaves args as it was. */
-static int read_into(struct cinfer_server_args *args, const config_t *cfg, const char *name,
+static int read_into(struct cinfer_server_args *args, const config_t *cfg, const char *name, const char *folder,
                      struct cinfer_error *err)
 {
     struct cinfer_server_args updated;
     int rc = cinfer_server_args_copy(&updated, args, err);
     if (rc)
         return rc;
-    rc = read_config(&updated, cfg, name, err);
+    rc = read_config(&updated, cfg, name, folder, err);
     if (rc) {
         cinfer_server_args_free(&updated);
         return rc;
@@ -257,15 +270,15 @@ static int read_into(struct cinfer_server_args *args, const config_t *cfg, const
 int cinfer_server_args_load_string(struct cinfer_server_args *args, const char *text, const char *name,
                                    struct cinfer_error *err)
 {
-    int rc = cinfer_config_check_integer_literals(text, name, err);
+    int rc = cinfer_config_prescan(text, name, 0, err);
     if (rc)
         return rc;
     config_t cfg;
     config_init(&cfg);
     if (config_read_string(&cfg, text) != CONFIG_TRUE)
-        rc = syntax_error(&cfg, name, err);
+        rc = syntax_error(&cfg, name, NULL, err);
     else
-        rc = read_into(args, &cfg, name, err);
+        rc = read_into(args, &cfg, name, NULL, err);
     config_destroy(&cfg);
     return rc;
 }
@@ -300,11 +313,11 @@ static char *read_whole_file(const char *path, struct cinfer_error *err)
 int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *path, struct cinfer_error *err)
 {
     /* Read here first for errno's words (libconfig only says "file I/O error") and for
-     * the scan of oversized integers. Files named by @include are not scanned. */
+     * the prescan. Files named by @include are not prescanned. */
     char *text = read_whole_file(path, err);
     if (!text)
         return err ? err->code : CINFER_ERR_IO;
-    int rc = cinfer_config_check_integer_literals(text, path, err);
+    int rc = cinfer_config_prescan(text, path, 1, err);
     free(text);
     if (rc)
         return rc;
@@ -314,11 +327,12 @@ int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *pa
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory reading %s", path);
     config_t cfg;
     config_init(&cfg);
-    config_set_include_dir(&cfg, dirname(folder_copy)); /* @include is relative to this file */
+    const char *folder = dirname(folder_copy);
+    config_set_include_dir(&cfg, folder); /* @include is relative to this file */
     if (config_read_file(&cfg, path) != CONFIG_TRUE)
-        rc = syntax_error(&cfg, path, err);
+        rc = syntax_error(&cfg, path, folder, err);
     else
-        rc = read_into(args, &cfg, path, err);
+        rc = read_into(args, &cfg, path, folder, err);
     config_destroy(&cfg);
     free(folder_copy);
     return rc;

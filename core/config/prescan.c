@@ -1,14 +1,16 @@
-/* core/config/int_literals.c — libconfig 1.5 reads an integer beyond 32 bits without
- * an L suffix by silently wrapping it (kv_cache_bytes = 4294967296 becomes 0). This
- * scan finds such literals in the text before libconfig sees it, so they are refused
- * with the line instead of taken wrong. */
+/* core/config/prescan.c — a look at config text before libconfig parses it, for what
+ * libconfig would take silently:
+ * - libconfig 1.5 reads an integer beyond 32 bits without an L suffix by wrapping it
+ *   (kv_cache_bytes = 4294967296 becomes 0; hex above 0x7fffffff turns negative);
+ * - text loaded from memory has no folder, so an @include in it would open whatever
+ *   path it names relative to the process's working folder. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/options.h"
-#include "config/int_literals.h"
+#include "config/prescan.h"
 
 static int is_name_char(char c)
 {
@@ -60,7 +62,7 @@ static int check_number(const char *start, size_t len, int negative, int line, c
                             name, line, negative ? "-" : "", token, negative ? "-" : "", token);
 }
 
-int cinfer_config_check_integer_literals(const char *text, const char *name, struct cinfer_error *err)
+int cinfer_config_prescan(const char *text, const char *name, int allow_include, struct cinfer_error *err)
 {
     int line = 1;
     const char *p = text;
@@ -96,6 +98,10 @@ int cinfer_config_check_integer_literals(const char *text, const char *name, str
             if (rc)
                 return rc;
             p += len;
+        } else if (*p == '@' && !strncmp(p, "@include", 8) && !allow_include) {
+            return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                    "%s:%d: @include is not allowed in settings given as text (only in files)", name,
+                                    line);
         } else if (is_name_char(*p)) {
             while (is_name_char(*p))
                 p++; /* a name, digits and all */
