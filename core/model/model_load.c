@@ -95,6 +95,7 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
 
 #define PAGE_BYTES 4096u
 #define PROGRESS_STEP_BYTES (4u << 20)
+#define PROGRESS_MIN_BYTES (64ull << 20) /* smaller models load before a bar is worth drawing */
 
 struct touch_state {
     struct cinfer_progress progress;
@@ -196,14 +197,18 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
 
+    /* Reading one byte per page faults the weights in now rather than during the first
+     * forward pass; a bar shows it on a terminal when the model is large enough to wait for. */
     struct touch_state touch = {.sum = 0};
-    cinfer_progress_begin(&touch.progress, base_name(path), 0, !opts || opts->show_progress);
     for_each_weight(m, add_bytes, &touch);
+    uint64_t total_bytes = touch.progress.total_bytes;
+    cinfer_progress_begin(&touch.progress, base_name(path), total_bytes,
+                          (!opts || opts->show_progress) && total_bytes >= PROGRESS_MIN_BYTES);
     for_each_weight(m, touch_weight, &touch);
     cinfer_progress_end(&touch.progress);
 
     const struct cinfer_weight *main_weight = &m->layers[0].wq;
-    cinfer_log(CINFER_LOG_SEV_INFO, "loaded %s: %s, %d layers, %.2fM params, %s, %.1f MiB in %lld ms\n", base_name(path),
+    cinfer_log(CINFER_LOG_SEV_INFO, "loaded %s: %s, %d layers, %.2fM params, %s, %.1f MiB in %lld ms", base_name(path),
             m->config.architecture, m->config.num_layers, (double)count_params(m) / 1e6,
             cinfer_dtype_name(main_weight->dtype), (double)m->weight_bytes / (1024.0 * 1024.0),
             (long long)(cinfer_monotonic_ms() - start_ms));
