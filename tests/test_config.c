@@ -620,8 +620,8 @@ START_TEST(validation)
                    "launcher.hosts (--hosts) is set but launcher.plugin is \"fork\", which does not use it: choose "
                    "--launcher ssh, or leave the hosts out");
     expect_invalid("scheduler = { kv_cache_bytes = \"1G\"; mem_fraction_static = 0.5; };",
-                   "scheduler.kv_cache_bytes (--kv-cache-bytes) and scheduler.mem_fraction_static "
-                   "(--mem-fraction-static) are both set, and both size the KV cache: set only one");
+                   "scheduler.kv_cache_bytes (--kv-cache-bytes) is 1G and scheduler.mem_fraction_static "
+                   "(--mem-fraction-static) is 0.5: both size the KV cache, set only one");
     expect_invalid("scheduler = { chunked_prefill_size = 4096; max_prefill_tokens = 2048; };",
                    "scheduler.chunked_prefill_size (4096) is larger than scheduler.max_prefill_tokens (2048): a "
                    "chunk must fit in one prefill batch");
@@ -642,15 +642,23 @@ START_TEST(validation)
         "launcher = { plugin = \"ssh\"; hosts = [ \"a\", \"a\" ]; dp_size = 2; };",
         "launcher = { plugin = \"/opt/launch-slurm.so\"; hosts = [ \"a\" ]; };",
         "scheduler = { kv_cache_bytes = \"1G\"; };",
+        "scheduler = { kv_cache_bytes = \"1G\"; mem_fraction_static = 0.8; };", /* the default: not a second budget */
         "scheduler = { kv_cache_bytes = 0; mem_fraction_static = 0.5; };",
         "scheduler = { chunked_prefill_size = 0; max_prefill_tokens = 100; };",
         "model = { context_length = 4096; };\nscheduler = { max_total_tokens = 4096; };",
     };
     for (size_t i = 0; i < sizeof valid / sizeof *valid; i++) {
-        struct cinfer_server_args args;
+        struct cinfer_server_args args, in_worker;
         struct cinfer_error err = {0};
         load_ok(&args, valid[i]);
         ck_assert_msg(cinfer_server_args_validate(&args, &err) == 0, "%s: %s", valid[i], err.message);
+        /* Settings sent to a worker as text (every key written) pass there too. */
+        char *text = NULL;
+        ck_assert_int_eq(cinfer_server_args_to_string(&args, &text, &err), 0);
+        load_ok(&in_worker, text);
+        ck_assert_msg(cinfer_server_args_validate(&in_worker, &err) == 0, "%s in a worker: %s", valid[i], err.message);
+        free(text);
+        cinfer_server_args_free(&in_worker);
         cinfer_server_args_free(&args);
     }
 }
@@ -934,10 +942,10 @@ START_TEST(cinfer_config_command)
 
     /* The printed settings are the file's plus the flag, and read back the same. */
     rc = cinfer_test_run(CINFER_BIN " config --config " CINFER_SOURCE_DIR "/examples/cinfer.cfg --port 8080 "
-                                    "--kv-cache-bytes 3G --mem-fraction-static=0.8 2>&1",
+                                    "--kv-cache-bytes 3G --mem-fraction-static=0.7 2>&1",
                          out, sizeof out);
     ck_assert_int_eq(rc, 1); /* both KV budgets set: the rule says so */
-    ck_assert_ptr_nonnull(strstr(out, "are both set"));
+    ck_assert_ptr_nonnull(strstr(out, "both size the KV cache"));
     rc = cinfer_test_run(CINFER_BIN " config --config " CINFER_SOURCE_DIR "/examples/cinfer.cfg --port 8080 "
                                     "--max-total-tokens 6000000000",
                          out, sizeof out);

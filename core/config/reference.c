@@ -14,6 +14,28 @@ static void flag_with_value(const struct option *opt, char *out, size_t out_byte
         snprintf(out, out_bytes, "%s%s%s", opt->flag, space, value);
 }
 
+/* Writes text as lines of at most width columns, each indented by indent spaces. */
+static void write_wrapped(const char *text, int indent, int width, FILE *out)
+{
+    while (*text) {
+        int room = width - indent;
+        int len = (int)strlen(text);
+        int cut = len;
+        if (len > room) {
+            cut = room;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
+            if (cut == 0) /* one word longer than the line */
+                for (cut = room; text[cut] && text[cut] != ' '; cut++)
+                    ;
+        }
+        fprintf(out, "%*s%.*s\n", indent, "", cut, text);
+        text += cut;
+        while (*text == ' ')
+            text++;
+    }
+}
+
 void cinfer_server_args_print_help(FILE *out)
 {
     fprintf(out, "Server options. Each is also a key SECTION.KEY of the --config file; a flag wins over\n"
@@ -25,12 +47,14 @@ void cinfer_server_args_print_help(FILE *out)
             const struct option *opt = &cinfer_options[i];
             if (strcmp(opt->section, cinfer_config_sections[s]))
                 continue;
-            char flag[96], def[64], expected[256];
+            char flag[96], def[64], expected[256], details[512];
             flag_with_value(opt, flag, sizeof flag);
             cinfer_option_format_default(opt, def, sizeof def);
             cinfer_option_describe_expected(opt, 1, expected, sizeof expected);
-            fprintf(out, "  %s\n      %s\n      [%s.%s: %s; default %s]\n", flag, opt->help, opt->section,
-                    opt->name, expected, def);
+            fprintf(out, "  %s\n", flag);
+            write_wrapped(opt->help, 6, 88, out);
+            snprintf(details, sizeof details, "[%s.%s: %s; default %s]", opt->section, opt->name, expected, def);
+            write_wrapped(details, 6, 88, out);
         }
     }
 }

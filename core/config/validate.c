@@ -1,17 +1,9 @@
 /* core/config/validate.c — rules between options, checked once every source (defaults,
  * file, flags) has been applied. Each message names both keys and their values. */
+#include <stdio.h>
 #include <string.h>
 
 #include "config/options.h"
-
-static int origin_of(const struct cinfer_server_args *args, const void *field)
-{
-    size_t offset = (size_t)((const char *)field - (const char *)args);
-    for (int i = 0; i < cinfer_options_count; i++)
-        if (cinfer_options[i].offset == offset)
-            return args->origin[i];
-    return CINFER_ORIGIN_DEFAULT;
-}
 
 static int check_launcher(const struct cinfer_server_args *args, struct cinfer_error *err)
 {
@@ -37,10 +29,18 @@ static int check_launcher(const struct cinfer_server_args *args, struct cinfer_e
 
 static int check_scheduler(const struct cinfer_server_args *args, struct cinfer_error *err)
 {
-    if (args->kv_cache_bytes != 0 && origin_of(args, &args->mem_fraction_static) != CINFER_ORIGIN_DEFAULT)
+    /* Judged by value, not by where the values came from, so that settings printed
+     * for a worker process (every key written) pass the same check there. */
+    const struct option *fraction = cinfer_option_by_key("scheduler", "mem_fraction_static");
+    if (args->kv_cache_bytes != 0 && args->mem_fraction_static != fraction->default_double) {
+        char bytes[32], share[32];
+        cinfer_format_bytes(args->kv_cache_bytes, bytes, sizeof bytes);
+        cinfer_format_double(args->mem_fraction_static, share, sizeof share);
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "scheduler.kv_cache_bytes (--kv-cache-bytes) and scheduler.mem_fraction_static "
-                                "(--mem-fraction-static) are both set, and both size the KV cache: set only one");
+                                "scheduler.kv_cache_bytes (--kv-cache-bytes) is %s and scheduler.mem_fraction_static "
+                                "(--mem-fraction-static) is %s: both size the KV cache, set only one",
+                                bytes, share);
+    }
     if (args->chunked_prefill_size > args->max_prefill_tokens)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "scheduler.chunked_prefill_size (%d) is larger than scheduler.max_prefill_tokens "

@@ -138,11 +138,13 @@ CINFER_API int cinfer_server_args_copy(struct cinfer_server_args *dst, const str
                                        struct cinfer_error *err);
 
 /* Reads a libconfig file over args: the keys it sets replace the current values, the
- * others stay. Errors name the file, the line and the key (CINFER_ERR_CONFIG; CINFER_ERR_IO
- * when the file cannot be read). On error args keeps valid, partly updated values. */
+ * others stay. "@include" names a file relative to this one. Errors name the file, the
+ * line and the key (CINFER_ERR_CONFIG; CINFER_ERR_IO when the file cannot be read); on
+ * error args is left as it was. */
 CINFER_API int cinfer_server_args_load_file(struct cinfer_server_args *args, const char *path,
                                             struct cinfer_error *err);
-/* The same from text in memory; name stands for the file in messages. */
+/* The same from text in memory; name stands for the file in messages. Text may not
+ * @include files. */
 CINFER_API int cinfer_server_args_load_string(struct cinfer_server_args *args, const char *text, const char *name,
                                               struct cinfer_error *err);
 
@@ -159,7 +161,8 @@ struct cinfer_command_flag {
  * rest, in order: positional arguments, the command's own flags (command_flags,
  * terminated by a {NULL, 0} entry; may be NULL) with their values, and everything after
  * "--". rest must have room for argc entries; *n_rest receives the count. Any other
- * "-..." entry is an unknown flag (CINFER_ERR_CONFIG, with a suggestion when close). */
+ * "-..." entry is an unknown flag (CINFER_ERR_CONFIG, with a suggestion when close).
+ * On error args is left as it was. */
 CINFER_API int cinfer_server_args_apply_flags(struct cinfer_server_args *args, int argc, char **argv,
                                               const struct cinfer_command_flag *command_flags, char **rest,
                                               int *n_rest, struct cinfer_error *err);
