@@ -48,7 +48,7 @@ static float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum c
         uint16_t h;
         float wv;
         switch (wtype) {
-        case CINFER_KW_F32: wv = ((const float *)wrow)[i]; break;
+        case CINFER_KW_F32: memcpy(&wv, wrow + 4 * (size_t)i, 4); break;
         case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_f16_to_f32(h); break;
         case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_bf16_to_f32(h); break;
         default: wv = 0.0f; break;

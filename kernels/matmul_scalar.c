@@ -9,12 +9,13 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
 {
     float acc = 0.0f;
     switch (wtype) {
-    case CINFER_KW_F32: {
-        const float *w = (const float *)wrow;
-        for (int i = 0; i < k; i++)
-            acc += x[i] * w[i];
+    case CINFER_KW_F32:
+        for (int i = 0; i < k; i++) { /* memcpy: mmapped rows need not be 4-byte aligned */
+            float w;
+            memcpy(&w, wrow + 4 * (size_t)i, 4);
+            acc += x[i] * w;
+        }
         break;
-    }
     case CINFER_KW_F16:
         for (int i = 0; i < k; i++) {
             uint16_t h;

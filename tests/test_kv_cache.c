@@ -67,7 +67,7 @@ START_TEST(random_traffic_matches_a_model)
     ck_assert_int_eq(cinfer_kv_pages_init(&kv, N, 8, NULL), 0);
     int model[N] = {0};
     uint64_t rng = 99;
-    for (int step = 0; step < 20000; step++) {
+    for (int step = 0; step < 5000; step++) {
         float r = random_uniform(&rng);
         int page = (int)((random_uniform(&rng) + 1.0f) * 0.5f * N) % N;
         if (r < -0.2f) {
