@@ -1,0 +1,771 @@
+/* bench_model — CPU model runtime speed against llama.cpp, in one run.
+ *
+ * For each GGUF file given (scripts/bench-model.sh makes SmolLM-135M-shaped ones in
+ * f32, f16, bf16 and Q8_0) it measures, for cinfer and then for llama.cpp on the same
+ * file with the same number of threads:
+ *   - prefill tokens/s: one sequence, a prompt of --prompt-tokens random ids, from an
+ *     empty KV cache (median of --prefill-reps runs after one warm-up run);
+ *   - decode tokens/s at each batch size B of --batches: B sequences that each add one
+ *     token per step (greedy), --decode-steps timed steps after two warm-up steps;
+ *   - peak RSS of the process that did it (each side runs in its own child process);
+ *   - the greedy tokens of the batch-1 decode, to show both sides compute the same model.
+ * With --rounds N the two sides take turns N times per model and each keeps its best
+ * figures: other load on a shared machine only ever slows a run down.
+ * and, once before and once after, the machine's read bandwidth: every thread streams
+ * through its share of a buffer far larger than the caches. Decode at batch 1 is then
+ * set against its floor: the weight bytes one token must read / that bandwidth.
+ *
+ * llama.cpp runs as `node bench/peers/llama_cpp_bench.mjs` (node-llama-cpp's prebuilt
+ * CPU build); its JSON answer is read with jansson.
+ *
+ *   bench_model --models a.gguf,b.gguf [--threads 2] [--prompt-tokens 512]
+ *               [--prefill-reps 3] [--decode-steps 32] [--batches 1,8,32]
+ *               [--bandwidth-mib 1024] [--peer bench/peers/llama_cpp_bench.mjs]
+ *               [--node node] [--rounds 1] [--json out.json]
+ * The peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
+#include <errno.h>
+#include <fcntl.h>
+#include <immintrin.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cinfer/error.h"
+#include "model/model.h"
+#include "model/runtime.h"
+
+extern char **environ;
+
+#define MAX_MODELS 8
+#define MAX_BATCHES 8
+#define MAX_GREEDY 64
+#define WARM_STEPS 2
+#define FIRST_REGULAR_TOKEN 259 /* past <unk> <s> </s> and the 256 byte tokens */
+
+struct options {
+    const char *models[MAX_MODELS];
+    int n_models;
+    int n_threads;
+    int prompt_tokens;
+    int prefill_reps;
+    int decode_steps;
+    int batches[MAX_BATCHES];
+    int n_batches;
+    size_t bandwidth_bytes;
+    const char *peer_script; /* NULL: cinfer only */
+    const char *node;
+    const char *json_path;
+    uint32_t seed;
+    int rounds; /* each side measured this many times, alternating; best figures kept */
+};
+
+/* What one side measured on one model. */
+struct side_result {
+    int ok;
+    char error[CINFER_ERROR_MESSAGE_BYTES + 64];
+    double prefill_tok_s;
+    double decode_tok_s[MAX_BATCHES];
+    double peak_rss_bytes;
+    double baseline_rss_bytes; /* the peer's node runtime before it loads anything */
+    int32_t greedy[MAX_GREEDY];
+    int n_greedy;
+};
+
+/* What only cinfer's side can tell about the model. */
+struct model_facts {
+    double weight_bytes_per_token; /* bytes a batch-1 decode step must read */
+    char dtype[16];
+    int vocab_size;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *xs, int n)
+{
+    qsort(xs, (size_t)n, sizeof *xs, compare_doubles);
+    return xs[n / 2];
+}
+
+/* ---- read bandwidth ------------------------------------------------------- */
+
+struct stream_job {
+    const uint8_t *begin;
+    size_t bytes;
+    pthread_barrier_t *start;
+    int passes;
+    uint64_t checksum; /* keeps the loads alive */
+};
+
+__attribute__((target("avx2"))) static uint64_t stream_read_avx2(const uint8_t *p, size_t bytes)
+{
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 128 <= bytes; i += 128) {
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, s);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+static uint64_t stream_read_scalar(const uint8_t *p, size_t bytes)
+{
+    const uint64_t *w = (const uint64_t *)p;
+    uint64_t a[8] = {0};
+    for (size_t i = 0; i + 8 <= bytes / 8; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += w[i + k];
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+static void *stream_worker(void *arg)
+{
+    struct stream_job *job = arg;
+    int avx2 = __builtin_cpu_supports("avx2");
+    for (int p = 0; p < job->passes; p++) {
+        pthread_barrier_wait(job->start);
+        job->checksum += avx2 ? stream_read_avx2(job->begin, job->bytes) : stream_read_scalar(job->begin, job->bytes);
+        pthread_barrier_wait(job->start);
+    }
+    return NULL;
+}
+
+/* Best of several passes in bytes/s, all threads reading their own slice at once;
+ * the caller's thread times each pass between two barriers. */
+static int measure_read_bandwidth(size_t bytes, int n_threads, double *best_bytes_s, struct cinfer_error *err)
+{
+    enum { PASSES = 8 };
+    uint8_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "read bandwidth: mmap of %zu bytes failed: %s", bytes,
+                                strerror(errno));
+    memset(buf, 1, bytes); /* real pages, not the shared zero page */
+    size_t slice = bytes / (size_t)n_threads / 4096 * 4096;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)n_threads + 1);
+    struct stream_job jobs[64];
+    pthread_t threads[64];
+    for (int t = 0; t < n_threads; t++) {
+        jobs[t] = (struct stream_job){.begin = buf + (size_t)t * slice, .bytes = slice, .start = &start, .passes = PASSES};
+        pthread_create(&threads[t], NULL, stream_worker, &jobs[t]);
+    }
+    double best = 0;
+    for (int p = 0; p < PASSES; p++) {
+        pthread_barrier_wait(&start);
+        double t0 = now_s();
+        pthread_barrier_wait(&start);
+        double rate = (double)slice * n_threads / (now_s() - t0);
+        if (rate > best)
+            best = rate;
+    }
+    uint64_t checksum = 0;
+    for (int t = 0; t < n_threads; t++) {
+        pthread_join(threads[t], NULL);
+        checksum += jobs[t].checksum;
+    }
+    pthread_barrier_destroy(&start);
+    munmap(buf, bytes);
+    /* every byte is 1: the sum proves each slice was read in full, every pass */
+    if (checksum != (uint64_t)slice / 8 * 0x0101010101010101ull * (uint64_t)n_threads * PASSES)
+        return cinfer_error_set(err, CINFER_ERR_INTERNAL, "read bandwidth: checksum %llu does not match the buffer",
+                                (unsigned long long)checksum);
+    *best_bytes_s = best;
+    return 0;
+}
+
+/* ---- prompt tokens (the same stream as the peer's) ------------------------ */
+
+static void prompt_tokens(int32_t *out, int n, uint32_t seed, int vocab)
+{
+    uint32_t x = seed ? seed : 1;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        out[i] = FIRST_REGULAR_TOKEN + (int32_t)(x % (uint32_t)(vocab - FIRST_REGULAR_TOKEN));
+    }
+}
+
+/* ---- cinfer's side ---------------------------------------------------------- */
+
+static double weight_bytes(const struct cinfer_weight *w)
+{
+    return w->data ? (double)w->rows * (double)w->row_bytes : 0.0;
+}
+
+/* A decode step reads every layer weight, the final norm, the whole LM head and one
+ * embedding row (the LM head is the embedding matrix when tied, read in full there). */
+static double decode_bytes_per_token(const struct cinfer_model *m)
+{
+    double sum = weight_bytes(&m->output_norm) + weight_bytes(&m->lm_head) + (double)m->tok_embeddings.row_bytes;
+    for (int l = 0; l < m->config.num_layers; l++) {
+        const struct cinfer_layer_weights *L = &m->layers[l];
+        const struct cinfer_weight *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq,
+                                             &L->bk, &L->bv, &L->q_norm, &L->k_norm, &L->ffn_norm,
+                                             &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            sum += weight_bytes(all[i]);
+    }
+    return sum;
+}
+
+static int32_t argmax(const float *logits, int n) /* (n) */
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+/* A sequence's pages, grown as its length grows. */
+struct seq_pages {
+    int32_t *table; /* (max_pages) */
+    int n_pages;
+};
+
+static int pages_cover(struct cinfer_runtime *rt, struct seq_pages *s, int n_positions, struct cinfer_error *err)
+{
+    int page_tokens = cinfer_runtime_kv_page_tokens(rt);
+    while (s->n_pages * page_tokens < n_positions) {
+        int rc = cinfer_runtime_kv_page_alloc(rt, &s->table[s->n_pages]);
+        if (rc < 0)
+            return cinfer_error_set(err, rc, "KV cache: no free page for position %d (%d pages in all)",
+                                    n_positions - 1, cinfer_runtime_kv_pages_total(rt));
+        s->n_pages++;
+    }
+    return 0;
+}
+
+static void pages_release(struct cinfer_runtime *rt, struct seq_pages *s)
+{
+    for (int i = 0; i < s->n_pages; i++)
+        cinfer_runtime_kv_page_unref(rt, s->table[i]);
+    s->n_pages = 0;
+}
+
+static int cinfer_prefill(struct cinfer_runtime *rt, const struct options *o, const int32_t *prompt, float *logits,
+                          struct seq_pages *pages, struct side_result *r, struct cinfer_error *err)
+{
+    double runs[64];
+    for (int rep = 0; rep <= o->prefill_reps; rep++) { /* rep 0 warms up */
+        int rc = pages_cover(rt, pages, o->prompt_tokens, err);
+        if (rc < 0)
+            return rc;
+        struct cinfer_seq_chunk chunk = {.tokens = prompt, .n_tokens = o->prompt_tokens, .start_pos = 0,
+                                         .page_table = pages->table, .n_pages = pages->n_pages,
+                                         .logits = CINFER_LOGITS_LAST, .logits_out = logits};
+        double t0 = now_s();
+        rc = cinfer_runtime_forward(rt, &chunk, 1, err);
+        double dt = now_s() - t0;
+        pages_release(rt, pages);
+        if (rc < 0)
+            return cinfer_error_prefix(err, "prefill of %d tokens", o->prompt_tokens);
+        if (rep > 0)
+            runs[rep - 1] = o->prompt_tokens / dt;
+    }
+    r->prefill_tok_s = median(runs, o->prefill_reps);
+    return 0;
+}
+
+/* B sequences, sequence s starting from token first_token + s at position 0, each
+ * adding its own greedy token per step; returns tok/s over the timed steps. */
+static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int batch, int32_t first_token,
+                         int vocab, float *logits, struct seq_pages *pages, struct side_result *r, double *tok_s,
+                         struct cinfer_error *err)
+{
+    int32_t next[64];                /* (batch) the token each sequence adds this step */
+    struct cinfer_seq_chunk chunks[64]; /* (batch) */
+    for (int s = 0; s < batch; s++)
+        next[s] = first_token + s;
+    int rc = 0;
+    double t0 = 0;
+    int total_steps = WARM_STEPS + o->decode_steps;
+    for (int step = 0; step < total_steps && rc == 0; step++) {
+        if (step == WARM_STEPS)
+            t0 = now_s();
+        for (int s = 0; s < batch && rc == 0; s++) {
+            rc = pages_cover(rt, &pages[s], step + 1, err);
+            chunks[s] = (struct cinfer_seq_chunk){.tokens = &next[s], .n_tokens = 1, .start_pos = step,
+                                                  .page_table = pages[s].table, .n_pages = pages[s].n_pages,
+                                                  .logits = CINFER_LOGITS_LAST,
+                                                  .logits_out = logits + (size_t)s * (size_t)vocab};
+        }
+        if (rc == 0)
+            rc = cinfer_runtime_forward(rt, chunks, batch, err);
+        for (int s = 0; s < batch && rc == 0; s++)
+            next[s] = argmax(logits + (size_t)s * (size_t)vocab, vocab); /* (vocab) per sequence */
+        if (rc == 0 && batch == 1 && r->n_greedy < MAX_GREEDY)
+            r->greedy[r->n_greedy++] = next[0];
+    }
+    double dt = now_s() - t0;
+    for (int s = 0; s < batch; s++)
+        pages_release(rt, &pages[s]);
+    if (rc < 0)
+        return cinfer_error_prefix(err, "decode at batch %d", batch);
+    *tok_s = (double)batch * o->decode_steps / dt;
+    return 0;
+}
+
+static int cinfer_measure(const struct options *o, const char *path, struct side_result *r, struct model_facts *f,
+                          struct cinfer_error *err)
+{
+    struct cinfer_model *m = NULL;
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_model_load_options lo = {.show_progress = 0};
+    int rc = cinfer_model_load(path, &lo, &m, err);
+    if (rc < 0)
+        return rc;
+    const struct cinfer_model_config *c = &m->config;
+    f->weight_bytes_per_token = decode_bytes_per_token(m);
+    f->vocab_size = c->vocab_size;
+    snprintf(f->dtype, sizeof f->dtype, "%s", cinfer_dtype_name(m->layers[0].wq.dtype));
+
+    int max_batch = 1;
+    for (int i = 0; i < o->n_batches; i++)
+        max_batch = o->batches[i] > max_batch ? o->batches[i] : max_batch;
+    /* KV budget: the prompt once, or every decoding sequence at full length, in f32
+     * pages of 16 tokens, plus one spare page per sequence. */
+    const int page_tokens = 16;
+    int decode_len = WARM_STEPS + o->decode_steps;
+    int pages_prefill = (o->prompt_tokens + page_tokens - 1) / page_tokens + 1;
+    int pages_decode = max_batch * ((decode_len + page_tokens - 1) / page_tokens + 1);
+    int pages_needed = pages_prefill > pages_decode ? pages_prefill : pages_decode;
+    size_t kv_token_bytes = 2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    struct cinfer_runtime_options ro = {
+        .kv_cache_bytes = (size_t)pages_needed * page_tokens * kv_token_bytes,
+        .kv_page_tokens = page_tokens,
+        .n_threads = o->n_threads,
+        .max_batch_tokens = o->prompt_tokens > max_batch ? o->prompt_tokens : max_batch,
+    };
+
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o->prompt_tokens); /* (prompt_tokens) */
+    float *logits = malloc(sizeof(float) * (size_t)max_batch * (size_t)c->vocab_size); /* (max_batch, vocab) */
+    struct seq_pages pages[64];
+    int max_pages = pages_needed + 1;
+    for (int s = 0; s < max_batch; s++)
+        pages[s] = (struct seq_pages){.table = malloc(sizeof(int32_t) * (size_t)max_pages), .n_pages = 0};
+    if (!prompt || !logits) {
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "bench: out of memory for the prompt and logits");
+        goto out;
+    }
+    prompt_tokens(prompt, o->prompt_tokens, o->seed, c->vocab_size);
+
+    rc = cinfer_runtime_create(m, &ro, &rt, err);
+    if (rc < 0)
+        goto out;
+    rc = cinfer_prefill(rt, o, prompt, logits, &pages[0], r, err);
+    for (int i = 0; i < o->n_batches && rc == 0; i++)
+        rc = cinfer_decode(rt, o, o->batches[i], prompt[0], c->vocab_size, logits, pages, r, &r->decode_tok_s[i],
+                           err);
+out:
+    cinfer_runtime_destroy(&rt);
+    for (int s = 0; s < max_batch; s++)
+        free(pages[s].table);
+    free(prompt);
+    free(logits);
+    cinfer_model_free(&m);
+    if (rc == 0)
+        r->ok = 1;
+    return rc;
+}
+
+/* Runs cinfer's side in a child process so its peak RSS is its own; the result comes
+ * back through a pipe. */
+static void cinfer_side(const struct options *o, const char *path, struct side_result *r, struct model_facts *f)
+{
+    int fds[2];
+    memset(r, 0, sizeof *r);
+    if (pipe(fds) != 0) {
+        snprintf(r->error, sizeof r->error, "pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        struct cinfer_error err = {0};
+        struct side_result mine = {0};
+        struct model_facts facts = {0};
+        if (cinfer_measure(o, path, &mine, &facts, &err) < 0)
+            snprintf(mine.error, sizeof mine.error, "%s", err.message);
+        if (write(fds[1], &mine, sizeof mine) != (ssize_t)sizeof mine ||
+            write(fds[1], &facts, sizeof facts) != (ssize_t)sizeof facts)
+            _exit(2);
+        _exit(0);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        snprintf(r->error, sizeof r->error, "fork: %s", strerror(errno));
+        close(fds[0]);
+        return;
+    }
+    int got = (int)read(fds[0], r, sizeof *r) == (int)sizeof *r && read(fds[0], f, sizeof *f) == (ssize_t)sizeof *f;
+    close(fds[0]);
+    int status = 0;
+    struct rusage ru;
+    wait4(pid, &status, 0, &ru);
+    if (!got) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->error, sizeof r->error, "the measuring child died (status 0x%x) before it answered", status);
+        return;
+    }
+    r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
+}
+
+/* ---- llama.cpp's side -------------------------------------------------------- */
+
+static int parse_peer_json(const char *text, const struct options *o, struct side_result *r)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    if (!root) {
+        snprintf(r->error, sizeof r->error, "peer answer is not JSON (line %d: %s): %.200s", jerr.line, jerr.text,
+                 text);
+        return -1;
+    }
+    json_t *decode = json_object_get(root, "decode");
+    json_t *greedy = json_object_get(root, "greedy_tokens");
+    r->prefill_tok_s = json_number_value(json_object_get(root, "prefill_tok_s"));
+    r->baseline_rss_bytes = json_number_value(json_object_get(root, "baseline_rss_bytes"));
+    if (!json_is_array(decode) || (int)json_array_size(decode) != o->n_batches || !json_is_array(greedy)) {
+        snprintf(r->error, sizeof r->error, "peer answer lacks 'decode' with %d entries or 'greedy_tokens': %.200s",
+                 o->n_batches, text);
+        json_decref(root);
+        return -1;
+    }
+    for (int i = 0; i < o->n_batches; i++)
+        r->decode_tok_s[i] = json_number_value(json_object_get(json_array_get(decode, (size_t)i), "tok_s"));
+    for (size_t i = 0; i < json_array_size(greedy) && r->n_greedy < MAX_GREEDY; i++)
+        r->greedy[r->n_greedy++] = (int32_t)json_integer_value(json_array_get(greedy, i));
+    json_decref(root);
+    r->ok = 1;
+    return 0;
+}
+
+static void join_ints(char *out, size_t cap, const int *xs, int n)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", xs[i]);
+}
+
+static void peer_side(const struct options *o, const char *path, struct side_result *r)
+{
+    memset(r, 0, sizeof *r);
+    char threads[16], prompt[16], reps[16], steps[16], seed[16], batches[128];
+    snprintf(threads, sizeof threads, "%d", o->n_threads);
+    snprintf(prompt, sizeof prompt, "%d", o->prompt_tokens);
+    snprintf(reps, sizeof reps, "%d", o->prefill_reps);
+    snprintf(steps, sizeof steps, "%d", o->decode_steps);
+    snprintf(seed, sizeof seed, "%u", o->seed);
+    join_ints(batches, sizeof batches, o->batches, o->n_batches);
+    char *argv[] = {(char *)o->node, (char *)o->peer_script, "--model", (char *)path, "--threads", threads,
+                    "--prompt-tokens", prompt, "--prefill-reps", reps, "--decode-steps", steps,
+                    "--batches", batches, "--seed", seed, NULL};
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(r->error, sizeof r->error, "pipe: %s", strerror(errno));
+        return;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, o->node, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (rc != 0) {
+        snprintf(r->error, sizeof r->error, "could not start '%s': %s", o->node, strerror(rc));
+        close(fds[0]);
+        return;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    ssize_t n;
+    while (text && (n = read(fds[0], text + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fds[0]);
+    int status = 0;
+    struct rusage ru;
+    wait4(pid, &status, 0, &ru);
+    if (!text) {
+        snprintf(r->error, sizeof r->error, "out of memory reading the peer's answer");
+        return;
+    }
+    text[len] = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        snprintf(r->error, sizeof r->error, "%s %s failed (status 0x%x); see its messages above", o->node,
+                 o->peer_script, status);
+    else if (parse_peer_json(text, o, r) == 0)
+        r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
+    free(text);
+}
+
+/* Keeps the best of two measurements of the same side (other load only slows). */
+static void keep_best(struct side_result *best, const struct side_result *r, int n_batches)
+{
+    if (!r->ok)
+        return;
+    if (!best->ok) {
+        *best = *r;
+        return;
+    }
+    if (r->prefill_tok_s > best->prefill_tok_s)
+        best->prefill_tok_s = r->prefill_tok_s;
+    for (int i = 0; i < n_batches; i++)
+        if (r->decode_tok_s[i] > best->decode_tok_s[i])
+            best->decode_tok_s[i] = r->decode_tok_s[i];
+    if (r->peak_rss_bytes > best->peak_rss_bytes)
+        best->peak_rss_bytes = r->peak_rss_bytes;
+}
+
+/* ---- report ------------------------------------------------------------------ */
+
+static int greedy_agreement(const struct side_result *a, const struct side_result *b)
+{
+    int n = a->n_greedy < b->n_greedy ? a->n_greedy : b->n_greedy, same = 0;
+    while (same < n && a->greedy[same] == b->greedy[same])
+        same++;
+    return same;
+}
+
+static void print_row(const struct options *o, const char *label, const char *side, const struct side_result *r,
+                      double floor_tok_s)
+{
+    if (!r->ok) {
+        printf("| %s | %s | failed: %s |\n", label, side, r->error);
+        return;
+    }
+    printf("| %s | %s | %.0f |", label, side, r->prefill_tok_s);
+    for (int i = 0; i < o->n_batches; i++)
+        printf(" %.1f |", r->decode_tok_s[i]);
+    printf(" %.0f%% | %.0f |\n", o->batches[0] == 1 ? 100.0 * r->decode_tok_s[0] / floor_tok_s : 0.0,
+           r->peak_rss_bytes / 1048576.0);
+}
+
+static void print_ratio_row(const struct options *o, const char *label, const struct side_result *a,
+                            const struct side_result *b)
+{
+    if (!a->ok || !b->ok)
+        return;
+    printf("| %s | **ours/llama.cpp** | **%.2f×** |", label, a->prefill_tok_s / b->prefill_tok_s);
+    for (int i = 0; i < o->n_batches; i++)
+        printf(" **%.2f×** |", a->decode_tok_s[i] / b->decode_tok_s[i]);
+    printf(" | %.2f× |\n", a->peak_rss_bytes / b->peak_rss_bytes);
+}
+
+static json_t *side_json(const struct options *o, const struct side_result *r)
+{
+    if (!r->ok)
+        return json_pack("{s:s}", "error", r->error);
+    json_t *decode = json_array();
+    for (int i = 0; i < o->n_batches; i++)
+        json_array_append_new(decode, json_pack("{s:i,s:f}", "batch", o->batches[i], "tok_s", r->decode_tok_s[i]));
+    return json_pack("{s:f,s:o,s:f}", "prefill_tok_s", r->prefill_tok_s, "decode", decode, "peak_rss_bytes",
+                     r->peak_rss_bytes);
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+static int parse_int_list(const char *s, int *out, int cap, const char *what)
+{
+    int n = 0;
+    char *copy = strdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < 1 || v > 64 || n == cap) {
+            fprintf(stderr, "bench_model: %s: expected up to %d numbers in 1..64 separated by commas, found '%s'\n",
+                    what, cap, s);
+            exit(2);
+        }
+        out[n++] = (int)v;
+    }
+    free(copy);
+    return n;
+}
+
+static int parse_positive(const char *flag, const char *value, int max)
+{
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (*end || v < 1 || v > max) {
+        fprintf(stderr, "bench_model: %s: expected a number in 1..%d, found '%s'\n", flag, max, value);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.n_threads = 2, .prompt_tokens = 512, .prefill_reps = 3, .decode_steps = 32,
+                          .batches = {1, 8, 32}, .n_batches = 3, .bandwidth_bytes = (size_t)1024 << 20,
+                          .node = "node", .seed = 1, .rounds = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!value) {
+            fprintf(stderr, "bench_model: %s needs a value\n", flag);
+            exit(2);
+        }
+        i++;
+        if (!strcmp(flag, "--models")) {
+            char *copy = strdup(value), *save = NULL;
+            for (char *tok = strtok_r(copy, ",", &save); tok && o->n_models < MAX_MODELS; tok = strtok_r(NULL, ",", &save))
+                o->models[o->n_models++] = tok; /* copy lives until exit */
+        } else if (!strcmp(flag, "--threads")) {
+            o->n_threads = parse_positive(flag, value, 64);
+        } else if (!strcmp(flag, "--prompt-tokens")) {
+            o->prompt_tokens = parse_positive(flag, value, 8192);
+        } else if (!strcmp(flag, "--prefill-reps")) {
+            o->prefill_reps = parse_positive(flag, value, 63);
+        } else if (!strcmp(flag, "--decode-steps")) {
+            o->decode_steps = parse_positive(flag, value, MAX_GREEDY - WARM_STEPS);
+        } else if (!strcmp(flag, "--batches")) {
+            o->n_batches = parse_int_list(value, o->batches, MAX_BATCHES, flag);
+        } else if (!strcmp(flag, "--bandwidth-mib")) {
+            o->bandwidth_bytes = (size_t)parse_positive(flag, value, 1 << 16) << 20;
+        } else if (!strcmp(flag, "--peer")) {
+            o->peer_script = value;
+        } else if (!strcmp(flag, "--node")) {
+            o->node = value;
+        } else if (!strcmp(flag, "--json")) {
+            o->json_path = value;
+        } else if (!strcmp(flag, "--rounds")) {
+            o->rounds = parse_positive(flag, value, 20);
+        } else if (!strcmp(flag, "--seed")) {
+            o->seed = (uint32_t)parse_positive(flag, value, 1 << 30);
+        } else {
+            fprintf(stderr, "bench_model: unknown option %s (see the comment at the top of bench/bench_model.c)\n",
+                    flag);
+            exit(2);
+        }
+    }
+    if (o->n_models == 0) {
+        fprintf(stderr, "bench_model: --models FILE[,FILE...] is required\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    parse_options(argc, argv, &o);
+    struct cinfer_error err = {0};
+    double bw_start = 0, bw_end = 0;
+    if (measure_read_bandwidth(o.bandwidth_bytes, o.n_threads, &bw_start, &err) < 0) {
+        fprintf(stderr, "bench_model: %s\n", err.message);
+        return 1;
+    }
+    fprintf(stderr, "read bandwidth, %d threads over %zu MiB: %.1f GB/s\n", o.n_threads, o.bandwidth_bytes >> 20,
+            bw_start / 1e9);
+
+    static struct side_result ours[MAX_MODELS], peer[MAX_MODELS];
+    struct model_facts facts[MAX_MODELS];
+    memset(facts, 0, sizeof facts);
+    for (int i = 0; i < o.n_models; i++) {
+        snprintf(ours[i].error, sizeof ours[i].error, "no round succeeded");
+        snprintf(peer[i].error, sizeof peer[i].error, o.peer_script ? "no round succeeded" : "not run (no --peer)");
+    }
+    for (int round = 0; round < o.rounds; round++) {
+        for (int i = 0; i < o.n_models; i++) {
+            struct side_result r;
+            fprintf(stderr, "round %d/%d, %s: cinfer...\n", round + 1, o.rounds, o.models[i]);
+            cinfer_side(&o, o.models[i], &r, &facts[i]);
+            if (!r.ok)
+                fprintf(stderr, "%s: cinfer failed: %s\n", o.models[i], r.error);
+            keep_best(&ours[i], &r, o.n_batches);
+            if (!o.peer_script)
+                continue;
+            fprintf(stderr, "round %d/%d, %s: llama.cpp...\n", round + 1, o.rounds, o.models[i]);
+            peer_side(&o, o.models[i], &r);
+            if (!r.ok)
+                fprintf(stderr, "%s: llama.cpp failed: %s\n", o.models[i], r.error);
+            keep_best(&peer[i], &r, o.n_batches);
+        }
+    }
+    if (measure_read_bandwidth(o.bandwidth_bytes, o.n_threads, &bw_end, &err) < 0) {
+        fprintf(stderr, "bench_model: %s\n", err.message);
+        return 1;
+    }
+    double bw = bw_start > bw_end ? bw_start : bw_end;
+
+    printf("\nthreads %d; read bandwidth %.1f GB/s before, %.1f GB/s after (floor uses %.1f); "
+           "prefill %d tokens (median of %d), decode %d steps after %d warm-up; best of %d round(s)\n\n",
+           o.n_threads, bw_start / 1e9, bw_end / 1e9, bw / 1e9, o.prompt_tokens, o.prefill_reps, o.decode_steps,
+           WARM_STEPS, o.rounds);
+    printf("| model | side | prefill tok/s |");
+    for (int b = 0; b < o.n_batches; b++)
+        printf(" decode b%d tok/s |", o.batches[b]);
+    printf(" b1 / floor | peak RSS MiB |\n|---|---|---:|");
+    for (int b = 0; b < o.n_batches; b++)
+        printf("---:|");
+    printf("---:|---:|\n");
+    json_t *jmodels = json_array();
+    for (int i = 0; i < o.n_models; i++) {
+        const char *base = strrchr(o.models[i], '/') ? strrchr(o.models[i], '/') + 1 : o.models[i];
+        double floor_tok_s = facts[i].weight_bytes_per_token > 0 ? bw / facts[i].weight_bytes_per_token : 0;
+        char label[256];
+        snprintf(label, sizeof label, "%s: %s, %.1f MB read per token, floor %.1f tok/s", base, facts[i].dtype,
+                 facts[i].weight_bytes_per_token / 1e6, floor_tok_s);
+        print_row(&o, label, "cinfer", &ours[i], floor_tok_s);
+        if (o.peer_script) {
+            print_row(&o, "", "llama.cpp", &peer[i], floor_tok_s);
+            print_ratio_row(&o, "", &ours[i], &peer[i]);
+        }
+        json_array_append_new(jmodels, json_pack("{s:s,s:f,s:f,s:o,s:o,s:i}", "model", o.models[i],
+                                                 "weight_bytes_per_token", facts[i].weight_bytes_per_token,
+                                                 "floor_tok_s", floor_tok_s, "cinfer", side_json(&o, &ours[i]),
+                                                 "llama_cpp", side_json(&o, &peer[i]),
+                                                 "greedy_tokens_agreeing", greedy_agreement(&ours[i], &peer[i])));
+    }
+    printf("\n");
+    for (int i = 0; i < o.n_models; i++)
+        if (ours[i].ok && peer[i].ok)
+            printf("%s: greedy batch-1 tokens agree for the first %d of %d (cinfer vs llama.cpp)\n", o.models[i],
+                   greedy_agreement(&ours[i], &peer[i]), ours[i].n_greedy);
+    if (o.peer_script)
+        for (int i = 0; i < o.n_models; i++)
+            if (peer[i].ok)
+                printf("%s: llama.cpp's peak RSS includes node's own %.0f MiB\n", o.models[i],
+                       peer[i].baseline_rss_bytes / 1048576.0);
+    if (o.json_path) {
+        json_t *root = json_pack("{s:i,s:f,s:f,s:o}", "threads", o.n_threads, "read_bandwidth_start_bytes_s", bw_start,
+                                 "read_bandwidth_end_bytes_s", bw_end, "models", jmodels);
+        if (json_dump_file(root, o.json_path, JSON_INDENT(2)) != 0)
+            fprintf(stderr, "bench_model: could not write %s\n", o.json_path);
+        json_decref(root);
+    } else {
+        json_decref(jmodels);
+    }
+    for (int i = 0; i < o.n_models; i++)
+        if (!ours[i].ok || (o.peer_script && !peer[i].ok))
+            return 1;
+    return 0;
+}

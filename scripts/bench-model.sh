@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The CPU model runtime benchmark against llama.cpp (docs/benchmarks.md, "CPU model
+# runtime"): builds bench_model, writes the SmolLM-135M-shaped random-weight GGUF
+# files (f32, f16, bf16, Q8_0; about 1.2 GB, kept in the build folder), installs
+# llama.cpp's prebuilt CPU binaries from npm (node-llama-cpp, pinned by
+# bench/peers/package-lock.json) and runs both sides on every file in one run.
+#
+#   scripts/bench-model.sh [bench_model options]   e.g. --rounds 3 --decode-steps 32
+#
+# Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
+# CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2).
+# The table goes to stdout and to $CINFER_BENCH_BUILD/bench-model.md, the figures to
+# $CINFER_BENCH_BUILD/bench-model.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${CINFER_BENCH_BUILD:-build-bench}
+types=${CINFER_BENCH_TYPES:-f32,f16,bf16,q8_0}
+threads=${CINFER_BENCH_THREADS:-2}
+peer_dir=$root/.cache/bench
+
+cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+cmake --build "$build" -j2 --target bench_model
+
+/usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types"
+
+# llama.cpp through node-llama-cpp: reinstall only when the lock file changed. Scripts
+# are skipped: its postinstall would try to build llama.cpp when no prebuilt binary
+# fits, and the prebuilt linux-x64 package is a direct dependency.
+mkdir -p "$peer_dir"
+if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
+  cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
+  npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
+fi
+export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+
+models=""
+IFS=, read -r -a type_list <<<"$types"
+for t in "${type_list[@]}"; do
+  models+="${models:+,}$build/models/smollm-shaped-$t.gguf"
+done
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-model.md"
+echo "# scripts/bench-model.sh $*" | tee -a "$build/bench-model.md"
+"$build/bin/bench_model" --models "$models" --threads "$threads" \
+  --peer bench/peers/llama_cpp_bench.mjs --json "$build/bench-model.json" "$@" | tee -a "$build/bench-model.md"
