@@ -28,6 +28,7 @@
 #define PROMPT "Once upon a time"
 #define N_NEW 48
 #define MAX_IDS 128
+#define TOKENIZER_SEARCH_PATH CINFER_BINARY_DIR "/lib/cinfer/plugins"
 /* shared/models/README.md: llama.cpp, greedy, 48 new tokens, BOS added. */
 #define LLAMA_CPP_TEXT                                                                          \
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the " \
@@ -79,8 +80,8 @@ static int tokenizer_open(struct tokenizer_handle *th)
 {
     struct cinfer_error err = {0};
     memset(th, 0, sizeof *th);
-    if (cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, CINFER_BINARY_DIR "/lib/cinfer/plugins",
-                           &th->plugin, &err) != 0) {
+    if (cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, TOKENIZER_SEARCH_PATH, &th->plugin,
+                           &err) != 0) {
         printf("tokenizer-bpe plugin not used: %s\n", err.message);
         return -1;
     }
@@ -164,12 +165,10 @@ static void print_ids(const char *label, const struct id_list *l)
     printf("\n");
 }
 
-static int have_python_ids;
-static struct id_list python_prompt, python_greedy;
-static int have_tokenizer;
-
 START_TEST(greedy_matches_llama_cpp)
 {
+    struct id_list python_prompt, python_greedy;
+    int have_python_ids = python_expected_read(&python_prompt, &python_greedy) == 0;
     struct tokenizer_handle th;
     struct id_list prompt = {.n = 0};
     int plugin_ok = tokenizer_open(&th) == 0;
@@ -242,14 +241,17 @@ int main(void)
         return SKIP_EXIT_CODE;
     }
     fclose(model);
-    have_python_ids = python_expected_read(&python_prompt, &python_greedy) == 0;
-    struct tokenizer_handle th;
-    have_tokenizer = tokenizer_open(&th) == 0;
-    if (have_tokenizer)
-        tokenizer_close(&th);
-    if (!have_python_ids && !have_tokenizer) {
-        printf("SKIP: no prompt ids: neither %s (python with numpy) nor the tokenizer-bpe plugin\n",
-               CINFER_STORIES_EXPECTED);
+    FILE *expected = fopen(CINFER_STORIES_EXPECTED, "r");
+    if (expected)
+        fclose(expected);
+    struct cinfer_plugin *plugin = NULL;
+    struct cinfer_error err = {0};
+    int have_plugin = cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, TOKENIZER_SEARCH_PATH, &plugin,
+                                         &err) == 0;
+    cinfer_plugin_close(&plugin);
+    if (!expected && !have_plugin) {
+        printf("SKIP: no prompt ids: neither %s (python with numpy) nor the tokenizer-bpe plugin (%s)\n",
+               CINFER_STORIES_EXPECTED, err.message);
         return SKIP_EXIT_CODE;
     }
     return cinfer_test_run_suite(suite_stories260k());

@@ -26,3 +26,7 @@ if(cinfer_runtime_parts GREATER_EQUAL 2)
 else()
   message(STATUS "${name}: model loader or forward pass not in the core yet; the test skips")
 endif()
+# Build the tokenizer plugin with the test, so the text route runs whenever it exists.
+if(TARGET cinfer_plugin_tokenizer_bpe)
+  add_dependencies(${name} cinfer_plugin_tokenizer_bpe)
+endif()
