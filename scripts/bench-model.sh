@@ -8,7 +8,9 @@
 #   scripts/bench-model.sh [bench_model options]   e.g. --rounds 3 --decode-steps 32
 #
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
-# CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2).
+# CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2),
+# CINFER_BENCH_NICE (default -10 as root: on a shared machine both sides, cinfer and
+# the llama.cpp child alike, then win the cores from background jobs; 0 to leave it).
 # The table goes to stdout and to $CINFER_BENCH_BUILD/bench-model.md, the figures to
 # $CINFER_BENCH_BUILD/bench-model.json.
 set -euo pipefail
@@ -42,5 +44,9 @@ done
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-model.md"
 echo "# scripts/bench-model.sh $*" | tee -a "$build/bench-model.md"
-"$build/bin/bench_model" --models "$models" --threads "$threads" \
+nice_cmd=()
+if [ "$(id -u)" -eq 0 ] && [ "${CINFER_BENCH_NICE:--10}" != 0 ]; then
+  nice_cmd=(nice -n "${CINFER_BENCH_NICE:--10}")
+fi
+"${nice_cmd[@]}" "$build/bin/bench_model" --models "$models" --threads "$threads" \
   --peer bench/peers/llama_cpp_bench.mjs --json "$build/bench-model.json" "$@" | tee -a "$build/bench-model.md"
