@@ -3,7 +3,7 @@
 cinfer reads, plus a manifest naming them with the token prompts to test.
 
 Families: llama (GQA, untied), llama3 (Llama 3 RoPE scaling, tied, one KV head),
-mistral (head_dim != hidden / heads), qwen2 (q/k/v biases, tied), qwen3 (q/k norm,
+mistral (head_dim 24: not hidden / heads, not a power of two), qwen2 (q/k/v biases, tied), qwen3 (q/k norm,
 head_dim != hidden / heads, tied). Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
     model.safetensors.index.json);
@@ -44,8 +44,9 @@ FAMILIES = {
                    # original context 64 puts frequency pairs in all three llama3 bands
                    rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                      high_freq_factor=4.0, original_max_position_embeddings=64)),
-    "mistral": dict(model_type="mistral", arch="MistralForCausalLM", hidden=96, heads=4,
-                    kv_heads=2, head_dim=32, inter=128, layers=2, tied=False, theta=1000000.0),
+    # head_dim 24: neither hidden / heads nor a power of two
+    "mistral": dict(model_type="mistral", arch="MistralForCausalLM", hidden=64, heads=4,
+                    kv_heads=2, head_dim=24, inter=96, layers=2, tied=False, theta=1000000.0),
     "qwen2": dict(model_type="qwen2", arch="Qwen2ForCausalLM", hidden=64, heads=4, kv_heads=2,
                   head_dim=16, inter=128, layers=2, tied=True, theta=1000000.0, bias=True),
     "qwen3": dict(model_type="qwen3", arch="Qwen3ForCausalLM", hidden=64, heads=4, kv_heads=2,
