@@ -7,9 +7,10 @@
  * greedy continuations (tests/reference/model_reference.py documents the .ref format).
  * Every model is loaded with cinfer_model_load and run through cinfer_runtime_forward:
  *  - one sequence: prefill the prompt in one chunk, then decode step by step;
- *  - a batch: sequence A's prompt in two chunks, the second batched with B's whole
- *    prompt; then a sequence C sharing A's first KV pages prefilled in the same call as
- *    A's and B's decode steps, which continue together.
+ *  - a batch: sequence A's prompt in two chunks (the first asking no logits), the
+ *    second batched with B's whole prompt (asking the last row only); then a sequence C
+ *    sharing A's first KV pages prefilled in the same call as A's and B's decode steps,
+ *    which continue together.
  * Logits must agree per position within |a - b| / |b| <= 1e-4 for f32 weights and
  * <= 2e-2 for f16/bf16/Q8_0; with f32 weights greedy decoding must choose exactly the
  * reference's 16 tokens. Decode steps feed the reference's tokens, so lower-precision
@@ -344,23 +345,24 @@ static void run_batched(struct cinfer_runtime *rt, const struct model_case *mc,
     struct seq_pages pa = {.n = 0}, pb = {.n = 0}, pc = {.n = 0};
     int free_before = cinfer_runtime_kv_pages_free(rt);
 
-    /* call 1: A[0, split) */
+    /* call 1: A[0, split), no logits asked (and no buffer to write them to) */
     pages_cover(rt, &pa, split);
     struct cinfer_seq_chunk calls[3];
-    calls[0] = chunk_of(a->tokens, split, 0, &pa, CINFER_LOGITS_ALL, a_logits);
+    calls[0] = chunk_of(a->tokens, split, 0, &pa, CINFER_LOGITS_NONE, NULL);
     forward_or_fail(rt, calls, 1, mc->name);
 
-    /* call 2: A[split, n_prompt) and B[0, n_prompt) */
+    /* call 2: A[split, n_prompt) with every row's logits, B's whole prompt with the last */
     pages_cover(rt, &pa, a->n_prompt);
     pages_cover(rt, &pb, b->n_prompt);
     calls[0] = chunk_of(a->tokens + split, a->n_prompt - split, split, &pa, CINFER_LOGITS_ALL,
                         a_logits + (size_t)split * row);
-    calls[1] = chunk_of(b->tokens, b->n_prompt, 0, &pb, CINFER_LOGITS_ALL, b_logits);
+    calls[1] = chunk_of(b->tokens, b->n_prompt, 0, &pb, CINFER_LOGITS_LAST,
+                        b_logits + (size_t)(b->n_prompt - 1) * row);
     forward_or_fail(rt, calls, 2, mc->name);
-    for (int p = 0; p < a->n_prompt; p++)
+    for (int p = split; p < a->n_prompt; p++)
         score_logits(sc, "A(batch)", p, a_logits + p * row, a->logits + p * row, vocab);
-    for (int p = 0; p < b->n_prompt; p++)
-        score_logits(sc, "B(batch)", p, b_logits + p * row, b->logits + p * row, vocab);
+    score_logits(sc, "B(batch)", b->n_prompt - 1, b_logits + (size_t)(b->n_prompt - 1) * row,
+                 b->logits + (size_t)(b->n_prompt - 1) * row, vocab);
     score_greedy(sc, "A(batch)", 0, a_logits + (size_t)(a->n_prompt - 1) * row, a->tokens[a->n_prompt], vocab);
     score_greedy(sc, "B(batch)", 0, b_logits + (size_t)(b->n_prompt - 1) * row, b->tokens[b->n_prompt], vocab);
 
