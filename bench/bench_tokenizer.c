@@ -8,7 +8,9 @@
  *   ctest --test-dir build -R tokenizer_reference_setup
  * For each tokenizer it encodes every corpus string (add_special 0), one warm-up pass
  * then whole passes until S seconds (default 3) have gone by, and reports MB/s (10^6
- * bytes of UTF-8 input per second). The peer is node running bench_tokenizer_peer.js
+ * bytes of UTF-8 input per second) by CPU time (this thread's; the peer process's) and
+ * by wall time. On a shared, loaded machine the CPU-time figures are the ones to
+ * compare; the wall-time ones show how much of a core each side actually got. The peer is node running bench_tokenizer_peer.js
  * (Hugging Face tokenizers) or python running bench_tokenizer_peer.py (SentencePiece),
  * kept to one thread with RAYON_NUM_THREADS=1, TOKENIZERS_PARALLELISM=false and
  * UV_THREADPOOL_SIZE=1. --min-string-bytes N keeps only strings of at least N bytes on
@@ -56,12 +58,19 @@ struct options {
     const char *only;
 };
 
-static double now_s(void)
+static double clock_s(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+/* Throughput of one side. */
+struct rate {
+    double mb_per_cpu_s; /* <= 0 when not measured */
+    double mb_per_s;     /* by wall time */
+    double ids_per_s;    /* by CPU time */
+};
 
 static int corpus_load(struct corpus *c, size_t min_string_bytes)
 {
@@ -123,15 +132,15 @@ static long long encode_pass(const struct cinfer_tokenizer_ops *ops, const struc
     return n_ids;
 }
 
-/* Our MB/s, or a negative number on failure. */
-static double ours_mb_per_s(const struct bench_tokenizer *bt, const struct corpus *c, double min_seconds,
-                            double *ids_per_s)
+/* Our throughput; rate.mb_per_cpu_s <= 0 on failure. */
+static struct rate ours_rate(const struct bench_tokenizer *bt, const struct corpus *c, double min_seconds)
 {
+    struct rate r = {-1, -1, -1};
     struct cinfer_error err = {0};
     struct cinfer_plugin *plugin = NULL;
     if (cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, PLUGIN_DIR, &plugin, &err) != CINFER_OK) {
         fprintf(stderr, "bench_tokenizer: %s\n", err.message);
-        return -1;
+        return r;
     }
     const struct cinfer_tokenizer_ops *ops = cinfer_plugin_vtable(plugin);
     char path[1024];
@@ -140,33 +149,36 @@ static double ours_mb_per_s(const struct bench_tokenizer *bt, const struct corpu
     if (ops->open(path, &tok, &err) != CINFER_OK) {
         fprintf(stderr, "bench_tokenizer: %s: %s\n", bt->name, err.message);
         cinfer_plugin_close(&plugin);
-        return -1;
+        return r;
     }
     struct cinfer_token_ids ids = {0};
-    double mb_per_s = -1;
     if (encode_pass(ops, tok, c, &ids) >= 0) { /* warm-up */
         long long n_ids = 0, passes = 0, pass_ids = 0;
-        double start = now_s(), elapsed = 0;
+        double start = clock_s(CLOCK_MONOTONIC), cpu_start = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        double elapsed = 0;
         do {
             pass_ids = encode_pass(ops, tok, c, &ids);
             n_ids += pass_ids;
             passes++;
-            elapsed = now_s() - start;
+            elapsed = clock_s(CLOCK_MONOTONIC) - start;
         } while (pass_ids >= 0 && elapsed < min_seconds);
+        double cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
         if (pass_ids >= 0) {
-            mb_per_s = (double)c->bytes * (double)passes / elapsed / 1e6;
-            *ids_per_s = (double)n_ids / elapsed;
+            r.mb_per_cpu_s = (double)c->bytes * (double)passes / cpu / 1e6;
+            r.mb_per_s = (double)c->bytes * (double)passes / elapsed / 1e6;
+            r.ids_per_s = (double)n_ids / cpu;
         }
     }
     cinfer_token_ids_free(&ids);
     ops->close(tok);
     cinfer_plugin_close(&plugin);
-    return mb_per_s;
+    return r;
 }
 
-/* The peer's MB/s from its JSON line, or a negative number when it did not run. */
-static double peer_mb_per_s(const struct bench_tokenizer *bt, const struct options *o)
+/* The peer's throughput from its JSON line; rate.mb_per_cpu_s <= 0 when it did not run. */
+static struct rate peer_rate(const struct bench_tokenizer *bt, const struct options *o)
 {
+    struct rate r = {-1, -1, -1};
     char cmd[2048];
     if (strcmp(bt->peer, "node") == 0)
         snprintf(cmd, sizeof cmd,
@@ -180,19 +192,26 @@ static double peer_mb_per_s(const struct bench_tokenizer *bt, const struct optio
                  CINFER_SOURCE_DIR, SPM_MODEL, REFERENCE_DIR, o->min_seconds, o->min_string_bytes);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
-        return -1;
+        return r;
     char line[4096] = "";
     char *got = fgets(line, sizeof line, p);
     int status = pclose(p);
     if (got == NULL || status != 0) {
         fprintf(stderr, "bench_tokenizer: peer for %s failed (exit status %d): %s\n", bt->name, status, cmd);
-        return -1;
+        return r;
     }
     json_error_t jerr;
     json_t *obj = json_loads(line, 0, &jerr);
-    double mb_per_s = obj != NULL ? json_number_value(json_object_get(obj, "mb_per_s")) : -1;
+    if (obj == NULL) {
+        fprintf(stderr, "bench_tokenizer: peer for %s printed no JSON: %s", bt->name, line);
+        return r;
+    }
+    r.mb_per_cpu_s = json_number_value(json_object_get(obj, "mb_per_cpu_s"));
+    r.mb_per_s = json_number_value(json_object_get(obj, "mb_per_s"));
+    double cpu_s = json_number_value(json_object_get(obj, "cpu_seconds"));
+    r.ids_per_s = cpu_s > 0 ? json_number_value(json_object_get(obj, "tokens")) / cpu_s : -1;
     json_decref(obj);
-    return mb_per_s > 0 ? mb_per_s : -1;
+    return r;
 }
 
 static void print_machine(void)
@@ -245,32 +264,31 @@ int main(int argc, char **argv)
     print_machine();
     printf("corpus: %zu strings of at least %zu bytes, %zu bytes per pass; at least %g s per measurement, 1 thread\n",
            c.n, o.min_string_bytes, c.bytes, o.min_seconds);
-    printf("%-11s %12s %12s %16s %12s  %s\n", "tokenizer", "ours MB/s", "ours Mids/s", "reference MB/s",
-           "ours/theirs", "reference");
+    printf("MB/s = 10^6 input bytes per second of CPU time (wall-time figures in brackets)\n");
+    printf("%-11s %20s %20s %12s %12s  %s\n", "tokenizer", "ours MB/s", "reference MB/s", "ours/theirs",
+           "ours Mids/s", "reference");
     int failed = 0;
     for (size_t i = 0; i < sizeof tokenizers / sizeof tokenizers[0]; i++) {
         const struct bench_tokenizer *bt = &tokenizers[i];
         if (o.only != NULL && strcmp(o.only, bt->name) != 0)
             continue;
-        double ids_per_s = 0;
-        double ours = ours_mb_per_s(bt, &c, o.min_seconds, &ids_per_s);
-        double theirs = o.run_peer ? peer_mb_per_s(bt, &o) : -1;
+        struct rate ours = ours_rate(bt, &c, o.min_seconds);
+        struct rate theirs = {-1, -1, -1};
+        if (o.run_peer)
+            theirs = peer_rate(bt, &o);
         const char *library = strcmp(bt->peer, "node") == 0 ? "HF tokenizers (node)" : "sentencepiece (python)";
-        printf("%-11s ", bt->name);
-        if (ours > 0)
-            printf("%12.2f %12.3f ", ours, ids_per_s / 1e6);
-        else
-            printf("%12s %12s ", "failed", "-");
-        if (theirs > 0)
-            printf("%16.2f ", theirs);
-        else
-            printf("%16s ", "-");
-        if (ours > 0 && theirs > 0)
-            printf("%11.2fx  %s\n", ours / theirs, library);
-        else
-            printf("%12s  %s\n", "-", library);
+        char ours_text[64] = "failed", theirs_text[64] = "-", ratio_text[32] = "-", ids_text[32] = "-";
+        if (ours.mb_per_cpu_s > 0) {
+            snprintf(ours_text, sizeof ours_text, "%.2f [%.2f]", ours.mb_per_cpu_s, ours.mb_per_s);
+            snprintf(ids_text, sizeof ids_text, "%.3f", ours.ids_per_s / 1e6);
+        }
+        if (theirs.mb_per_cpu_s > 0)
+            snprintf(theirs_text, sizeof theirs_text, "%.2f [%.2f]", theirs.mb_per_cpu_s, theirs.mb_per_s);
+        if (ours.mb_per_cpu_s > 0 && theirs.mb_per_cpu_s > 0)
+            snprintf(ratio_text, sizeof ratio_text, "%.2fx", ours.mb_per_cpu_s / theirs.mb_per_cpu_s);
+        printf("%-11s %20s %20s %12s %12s  %s\n", bt->name, ours_text, theirs_text, ratio_text, ids_text, library);
         fflush(stdout);
-        failed |= ours <= 0;
+        failed |= ours.mb_per_cpu_s <= 0;
     }
     corpus_free(&c);
     return failed ? 1 : 0;

@@ -9,7 +9,8 @@
 // after the other (no encodeBatch, so no parallelism), one warm-up pass, then whole
 // passes until MIN_SECONDS have gone by. With MIN_STRING_BYTES only strings at least
 // that long are encoded (per-call overhead then no longer counts). Prints one JSON line:
-//   {"bytes": corpus UTF-8 bytes per pass, "passes", "seconds", "tokens", "mb_per_s"}
+//   {"bytes": corpus UTF-8 bytes per pass, "passes", "seconds", "cpu_seconds", "tokens",
+//    "mb_per_s" (by wall time), "mb_per_cpu_s" (by the process's CPU time, all threads)}
 // The binding runs each encode as a libuv task: with UV_THREADPOOL_SIZE=1 and one call
 // in flight at a time, one thread tokenizes.
 'use strict';
@@ -39,13 +40,19 @@ async function main() {
   let passes = 0;
   let tokens = 0;
   const start = process.hrtime.bigint();
+  const cpuStart = process.cpuUsage();
   let seconds = 0;
   do {
     tokens += await pass();
     passes++;
     seconds = Number(process.hrtime.bigint() - start) / 1e9;
   } while (seconds < minSeconds);
-  console.log(JSON.stringify({ bytes, passes, seconds, tokens, mb_per_s: (bytes * passes) / seconds / 1e6 }));
+  const cpu = process.cpuUsage(cpuStart);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+  console.log(JSON.stringify({
+    bytes, passes, seconds, cpu_seconds: cpuSeconds, tokens,
+    mb_per_s: (bytes * passes) / seconds / 1e6, mb_per_cpu_s: (bytes * passes) / cpuSeconds / 1e6,
+  }));
 }
 
 main().catch((e) => {
