@@ -46,9 +46,11 @@ void st_builder_add(struct st_builder *b, const char *name, const char *dtype, c
      * type is naturally aligned in the file whatever order tensors are added in. */
     static const unsigned char zeros[8];
     size_t pad = (8 - b->data_len % 8) % 8;
-    grow((void **)&b->data, &b->data_cap, b->data_len + pad);
-    memcpy(b->data + b->data_len, zeros, pad);
-    b->data_len += pad;
+    if (pad) {
+        grow((void **)&b->data, &b->data_cap, b->data_len + pad);
+        memcpy(b->data + b->data_len, zeros, pad);
+        b->data_len += pad;
+    }
     char text[512];
     int n = snprintf(text, sizeof text, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", name, dtype);
     for (int d = 0; d < n_dims; d++)
