@@ -226,16 +226,18 @@ static int argmax(const float *row, int n)
     return best;
 }
 
-static void score_greedy(struct score *sc, const char *seq, int step, const float *last_logits,
-                         int32_t want, int vocab)
+/* Returns the runtime's greedy choice. */
+static int32_t score_greedy(struct score *sc, const char *seq, int step, const float *last_logits,
+                            int32_t want, int vocab)
 {
-    int got = argmax(last_logits, vocab);
+    int32_t got = argmax(last_logits, vocab);
     sc->greedy_total++;
     if (got == want) {
         sc->greedy_same++;
     } else if (sc->exact_greedy) {
         score_fail(sc, "%s greedy step %d: token %d, reference %d", seq, step, got, want);
     }
+    return got;
 }
 
 /* ---- runtime helpers --------------------------------------------------------------- */
@@ -309,11 +311,15 @@ static void run_single_sequence(struct cinfer_runtime *rt, const struct model_ca
     const float *last = prompt_logits + (size_t)(a->n_prompt - 1) * vocab;
     for (int j = 0; j < a->n_gen; j++) {
         int pos = a->n_prompt + j; /* where the token chosen now goes */
-        score_greedy(sc, "A", j, last, a->tokens[pos], vocab);
+        int32_t chosen = score_greedy(sc, "A", j, last, a->tokens[pos], vocab);
         if (j == a->n_gen - 1)
             break;
+        /* f32 runs its own greedy loop (the check above holds it to the reference's
+         * tokens); lower precisions are fed the reference's tokens so their logits stay
+         * comparable position by position even where their own argmax would drift */
+        int32_t next = sc->exact_greedy ? chosen : a->tokens[pos];
         pages_cover(rt, &sp, pos + 1);
-        c = chunk_of(&a->tokens[pos], 1, pos, &sp, CINFER_LOGITS_LAST, step_logits);
+        c = chunk_of(&next, 1, pos, &sp, CINFER_LOGITS_LAST, step_logits);
         forward_or_fail(rt, &c, 1, mc->name);
         score_logits(sc, "A", pos, step_logits, a->logits + (size_t)pos * vocab, vocab);
         last = step_logits;
