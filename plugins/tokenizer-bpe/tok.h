@@ -60,6 +60,7 @@ int tok_cp_to_byte(uint32_t cp);
 /* Unicode White_Space, as Rust's char::is_whitespace. */
 int tok_is_whitespace(uint32_t cp);
 int tok_is_alnum(uint32_t cp);
+int tok_is_numeric(uint32_t cp); /* Unicode Nd, Nl, No: Rust's char::is_numeric */
 
 /* ---- hash maps (tok_hash.c) ------------------------------------------------- */
 /* Byte string -> id. Keys are copied into the map's own arena. */

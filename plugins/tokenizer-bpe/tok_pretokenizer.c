@@ -247,14 +247,18 @@ static int whitespace_split(const char *s, size_t n, size_t orig, struct tok_pie
     return CINFER_OK;
 }
 
+/* Digits: char::is_numeric (Unicode Nd, Nl, No), each alone or in runs. */
 static int digits(const struct tok_pretok_step *st, const char *s, size_t n, size_t orig,
                   struct hits *h, struct tok_pieces *out)
 {
     h->n = 0;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] >= '0' && s[i] <= '9')
-            if (hits_push(h, i, i + 1))
-                return CINFER_ERR_NOMEM;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = tok_utf8_next(s + i, n - i, &cp);
+        if (tok_is_numeric(cp) && hits_push(h, i, i + k))
+            return CINFER_ERR_NOMEM;
+        i += k;
+    }
     return split_by_hits(s, n, orig, h, st->individual_digits ? TOK_SPLIT_ISOLATED : TOK_SPLIT_CONTIGUOUS, 0, out);
 }
 

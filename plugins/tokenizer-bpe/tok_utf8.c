@@ -182,3 +182,9 @@ int tok_is_alnum(uint32_t cp)
     return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
            (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
 }
+
+int tok_is_numeric(uint32_t cp)
+{
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
+}

@@ -54,7 +54,8 @@ INVALID = [
 
 TINY_METASPACE = ["abc ab xyz a", "ab<mask> c", "x cab cab, dcab", "  ab", "cabcab", "zz zz", "ab <mask>cab", ""]
 TINY_SPLIT = ["The theory, 12345 here-and--there. Under.score", "HELLO World, hello!", "a,,b--c..d 9x9",
-              "ＦＵＬＬ　ｗｉｄｔｈ  spaces   here", "", "x"]
+              "ＦＵＬＬ　ｗｉｄｔｈ  spaces   here", "", "x",
+              "digits \u0663\u0664 \u00bd \u216b 12 x\u00b2"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..', '..'))

@@ -49,6 +49,7 @@ t2 = {"version": "1.0", "truncation": None, "padding": None,
           {"type": "NFKC"}, {"type": "Lowercase"},
           {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
       "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+          {"type": "Digits", "individual_digits": True},
           {"type": "Split", "pattern": {"String": ","}, "behavior": "Removed", "invert": False},
           {"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithPrevious", "invert": False},
           {"type": "Split", "pattern": {"Regex": "\\d"}, "behavior": "Contiguous", "invert": False},
