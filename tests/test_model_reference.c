@@ -464,7 +464,7 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads)
         if (sc.n_failures) {
             n_bad++;
             size_t used = strlen(failures);
-            snprintf(failures + used, sizeof failures - used, "\n  %s: %s", mc->name, sc.first_failure);
+            snprintf(failures + used, sizeof failures - used, "\n  %.95s: %.255s", mc->name, sc.first_failure);
         }
     }
     fflush(stdout);
