@@ -7,6 +7,8 @@
  * greedy continuations (tests/reference/model_reference.py documents the .ref format).
  * Every model is loaded with cinfer_model_load and run through cinfer_runtime_forward:
  *  - one sequence: prefill the prompt in one chunk, then decode step by step;
+ *  - for f32 and Q8_0 files, a 150-token prompt prefilled in 64-token chunks (attention
+ *    over more keys than a kernel block), then decoded;
  *  - a batch: sequence A's prompt in two chunks (the first asking no logits), the
  *    second batched with B's whole prompt (asking the last row only); then a sequence C
  *    sharing A's first KV pages prefilled in the same call as A's and B's decode steps,
@@ -32,8 +34,10 @@
 
 #ifdef CINFER_HAVE_MODEL_RUNTIME
 #define MAX_MODELS 64
-#define MAX_SEQ_PAGES 64
 #define KV_PAGE_TOKENS 4 /* small, so every sequence spans several pages */
+#define MAX_SEQ_TOKENS 256
+#define MAX_SEQ_PAGES (MAX_SEQ_TOKENS / KV_PAGE_TOKENS)
+#define MAX_BATCH_TOKENS 64 /* the long prompt's prefill takes several calls */
 #define TOLERANCE_F32 1e-4
 #define TOLERANCE_LOW_PRECISION 2e-2
 
@@ -49,7 +53,7 @@ struct ref_seq {
 struct ref_file {
     int vocab;
     int n_seqs;
-    struct ref_seq seqs[2];
+    struct ref_seq seqs[3]; /* A, B, and for f32/Q8_0 files a long prompt */
 };
 
 struct model_case {
@@ -96,14 +100,14 @@ static void ref_file_read(const char *path, struct ref_file *ref)
     take(blob, size, &cursor, header, sizeof header, path);
     ref->vocab = (int)header[0];
     ref->n_seqs = (int)header[1];
-    ck_assert_msg(ref->n_seqs == 2, "%s: %d sequences, expected 2", path, ref->n_seqs);
+    ck_assert_msg(ref->n_seqs >= 2 && ref->n_seqs <= 3, "%s: %d sequences, expected 2 or 3", path, ref->n_seqs);
     for (int s = 0; s < ref->n_seqs; s++) {
         struct ref_seq *seq = &ref->seqs[s];
         uint32_t counts[2];
         take(blob, size, &cursor, counts, sizeof counts, path);
         seq->n_prompt = (int)counts[0];
         seq->n_gen = (int)counts[1];
-        ck_assert_msg(seq->n_prompt > 1 && seq->n_gen > 1 && seq->n_prompt + seq->n_gen < 256,
+        ck_assert_msg(seq->n_prompt > 1 && seq->n_gen > 1 && seq->n_prompt + seq->n_gen <= MAX_SEQ_TOKENS,
                       "%s: sequence %d has %d prompt and %d new tokens", path, s, seq->n_prompt,
                       seq->n_gen);
         size_t n_tokens = (size_t)(seq->n_prompt + seq->n_gen);
@@ -291,27 +295,32 @@ static void forward_or_fail(struct cinfer_runtime *rt, const struct cinfer_seq_c
 
 /* ---- the two scenarios ------------------------------------------------------------- */
 
-/* Prefill A's prompt in one chunk, then decode its continuation one token a call. */
-static void run_single_sequence(struct cinfer_runtime *rt, const struct model_case *mc,
-                                const struct ref_file *ref, struct score *sc)
+/* Prefill one sequence's prompt in chunks of at most chunk_tokens (every row's logits
+ * asked), then decode its continuation one token a call. */
+static void run_sequence(struct cinfer_runtime *rt, const struct model_case *mc, const struct ref_file *ref,
+                         struct score *sc, int seq_index, int chunk_tokens, const char *label)
 {
-    const struct ref_seq *a = &ref->seqs[0];
+    const struct ref_seq *a = &ref->seqs[seq_index];
     int vocab = ref->vocab;
     float *prompt_logits = malloc(sizeof(float) * (size_t)a->n_prompt * (size_t)vocab); /* (n_prompt, vocab) */
     float *step_logits = malloc(sizeof(float) * (size_t)vocab);                          /* (1, vocab) */
     ck_assert(prompt_logits && step_logits);
     struct seq_pages sp = {.n = 0};
+    struct cinfer_seq_chunk c;
 
-    pages_cover(rt, &sp, a->n_prompt);
-    struct cinfer_seq_chunk c = chunk_of(a->tokens, a->n_prompt, 0, &sp, CINFER_LOGITS_ALL, prompt_logits);
-    forward_or_fail(rt, &c, 1, mc->name);
+    for (int start = 0; start < a->n_prompt; start += chunk_tokens) {
+        int n = a->n_prompt - start < chunk_tokens ? a->n_prompt - start : chunk_tokens;
+        pages_cover(rt, &sp, start + n);
+        c = chunk_of(a->tokens + start, n, start, &sp, CINFER_LOGITS_ALL, prompt_logits + (size_t)start * vocab);
+        forward_or_fail(rt, &c, 1, mc->name);
+    }
     for (int p = 0; p < a->n_prompt; p++)
-        score_logits(sc, "A", p, prompt_logits + (size_t)p * vocab, a->logits + (size_t)p * vocab, vocab);
+        score_logits(sc, label, p, prompt_logits + (size_t)p * vocab, a->logits + (size_t)p * vocab, vocab);
 
     const float *last = prompt_logits + (size_t)(a->n_prompt - 1) * vocab;
     for (int j = 0; j < a->n_gen; j++) {
         int pos = a->n_prompt + j; /* where the token chosen now goes */
-        int32_t chosen = score_greedy(sc, "A", j, last, a->tokens[pos], vocab);
+        int32_t chosen = score_greedy(sc, label, j, last, a->tokens[pos], vocab);
         if (j == a->n_gen - 1)
             break;
         /* f32 runs its own greedy loop (the check above holds it to the reference's
@@ -321,12 +330,26 @@ static void run_single_sequence(struct cinfer_runtime *rt, const struct model_ca
         pages_cover(rt, &sp, pos + 1);
         c = chunk_of(&next, 1, pos, &sp, CINFER_LOGITS_LAST, step_logits);
         forward_or_fail(rt, &c, 1, mc->name);
-        score_logits(sc, "A", pos, step_logits, a->logits + (size_t)pos * vocab, vocab);
+        score_logits(sc, label, pos, step_logits, a->logits + (size_t)pos * vocab, vocab);
         last = step_logits;
     }
     pages_release(rt, &sp);
     free(prompt_logits);
     free(step_logits);
+}
+
+/* A's prompt in one chunk. */
+static void run_single_sequence(struct cinfer_runtime *rt, const struct model_case *mc,
+                                const struct ref_file *ref, struct score *sc)
+{
+    run_sequence(rt, mc, ref, sc, 0, ref->seqs[0].n_prompt, "A");
+}
+
+/* The long prompt (150 tokens) in chunks as large as a call may carry. */
+static void run_long_sequence(struct cinfer_runtime *rt, const struct model_case *mc,
+                              const struct ref_file *ref, struct score *sc)
+{
+    run_sequence(rt, mc, ref, sc, 2, MAX_BATCH_TOKENS, "long");
 }
 
 /* A's prompt in two chunks (the second batched with B's whole prompt); C reuses A's
@@ -420,20 +443,25 @@ typedef void (*scenario_fn)(struct cinfer_runtime *, const struct model_case *, 
 
 /* Runs one scenario over every model, prints each model's worst error, then fails if
  * any model was out of tolerance, naming the first failure of each. */
-static void run_every_model(const char *scenario, scenario_fn fn, int n_threads)
+static void run_every_model(const char *scenario, scenario_fn fn, int n_threads, int needs_seqs)
 {
     static struct model_case cases[MAX_MODELS];
     int n_cases = manifest_read(cases, MAX_MODELS);
-    int n_bad = 0;
+    int n_bad = 0, n_run = 0;
     char failures[4096] = "";
-    printf("%s, %d thread%s: %d models (tolerance %.0e for f32, %.0e for f16/bf16/Q8_0)\n", scenario,
-           n_threads, n_threads == 1 ? "" : "s", n_cases, TOLERANCE_F32, TOLERANCE_LOW_PRECISION);
+    printf("%s, %d thread%s (tolerance %.0e for f32, %.0e for f16/bf16/Q8_0)\n", scenario, n_threads,
+           n_threads == 1 ? "" : "s", TOLERANCE_F32, TOLERANCE_LOW_PRECISION);
     for (int i = 0; i < n_cases; i++) {
         const struct model_case *mc = &cases[i];
         struct score sc;
         score_init(&sc, mc->wtype);
         struct ref_file ref = {0};
         ref_file_read(mc->ref_path, &ref);
+        if (ref.n_seqs < needs_seqs) { /* this file has no such sequence */
+            ref_file_free(&ref);
+            continue;
+        }
+        n_run++;
 
         struct cinfer_error err = {0};
         struct cinfer_model *model = NULL;
@@ -443,7 +471,7 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads)
             .kv_cache_bytes = 8u << 20,
             .kv_page_tokens = KV_PAGE_TOKENS,
             .n_threads = n_threads,
-            .max_batch_tokens = 64,
+            .max_batch_tokens = MAX_BATCH_TOKENS,
         };
         if (cinfer_model_load(mc->path, &load_opts, &model, &err) != 0) {
             score_fail(&sc, "cinfer_model_load: %s", err.message);
@@ -468,20 +496,27 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads)
         }
     }
     fflush(stdout);
+    ck_assert_msg(n_run > 0, "%s: no model in the manifest has %d sequences", scenario, needs_seqs);
     ck_assert_msg(n_bad == 0, "%s: %d of %d models disagree with the numpy reference:%s", scenario, n_bad,
-                  n_cases, failures);
+                  n_run, failures);
 }
 
 START_TEST(single_sequence_matches_reference)
 {
-    run_every_model("single sequence", run_single_sequence, 1);
+    run_every_model("single sequence", run_single_sequence, 1, 2);
+}
+END_TEST
+
+START_TEST(long_prompt_matches_reference)
+{
+    run_every_model("150-token prompt in 64-token chunks", run_long_sequence, 1, 3);
 }
 END_TEST
 
 START_TEST(batched_chunked_shared_matches_reference)
 {
     /* two threads: the batch's rows and columns are also split across the pool */
-    run_every_model("batched, chunked prefill, shared pages", run_batched, 2);
+    run_every_model("batched, chunked prefill, shared pages", run_batched, 2, 2);
 }
 END_TEST
 
@@ -491,6 +526,7 @@ static Suite *suite_model_reference(void)
     TCase *tc = tcase_create("numpy");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, single_sequence_matches_reference);
+    tcase_add_test(tc, long_prompt_matches_reference);
     tcase_add_test(tc, batched_chunked_shared_matches_reference);
     suite_add_tcase(s, tc);
     return s;

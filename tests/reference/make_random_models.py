@@ -35,6 +35,10 @@ SEED = 20261129
 VOCAB = 272  # <unk> <s> </s>, 256 byte tokens, 13 word pieces
 N_NEW = 16
 PROMPT_LENGTHS = (11, 6)  # A crosses several 4-token KV pages; B is a second sequence
+# A long prompt, for f32 and Q8_0 files only (it triples the expected-logits size):
+# attention over more keys than a kernel's block and prefill in several chunks.
+LONG_PROMPT_LENGTH = 150
+LONG_PROMPT_TYPES = ("f32", "q8_0")
 
 FAMILIES = {
     "llama": dict(model_type="llama", arch="LlamaForCausalLM", hidden=64, heads=4, kv_heads=2,
@@ -390,16 +394,21 @@ def main(argv):
         rng = np.random.default_rng(SEED + k)
         weights = random_weights(fam, rng)
         prompts = [[1] + list(rng.integers(3, VOCAB, size=n - 1)) for n in PROMPT_LENGTHS]
-        prompt_field = ";".join(",".join(str(int(t)) for t in p) for p in prompts)
+        long_prompt = [1] + list(rng.integers(3, VOCAB, size=LONG_PROMPT_LENGTH - 1))
+
+        def prompts_for(wtype):
+            chosen = prompts + ([long_prompt] if wtype in LONG_PROMPT_TYPES else [])
+            return ";".join(",".join(str(int(t)) for t in p) for p in chosen)
         for wtype in SAFETENSORS_TYPES:
             sharded = (family, wtype) == SHARDED
             name = f"{family}-st-{wtype}" + ("-sharded" if sharded else "")
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
-            manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompt_field, family))
+            manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
+                             family))
         for wtype in GGUF_TYPES:
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
-            manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompt_field,
+            manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
     with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
         for row in manifest:
