@@ -23,8 +23,8 @@ struct cpu_backend {
     struct cinfer_thread_pool *pool;
     void *prepared;         /* activations prepared for the weight type (Q8 blocks) */
     size_t prepared_bytes;
-    float *scores;          /* (n_threads, scores_per_thread) attention weights */
-    size_t scores_per_thread;
+    float *attn_scratch;    /* (n_threads, attn_floats_per_thread) see attention_part */
+    size_t attn_floats_per_thread;
 };
 
 struct cpu_kv {
@@ -59,7 +59,7 @@ static void cpu_destroy(void *state)
     if (!be)
         return;
     cinfer_thread_pool_destroy(&be->pool);
-    free(be->scores);
+    free(be->attn_scratch);
     free(be->prepared);
     free(be);
 }
@@ -283,42 +283,110 @@ struct attention_job {
     atomic_int next_item; /* (sequence, head) pairs handed out so far */
 };
 
-/* One query head of one sequence, every new token of it. */
-static void attend_head(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int h,
-                        float *scores /* (start_pos + n_tokens) */)
+/* Query rows one prefill block of attention takes at a time: bounds the scores
+ * scratch at ATTN_QUERY_BLOCK x context. */
+#define ATTN_QUERY_BLOCK 32
+
+/* Decode: one query head of a one-token chunk, reading K and V in place. */
+static void attend_one_token(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int h,
+                             float *scores /* (start_pos + 1) */)
 {
     int hd = job->head_dim;
     int q_dim = job->n_heads * hd;
     int kv_head = h / (job->n_heads / job->n_kv_heads);
     int pt = job->kv->layout.page_tokens;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int t = 0; t < seq->n_tokens; t++) {
-        const float *q = job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd; /* (head_dim) */
-        float *out = job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd;   /* (head_dim) */
-        int n_ctx = seq->start_pos + t + 1; /* causal: positions [0, pos] */
-        for (int p = 0; p < n_ctx; p++) {
-            const float *k = kv_row(job->kv, job->layer, seq->page_table[p / pt], 0, p % pt) + (size_t)kv_head * hd;
-            scores[p] = cinfer_kernel_dot(q, k, hd) * scale;
+    const float *q = job->q + (size_t)seq->row * q_dim + (size_t)h * hd; /* (head_dim) */
+    float *out = job->out + (size_t)seq->row * q_dim + (size_t)h * hd;   /* (head_dim) */
+    int n_ctx = seq->start_pos + 1; /* causal: positions [0, pos] */
+    for (int p = 0; p < n_ctx; p++) {
+        const float *k = kv_row(job->kv, job->layer, seq->page_table[p / pt], 0, p % pt) + (size_t)kv_head * hd;
+        scores[p] = cinfer_kernel_dot(q, k, hd) * scale;
+    }
+    cinfer_kernel_softmax(scores, n_ctx);
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int p = 0; p < n_ctx; p++) {
+        const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
+        cinfer_kernel_axpy(out, scores[p], v, hd);
+    }
+}
+
+/* Prefill: every query head of one KV head's group, every new token, as two matmuls
+ * per block of query rows: scores = Q Kᵀ read page by page from the cache (a page's
+ * K rows of one head are evenly strided, which the matmul takes as a weight), then
+ * out = P V against V transposed once into scratch. Masked positions get probability
+ * exactly 0. */
+static void attend_group(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head,
+                         float *scratch)
+{
+    int hd = job->head_dim;
+    int q_dim = job->n_heads * hd;
+    int group = job->n_heads / job->n_kv_heads;
+    int kv_dim = job->kv->layout.kv_dim;
+    int pt = job->kv->layout.page_tokens;
+    int n_ctx = seq->start_pos + seq->n_tokens;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *vt = scratch;                                  /* (head_dim, n_ctx) V transposed */
+    float *qb = vt + (size_t)hd * n_ctx;                  /* (ATTN_QUERY_BLOCK, head_dim) */
+    float *ob = qb + (size_t)ATTN_QUERY_BLOCK * hd;       /* (ATTN_QUERY_BLOCK, head_dim) */
+    float *scores = ob + (size_t)ATTN_QUERY_BLOCK * hd;   /* (ATTN_QUERY_BLOCK, n_ctx) */
+
+    for (int p = 0; p < n_ctx; p++) {
+        const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
+        for (int d = 0; d < hd; d++)
+            vt[(size_t)d * n_ctx + p] = v[d];
+    }
+    int n_rows = seq->n_tokens * group; /* row r: token r / group, query head kv_head * group + r % group */
+    for (int r0 = 0; r0 < n_rows; r0 += ATTN_QUERY_BLOCK) {
+        int nb = n_rows - r0 < ATTN_QUERY_BLOCK ? n_rows - r0 : ATTN_QUERY_BLOCK;
+        for (int r = 0; r < nb; r++) {
+            int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
+            memcpy(qb + (size_t)r * hd, job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd,
+                   (size_t)hd * sizeof(float));
         }
-        cinfer_kernel_softmax(scores, n_ctx);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int p = 0; p < n_ctx; p++) {
-            const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
-            cinfer_kernel_axpy(out, scores[p], v, hd);
+        int block_ctx = seq->start_pos + (r0 + nb - 1) / group + 1; /* the last row's positions [0, pos] */
+        for (int page = 0; page * pt < block_ctx; page++) {
+            int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+            const float *k = kv_row(job->kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * hd;
+            cinfer_kernel_matmul(qb, NULL, nb, hd, k, CINFER_KW_F32, (size_t)kv_dim * sizeof(float), 0, p1 - p0,
+                                 scores + p0, block_ctx); /* (nb, block_ctx) */
+        }
+        for (int r = 0; r < nb; r++) {
+            float *row = scores + (size_t)r * block_ctx;
+            int valid = seq->start_pos + (r0 + r) / group + 1;
+            for (int p = 0; p < valid; p++)
+                row[p] *= scale;
+            cinfer_kernel_softmax(row, valid);
+            memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
+        }
+        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
+                             ob, hd); /* (nb, head_dim) */
+        for (int r = 0; r < nb; r++) {
+            int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
+            memcpy(job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd, ob + (size_t)r * hd,
+                   (size_t)hd * sizeof(float));
         }
     }
 }
 
+/* Work items are (sequence, query head) pairs handed out dynamically (sequences differ
+ * in length); a prefill chunk's group is done by the item of its first head. */
 static void attention_part(void *arg, int t, int n_threads)
 {
     struct attention_job *job = arg;
-    float *scores = job->be->scores + (size_t)t * job->be->scores_per_thread;
+    float *scratch = job->be->attn_scratch + (size_t)t * job->be->attn_floats_per_thread;
+    int group = job->n_heads / job->n_kv_heads;
     int n_items = job->n_seqs * job->n_heads;
     for (;;) {
         int item = atomic_fetch_add_explicit(&job->next_item, 1, memory_order_relaxed);
         if (item >= n_items)
             return;
-        attend_head(job, &job->seqs[item / job->n_heads], item % job->n_heads, scores);
+        const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_heads];
+        int h = item % job->n_heads;
+        if (seq->n_tokens == 1)
+            attend_one_token(job, seq, h, scratch);
+        else if (h % group == 0)
+            attend_group(job, seq, h / group, scratch);
     }
 }
 
@@ -331,16 +399,18 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
     for (int s = 0; s < n_seqs; s++)
         if ((size_t)(seqs[s].start_pos + seqs[s].n_tokens) > max_ctx)
             max_ctx = (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
-    if (max_ctx > be->scores_per_thread) {
+    /* attend_group's scratch; attend_one_token needs only max_ctx of it */
+    size_t floats = max_ctx * ((size_t)head_dim + ATTN_QUERY_BLOCK) + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim;
+    if (floats > be->attn_floats_per_thread) {
         /* grows to the longest context seen so far */
-        size_t bytes = max_ctx * (size_t)cinfer_thread_pool_size(be->pool) * sizeof(float);
-        float *grown = realloc(be->scores, bytes);
+        size_t bytes = floats * (size_t)cinfer_thread_pool_size(be->pool) * sizeof(float);
+        float *grown = realloc(be->attn_scratch, bytes);
         if (!grown)
             return cinfer_error_set(err, CINFER_ERR_NOMEM,
                                     "cpu backend: cannot allocate attention scratch for a %zu-token context (%zu bytes)",
                                     max_ctx, bytes);
-        be->scores = grown;
-        be->scores_per_thread = max_ctx;
+        be->attn_scratch = grown;
+        be->attn_floats_per_thread = floats;
     }
     struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, 0};
     cinfer_thread_pool_run(be->pool, attention_part, &job);
