@@ -3,8 +3,9 @@
  * The ctest fixture model_reference_data (tests/reference/make_expected.sh) writes
  * seeded random-weight models of every family (llama, llama3 RoPE scaling, mistral,
  * qwen2, qwen3), format (Hugging Face safetensors, GGUF) and weight type (f32, f16,
- * bf16, Q8_0), and for each the numpy reference's logits for two prompts and their
- * greedy continuations (tests/reference/model_reference.py documents the .ref format).
+ * bf16, Q8_0), and for each the numpy reference's logits for two prompts (three for f32
+ * and Q8_0 files) and their greedy continuations (tests/reference/model_reference.py
+ * documents the .ref format).
  * Every model is loaded with cinfer_model_load and run through cinfer_runtime_forward:
  *  - one sequence: prefill the prompt in one chunk, then decode step by step;
  *  - for f32 and Q8_0 files, a 150-token prompt prefilled in 64-token chunks (attention
