@@ -240,6 +240,17 @@ static const struct expected tiny_metaspace_expected[] = {
     {IDS(9, 12, 13, -1), IDS(1, 9, 12, 13, 2, -1), STR("<s> ab<mask>cab</s>"), STR("abcab")},
     {IDS(-1), IDS(1, 2, -1), STR("<s></s>"), STR("")},
 };
+/* tiny_nodecoder: from Hugging Face tokenizers (npm "tokenizers") on tests/data/tokenizers/tiny-nodecoder */
+static const struct expected tiny_nodecoder_expected[] = {
+    {IDS(9, 6, 9, 3, 0, 7, -1), IDS(1, 9, 6, 9, 3, 0, 7, 2, -1), STR("<s> \xe2\x96\x81""ab c \xe2\x96\x81""ab \xe2\x96\x81 <unk> \xe2\x96\x81""a </s>"), STR("\xe2\x96\x81""ab c \xe2\x96\x81""ab \xe2\x96\x81 \xe2\x96\x81""a")},
+    {IDS(9, 12, 14, -1), IDS(1, 9, 12, 14, 2, -1), STR("<s> \xe2\x96\x81""ab <mask> \xe2\x96\x81""c </s>"), STR("\xe2\x96\x81""ab \xe2\x96\x81""c")},
+    {IDS(3, 0, 3, 13, 13, 0, 3, 11, 6, 8, -1), IDS(1, 3, 0, 3, 13, 13, 0, 3, 11, 6, 8, 2, -1), STR("<s> \xe2\x96\x81 <unk> \xe2\x96\x81 cab cab <unk> \xe2\x96\x81 d c ab </s>"), STR("\xe2\x96\x81 \xe2\x96\x81 cab cab \xe2\x96\x81 d c ab")},
+    {IDS(3, 9, -1), IDS(1, 3, 9, 2, -1), STR("<s> \xe2\x96\x81 \xe2\x96\x81""ab </s>"), STR("\xe2\x96\x81 \xe2\x96\x81""ab")},
+    {IDS(14, 10, 8, -1), IDS(1, 14, 10, 8, 2, -1), STR("<s> \xe2\x96\x81""c abc ab </s>"), STR("\xe2\x96\x81""c abc ab")},
+    {IDS(3, 0, 3, 0, -1), IDS(1, 3, 0, 3, 0, 2, -1), STR("<s> \xe2\x96\x81 <unk> \xe2\x96\x81 <unk> </s>"), STR("\xe2\x96\x81 \xe2\x96\x81")},
+    {IDS(9, 12, 13, -1), IDS(1, 9, 12, 13, 2, -1), STR("<s> \xe2\x96\x81""ab <mask> cab </s>"), STR("\xe2\x96\x81""ab cab")},
+    {IDS(-1), IDS(1, 2, -1), STR("<s> </s>"), STR("")},
+};
 static const struct text_case tiny_split_texts[] = {
     {"The theory, 12345 here-and--there. Under.score", 46},
     {"HELLO World, hello!", 19},
@@ -577,9 +588,14 @@ START_TEST(tiny_tokenizers_match_hf)
 {
     /* features the real files do not use: Metaspace "first", unk fusing, lstrip/rstrip/
      * single_word added tokens, RoBERTa post-processing; every Split behavior, a
-     * normalized added token, NFKC + Lowercase + regex Replace, per-piece prefix space */
+     * normalized added token, NFKC + Lowercase + regex Replace, per-piece prefix space,
+     * Unicode Digits; no decoder at all */
     struct cinfer_tokenizer *tok = open_or_skip(TINY_DIR "/tiny-metaspace", "tiny-metaspace");
     check_against_hf(tok, "tiny-metaspace", tiny_metaspace_texts, tiny_metaspace_expected,
+                     N_OF(tiny_metaspace_texts), 0);
+    ops->close(tok);
+    tok = open_or_skip(TINY_DIR "/tiny-nodecoder", "tiny-nodecoder");
+    check_against_hf(tok, "tiny-nodecoder", tiny_metaspace_texts, tiny_nodecoder_expected,
                      N_OF(tiny_metaspace_texts), 0);
     ops->close(tok);
     tok = open_or_skip(TINY_DIR "/tiny-split", "tiny-split");

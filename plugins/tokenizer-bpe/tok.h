@@ -210,6 +210,7 @@ struct tok_decoder_chain {
     struct tok_dec_step *steps;
     size_t n;
     size_t join_at; /* index of the first joining step (BYTE_LEVEL or FUSE), or n */
+    int join_with_space; /* no decoder at all: HF joins the tokens with " " */
 };
 void tok_decoder_chain_free(struct tok_decoder_chain *dc);
 /* Refuses chains the streaming decoder cannot run exactly. */
@@ -296,6 +297,7 @@ struct cinfer_token_decoder {
     int strip_started;          /* whole-stream STRIP: a kept character was seen */
     size_t strip_left_done;
     size_t strip_held;          /* trailing strip characters held back */
+    size_t tokens_seen;         /* tokens decoded so far (not counting skipped ones) */
     struct tok_buf pending;     /* output bytes not yet complete UTF-8 */
     struct tok_buf out;         /* this call's delta */
     struct tok_buf scratch;

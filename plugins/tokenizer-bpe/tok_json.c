@@ -887,6 +887,8 @@ int tok_load_json_folder(struct cinfer_tokenizer *tok, const char *path, struct 
         rc = parse_decoder(&c, json_object_get(root, "decoder"), "decoder", &tok->decoder);
     if (tok->decoder.join_at == SIZE_MAX)
         tok->decoder.join_at = tok->decoder.n;
+    const json_t *decoder = json_object_get(root, "decoder");
+    tok->decoder.join_with_space = !decoder || json_is_null(decoder);
     json_decref(root);
     if (rc == CINFER_ERR_NOMEM)
         return cinfer_error_set(err, rc, "%s: out of memory", file);

@@ -284,7 +284,12 @@ int tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n
                                     id >= 0 && (uint32_t)id < tok->vocab_size ? ", found an unused id" : "");
         if (d->skip_special && (tok->attr[id] & TOK_ATTR_SPECIAL))
             continue;
-        int rc = per_token(d, 0, tok->pieces[id], tok->piece_len[id]);
+        int rc = CINFER_OK;
+        if (tok->decoder.join_with_space && d->tokens_seen)
+            rc = per_token(d, 0, " ", 1);
+        d->tokens_seen++;
+        if (rc == CINFER_OK)
+            rc = per_token(d, 0, tok->pieces[id], tok->piece_len[id]);
         if (rc)
             return cinfer_error_set(err, rc, "%s: decoding token %d: out of memory", tok->source_path, id);
     }

