@@ -15,3 +15,12 @@ if(TARGET cinfer_plugin_tokenizer_bpe AND NOT CINFER_STATIC_PLUGINS)
   add_dependencies(test_tokenizer_parity cinfer_plugin_tokenizer_bpe)
   target_compile_definitions(test_tokenizer_parity PRIVATE CINFER_PARITY_HAVE_PLUGIN=1)
 endif()
+
+# tools/gguf_writer.py (which writes the Llama 2 vocabulary GGUF above) checked against
+# cinfer's own GGUF reader in libcinfer: every value type, alignments, tensor types.
+if(NOT CINFER_STATIC_PLUGINS)
+  add_test(NAME tools_gguf_writer
+    COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/reference/check_gguf_writer.py
+            $<TARGET_FILE:cinfer> ${PROJECT_BINARY_DIR}/gguf-writer-check)
+  set_tests_properties(tools_gguf_writer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -20,7 +20,8 @@ Usage::
 
 Values without an explicit type are inferred: bool -> BOOL, int -> INT32 (INT64 when it
 does not fit), float -> FLOAT32, str -> STRING, list/tuple -> ARRAY (element type
-inferred from the first element unless elem_type is given; nested arrays allowed).
+inferred from the first element unless elem_type is given). Arrays of arrays are written
+as the GGUF spec describes them, but llama.cpp's reader and cinfer's refuse them.
 Tensors: numpy arrays in numpy (row-major) order, the last axis the row; they are
 stored as F32, F16, BF16 (round to nearest even, as ggml's fp32_to_bf16) or Q8_0 (blocks
 of 32: an f16 scale amax/127 and 32 int8, as ggml's quantize_row_q8_0_ref; the row
