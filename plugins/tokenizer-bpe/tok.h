@@ -243,6 +243,7 @@ struct cinfer_tokenizer {
 
     /* SPM */
     float *scores;
+    struct tok_pairmap spm_pairs; /* (left id, right id) -> the piece spelling both */
     int add_space_prefix;
 
     struct tok_normalizer normalizer;
@@ -281,6 +282,8 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
                          struct tok_bpe_work *w, struct cinfer_token_ids *out);
 struct tok_bpe_work *tok_bpe_work_new(void);
 void tok_bpe_work_free(struct tok_bpe_work *w);
+/* Every way each piece splits into two pieces, so merging looks up ids, not strings. */
+int tok_spm_build_pairs(struct cinfer_tokenizer *tok);
 int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *s, size_t n,
                         struct cinfer_token_ids *out);
 

@@ -10,12 +10,14 @@
 struct spm_symbol {
     size_t start, len; /* bytes of the text; len 0 once merged into its left neighbour */
     int32_t prev, next;
+    int32_t id;        /* the piece spelling it, or -1 */
 };
 
 struct bigram {
     float score;
     int32_t left, right;
     size_t len; /* left.len + right.len when queued; a mismatch marks it stale */
+    int32_t id; /* the piece the pair spells */
 };
 
 static int better(const struct bigram *a, const struct bigram *b)
@@ -67,16 +69,44 @@ static struct bigram heap_pop(struct spm_heap *h)
     return top;
 }
 
+int tok_spm_build_pairs(struct cinfer_tokenizer *tok)
+{
+    if (tok_pairmap_init(&tok->spm_pairs, tok->vocab_size * 4))
+        return CINFER_ERR_NOMEM;
+    for (uint32_t id = 0; id < tok->vocab_size; id++) {
+        const char *p = tok->pieces[id];
+        size_t n = tok->piece_len[id];
+        if (!p || tok_strmap_get(&tok->piece_ids, p, n) != (int32_t)id)
+            continue; /* a duplicate: lookups never reach it */
+        for (size_t k = 1; k < n; k++) {
+            if (((uint8_t)p[k] & 0xC0) == 0x80)
+                continue; /* symbols hold whole characters */
+            int32_t a = tok_strmap_get(&tok->piece_ids, p, k), b = tok_strmap_get(&tok->piece_ids, p + k, n - k);
+            if (a >= 0 && b >= 0 && tok_pairmap_put(&tok->spm_pairs, a, b, 0, (int32_t)id))
+                return CINFER_ERR_NOMEM;
+        }
+    }
+    return CINFER_OK;
+}
+
+/* Queues the pair if its concatenation is a piece: by ids when both sides are pieces,
+ * else by the text (a character outside the vocabulary can still start a piece). */
 static int try_bigram(const struct cinfer_tokenizer *tok, const char *text, const struct spm_symbol *syms,
                       int32_t left, int32_t right, struct spm_heap *h)
 {
     if (left < 0 || right < 0)
         return CINFER_OK;
     size_t len = syms[left].len + syms[right].len;
-    int32_t id = tok_strmap_get(&tok->piece_ids, text + syms[left].start, len);
+    int32_t id;
+    if (syms[left].id >= 0 && syms[right].id >= 0) {
+        const struct tok_pair_entry *e = tok_pairmap_get(&tok->spm_pairs, syms[left].id, syms[right].id);
+        id = e ? e->merged : -1;
+    } else {
+        id = tok_strmap_get(&tok->piece_ids, text + syms[left].start, len);
+    }
     if (id < 0 || (uint32_t)id >= tok->vocab_size)
         return CINFER_OK;
-    return heap_push(h, (struct bigram){tok->scores[id], left, right, len});
+    return heap_push(h, (struct bigram){tok->scores[id], left, right, len, id});
 }
 
 static int32_t byte_token(const struct cinfer_tokenizer *tok, uint8_t b)
@@ -101,7 +131,8 @@ int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, si
     for (size_t at = 0; at < n; count++) {
         uint32_t cp;
         size_t k = tok_utf8_next(text + at, n - at, &cp);
-        syms[count] = (struct spm_symbol){at, k, count - 1, at + k == n ? -1 : count + 1};
+        syms[count] = (struct spm_symbol){at, k, count - 1, at + k == n ? -1 : count + 1,
+                                          tok_strmap_get(&tok->piece_ids, text + at, k)};
         at += k;
     }
     int rc = CINFER_OK;
@@ -113,6 +144,7 @@ int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, si
         if (l->len == 0 || r->len == 0 || l->len + r->len != b.len)
             continue;
         l->len += r->len;
+        l->id = b.id;
         r->len = 0;
         l->next = r->next;
         if (r->next >= 0)
@@ -122,7 +154,7 @@ int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, si
             rc = try_bigram(tok, text, syms, b.left, l->next, &h);
     }
     for (int32_t i = 0; rc == CINFER_OK && i != -1; i = syms[i].next) {
-        int32_t id = tok_strmap_get(&tok->piece_ids, text + syms[i].start, syms[i].len);
+        int32_t id = syms[i].id;
         if (id >= 0) {
             rc = cinfer_token_ids_push(out, id);
             continue;

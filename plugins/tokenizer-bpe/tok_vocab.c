@@ -94,9 +94,9 @@ int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
         tok->attr[a->id] |= TOK_ATTR_ADDED | (a->special ? TOK_ATTR_SPECIAL : 0);
     }
+    /* a piece listed twice maps to its last id, as llama.cpp's token_to_id does */
     for (uint32_t id = 0; id < tok->vocab_size; id++)
-        if (tok->pieces[id] && tok_strmap_get(&tok->piece_ids, tok->pieces[id], tok->piece_len[id]) < 0 &&
-            tok_strmap_put(&tok->piece_ids, tok->pieces[id], tok->piece_len[id], (int32_t)id))
+        if (tok->pieces[id] && tok_strmap_put(&tok->piece_ids, tok->pieces[id], tok->piece_len[id], (int32_t)id))
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     /* the added vocabulary wins on lookups, as in the HF library */
     for (size_t i = 0; i < tok->n_added; i++)
@@ -112,6 +112,8 @@ int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
         if (tok->fallback_ids[b] >= 0)
             tok->attr[tok->fallback_ids[b]] |= TOK_ATTR_BYTE;
     }
+    if (tok->model == TOK_MODEL_SPM && tok_spm_build_pairs(tok))
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     if (tok_added_set_build(&tok->added_raw, tok->added, tok->n_added, 0) ||
         tok_added_set_build(&tok->added_normalized, tok->added, tok->n_added, 1))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
@@ -143,6 +145,7 @@ void tok_free(struct cinfer_tokenizer *tok)
     tok_strmap_free(&tok->piece_ids);
     tok_strmap_free(&tok->model_ids);
     tok_pairmap_free(&tok->merges);
+    tok_pairmap_free(&tok->spm_pairs);
     free(tok->scores);
     tok_normalizer_free(&tok->normalizer);
     tok_pretokenizer_free(&tok->pretokenizer);
