@@ -178,6 +178,30 @@ def nfd_variant(text):
     return unicodedata.normalize("NFD", text)
 
 
+# Where tokenizer implementations tend to differ: Unicode classes in the pre-tokenizer
+# regexes (\s, \p{L}, \p{N}, \p{M}), case-insensitive contractions under Unicode
+# folding, NFC singletons and exclusions, the tokenizers' own marker characters in
+# the input, whitespace before newlines and at the end of the text.
+UNICODE_SPACES = ["\u0085", "\u00a0", "\u1680", "\u2000", "\u2005", "\u200a", "\u2028",
+                  "\u2029", "\u202f", "\u205f", "\u3000", "\u180e", "\u200b", "\ufeff"]
+ADVERSARIAL = (
+    [f"a{sp}b" for sp in UNICODE_SPACES] + [f"x{sp * 3}\ny" for sp in UNICODE_SPACES]
+    + ["".join(UNICODE_SPACES), " ".join(UNICODE_SPACES) + " end"]
+    + ["he'\u017f", "IT'\u017f", "'\u017ft", "we'LL", "we'Ll", "we'lL", "I'D", "you'VE", "''s", "'''",
+       "don\u2019t", "it\u02bcs", "x'", "' s", "rock'n'roll'd"]
+    + ["\U0001d400\U0001d401\U0001d402", "\U0001d7ce\U0001d7cf", "\u0301abc", "a\u0301\u0302\u0303",
+       "\u0344", "\u0958", "\uf900\uf901\uf902", "\u2126 \u212a \u212b", "\u1e9b\u0323",
+       "\u0378\u0379", "\ufffe\uffff", "\U000e0001\U000e007f", "\U00020000\U0002a6d6"]
+    + ["\u0661\u0662\u0663\u0664\u0665", "\u2460\u2461\u2462\u2463", "\u216b\u216b\u216b",
+       "\u00b2\u00b3\u00b9\u2074", "\u00bd\u00bc", "1\u00bd", "x\u00b2+y\u00b2", "\uff11\uff12\uff13\uff14"]
+    + ["\u2581", "\u2581\u2581x", "a\u2581b", " \u2581 ", "\u0120the", "\u010a\u0120", "<0x41>", "<0xFF>",
+       "\u2581<s>", "<s>\u2581"]
+    + ["  \n  x", " \t\n\t x", "\r\r\n", "\n\r", "x   ", "x \t", "x\n ", " \n\n ", "a \n b",
+       "\t\t\tdef f():\n\t\t\t\treturn 1", "x" + " " * 17 + "y", "\u3000\u3000x"]
+    + ["\u0416" * 3000, "\u4e00" * 2000, "\U0001f600" * 500, "ab" * 3000, "a b " * 2000]
+)
+
+
 def fixed_cases():
     """Hand-picked edge cases, always present, in a fixed order."""
     cases = ["", " ", "  ", "\n", "\t", "a", "A", "0", "'", "'s", "Hello", " Hello", "Hello ",
@@ -189,7 +213,7 @@ def fixed_cases():
              "ﬁ", "Ⅻ", "①②③", "x²", "H₂O", "µ", "\u03bc", "Å", "한", "\u1112\u1161\u11ab"]
     for group in (SPECIAL_STRINGS, EMOJI, CONTRACTIONS, PUNCTUATION, WHITESPACE, CONTROL,
                   LATIN_ACCENTED, CYRILLIC, GREEK, ARABIC, HEBREW, DEVANAGARI, THAI, CJK,
-                  HANGUL, CODE):
+                  HANGUL, CODE, ADVERSARIAL):
         cases.extend(group)
     for s in SPECIAL_STRINGS:  # special tokens inside, beside and between text
         cases += [f"Hello{s}world", f" {s} ", f"{s}{s}", f"a {s}\nb", f"{s}Hello", f"Hello {s}"]

@@ -68,6 +68,7 @@ function whyNoRoundtrip(tokenizerJson, text) {
   const normalizer = JSON.stringify(tokenizerJson.normalizer);
   if (/"NF[KC]*C"/.test(normalizer) && text.normalize('NFC') !== text) return 'input is not NFC (the normalizer composes it)';
   if (tokenizerJson.added_tokens.some((t) => text.includes(t.content))) return 'special-token text: the decoder spaces around it';
+  if (normalizer.includes('\u2581') && text.includes('\u2581')) return "input holds U+2581, the tokenizer's own space mark";
   return 'other';
 }
 

@@ -103,8 +103,10 @@ def main(argv):
         case = dict(given, ids=ids, ids_special=ids_special, decoded=decoded,
                     decoded_skip=ref.decode_skip_special(ids_special), roundtrip=decoded == text)
         if not case["roundtrip"]:
-            case["why_no_roundtrip"] = ("special-token text: the decoder spaces around it"
-                                        if ref.splitter.search(text) else "other")
+            case["why_no_roundtrip"] = (
+                "special-token text: the decoder spaces around it" if ref.splitter.search(text)
+                else "input holds U+2581, the tokenizer's own space mark" if "\u2581" in text
+                else "other")
         roundtrips += case["roundtrip"]
         cases.append(case)
     import sentencepiece
