@@ -7,6 +7,7 @@
 #ifndef TOK_H
 #define TOK_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,6 +96,17 @@ int tok_pairmap_init(struct tok_pairmap *m, size_t expected);
 int tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged);
 const struct tok_pair_entry *tok_pairmap_get(const struct tok_pairmap *m, int32_t left, int32_t right);
 void tok_pairmap_free(struct tok_pairmap *m);
+
+/* ---- the word cache (tok_cache.c) --------------------------------------------- */
+#define TOK_CACHE_MAX_KEY 30 /* longer words are not cached */
+#define TOK_CACHE_MAX_IDS 14
+struct tok_cache;
+struct tok_cache *tok_cache_new(void);
+void tok_cache_free(struct tok_cache *c);
+/* Appends the cached ids of key and returns 1, or returns 0 (absent, or busy). */
+int tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t len, struct cinfer_token_ids *out);
+void tok_cache_put(struct tok_cache *c, uint64_t hash, const char *key, size_t len, const int32_t *ids, size_t n);
+uint64_t tok_hash_bytes(const char *s, size_t n);
 
 /* ---- normalizers (tok_normalizer.c) ------------------------------------------ */
 enum tok_norm_kind {
@@ -240,6 +252,7 @@ struct cinfer_tokenizer {
     int32_t fallback_ids[256];    /* "<0xXX>" -> id, or -1 */
     int byte_level, byte_fallback, fuse_unk, ignore_merges;
     int32_t unk_id;
+    struct tok_cache *cache;      /* recent words -> ids (BPE only) */
 
     /* SPM */
     float *scores;

@@ -178,6 +178,9 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
         if (whole >= 0)
             return cinfer_token_ids_push(out, whole);
     }
+    uint64_t hash = tok_hash_bytes(s, n);
+    if (tok_cache_get(tok->cache, hash, s, n, out))
+        return CINFER_OK;
     w->n_syms = 0;
     w->n_heap = 0;
     int rc = initial_symbols(tok, s, n, w);
@@ -205,7 +208,9 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
         return rc;
     if (cinfer_token_ids_reserve(out, out->len + w->n_syms))
         return CINFER_ERR_NOMEM;
+    size_t first = out->len;
     for (int32_t i = w->n_syms ? 0 : -1; i >= 0; i = w->syms[i].next)
         out->ids[out->len++] = w->syms[i].id;
+    tok_cache_put(tok->cache, hash, s, n, out->ids + first, out->len - first);
     return CINFER_OK;
 }

@@ -16,7 +16,7 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n)
+uint64_t tok_hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
     while (n >= 8) {
@@ -39,7 +39,7 @@ static int strmap_grow(struct tok_strmap *m)
         return CINFER_ERR_NOMEM;
     for (uint32_t e = 0; e < m->n; e++) {
         const struct tok_strmap_entry *en = &m->entries[e];
-        uint64_t h = hash_bytes(m->keys.data + en->key_off, en->key_len);
+        uint64_t h = tok_hash_bytes(m->keys.data + en->key_off, en->key_len);
         uint32_t i = (uint32_t)h & (slots_n - 1);
         while (slots[i])
             i = (i + 1) & (slots_n - 1);
@@ -72,7 +72,7 @@ static int64_t strmap_find(const struct tok_strmap *m, const char *key, size_t l
 
 int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t value)
 {
-    uint64_t h = hash_bytes(key, len);
+    uint64_t h = tok_hash_bytes(key, len);
     int64_t e = strmap_find(m, key, len, h);
     if (e >= 0) {
         m->entries[e].value = value;
@@ -102,7 +102,7 @@ int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t va
 
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
 {
-    int64_t e = strmap_find(m, key, len, hash_bytes(key, len));
+    int64_t e = strmap_find(m, key, len, tok_hash_bytes(key, len));
     return e < 0 ? -1 : m->entries[e].value;
 }
 

@@ -112,6 +112,8 @@ int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
         if (tok->fallback_ids[b] >= 0)
             tok->attr[tok->fallback_ids[b]] |= TOK_ATTR_BYTE;
     }
+    if (tok->model == TOK_MODEL_BPE && !(tok->cache = tok_cache_new()))
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     if (tok->model == TOK_MODEL_SPM && tok_spm_build_pairs(tok))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     if (tok_added_set_build(&tok->added_raw, tok->added, tok->n_added, 0) ||
@@ -146,6 +148,7 @@ void tok_free(struct cinfer_tokenizer *tok)
     tok_strmap_free(&tok->model_ids);
     tok_pairmap_free(&tok->merges);
     tok_pairmap_free(&tok->spm_pairs);
+    tok_cache_free(tok->cache);
     free(tok->scores);
     tok_normalizer_free(&tok->normalizer);
     tok_pretokenizer_free(&tok->pretokenizer);
