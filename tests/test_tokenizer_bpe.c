@@ -678,6 +678,18 @@ START_TEST(stories260k_matches_llama_cpp)
     ck_assert_str_eq(info.model_type, "sentencepiece_bpe");
     printf("stories260K: %zu texts equal llama.cpp's SentencePiece ids\n", N_OF(cases));
     ops->close(tok);
+
+    /* a folder holding a single .gguf file opens that file */
+    char tmpl[] = "/tmp/cinfer-ggufdir-XXXXXX";
+    char *dir = mkdtemp(tmpl), link_path[256];
+    snprintf(link_path, sizeof(link_path), "%s/model.gguf", dir);
+    ck_assert_int_eq(symlink(STORIES_GGUF, link_path), 0);
+    ck_assert_int_eq(ops->open(dir, &tok, &err), 0);
+    ops->info(tok, &info);
+    ck_assert_int_eq(info.vocab_size, 512);
+    ops->close(tok);
+    unlink(link_path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -831,7 +843,7 @@ START_TEST(errors_name_file_field_expected_and_found)
     char tmpl[] = "/tmp/cinfer-empty-XXXXXX";
     char *empty = mkdtemp(tmpl);
     ck_assert_int_eq(ops->open(empty, &tok, &err), CINFER_ERR_NOT_FOUND);
-    ck_assert(strstr(err.message, "tokenizer.json") != NULL);
+    ck_assert_msg(strstr(err.message, "tokenizer.json") && strstr(err.message, empty), "%s", err.message);
     rmdir(empty);
 
     expect_open_error("{\n  \"model\": {,\n}", CINFER_ERR_PARSE, (const char *[]){"tokenizer.json:2:", NULL});

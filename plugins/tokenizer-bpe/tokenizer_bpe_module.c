@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "cinfer/tokenizer.h"
@@ -23,6 +24,33 @@ static int is_gguf_file(const char *path)
     return got == 4 && memcmp(magic, "GGUF", 4) == 0;
 }
 
+static int has_file(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return stat(path, &st) == 0;
+}
+
+/* The one .gguf file in dir, if there is exactly one. */
+static int single_gguf(const char *dir, char *out, size_t out_bytes)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && strcmp(e->d_name + n - 5, ".gguf") == 0) {
+            snprintf(out, out_bytes, "%s/%s", dir, e->d_name);
+            found++;
+        }
+    }
+    closedir(d);
+    return found == 1 && is_gguf_file(out);
+}
+
 static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinfer_error *err)
 {
     *out = NULL;
@@ -35,7 +63,18 @@ static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinf
     struct cinfer_tokenizer *tok = calloc(1, sizeof(*tok));
     if (!tok)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
-    int rc = is_gguf_file(path) ? tok_load_gguf(tok, path, err) : tok_load_json_folder(tok, path, err);
+    int rc;
+    char gguf_in_folder[4096];
+    if (is_gguf_file(path))
+        rc = tok_load_gguf(tok, path, err);
+    else if (S_ISDIR(st.st_mode) && !has_file(path, "tokenizer.json") &&
+             single_gguf(path, gguf_in_folder, sizeof(gguf_in_folder)))
+        rc = tok_load_gguf(tok, gguf_in_folder, err); /* a folder holding one .gguf file */
+    else if (S_ISDIR(st.st_mode) && !has_file(path, "tokenizer.json"))
+        rc = cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: expected tokenizer.json (or a single .gguf file) in "
+                              "this folder, found neither", path);
+    else
+        rc = tok_load_json_folder(tok, path, err);
     if (rc) {
         if (rc == CINFER_ERR_NOMEM && err && !err->message[0])
             cinfer_error_set(err, rc, "%s: out of memory", path);
