@@ -68,8 +68,14 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
     int kk = 0;
     for (; kk + LANES <= k; kk += LANES) {
         __m256 wv[TILE_N];
-        for (int j = 0; j < nr; j++)
-            wv[j] = load_weights(w + (size_t)j * w_row_bytes, kk, wtype);
+        for (int j = 0; j < nr; j++) {
+            const uint8_t *wrow = w + (size_t)j * w_row_bytes;
+            /* the same place in the next tile's row: a short row ends before the
+             * hardware prefetcher has ramped up */
+            _mm_prefetch((const char *)wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2) + TILE_N * w_row_bytes,
+                         _MM_HINT_T0);
+            wv[j] = load_weights(wrow, kk, wtype);
+        }
         for (int i = 0; i < mr; i++) {
             __m256 xv = _mm256_loadu_ps(x + (size_t)i * k + kk);
             for (int j = 0; j < nr; j++)

@@ -30,6 +30,8 @@ Q8_AI void Q8_FN(tile)(const struct cinfer_kernel_xblock *xq, int blocks, int mr
         float dw[Q8_TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *blk = w + (size_t)j * w_row_bytes + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;
+            /* the same block of the next tile's row: rows are short next to memory latency */
+            _mm_prefetch((const char *)blk + Q8_TILE_N * w_row_bytes, _MM_HINT_T0);
             uint16_t d_bits;
             memcpy(&d_bits, blk, 2);
             dw[j] = _cvtsh_ss(d_bits);

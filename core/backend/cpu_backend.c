@@ -187,28 +187,43 @@ static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, co
     run_rows(state, &job);
 }
 
+/* Matmul work is handed out in chunks of weight rows from a shared counter, not in
+ * fixed shares: on a machine whose cores are also busy with other work, a fixed half
+ * would make every call wait for the slowest core. */
+#define MATMUL_CHUNKS_PER_THREAD 8
+#define MATMUL_MAX_OUTS 8
+
 struct matmul_job {
-    const float *x;
-    const void *prepared; /* x as the weight type wants it, or NULL */
-    int n;
-    const struct cinfer_backend_weight *w;
-    const float *bias;
-    float *y;
+    const float *x; /* (n, k) */
+    const void *prepared; /* x as Q8_0 weights want it, or NULL */
+    int n, k;
+    const struct cinfer_backend_matmul_out *outs;
+    int n_outs;
+    int chunk_rows;
+    int first_chunk[MATMUL_MAX_OUTS + 1]; /* chunk numbers where each output starts */
+    atomic_int next_chunk;
 };
 
 static void matmul_part(void *arg, int t, int n_threads)
 {
-    const struct matmul_job *job = arg;
-    int m = (int)job->w->rows;
-    int j0, j1;
-    cinfer_split_range(m, 16, t, n_threads, &j0, &j1);
-    if (j0 >= j1)
-        return;
-    cinfer_kernel_matmul(job->x, job->prepared, job->n, (int)job->w->cols, job->w->data, (enum cinfer_kernel_wtype)job->w->type,
-                         job->w->row_bytes, j0, j1, job->y, m);
-    if (job->bias)
-        for (int i = 0; i < job->n; i++)
-            cinfer_kernel_add(job->y + (size_t)i * m + j0, job->bias + j0, (size_t)(j1 - j0));
+    struct matmul_job *job = arg;
+    for (;;) {
+        int chunk = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
+        if (chunk >= job->first_chunk[job->n_outs])
+            return;
+        int o = 0;
+        while (chunk >= job->first_chunk[o + 1])
+            o++;
+        const struct cinfer_backend_matmul_out *out = &job->outs[o];
+        int m = (int)out->w->rows;
+        int j0 = (chunk - job->first_chunk[o]) * job->chunk_rows;
+        int j1 = j0 + job->chunk_rows < m ? j0 + job->chunk_rows : m;
+        cinfer_kernel_matmul(job->x, job->prepared, job->n, job->k, out->w->data,
+                             (enum cinfer_kernel_wtype)out->w->type, out->w->row_bytes, j0, j1, out->y, m);
+        if (out->bias)
+            for (int i = 0; i < job->n; i++)
+                cinfer_kernel_add(out->y + (size_t)i * m + j0, out->bias + j0, (size_t)(j1 - j0));
+    }
 }
 
 static void prepare_part(void *arg, int t, int n_threads)
@@ -216,17 +231,26 @@ static void prepare_part(void *arg, int t, int n_threads)
     const struct matmul_job *job = arg;
     int i0, i1;
     cinfer_split_range(job->n, 1, t, n_threads, &i0, &i1);
-    cinfer_kernel_prepare_rows((enum cinfer_kernel_wtype)job->w->type, job->x, (int)job->w->cols, i0, i1,
-                               (void *)job->prepared);
+    cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, job->x, job->k, i0, i1, (void *)job->prepared);
 }
 
-static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_weight *w, const float *bias,
-                      float *y, struct cinfer_error *err)
+static int matmul_outs(struct cpu_backend *be, const float *x, int n, const struct cinfer_backend_matmul_out *outs,
+                       int n_outs, struct cinfer_error *err)
 {
-    struct cpu_backend *be = state;
-    struct matmul_job job = {x, NULL, n, w, bias, y};
-    size_t bytes = cinfer_kernel_prepared_bytes((enum cinfer_kernel_wtype)w->type, n, (int)w->cols);
-    if (bytes) {
+    int n_threads = cinfer_thread_pool_size(be->pool);
+    struct matmul_job job = {.x = x, .n = n, .k = (int)outs[0].w->cols, .outs = outs, .n_outs = n_outs};
+    int total_rows = 0, any_q8 = 0;
+    for (int o = 0; o < n_outs; o++) {
+        total_rows += (int)outs[o].w->rows;
+        any_q8 |= outs[o].w->type == CINFER_TENSOR_Q8_0;
+    }
+    /* chunks of whole 16-row groups, about MATMUL_CHUNKS_PER_THREAD per thread */
+    int rows = total_rows / (n_threads * MATMUL_CHUNKS_PER_THREAD);
+    job.chunk_rows = rows < 16 ? 16 : (rows + 15) / 16 * 16;
+    for (int o = 0; o < n_outs; o++)
+        job.first_chunk[o + 1] = job.first_chunk[o] + ((int)outs[o].w->rows + job.chunk_rows - 1) / job.chunk_rows;
+    if (any_q8) {
+        size_t bytes = cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0, n, job.k);
         if (bytes > be->prepared_bytes) {
             void *grown = realloc(be->prepared, bytes);
             if (!grown)
@@ -236,12 +260,24 @@ static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_ba
             be->prepared_bytes = bytes;
         }
         job.prepared = be->prepared;
-        if (n >= 4 * cinfer_thread_pool_size(be->pool))
+        if (n >= 4 * n_threads)
             cinfer_thread_pool_run(be->pool, prepare_part, &job);
         else
             prepare_part(&job, 0, 1);
     }
     cinfer_thread_pool_run(be->pool, matmul_part, &job);
+    return 0;
+}
+
+static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
+                      struct cinfer_error *err)
+{
+    for (int first = 0; first < n_outs; first += MATMUL_MAX_OUTS) {
+        int count = n_outs - first < MATMUL_MAX_OUTS ? n_outs - first : MATMUL_MAX_OUTS;
+        int rc = matmul_outs(state, x, n, outs + first, count, err);
+        if (rc < 0)
+            return rc;
+    }
     return 0;
 }
 

@@ -89,9 +89,12 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
 
     /* attention */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->attn_norm, c->rms_norm_eps); /* (T, hidden) */
-    if ((rc = ops->matmul(be, rt->xn, T, &w->wq, w->bq, rt->q, err)) < 0 ||     /* (T, heads * head_dim) */
-        (rc = ops->matmul(be, rt->xn, T, &w->wk, w->bk, rt->k, err)) < 0 ||     /* (T, kv_heads * head_dim) */
-        (rc = ops->matmul(be, rt->xn, T, &w->wv, w->bv, rt->v, err)) < 0)       /* (T, kv_heads * head_dim) */
+    struct cinfer_backend_matmul_out qkv[3] = {
+        {&w->wq, w->bq, rt->q}, /* (T, heads * head_dim) */
+        {&w->wk, w->bk, rt->k}, /* (T, kv_heads * head_dim) */
+        {&w->wv, w->bv, rt->v}, /* (T, kv_heads * head_dim) */
+    };
+    if ((rc = ops->matmul(be, rt->xn, T, qkv, 3, err)) < 0)
         return rc;
     if (w->q_norm) { /* Qwen3: RMSNorm over each head vector before RoPE */
         ops->rmsnorm(be, rt->q, rt->q, T * c->num_heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
@@ -105,17 +108,22 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,
                              c->num_kv_heads, rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    if ((rc = ops->matmul(be, rt->attn, T, &w->wo, NULL, rt->proj, err)) < 0) /* (T, hidden) */
+    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj}; /* (T, hidden) */
+    if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
 
     /* SwiGLU MLP */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
-    if ((rc = ops->matmul(be, rt->xn, T, &w->w_gate, NULL, rt->gate, err)) < 0 || /* (T, intermediate) */
-        (rc = ops->matmul(be, rt->xn, T, &w->w_up, NULL, rt->up, err)) < 0)       /* (T, intermediate) */
+    struct cinfer_backend_matmul_out gate_up[2] = {
+        {&w->w_gate, NULL, rt->gate}, /* (T, intermediate) */
+        {&w->w_up, NULL, rt->up},     /* (T, intermediate) */
+    };
+    if ((rc = ops->matmul(be, rt->xn, T, gate_up, 2, err)) < 0)
         return rc;
     ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
-    if ((rc = ops->matmul(be, rt->gate, T, &w->w_down, NULL, rt->proj, err)) < 0) /* (T, hidden) */
+    struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj}; /* (T, hidden) */
+    if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
     return 0;
@@ -135,7 +143,8 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
                       rt->x + (size_t)rt->logits_rows[first + i] * rt->hidden, hidden_bytes);
         ops->rmsnorm(be, rt->logits_x, rt->logits_x, n, rt->hidden, rt->output_norm,
                      rt->model->config.rms_norm_eps);                     /* (n, hidden) */
-        int rc = ops->matmul(be, rt->logits_x, n, &rt->lm_head, NULL, rt->logits, err); /* (n, vocab) */
+        struct cinfer_backend_matmul_out head = {&rt->lm_head, NULL, rt->logits}; /* (n, vocab) */
+        int rc = ops->matmul(be, rt->logits_x, n, &head, 1, err);
         if (rc < 0)
             return rc;
         for (int i = 0; i < n; i++)

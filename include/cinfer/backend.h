@@ -71,6 +71,13 @@ struct cinfer_backend_rope {
     int interleaved;
 };
 
+/* One output of a matmul: y (n, w.rows) = x (n, w.cols) · wᵀ (+ bias (w.rows)). */
+struct cinfer_backend_matmul_out {
+    const struct cinfer_backend_weight *w;
+    const float *bias; /* NULL: none */
+    float *y;
+};
+
 struct cinfer_backend_ops {
     uint32_t version;     /* CINFER_BACKEND_OPS_VERSION built with */
     uint32_t struct_size; /* sizeof(struct cinfer_backend_ops) built with */
@@ -98,10 +105,11 @@ struct cinfer_backend_ops {
     /* out (n, w.cols) = rows tokens[i] of w, widened to f32. */
     void (*embedding)(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
                       float *out);
-    /* y (n, w.rows) = x (n, w.cols) · wᵀ (+ bias (w.rows) when not NULL). Fails only
-     * when scratch for converting x (Q8 blocks for Q8_0 weights) cannot be allocated. */
-    int (*matmul)(void *state, const float *x, int n, const struct cinfer_backend_weight *w,
-                  const float *bias, float *y, struct cinfer_error *err);
+    /* Every output from the same x (n, cols) in one pass, so projections that share
+     * an input (q/k/v, gate/up) are one call; every weight has cols columns. Fails
+     * only when scratch for converting x (Q8_0 weights) cannot be allocated. */
+    int (*matmul)(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
+                  struct cinfer_error *err);
     /* For each of n_rows rows of dim: y = x * rsqrt(mean(x²) + eps) * w (dim). */
     void (*rmsnorm)(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps);
     /* x (n_tokens, n_heads * head_dim): token t's heads rotated to positions[t]. */

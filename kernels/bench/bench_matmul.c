@@ -86,16 +86,17 @@ int main(int argc, char **argv)
     for (int type = 0; type < 4; type++) {
         struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
                                            cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
+        struct cinfer_backend_matmul_out out = {&wt, NULL, y};
         size_t bytes = wt.row_bytes * (size_t)m;
         const int decode_n[] = {1, 4, 8};
         for (size_t d = 0; d < 3; d++) {
             int n = decode_n[d];
-            ops->matmul(be, x, n, &wt, NULL, y, &err);
+            ops->matmul(be, x, n, &out, 1, &err);
             int iters = 0;
             t0 = now_s();
             double t1;
             do {
-                ops->matmul(be, x, n, &wt, NULL, y, &err);
+                ops->matmul(be, x, n, &out, 1, &err);
                 iters++;
             } while ((t1 = now_s()) - t0 < 0.5);
             double s = (t1 - t0) / iters;
@@ -109,7 +110,7 @@ int main(int argc, char **argv)
             t0 = now_s();
             double t1;
             do {
-                ops->matmul(be, x, n, &wt, NULL, y, &err);
+                ops->matmul(be, x, n, &out, 1, &err);
                 iters++;
             } while ((t1 = now_s()) - t0 < 1.0);
             double s = (t1 - t0) / iters;
