@@ -844,6 +844,18 @@ START_TEST(gguf_errors_name_the_problem)
     ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
     gguf_builder_free(&b);
     expect_refused(path, CINFER_ERR_NOT_FOUND, "GGUF key llama.feed_forward_length is missing");
+    /* A corrupt count is refused before anything is sized by it. */
+    gguf_builder_init(&b, 3);
+    gguf_builder_kv_str(&b, "general.architecture", "llama");
+    gguf_builder_kv_u32(&b, "llama.embedding_length", 64);
+    gguf_builder_kv_u32(&b, "llama.feed_forward_length", 96);
+    gguf_builder_kv_u32(&b, "llama.block_count", 2000000000);
+    gguf_builder_kv_u32(&b, "llama.attention.head_count", 4);
+    gguf_builder_kv_u32(&b, "llama.vocab_size", 32);
+    gguf_builder_kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+    gguf_builder_free(&b);
+    expect_refused(path, CINFER_ERR_CONFIG, "implausible sizes: 2000000000 layers");
     write_text(path, "GGUF\3\0\0\0");
     expect_refused(path, CINFER_ERR_PARSE, "GGUF file truncated");
     remove_tmp_dir();

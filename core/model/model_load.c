@@ -61,6 +61,14 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
         if (positive[i].value <= 0)
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s is %d, expected a positive number", source,
                                     positive[i].name, positive[i].value);
+    /* Bounds far past any real model, so a corrupt count cannot ask for absurd allocations. */
+    if (c->num_layers > 4096 || c->vocab_size > (1 << 24) || c->hidden_size > (1 << 20) ||
+        c->intermediate_size > (1 << 22) || c->num_heads > 4096 || c->head_dim > 1024)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: implausible sizes: %d layers, vocab %d, hidden %d, intermediate %d, %d heads, "
+                                "head dimension %d",
+                                source, c->num_layers, c->vocab_size, c->hidden_size, c->intermediate_size,
+                                c->num_heads, c->head_dim);
     if (c->num_heads % c->num_kv_heads != 0)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "%s: %d attention heads cannot be shared evenly by %d key-value heads", source,
