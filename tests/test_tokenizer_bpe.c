@@ -280,6 +280,7 @@ static const struct text_case tiny_split_texts[] = {
     {"", 0},
     {"x", 1},
     {"digits \xd9\xa3\xd9\xa4 \xc2\xbd \xe2\x85\xab 12 x\xc2\xb2", 25},
+    {"\xc4\xb0stanbul \xce\xa3\xce\x9f\xce\xa6\xce\x99\xce\x91\xce\xa3 \xe1\xba\x9e \xc7\x85", 29},
 };
 /* tiny_split: from Hugging Face tokenizers (npm "tokenizers") on tests/data/tokenizers/tiny-split */
 static const struct expected tiny_split_expected[] = {
@@ -290,6 +291,7 @@ static const struct expected tiny_split_expected[] = {
     {IDS(-1), IDS(263, 264, -1), STR("<s></s>"), STR("")},
     {IDS(32, 120, -1), IDS(263, 32, 120, 264, -1), STR("<s> x</s>"), STR(" x")},
     {IDS(32, 100, 105, 103, 105, 116, 115, 32, 32, 217, 163, 32, 217, 164, 32, 32, 49, 32, 226, 129, 132, 32, 50, 32, 32, 120, 105, 105, 32, 32, 49, 32, 50, 32, 32, 120, 32, 50, -1), IDS(263, 32, 100, 105, 103, 105, 116, 115, 32, 32, 217, 163, 32, 217, 164, 32, 32, 49, 32, 226, 129, 132, 32, 50, 32, 32, 120, 105, 105, 32, 32, 49, 32, 50, 32, 32, 120, 32, 50, 264, -1), STR("<s> digits  \xd9\xa3 \xd9\xa4  1 \xe2\x81\x84 2  xii  1 2  x 2</s>"), STR(" digits  \xd9\xa3 \xd9\xa4  1 \xe2\x81\x84 2  xii  1 2  x 2")},
+    {IDS(32, 105, 32, 204, 135, 32, 115, 116, 97, 110, 98, 117, 108, 32, 207, 131, 206, 191, 207, 134, 206, 185, 206, 177, 207, 131, 32, 195, 159, 32, 32, 100, 32, 197, 190, -1), IDS(263, 32, 105, 32, 204, 135, 32, 115, 116, 97, 110, 98, 117, 108, 32, 207, 131, 206, 191, 207, 134, 206, 185, 206, 177, 207, 131, 32, 195, 159, 32, 32, 100, 32, 197, 190, 264, -1), STR("<s> i \xcc\x87 stanbul \xcf\x83\xce\xbf\xcf\x86\xce\xb9\xce\xb1\xcf\x83 \xc3\x9f  d \xc5\xbe</s>"), STR(" i \xcc\x87 stanbul \xcf\x83\xce\xbf\xcf\x86\xce\xb9\xce\xb1\xcf\x83 \xc3\x9f  d \xc5\xbe")},
 };
 
 /* ---- helpers ----------------------------------------------------------------------- */

@@ -31,7 +31,13 @@ static int lowercase(const char *s, size_t n, struct tok_buf *out)
         uint32_t cp;
         i += tok_utf8_next(s + i, n - i, &cp);
         char enc[4];
-        size_t k = tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), enc);
+        size_t k;
+        if (cp == 0x130) { /* the one unconditional multi-character lowercase (Rust's char::to_lowercase) */
+            if (tok_buf_append(out, "i\xCC\x87", 3) != CINFER_OK)
+                return CINFER_ERR_NOMEM;
+            continue;
+        }
+        k = tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), enc);
         if (tok_buf_append(out, enc, k) != CINFER_OK)
             return CINFER_ERR_NOMEM;
     }

@@ -55,7 +55,8 @@ INVALID = [
 TINY_METASPACE = ["  abc  b ", " ab  ", "abc ab xyz a", "ab<mask> c", "x cab cab, dcab", "  ab", "cabcab", "zz zz", "ab <mask>cab", ""]
 TINY_SPLIT = ["The theory, 12345 here-and--there. Under.score", "HELLO World, hello!", "a,,b--c..d 9x9",
               "ＦＵＬＬ　ｗｉｄｔｈ  spaces   here", "", "x",
-              "digits \u0663\u0664 \u00bd \u216b 12 x\u00b2"]
+              "digits \u0663\u0664 \u00bd \u216b 12 x\u00b2",
+              "\u0130stanbul \u03a3\u039f\u03a6\u0399\u0391\u03a3 \u1e9e \u01c5"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..', '..'))
