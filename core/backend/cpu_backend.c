@@ -135,16 +135,20 @@ struct rows_job {
     const int32_t *ids; /* tokens or positions */
     int n_heads, head_dim;
     const struct cinfer_backend_rope *rope;
+    int n_parts;
 };
 
-/* Rows worth of work below which splitting costs more than it saves. */
+/* Floats of work below which splitting costs more than it saves. */
 #define MIN_FLOATS_PER_THREAD 4096
 
-static void rows_part(void *arg, int t, int n_threads)
+/* Parts per thread of an element-wise job (a few, so a busy core can be worked around). */
+#define ROWS_PARTS_PER_THREAD 4
+
+static void rows_part(void *arg, int part, int thread)
 {
     const struct rows_job *job = arg;
     int r0, r1; /* flat arrays come as rows of 1: keep their parts a cache line apart */
-    cinfer_split_range(job->n_rows, job->row_len == 1 ? 16 : 1, t, n_threads, &r0, &r1);
+    cinfer_split_range(job->n_rows, job->row_len == 1 ? 16 : 1, part, job->n_parts, &r0, &r1);
     size_t len = job->row_len;
     switch (job->op) {
     case ROWS_EMBEDDING:
@@ -173,10 +177,12 @@ static void rows_part(void *arg, int t, int n_threads)
 
 static void run_rows(struct cpu_backend *be, struct rows_job *job)
 {
-    if ((size_t)job->n_rows * job->row_len < 2 * MIN_FLOATS_PER_THREAD || job->n_rows < 2)
-        rows_part(job, 0, 1);
-    else
-        cinfer_thread_pool_run(be->pool, rows_part, job);
+    size_t floats = (size_t)job->n_rows * job->row_len;
+    int parts = ROWS_PARTS_PER_THREAD * cinfer_thread_pool_size(be->pool);
+    if ((size_t)parts > floats / MIN_FLOATS_PER_THREAD)
+        parts = (int)(floats / MIN_FLOATS_PER_THREAD);
+    job->n_parts = parts < 1 ? 1 : parts > job->n_rows ? job->n_rows : parts;
+    cinfer_thread_pool_run_chunks(be->pool, rows_part, job, job->n_parts);
 }
 
 static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
@@ -201,16 +207,13 @@ struct matmul_job {
     int n_outs;
     int chunk_rows;
     int first_chunk[MATMUL_MAX_OUTS + 1]; /* chunk numbers where each output starts */
-    atomic_int next_chunk;
+    int n_prepare_parts;
 };
 
-static void matmul_part(void *arg, int t, int n_threads)
+static void matmul_part(void *arg, int chunk, int thread)
 {
-    struct matmul_job *job = arg;
-    for (;;) {
-        int chunk = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
-        if (chunk >= job->first_chunk[job->n_outs])
-            return;
+    const struct matmul_job *job = arg;
+    {
         int o = 0;
         while (chunk >= job->first_chunk[o + 1])
             o++;
@@ -226,11 +229,11 @@ static void matmul_part(void *arg, int t, int n_threads)
     }
 }
 
-static void prepare_part(void *arg, int t, int n_threads)
+static void prepare_part(void *arg, int part, int thread)
 {
     const struct matmul_job *job = arg;
     int i0, i1;
-    cinfer_split_range(job->n, 1, t, n_threads, &i0, &i1);
+    cinfer_split_range(job->n, 1, part, job->n_prepare_parts, &i0, &i1);
     cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, job->x, job->k, i0, i1, (void *)job->prepared);
 }
 
@@ -260,12 +263,10 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
             be->prepared_bytes = bytes;
         }
         job.prepared = be->prepared;
-        if (n >= 4 * n_threads)
-            cinfer_thread_pool_run(be->pool, prepare_part, &job);
-        else
-            prepare_part(&job, 0, 1);
+        job.n_prepare_parts = n >= 4 * n_threads ? 4 * n_threads : 1;
+        cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
     }
-    cinfer_thread_pool_run(be->pool, matmul_part, &job);
+    cinfer_thread_pool_run_chunks(be->pool, matmul_part, &job, job.first_chunk[n_outs]);
     return 0;
 }
 
@@ -316,7 +317,6 @@ struct attention_job {
     float *out;
     const struct cinfer_backend_attn_seq *seqs;
     int n_seqs, n_heads, n_kv_heads, head_dim;
-    atomic_int next_item; /* (sequence, head) pairs handed out so far */
 };
 
 /* Query rows one prefill block of attention takes at a time: bounds the scores
@@ -405,25 +405,19 @@ static void attend_group(const struct attention_job *job, const struct cinfer_ba
     }
 }
 
-/* Work items are (sequence, query head) pairs handed out dynamically (sequences differ
- * in length); a prefill chunk's group is done by the item of its first head. */
-static void attention_part(void *arg, int t, int n_threads)
+/* Chunks are (sequence, query head) pairs, handed out as threads ask (sequences differ
+ * in length); a prefill chunk's whole group is done by the pair of its first head. */
+static void attention_part(void *arg, int item, int thread)
 {
     struct attention_job *job = arg;
-    float *scratch = job->be->attn_scratch + (size_t)t * job->be->attn_floats_per_thread;
+    float *scratch = job->be->attn_scratch + (size_t)thread * job->be->attn_floats_per_thread;
     int group = job->n_heads / job->n_kv_heads;
-    int n_items = job->n_seqs * job->n_heads;
-    for (;;) {
-        int item = atomic_fetch_add_explicit(&job->next_item, 1, memory_order_relaxed);
-        if (item >= n_items)
-            return;
-        const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_heads];
-        int h = item % job->n_heads;
-        if (seq->n_tokens == 1)
-            attend_one_token(job, seq, h, scratch);
-        else if (h % group == 0)
-            attend_group(job, seq, h / group, scratch);
-    }
+    const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_heads];
+    int h = item % job->n_heads;
+    if (seq->n_tokens == 1)
+        attend_one_token(job, seq, h, scratch);
+    else if (h % group == 0)
+        attend_group(job, seq, h / group, scratch);
 }
 
 static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
@@ -448,8 +442,8 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         be->attn_scratch = grown;
         be->attn_floats_per_thread = floats;
     }
-    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, 0};
-    cinfer_thread_pool_run(be->pool, attention_part, &job);
+    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim};
+    cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, n_seqs * n_heads);
     return 0;
 }
 

@@ -29,11 +29,13 @@ struct read_job {
     uint64_t sums[64];
 };
 
-static void read_part(void *arg, int t, int n_threads)
+#define READ_PARTS 64
+
+static void read_part(void *arg, int part, int thread)
 {
     struct read_job *job = arg;
     int b, e;
-    cinfer_split_range((int)(job->words / 8), 1, t, n_threads, &b, &e);
+    cinfer_split_range((int)(job->words / 8), 1, part, READ_PARTS, &b, &e);
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (size_t i = (size_t)b * 8; i < (size_t)e * 8; i += 8) {
         s0 ^= job->data[i] + job->data[i + 4];
@@ -41,7 +43,7 @@ static void read_part(void *arg, int t, int n_threads)
         s2 ^= job->data[i + 2] + job->data[i + 6];
         s3 ^= job->data[i + 3] + job->data[i + 7];
     }
-    job->sums[t] = s0 ^ s1 ^ s2 ^ s3;
+    job->sums[part] ^= s0 ^ s1 ^ s2 ^ s3;
 }
 
 int main(int argc, char **argv)
@@ -74,11 +76,11 @@ int main(int argc, char **argv)
 
     /* the floor: reading the bytes as fast as plain code can */
     struct read_job rj = {(const uint64_t *)w, max_bytes / 8, {0}};
-    cinfer_thread_pool_run(pool, read_part, &rj);
+    cinfer_thread_pool_run_chunks(pool, read_part, &rj, READ_PARTS);
     double t0 = now_s();
     int reps = 10;
     for (int r = 0; r < reps; r++)
-        cinfer_thread_pool_run(pool, read_part, &rj);
+        cinfer_thread_pool_run_chunks(pool, read_part, &rj, READ_PARTS);
     double read_gbs = max_bytes * (double)reps / (now_s() - t0) / 1e9;
     printf("plain read of %zu MB: %.1f GB/s\n", max_bytes >> 20, read_gbs);
 
