@@ -8,6 +8,8 @@
  *   - encode(text, add_special=0) and (add_special=1) give the reference ids;
  *   - decode(reference ids) gives the reference text, with and without special tokens;
  *   - decode(encode(text)) == text wherever the reference library round-trips too;
+ *   - decode of random id sequences (broken UTF-8 byte runs, specials anywhere) gives
+ *     the reference text, with and without special tokens;
  *   - the incremental decoder's deltas (one id per step, and chunks with skip_special)
  *     concatenate to decode();
  *   - piece_to_id(id_to_piece(id)) == id over the vocabulary;
@@ -205,18 +207,20 @@ enum check_kind {
     CHECK_ROUNDTRIP,       /* decode(encode(text), 0) == text, where the reference round-trips */
     CHECK_INCREMENTAL,     /* deltas of ids, one at a time, + finish == decode(ids, 0) */
     CHECK_INCREMENTAL_SKIP, /* deltas of ids_special in chunks of 1..5, skip_special == decode(.., 1) */
+    CHECK_RANDOM_DECODE,   /* decode(random ids, 0 and 1) == the reference's decoded text */
     CHECK_VOCAB,           /* piece_to_id(id_to_piece(id)) == id, reference ids < vocab_size */
     CHECK_ERRORS,          /* a plugin call failed */
     N_CHECKS
 };
 static const char *const check_names[N_CHECKS] = {
     "encode", "encode+special", "decode", "decode skip_special", "round trip", "incremental",
-    "incremental skip_special", "vocabulary", "errors",
+    "incremental skip_special", "decode random ids", "vocabulary", "errors",
 };
 
 struct tally {
     uint32_t vocab_size; /* the plugin's */
     size_t compared;
+    size_t random_decoded; /* random id sequences decoded */
     size_t failed[N_CHECKS];
     size_t roundtrip_checked;
     const char *reasons[MAX_REASONS]; /* why the reference itself does not round-trip */
@@ -440,6 +444,33 @@ static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_
     free(text);
 }
 
+/* A random id sequence (ids no encoder made: broken UTF-8 byte runs, specials anywhere):
+ * decode with and without special tokens against the reference, and the incremental
+ * decoder against decode(). */
+static void check_decode_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c)
+{
+    struct cinfer_token_ids ids = {0};
+    ids_from_json(json_object_get(c, "ids"), &ids);
+    char label[256];
+    size_t used = (size_t)snprintf(label, sizeof label, "random ids");
+    for (size_t i = 0; i < ids.len && used < sizeof label; i++)
+        used += (size_t)snprintf(label + used, sizeof label - used, " %d", ids.ids[i]);
+    size_t label_len = used < sizeof label ? used : sizeof label - 1;
+    t->random_decoded++;
+    for (int skip = 0; skip <= 1; skip++) {
+        const json_t *want = json_object_get(c, skip ? "decoded_skip" : "decoded");
+        size_t got_len = 0;
+        char *got = plugin_decode(pt, t, case_index, &ids, skip, &got_len);
+        check_text(pt, t, CHECK_RANDOM_DECODE, case_index, label, label_len, json_string_value(want),
+                   json_string_length(want), got, got_len);
+        if (got != NULL)
+            check_incremental(pt, t, skip ? CHECK_INCREMENTAL_SKIP : CHECK_INCREMENTAL, case_index, label,
+                              label_len, &ids, got, got_len);
+        free(got);
+    }
+    cinfer_token_ids_free(&ids);
+}
+
 /* ---- the test ------------------------------------------------------------------------ */
 
 static void plugin_tokenizer_open(struct plugin_tokenizer *pt, const char *name, const char *path)
@@ -495,10 +526,13 @@ START_TEST(parity_with_reference)
     check_vocabulary(&pt, &t);
     for (size_t i = 0; i < json_array_size(ref.cases); i++)
         check_case(&pt, &t, i, json_array_get(ref.cases, i));
+    const json_t *decode_cases = json_object_get(ref.root, "decode_cases");
+    for (size_t i = 0; i < json_array_size(decode_cases); i++)
+        check_decode_case(&pt, &t, i, json_array_get(decode_cases, i));
 
     size_t failed = 0;
-    printf("parity %-10s: %zu strings compared (%s), mismatches:", name, t.compared,
-           json_string_value(json_object_get(ref.root, "library")));
+    printf("parity %-10s: %zu strings and %zu random id sequences compared (%s), mismatches:", name,
+           t.compared, t.random_decoded, json_string_value(json_object_get(ref.root, "library")));
     for (int k = 0; k < N_CHECKS; k++) {
         printf(" %s %zu%s", check_names[k], t.failed[k], k + 1 < N_CHECKS ? "," : "\n");
         failed += t.failed[k];

