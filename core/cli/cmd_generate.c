@@ -2,6 +2,7 @@
  * (main process, scheduler and detokenizer workers). SIGINT/SIGTERM stop it cleanly:
  * the request is aborted, the engine drains and stops, and the exit status is 0. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +12,24 @@
 #include "cinfer/engine.h"
 #include "cli/commands.h"
 
-static volatile sig_atomic_t interrupted;
+/* SIGINT and SIGTERM are blocked in every thread and taken by this one, which aborts
+ * the request: the stream then ends at once, even if the engine is stuck. */
+struct signal_watch {
+    sigset_t set;
+    struct cinfer_engine *engine;
+    uint64_t request_id;
+    int fired;
+};
 
-static void on_signal(int signo)
+static void *watch_signals(void *arg)
 {
-    (void)signo;
-    interrupted = 1;
+    struct signal_watch *w = arg;
+    int signo;
+    if (sigwait(&w->set, &signo) == 0 && signo != SIGUSR1) {
+        w->fired = 1;
+        cinfer_engine_abort(w->engine, w->request_id);
+    }
+    return NULL;
 }
 
 static void usage(FILE *out)
@@ -36,15 +49,6 @@ static void usage(FILE *out)
             "  --ignore-eos         keep going past the end-of-sequence token\n\n",
             CINFER_MAX_STOP_STRINGS);
     cinfer_server_args_print_help(out);
-}
-
-static int stream_to_stdout(const struct cinfer_stream_chunk *chunk, void *ctx)
-{
-    int *finish = ctx;
-    fwrite(chunk->text, 1, chunk->text_len, stdout);
-    fflush(stdout);
-    *finish = chunk->finish_reason;
-    return interrupted; /* nonzero aborts the request */
 }
 
 static int parse_number(const char *flag, const char *value, double lo, double hi, double *out)
@@ -137,26 +141,51 @@ int cinfer_cmd_generate(int argc, char **argv)
         fprintf(stderr, "cinfer generate: no PROMPT given (see --help)\n");
         status = 2;
     }
+    /* Block the stop signals before any thread exists, so every thread inherits it. */
+    struct signal_watch watch = {0};
+    sigemptyset(&watch.set);
+    sigaddset(&watch.set, SIGINT);
+    sigaddset(&watch.set, SIGTERM);
+    sigaddset(&watch.set, SIGUSR1); /* our own wake-up at the end */
+    pthread_sigmask(SIG_BLOCK, &watch.set, NULL);
+
     struct cinfer_engine *engine = NULL;
     if (status == 0 && cinfer_engine_create(&args, NULL, &engine, &err) != CINFER_OK) {
         fprintf(stderr, "cinfer generate: %s\n", err.message);
         status = 1;
     }
-    if (status == 0) {
-        struct sigaction sa = {.sa_handler = on_signal};
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        int finish = 0;
-        fputs(req.prompt, stdout);
-        if (cinfer_engine_generate_stream(engine, &req, stream_to_stdout, &finish, &err) != CINFER_OK) {
-            fprintf(stderr, "\ncinfer generate: %s\n", err.message);
-            status = 1;
-        } else {
-            fputc('\n', stdout);
-        }
-        cinfer_engine_shutdown(&engine, args.drain_timeout_ms);
+    struct cinfer_stream *stream = NULL;
+    if (status == 0 && cinfer_engine_stream_open(engine, &req, &stream, &err) != CINFER_OK) {
+        fprintf(stderr, "cinfer generate: %s\n", err.message);
+        status = 1;
     }
+    if (status == 0) {
+        watch.engine = engine;
+        watch.request_id = cinfer_stream_request_id(stream);
+        pthread_t watcher;
+        pthread_create(&watcher, NULL, watch_signals, &watch);
+        fputs(req.prompt, stdout);
+        for (;;) {
+            struct cinfer_stream_chunk chunk;
+            if (cinfer_stream_next(stream, &chunk, -1, &err) != CINFER_OK) {
+                fprintf(stderr, "\ncinfer generate: %s\n", err.message);
+                status = 1;
+                break;
+            }
+            fwrite(chunk.text, 1, chunk.text_len, stdout);
+            fflush(stdout);
+            if (chunk.finish_reason != CINFER_FINISH_NONE)
+                break;
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        cinfer_stream_close(&stream);
+        if (!watch.fired)
+            pthread_kill(watcher, SIGUSR1);
+        pthread_join(watcher, NULL);
+    }
+    if (engine)
+        cinfer_engine_shutdown(&engine, args.drain_timeout_ms);
     cinfer_server_args_free(&args);
     free(rest);
     return status;

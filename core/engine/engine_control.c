@@ -45,7 +45,7 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
     for (int rank = 0; rc == CINFER_OK && rank < n; rank++) {
         out[rank].tp_rank = rank;
         out[rank].status = CINFER_ERR_TIMEOUT;
-        rc = cinfer_channel_send(e->rpc[rank], frame, len, 1, err);
+        rc = cinfer_channel_send(e->rpc[rank], frame, len, 0, err);
     }
     if (rc == CINFER_OK)
         free(frame);
@@ -112,6 +112,9 @@ int cinfer_engine_server_info(struct cinfer_engine *e, struct cinfer_server_info
     snprintf(out->model_path, sizeof out->model_path, "%s",
              e->args.model_path ? e->args.model_path : cinfer_default_model_path());
     snprintf(out->version, sizeof out->version, "%s", CINFER_VERSION);
+    snprintf(out->run_dir, sizeof out->run_dir, "%s", e->ports.run_dir);
+    for (int i = 0; i < e->n_workers && i < 16; i++)
+        out->worker_pids[out->n_workers++] = e->workers[i].limits.pid;
     out->tp_size = e->args.tp_size;
     out->dp_size = e->args.dp_size;
     for (int i = 0; i < e->n_workers; i++)

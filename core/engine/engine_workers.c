@@ -161,9 +161,14 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
         for (int rank = 0; e->to_scheduler && rank < e->args.tp_size; rank++) {
             char endpoint[CINFER_ENDPOINT_BYTES];
             cinfer_port_args_rpc_endpoint(&e->ports, rank, endpoint, sizeof endpoint);
-            e->rpc[rank] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, NULL, err);
-            if (!e->rpc[rank])
+            /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
+            e->rpc[rank] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, "engine", err);
+            if (!e->rpc[rank]) {
                 rc = err->code;
+            } else { /* a send waits for the connection, but not forever */
+                int send_timeout_ms = 2000;
+                zmq_setsockopt(e->rpc[rank], ZMQ_SNDTIMEO, &send_timeout_ms, sizeof send_timeout_ms);
+            }
         }
         if (!e->to_scheduler)
             rc = err->code;

@@ -26,7 +26,11 @@ int cinfer_worker_link_open(struct cinfer_worker_link *link, const struct cinfer
     if (!link->zmq_context)
         return cinfer_error_set(err, CINFER_ERR_IO, "%s: zmq_ctx_new failed", link->name);
     link->status = cinfer_channel_open(link->zmq_context, ZMQ_PUSH, ports->status, 0, NULL, err);
-    if (!link->status) {
+    if (link->status) {
+        /* READY and FAILED must arrive even when the worker exits right after. */
+        int linger_ms = 2000;
+        zmq_setsockopt(link->status, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+    } else {
         zmq_ctx_term(link->zmq_context);
         link->zmq_context = NULL;
         return err ? err->code : CINFER_ERR_IO;

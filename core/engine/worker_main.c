@@ -9,6 +9,7 @@
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
+#include "cinfer/plugins.h"
 #include "engine/hooks.h"
 #include "engine/port_args.h"
 #include "util/log.h"
@@ -62,6 +63,7 @@ int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *
         snprintf(title, sizeof title, "cinfer-worker scheduler tp%d", tp_rank);
     else
         snprintf(title, sizeof title, "cinfer-worker detokenizer");
+    cinfer_plugin_install_dir(); /* found (and kept) before the title rewrites argv[0] */
     cinfer_set_process_title(argc, argv, title);
     cinfer_log_set_level((int)args.log_level);
 

@@ -38,8 +38,13 @@ const char *cinfer_plugin_install_dir(void)
         return dir[0] ? dir : NULL;
     Dl_info info;
     char self[PATH_MAX];
-    if (dladdr((void *)&cinfer_plugin_install_dir, &info) && info.dli_fname &&
-        realpath(info.dli_fname, self)) {
+    /* For code linked into the executable, dli_fname is argv[0], which may be relative
+     * or rewritten (process titles): /proc/self/exe is the truth there. */
+    int found = dladdr((void *)&cinfer_plugin_install_dir, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+                realpath(info.dli_fname, self);
+    if (!found)
+        found = realpath("/proc/self/exe", self) != NULL;
+    if (found) {
         char *slash = strrchr(self, '/');
         if (slash) {
             *slash = '\0';

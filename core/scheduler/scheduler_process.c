@@ -33,9 +33,10 @@ struct scheduler_process {
     int stop;
 };
 
-/* The KV budget: the configured bytes, else mem_fraction_static of the memory that is
- * available, capped so a CPU run does not take the whole machine by default. */
-static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m)
+/* The KV budget: the configured tokens or bytes, else mem_fraction_static of the memory
+ * that is available, but never more than every running request at full context needs. */
+static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m, int context,
+                              int max_running)
 {
     const struct cinfer_model_config *c = &m->config;
     size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
@@ -46,8 +47,8 @@ static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struc
     long pages = sysconf(_SC_AVPHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
     double available = pages > 0 && page_bytes > 0 ? (double)pages * (double)page_bytes : 1e9;
     double budget = available * (args->mem_fraction_static > 0 ? args->mem_fraction_static : 0.1);
-    double cap = 2.0 * 1024 * 1024 * 1024;
-    return (size_t)fmin(budget, cap);
+    double needed = (double)per_token * (double)context * (double)max_running;
+    return (size_t)fmin(budget, needed);
 }
 
 static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int tp_rank,
@@ -63,13 +64,13 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
     int context = args->context_length > 0 ? args->context_length : c->max_position_embeddings;
     if (context <= 1)
         context = 2048;
+    int max_running = args->max_running_requests > 0 ? args->max_running_requests : 64;
     struct cinfer_runtime_options ro = {
-        .kv_cache_bytes = kv_budget_bytes(args, sp->model),
+        .kv_cache_bytes = kv_budget_bytes(args, sp->model, context, max_running),
         .kv_page_tokens = args->page_size,
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
     };
-    int max_running = args->max_running_requests > 0 ? args->max_running_requests : 64;
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;
     int prefill_budget = args->max_prefill_tokens > 0 ? args->max_prefill_tokens : 4096;
     ro.max_batch_tokens = (chunk > 0 && chunk < prefill_budget ? chunk : prefill_budget) + max_running;
@@ -130,7 +131,8 @@ static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, con
     struct cinfer_msg_tokens msg = {.items = &item, .n_items = 1};
     void *frame = NULL;
     size_t len = 0;
-    send_frame(sp->detok, cinfer_msg_encode_tokens(&msg, &frame, &len), frame, len, "a refusal");
+    int encoded = cinfer_msg_encode_tokens(&msg, &frame, &len);
+    send_frame(sp->detok, encoded, frame, len, "a refusal");
 }
 
 static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_generate *g)
@@ -143,7 +145,8 @@ static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_gene
         dr.stop[i] = (char *)g->sampling.stop[i];
     void *frame = NULL;
     size_t len = 0;
-    send_frame(sp->detok, cinfer_msg_encode_detok_request(&dr, &frame, &len), frame, len, "DETOK_REQUEST");
+    int encoded = cinfer_msg_encode_detok_request(&dr, &frame, &len);
+    send_frame(sp->detok, encoded, frame, len, "DETOK_REQUEST");
 
     struct cinfer_error err = {0};
     if (cinfer_scheduler_add(sp->sched, g->rid, g->ids, (int)g->n_ids, &g->sampling, &err) != CINFER_OK)
@@ -256,7 +259,8 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
     struct cinfer_msg_tokens msg = {.items = out, .n_items = (uint32_t)n};
     void *frame = NULL;
     size_t len = 0;
-    send_frame(sp->detok, cinfer_msg_encode_tokens(&msg, &frame, &len), frame, len, "TOKENS");
+    int encoded = cinfer_msg_encode_tokens(&msg, &frame, &len);
+    send_frame(sp->detok, encoded, frame, len, "TOKENS");
     free(out);
     return CINFER_OK;
 }
@@ -287,7 +291,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
             if (zmq_poll(items, 3, busy ? 0 : 100) < 0 && zmq_errno() != EINTR)
                 break;
             if (items[2].revents && cinfer_lifeline_gone()) {
-                cinfer_log(CINFER_LOG_SEV_WARNING, "the main process is gone; exiting");
+                cinfer_log(CINFER_LOG_SEV_INFO, "the lifeline closed (engine shutdown or main process gone); exiting");
                 break;
             }
             /* Take everything that is waiting before the next step. */

@@ -1,0 +1,394 @@
+/* The engine end to end, through the real processes: greedy output equals the model
+ * runtime's own single-process greedy output; 32 threads each get their own right
+ * answer; streaming (callback and iterator) yields the same text as blocking; hooks
+ * overridden by an embedder run; workers are named for ps; RPC reaches every rank;
+ * two engines in one process keep to themselves. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cinfer/config.h"
+#include "cinfer/engine.h"
+#include "cinfer/tokenizer.h"
+#include "engine/hooks.h"
+#include "support/engine_fixture.h"
+#include "support/greedy_reference.h"
+#include "support/procs.h"
+#include "support/runner.h"
+
+#define MAX_NEW 24
+
+static const char *const prompts[] = {
+    "Once upon a time", "One day, a little girl", "The cat sat", "Tom and his dog", "There was a big tree",
+    "Lily liked to", "The sun was", "A bird flew", "Mom said", "He ran to the park",
+};
+#define N_PROMPTS ((int)(sizeof prompts / sizeof prompts[0]))
+
+static const char *model;
+
+/* The prompt's ids as the engine will see them, and the runtime's own greedy answer. */
+struct expectation {
+    int32_t ids[MAX_NEW];
+    int n;
+};
+static struct expectation expected[N_PROMPTS];
+
+static void compute_expectations(void)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_tokenizer_ctx *tok = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_default_init_tokenizer(&args, &tok, &err) == 0, "%s", err.message);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        struct cinfer_token_ids ids = {0};
+        ck_assert_int_eq(tok->ops->encode(tok->tok, prompts[p], strlen(prompts[p]), 1, &ids, &err), 0);
+        expected[p].n = cinfer_test_greedy_reference(model, ids.ids, (int)ids.len, MAX_NEW, 1, expected[p].ids);
+        ck_assert_int_gt(expected[p].n, 0);
+        cinfer_token_ids_free(&ids);
+    }
+    cinfer_tokenizer_ctx_free(&tok);
+    cinfer_server_args_free(&args);
+}
+
+static struct cinfer_engine *start_engine(const struct cinfer_engine_hooks *hooks)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    int rc = cinfer_engine_create(&args, hooks, &e, &err);
+    ck_assert_msg(rc == 0, "engine create: %s", err.message);
+    cinfer_server_args_free(&args);
+    return e;
+}
+
+static struct cinfer_generate_request greedy(const char *prompt)
+{
+    struct cinfer_generate_request req = {.prompt = prompt};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0;
+    req.sampling.max_new_tokens = MAX_NEW;
+    return req;
+}
+
+static void assert_matches(int p, const struct cinfer_generate_result *r)
+{
+    ck_assert_msg((int)r->n_output_ids == expected[p].n, "prompt %d: %zu ids from the engine, %d from the runtime", p,
+                  r->n_output_ids, expected[p].n);
+    for (int i = 0; i < expected[p].n; i++)
+        ck_assert_msg(r->output_ids[i] == expected[p].ids[i], "prompt %d: id %d differs: engine %d, runtime %d", p, i,
+                      r->output_ids[i], expected[p].ids[i]);
+}
+
+static void setup(void)
+{
+    model = cinfer_test_engine_model();
+    if (model)
+        compute_expectations();
+}
+
+START_TEST(greedy_output_equals_the_runtime)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *e = start_engine(NULL);
+    for (int p = 0; p < 3; p++) {
+        struct cinfer_generate_request req = greedy(prompts[p]);
+        struct cinfer_generate_result r;
+        struct cinfer_error err = {0};
+        ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+        assert_matches(p, &r);
+        ck_assert(r.finish_reason == CINFER_FINISH_LENGTH || r.finish_reason == CINFER_FINISH_STOP_TOKEN);
+        ck_assert_int_eq(r.completion_tokens, (int)r.n_output_ids);
+        ck_assert_int_gt((int)r.text_len, 0);
+        cinfer_generate_result_free(&r);
+    }
+    cinfer_engine_shutdown(&e, 1000);
+    ck_assert_ptr_null(e);
+}
+END_TEST
+
+struct caller {
+    struct cinfer_engine *engine;
+    int prompt;
+    int ok;
+    char why[1100];
+};
+
+static void *call(void *arg)
+{
+    struct caller *c = arg;
+    struct cinfer_generate_request req = greedy(prompts[c->prompt]);
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    if (cinfer_engine_generate(c->engine, &req, &r, &err) != 0) {
+        snprintf(c->why, sizeof c->why, "%s", err.message);
+        return NULL;
+    }
+    c->ok = (int)r.n_output_ids == expected[c->prompt].n &&
+            !memcmp(r.output_ids, expected[c->prompt].ids, r.n_output_ids * sizeof(int32_t));
+    if (!c->ok)
+        snprintf(c->why, sizeof c->why, "wrong answer for prompt %d", c->prompt);
+    cinfer_generate_result_free(&r);
+    return NULL;
+}
+
+START_TEST(thirty_two_concurrent_callers_each_get_their_answer)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *e = start_engine(NULL);
+    struct caller callers[32];
+    pthread_t threads[32];
+    for (int i = 0; i < 32; i++) {
+        callers[i] = (struct caller){.engine = e, .prompt = i % N_PROMPTS};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, call, &callers[i]), 0);
+    }
+    for (int i = 0; i < 32; i++) {
+        pthread_join(threads[i], NULL);
+        ck_assert_msg(callers[i].ok, "caller %d: %s", i, callers[i].why);
+    }
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
+struct text_buf {
+    char text[8192];
+    size_t len;
+    int chunks;
+};
+
+static int append(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    struct text_buf *b = ctx;
+    memcpy(b->text + b->len, c->text, c->text_len);
+    b->len += c->text_len;
+    b->text[b->len] = '\0';
+    b->chunks++;
+    return 0;
+}
+
+START_TEST(streaming_yields_the_blocking_text)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_error err = {0};
+    struct cinfer_generate_request req = greedy(prompts[0]);
+    struct cinfer_generate_result blocking;
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &blocking, &err), 0);
+
+    struct text_buf streamed = {0};
+    ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, append, &streamed, &err), 0);
+    ck_assert_str_eq(streamed.text, blocking.text);
+    ck_assert_int_gt(streamed.chunks, 1); /* really streamed, not one lump */
+
+    struct cinfer_stream *s = NULL;
+    ck_assert_int_eq(cinfer_engine_stream_open(e, &req, &s, &err), 0);
+    struct text_buf iterated = {0};
+    for (;;) {
+        struct cinfer_stream_chunk c;
+        ck_assert_msg(cinfer_stream_next(s, &c, 10000, &err) == 0, "%s", err.message);
+        append(&c, &iterated);
+        if (c.finish_reason != CINFER_FINISH_NONE)
+            break;
+    }
+    cinfer_stream_close(&s);
+    ck_assert_str_eq(iterated.text, blocking.text);
+    cinfer_generate_result_free(&blocking);
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
+START_TEST(stop_strings_end_the_text_and_are_trimmed)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_error err = {0};
+    struct cinfer_generate_request req = greedy(prompts[0]);
+    struct cinfer_generate_result full;
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &full, &err), 0);
+    ck_assert_int_gt((int)full.text_len, 8);
+    /* Stop on a piece of the middle of the greedy text: the text must end right before it. */
+    char stop[4];
+    memcpy(stop, full.text + full.text_len / 2, 3);
+    stop[3] = '\0';
+    const char *first = strstr(full.text, stop);
+    req.sampling.stop[0] = stop;
+    req.sampling.n_stop = 1;
+    struct cinfer_generate_result cut;
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &cut, &err), 0);
+    ck_assert_int_eq(cut.finish_reason, CINFER_FINISH_STOP_STRING);
+    ck_assert_str_eq(cut.matched_stop, stop);
+    ck_assert_int_eq((int)cut.text_len, (int)(first - full.text));
+    ck_assert(!strncmp(cut.text, full.text, cut.text_len));
+    cinfer_generate_result_free(&full);
+    cinfer_generate_result_free(&cut);
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
+/* ---- hooks --------------------------------------------------------------------- */
+
+static char marker_dir[256];
+
+static void touch(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", marker_dir, name);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+}
+
+static int my_scheduler(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    touch("scheduler-hook-ran");
+    return cinfer_default_run_scheduler_process(a, p, gpu, tp, dp);
+}
+
+static int my_detokenizer(const struct cinfer_server_args *a, const struct cinfer_port_args *p)
+{
+    touch("detokenizer-hook-ran");
+    return cinfer_default_run_detokenizer_process(a, p);
+}
+
+static int my_tokenizer(const struct cinfer_server_args *a, struct cinfer_tokenizer_ctx **out, struct cinfer_error *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "tokenizer-hook-ran-in-%d", (int)getpid());
+    touch(name);
+    touch("tokenizer-hook-ran");
+    return cinfer_default_init_tokenizer(a, out, err);
+}
+
+static int exists(const char *name)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", marker_dir, name);
+    return stat(path, &st) == 0;
+}
+
+START_TEST(overridden_hooks_run)
+{
+    if (!model)
+        return;
+    snprintf(marker_dir, sizeof marker_dir, "%s/hook-markers-%d", CINFER_BINARY_DIR, (int)getpid());
+    mkdir(marker_dir, 0700);
+    struct cinfer_engine_hooks hooks;
+    cinfer_engine_default_hooks(&hooks);
+    hooks.run_scheduler_process = my_scheduler;
+    hooks.run_detokenizer_process = my_detokenizer;
+    hooks.init_tokenizer = my_tokenizer;
+    struct cinfer_engine *e = start_engine(&hooks);
+    ck_assert_msg(exists("scheduler-hook-ran"), "the scheduler hook did not run");
+    ck_assert_msg(exists("detokenizer-hook-ran"), "the detokenizer hook did not run");
+    char mine[64];
+    snprintf(mine, sizeof mine, "tokenizer-hook-ran-in-%d", (int)getpid());
+    ck_assert_msg(exists(mine), "init_tokenizer did not run in the main process");
+    /* And the overridden pipeline still answers correctly. */
+    struct cinfer_generate_request req = greedy(prompts[1]);
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), 0);
+    assert_matches(1, &r);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&e, 1000);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", marker_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_server_info info;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_server_info(e, &info, &err), 0);
+    ck_assert_int_eq(info.n_workers, 2);
+    char cmdline[256];
+    cinfer_test_cmdline(info.worker_pids[0], cmdline, sizeof cmdline);
+    ck_assert_str_eq(cmdline, "cinfer-worker detokenizer");
+    cinfer_test_cmdline(info.worker_pids[1], cmdline, sizeof cmdline);
+    ck_assert_str_eq(cmdline, "cinfer-worker scheduler tp0");
+    ck_assert_int_gt((int)info.max_total_tokens, 0);
+    ck_assert_int_gt(info.max_request_len, 0);
+    ck_assert_int_eq(info.tp_size, 1);
+    struct stat st;
+    ck_assert_int_eq(stat(info.run_dir, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0700);
+
+    struct cinfer_rpc_reply *replies;
+    int n;
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "echo", "{\"hello\":1}", 2000, &replies, &n, &err), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(replies[0].tp_rank, 0);
+    ck_assert_int_eq(replies[0].status, 0);
+    ck_assert_str_eq(replies[0].payload, "{\"hello\":1}");
+    cinfer_rpc_replies_free(replies, n);
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "no_such_method", "{}", 2000, &replies, &n, &err), 0);
+    ck_assert_int_eq(replies[0].status, CINFER_ERR_NOT_FOUND);
+    cinfer_rpc_replies_free(replies, n);
+    ck_assert_int_eq(cinfer_engine_flush_cache(e, &err), 0);
+
+    char run_dir[192];
+    snprintf(run_dir, sizeof run_dir, "%s", info.run_dir);
+    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    cinfer_engine_shutdown(&e, 1000);
+    ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 0), 0);
+    ck_assert_int_ne(stat(run_dir, &st), 0); /* removed at shutdown */
+}
+END_TEST
+
+START_TEST(two_engines_in_one_process_keep_to_themselves)
+{
+    if (!model)
+        return;
+    struct cinfer_engine *a = start_engine(NULL);
+    struct cinfer_engine *b = start_engine(NULL);
+    struct cinfer_error err = {0};
+    struct cinfer_generate_request ra = greedy(prompts[2]), rb = greedy(prompts[3]);
+    struct cinfer_generate_result oa, ob;
+    ck_assert_int_eq(cinfer_engine_generate(a, &ra, &oa, &err), 0);
+    ck_assert_int_eq(cinfer_engine_generate(b, &rb, &ob, &err), 0);
+    assert_matches(2, &oa);
+    assert_matches(3, &ob);
+    cinfer_generate_result_free(&oa);
+    cinfer_generate_result_free(&ob);
+    cinfer_engine_shutdown(&a, 1000);
+    /* b is untouched by a's shutdown. */
+    ck_assert(cinfer_engine_healthy(b));
+    ck_assert_int_eq(cinfer_engine_generate(b, &ra, &oa, &err), 0);
+    assert_matches(2, &oa);
+    cinfer_generate_result_free(&oa);
+    cinfer_engine_shutdown(&b, 1000);
+}
+END_TEST
+
+static Suite *suite_engine(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("end to end");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, greedy_output_equals_the_runtime);
+    tcase_add_test(tc, thirty_two_concurrent_callers_each_get_their_answer);
+    tcase_add_test(tc, streaming_yields_the_blocking_text);
+    tcase_add_test(tc, stop_strings_end_the_text_and_are_trimmed);
+    tcase_add_test(tc, overridden_hooks_run);
+    tcase_add_test(tc, workers_are_named_for_ps_and_rpc_reaches_every_rank);
+    tcase_add_test(tc, two_engines_in_one_process_keep_to_themselves);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_engine)

@@ -1,0 +1,342 @@
+/* Faults, each asserting what the caller sees and that no process or run folder is
+ * left behind: kill -9 of the scheduler mid-stream and of the detokenizer, a
+ * scheduler that fails while loading, a worker that never reports READY, SIGKILL of
+ * the main process, SIGINT to `cinfer generate`, and a garbage frame injected into
+ * every channel. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "cinfer/config.h"
+#include "cinfer/engine.h"
+#include "engine/hooks.h"
+#include "engine/worker_link.h"
+#include "support/engine_fixture.h"
+#include "support/procs.h"
+#include "support/runner.h"
+
+static const char *model;
+
+static void setup(void)
+{
+    model = cinfer_test_engine_model();
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int dir_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static struct cinfer_engine *start(struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
+                                   struct cinfer_server_info *info)
+{
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(args, hooks, &e, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(cinfer_engine_server_info(e, info, &err), 0);
+    return e;
+}
+
+static struct cinfer_generate_request long_request(void)
+{
+    struct cinfer_generate_request req = {.prompt = "Once upon a time"};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0;
+    req.sampling.ignore_eos = 1;
+    req.sampling.max_new_tokens = 100000; /* ends at the context length */
+    return req;
+}
+
+struct killer {
+    pid_t victim;
+    double killed_at;
+    int chunks;
+};
+
+static int kill_after_first_chunk(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    (void)c;
+    struct killer *k = ctx;
+    if (k->chunks++ == 1) {
+        kill(k->victim, SIGKILL);
+        k->killed_at = now_s();
+    }
+    return 0;
+}
+
+static void kill_worker_mid_stream(int worker_index, const char *name)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_server_info info;
+    struct cinfer_engine *e = start(&args, NULL, &info);
+    struct killer k = {.victim = info.worker_pids[worker_index]};
+    struct cinfer_generate_request req = long_request();
+    struct cinfer_error err = {0};
+    int rc = cinfer_engine_generate_stream(e, &req, kill_after_first_chunk, &k, &err);
+    double waited = now_s() - k.killed_at;
+    ck_assert_int_eq(rc, CINFER_ERR_CHILD);
+    ck_assert_msg(strstr(err.message, name) && strstr(err.message, "killed by signal 9"), "caller saw: %s", err.message);
+    ck_assert_msg(waited < 2.0, "the caller waited %.2f s after the kill", waited);
+    ck_assert(!cinfer_engine_healthy(e));
+    /* A new request is refused at once with the reason. */
+    ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, kill_after_first_chunk, &k, &err), CINFER_ERR_CHILD);
+    ck_assert_msg(strstr(err.message, "not healthy"), "%s", err.message);
+    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
+    for (int i = 0; i < 200 && dir_exists(info.run_dir); i++)
+        usleep(10000);
+    ck_assert_msg(!dir_exists(info.run_dir), "run folder %s remains", info.run_dir);
+    cinfer_engine_shutdown(&e, 100);
+    cinfer_server_args_free(&args);
+}
+
+START_TEST(kill_9_of_the_scheduler_mid_stream)
+{
+    if (model)
+        kill_worker_mid_stream(1, "scheduler tp0");
+}
+END_TEST
+
+START_TEST(kill_9_of_the_detokenizer_mid_stream)
+{
+    if (model)
+        kill_worker_mid_stream(0, "detokenizer");
+}
+END_TEST
+
+static int count_run_dirs(void)
+{
+    FILE *p = popen("ls -d /tmp/cinfer-* 2>/dev/null | wc -l", "r");
+    int n = 0;
+    if (p) {
+        if (fscanf(p, "%d", &n) != 1)
+            n = 0;
+        pclose(p);
+    }
+    return n;
+}
+
+START_TEST(a_scheduler_that_fails_while_loading)
+{
+    if (!model)
+        return;
+    /* The tokenizer reads the real model; the scheduler gets a truncated copy. */
+    char broken[512];
+    snprintf(broken, sizeof broken, "%s/broken-%d.gguf", CINFER_BINARY_DIR, (int)getpid());
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "head -c 20000 %s > %s", CINFER_SHARED_DIR "/models/stories260K.gguf", broken);
+    if (strstr(model, ".gguf") == NULL || system(cmd) != 0)
+        return; /* needs the GGUF model */
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.tokenizer_path = strdup(model);
+    free(args.model_path);
+    args.model_path = strdup(broken);
+    int dirs_before = count_run_dirs();
+    pid_t before[64];
+    int n_before = cinfer_test_children_of(getpid(), before, 64);
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_create(&args, NULL, &e, &err), CINFER_ERR_CHILD);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(err.message, "scheduler tp0 failed to start: ") && strstr(err.message, broken),
+                  "caller saw: %s", err.message);
+    pid_t after[64];
+    ck_assert_int_eq(cinfer_test_children_of(getpid(), after, 64), n_before);
+    ck_assert_int_eq(count_run_dirs(), dirs_before);
+    unlink(broken);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+static int never_ready(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    (void)a; (void)p; (void)gpu; (void)tp; (void)dp;
+    while (!cinfer_lifeline_gone())
+        usleep(20000);
+    return 0;
+}
+
+START_TEST(a_worker_that_never_reports_ready)
+{
+    if (!model)
+        return;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.start_timeout_ms = 1500;
+    struct cinfer_engine_hooks hooks;
+    cinfer_engine_default_hooks(&hooks);
+    hooks.run_scheduler_process = never_ready;
+    int dirs_before = count_run_dirs();
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    double t0 = now_s();
+    ck_assert_int_eq(cinfer_engine_create(&args, &hooks, &e, &err), CINFER_ERR_TIMEOUT);
+    ck_assert_msg(now_s() - t0 < 6.0, "create took %.1f s", now_s() - t0);
+    ck_assert_str_eq(err.message, "scheduler tp0 did not report READY within the start deadline of 1500 ms");
+    pid_t left[64];
+    ck_assert_int_eq(cinfer_test_children_of(getpid(), left, 64), 0);
+    ck_assert_int_eq(count_run_dirs(), dirs_before);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+START_TEST(sigkill_of_the_main_process_takes_the_workers_down)
+{
+    if (!model)
+        return;
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t main_pid = fork();
+    if (main_pid == 0) { /* the main process: start an engine, report its workers, wait */
+        close(fds[0]);
+        struct cinfer_server_args args;
+        cinfer_test_engine_args(&args, model);
+        struct cinfer_engine *e = NULL;
+        struct cinfer_error err = {0};
+        struct cinfer_server_info info = {0};
+        if (cinfer_engine_create(&args, NULL, &e, &err) == 0)
+            cinfer_engine_server_info(e, &info, &err);
+        ssize_t ignored = write(fds[1], &info, sizeof info);
+        (void)ignored;
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    struct cinfer_server_info info;
+    ck_assert_int_eq(read(fds[0], &info, sizeof info), (ssize_t)sizeof info);
+    ck_assert_int_eq(info.n_workers, 2);
+    ck_assert(cinfer_test_pid_running(info.worker_pids[0]) && cinfer_test_pid_running(info.worker_pids[1]));
+    kill(main_pid, SIGKILL);
+    waitpid(main_pid, NULL, 0);
+    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t alive = cinfer_test_wait_gone(pids, 2, 2000);
+    ck_assert_msg(alive == 0, "worker %d still runs 2 s after the main process died", (int)alive);
+    /* Nobody removed the run folder (the main process died); remove it here. */
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", info.run_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(sigint_to_cinfer_generate_drains_and_exits_0)
+{
+    if (!model)
+        return;
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t cli = fork();
+    if (cli == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execl(CINFER_BINARY_DIR "/bin/cinfer", "cinfer", "generate", "--model", model, "--max-new-tokens", "100000",
+              "--ignore-eos", "--log-level", "error", "--kv-cache-bytes", "67108864", "--context-length", "60000",
+              "Once upon a time", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char buf[256];
+    ck_assert_int_gt(read(out[0], buf, sizeof buf), 0); /* it is streaming */
+    usleep(100000);
+    pid_t workers[8];
+    int n = cinfer_test_children_of(cli, workers, 8);
+    ck_assert_int_eq(n, 2);
+    kill(cli, SIGINT);
+    double t0 = now_s();
+    while (read(out[0], buf, sizeof buf) > 0)
+        ;
+    int status = 0;
+    waitpid(cli, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    ck_assert_msg(now_s() - t0 < 10.0, "exit took %.1f s", now_s() - t0);
+    ck_assert_int_eq(cinfer_test_wait_gone(workers, n, 2000), 0);
+    close(out[0]);
+}
+END_TEST
+
+START_TEST(garbage_frames_on_every_channel_are_dropped)
+{
+    if (!model)
+        return;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_server_info info;
+    struct cinfer_engine *e = start(&args, NULL, &info);
+    struct cinfer_generate_request req = long_request();
+    req.sampling.max_new_tokens = 16;
+    struct cinfer_generate_result before, after;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &before, &err), 0);
+
+    void *z = zmq_ctx_new();
+    const char *channels[] = {"scheduler-in", "detokenizer-in", "tokenizer-in", "status"};
+    const char garbage[] = "CINF\x01\x00\x00\x00\x05\x00\x00\x00\xff\xff\xff\xff garbage";
+    for (size_t i = 0; i < 4; i++) {
+        char endpoint[300];
+        snprintf(endpoint, sizeof endpoint, "ipc://%s/%s", info.run_dir, channels[i]);
+        void *s = zmq_socket(z, ZMQ_PUSH);
+        int linger = 1000;
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+        ck_assert_int_eq(zmq_connect(s, endpoint), 0);
+        ck_assert_int_ge(zmq_send(s, garbage, sizeof garbage, 0), 0);
+        ck_assert_int_ge(zmq_send(s, "x", 1, 0), 0); /* too short for a header */
+        zmq_close(s);
+    }
+    char rpc[300];
+    snprintf(rpc, sizeof rpc, "ipc://%s/rpc-tp0", info.run_dir);
+    void *d = zmq_socket(z, ZMQ_DEALER);
+    int linger = 1000;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    ck_assert_int_eq(zmq_connect(d, rpc), 0);
+    ck_assert_int_ge(zmq_send(d, garbage, sizeof garbage, 0), 0);
+    zmq_close(d);
+    zmq_ctx_term(z);
+    usleep(300000);
+
+    /* Every process is still there and the answers are unchanged. */
+    ck_assert(cinfer_engine_healthy(e));
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &after, &err), 0);
+    ck_assert_str_eq(after.text, before.text);
+    ck_assert(cinfer_test_pid_running(info.worker_pids[0]) && cinfer_test_pid_running(info.worker_pids[1]));
+    cinfer_generate_result_free(&before);
+    cinfer_generate_result_free(&after);
+    cinfer_engine_shutdown(&e, 1000);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+static Suite *suite_engine_faults(void)
+{
+    Suite *s = suite_create("engine_faults");
+    TCase *tc = tcase_create("faults");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, kill_9_of_the_scheduler_mid_stream);
+    tcase_add_test(tc, kill_9_of_the_detokenizer_mid_stream);
+    tcase_add_test(tc, a_scheduler_that_fails_while_loading);
+    tcase_add_test(tc, a_worker_that_never_reports_ready);
+    tcase_add_test(tc, sigkill_of_the_main_process_takes_the_workers_down);
+    tcase_add_test(tc, sigint_to_cinfer_generate_drains_and_exits_0);
+    tcase_add_test(tc, garbage_frames_on_every_channel_are_dropped);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_engine_faults)

@@ -1,0 +1,5 @@
+add_dependencies(test_engine_faults cinfer_worker cinfer_plugin_launch_fork cinfer_cli)
+if(TARGET cinfer_plugin_tokenizer_bpe)
+  add_dependencies(test_engine_faults cinfer_plugin_tokenizer_bpe)
+endif()
+set_tests_properties(test_engine_faults PROPERTIES RUN_SERIAL TRUE)
