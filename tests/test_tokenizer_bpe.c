@@ -720,7 +720,7 @@ END_TEST
 /* A "gpt2" GGUF vocabulary written from a tokenizer.json, as llama.cpp's converter does:
  * pieces by id, token types (3 control for special added tokens, 4 user-defined), merges
  * as "left right". */
-static char *gguf_from_tokenizer_json(const char *json_path, const char *pre)
+static char *gguf_from_tokenizer_json(const char *json_path, const char *pre, int32_t bos_id)
 {
     json_error_t je;
     json_t *root = json_load_file(json_path, 0, &je);
@@ -769,6 +769,8 @@ static char *gguf_from_tokenizer_json(const char *json_path, const char *pre)
     gguf_builder_kv_i32_array(&gb, "tokenizer.ggml.token_type", types, n);
     gguf_builder_kv_str_array(&gb, "tokenizer.ggml.merges", (const char *const *)merge_strs, n_merges);
     gguf_builder_kv_u32(&gb, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
+    if (bos_id >= 0) /* and no tokenizer.ggml.add_bos_token: the pre type's default decides */
+        gguf_builder_kv_u32(&gb, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id);
     char *path = strdup("/tmp/cinfer-vocab-XXXXXX.gguf");
     int fd = mkstemps(path, 5);
     ck_assert_int_ge(fd, 0);
@@ -787,9 +789,9 @@ static char *gguf_from_tokenizer_json(const char *json_path, const char *pre)
 /* skip_case: a text the GGUF route cannot match (-1 for none): llama.cpp has no NFC step,
  * so Qwen's non-NFC text tokenizes differently there, as it does in llama.cpp itself. */
 static void check_gguf_vocab(const char *json_path, const char *pre, const char *name, const struct expected *exp,
-                             int skip_case)
+                             int skip_case, int32_t bos_id)
 {
-    char *gguf = gguf_from_tokenizer_json(json_path, pre);
+    char *gguf = gguf_from_tokenizer_json(json_path, pre, bos_id);
     struct cinfer_tokenizer *tok = open_or_skip(gguf, name);
     struct cinfer_error err = {0};
     for (size_t i = 0; i < N_OF(texts); i++) {
@@ -809,6 +811,14 @@ static void check_gguf_vocab(const char *json_path, const char *pre, const char 
     struct cinfer_tokenizer_info info;
     ops->info(tok, &info);
     ck_assert_str_eq(info.model_type, "byte_level_bpe");
+    /* llama.cpp adds BOS by default for the Llama 3 pre-tokenizer only */
+    int want_bos = bos_id >= 0 && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3"));
+    ck_assert_int_eq(info.add_bos, want_bos);
+    struct cinfer_token_ids with = {0};
+    ck_assert_int_eq(ops->encode(tok, "Hi", 2, 1, &with, &err), 0);
+    ck_assert(with.len >= 1);
+    ck_assert_int_eq(with.ids[0] == bos_id, want_bos);
+    cinfer_token_ids_free(&with);
     printf("%s: %zu texts through the GGUF vocabulary equal Hugging Face tokenizers\n", name,
            N_OF(texts) - (skip_case >= 0));
     ops->close(tok);
@@ -822,17 +832,17 @@ START_TEST(gguf_gpt2_vocabularies_match_hf)
     if (dir) {
         char path[256];
         snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-        check_gguf_vocab(path, "gpt2", "gguf gpt2 (pre gpt2)", gpt2_expected, -1);
+        check_gguf_vocab(path, "gpt2", "gguf gpt2 (pre gpt2)", gpt2_expected, -1, 50256);
         remove_folder(dir);
     }
     if (exists(LLAMA3_DIR))
         check_gguf_vocab(LLAMA3_DIR "/tokenizer.json", "llama-bpe", "gguf llama3 (pre llama-bpe)", llama3_expected,
-                         -1);
+                         -1, 128000);
     else
         printf("SKIP gguf llama3: %s is absent\n", LLAMA3_DIR);
     if (exists(QWEN3_DIR)) {
         ck_assert(memcmp(texts[6].text, "caf", 3) == 0); /* the text with U+0300, not NFC */
-        check_gguf_vocab(QWEN3_DIR "/tokenizer.json", "qwen2", "gguf qwen3 (pre qwen2)", qwen3_expected, 6);
+        check_gguf_vocab(QWEN3_DIR "/tokenizer.json", "qwen2", "gguf qwen3 (pre qwen2)", qwen3_expected, 6, -1);
     } else {
         printf("SKIP gguf qwen3: %s is absent\n", QWEN3_DIR);
     }

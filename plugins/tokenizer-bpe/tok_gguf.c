@@ -67,7 +67,8 @@ static int set_split_regex(struct cinfer_tokenizer *tok, const struct cinfer_ggu
 #define PRE_IS(s) (pre.len == strlen(s) && memcmp(pre.data, s, pre.len) == 0)
     if (PRE_IS("llama-bpe") || PRE_IS("llama3")) {
         regex = tok_regex_llama3;
-        tok->ignore_merges = 1; /* llama.cpp does for Llama 3 */
+        tok->ignore_merges = 1; /* llama.cpp does for Llama 3, and adds BOS unless told not to */
+        tok->info.add_bos = 1;
     } else if (PRE_IS("qwen2")) {
         regex = tok_regex_qwen2;
     } else if (PRE_IS("smollm") || PRE_IS("gpt2") || PRE_IS("default")) {
@@ -238,7 +239,7 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
         (rc = opt_i32(g, "tokenizer.ggml.eos_token_id", spm ? 2 : -1, &info->eos_id, err)) ||
         (rc = opt_i32(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, &tok->unk_id, err)) ||
         (rc = opt_i32(g, "tokenizer.ggml.padding_token_id", -1, &info->pad_id, err)) ||
-        (rc = opt_bool(g, "tokenizer.ggml.add_bos_token", spm, &info->add_bos, err)) ||
+        (rc = opt_bool(g, "tokenizer.ggml.add_bos_token", spm || info->add_bos, &info->add_bos, err)) ||
         (rc = opt_bool(g, "tokenizer.ggml.add_eos_token", 0, &info->add_eos, err)) ||
         (rc = opt_bool(g, "tokenizer.ggml.add_space_prefix", spm, &tok->add_space_prefix, err)))
         return rc;
