@@ -27,7 +27,11 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                           struct cinfer_runtime **out, struct cinfer_error *err);
 void cinfer_runtime_destroy(struct cinfer_runtime **rt);
 
-/* Paged KV cache: pages are refcounted so sequences may share a prefix's pages. */
+/* Paged KV cache: pages are refcounted so sequences may share a prefix's pages. A page
+ * that a forward call writes (positions >= start_pos) must not be shared with another
+ * sequence that holds different tokens there: copying a partly filled shared page is
+ * the caller's job. ref / unref of a page that is free or out of range is a caller bug
+ * and aborts with a message. */
 int cinfer_runtime_kv_pages_total(const struct cinfer_runtime *rt);
 int cinfer_runtime_kv_pages_free(const struct cinfer_runtime *rt);
 int cinfer_runtime_kv_page_tokens(const struct cinfer_runtime *rt);
