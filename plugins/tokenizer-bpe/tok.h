@@ -307,7 +307,7 @@ int tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len,
 struct cinfer_token_decoder {
     const struct cinfer_tokenizer *tok;
     int skip_special;
-    size_t *step_index;         /* per decoder step: tokens that reached it (METASPACE) */
+    size_t *step_index;         /* per Metaspace step: tokens that reached it */
     struct tok_buf byte_run;    /* BYTE_FALLBACK: pending byte tokens */
     size_t byte_run_step;       /* which step holds it */
     int strip_started;          /* whole-stream STRIP: a kept character was seen */

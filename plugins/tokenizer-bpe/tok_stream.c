@@ -124,8 +124,6 @@ static void strip_token(const struct tok_dec_step *st, const char **s, size_t *n
         *n -= c;
 }
 
-static int whole_stream(struct cinfer_token_decoder *d, size_t step, const char *s, size_t n);
-
 /* Steps after the join see one growing text. */
 static int whole_stream(struct cinfer_token_decoder *d, size_t step, const char *s, size_t n)
 {
@@ -236,7 +234,7 @@ static int per_token(struct cinfer_token_decoder *d, size_t step, const char *s,
         return whole_stream(d, step, s, n); /* Fuse, or the final join of the tokens */
     }
     const struct tok_dec_step *st = &dc->steps[step];
-    size_t index = d->step_index[step]++;
+    size_t index = st->kind == TOK_DEC_METASPACE ? d->step_index[step]++ : 0; /* Metaspace needs it */
     struct tok_buf t = {0};
     int rc = CINFER_OK;
     switch (st->kind) {
@@ -253,10 +251,8 @@ static int per_token(struct cinfer_token_decoder *d, size_t step, const char *s,
         if (v >= 0) {
             char c = (char)v;
             d->byte_run_step = step;
-            d->step_index[step]--; /* the run is counted when it is flushed */
             return tok_buf_append(&d->byte_run, &c, 1);
         }
-        d->step_index[step]--;
         rc = flush_byte_run(d);
         if (rc == CINFER_OK)
             rc = tok_buf_append(&t, s, n);
