@@ -9,6 +9,9 @@
 #include "cinfer/plugins.h"
 #include "engine/default_model.h"
 
+#ifndef CINFER_DATADIR_FROM_LIBDIR
+#define CINFER_DATADIR_FROM_LIBDIR "../share"
+#endif
 #ifndef CINFER_SOURCE_MODEL_DIR
 #define CINFER_SOURCE_MODEL_DIR ""
 #endif
@@ -27,7 +30,7 @@ const char *cinfer_default_model_path(void)
         return env;
     const char *plugins = cinfer_plugin_install_dir(); /* <prefix>/lib/cinfer/plugins */
     if (plugins) {
-        snprintf(path, sizeof path, "%s/../../../share/cinfer/models/default", plugins);
+        snprintf(path, sizeof path, "%s/../../%s/cinfer/models/default", plugins, CINFER_DATADIR_FROM_LIBDIR);
         if (is_dir(path))
             return path;
     }
