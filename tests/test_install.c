@@ -98,6 +98,18 @@ START_TEST(third_party_plugin_builds_with_pkg_config_and_loads)
 }
 END_TEST
 
+START_TEST(installed_cinfer_generates_with_its_default_model)
+{
+    install_once();
+    ck_assert(exists(PREFIX "/share/cinfer/models/default/config.json"));
+    ck_assert(exists(PREFIX "/bin/cinfer-worker"));
+    /* The whole pipeline from the install tree: worker, plugins and model found there. */
+    run_ok("env -u CINFER_PLUGIN_PATH -u CINFER_WORKER -u CINFER_DEFAULT_MODEL " PREFIX
+           "/bin/cinfer generate --log-level error --max-new-tokens 12 'And God said'");
+    ck_assert_msg(strncmp(output, "And God said", 12) == 0 && strlen(output) > 20, "output:\n%s", output);
+}
+END_TEST
+
 static Suite *suite_install(void)
 {
     Suite *s = suite_create("install");
@@ -107,6 +119,7 @@ static Suite *suite_install(void)
     tcase_add_test(tc, installed_cinfer_finds_its_plugins_without_environment);
     tcase_add_test(tc, third_party_plugin_builds_with_find_package_and_loads);
     tcase_add_test(tc, third_party_plugin_builds_with_pkg_config_and_loads);
+    tcase_add_test(tc, installed_cinfer_generates_with_its_default_model);
     suite_add_tcase(s, tc);
     return s;
 }
