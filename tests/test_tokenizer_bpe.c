@@ -769,6 +769,8 @@ static char *gguf_from_tokenizer_json(const char *json_path, const char *pre, in
     gguf_builder_kv_i32_array(&gb, "tokenizer.ggml.token_type", types, n);
     gguf_builder_kv_str_array(&gb, "tokenizer.ggml.merges", (const char *const *)merge_strs, n_merges);
     gguf_builder_kv_u32(&gb, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
+    gguf_builder_kv_u32(&gb, "tokenizer.ggml.padding_token_id", 7);
+    gguf_builder_kv_str(&gb, "tokenizer.chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}");
     if (bos_id >= 0) /* and no tokenizer.ggml.add_bos_token: the pre type's default decides */
         gguf_builder_kv_u32(&gb, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id);
     char *path = strdup("/tmp/cinfer-vocab-XXXXXX.gguf");
@@ -811,6 +813,9 @@ static void check_gguf_vocab(const char *json_path, const char *pre, const char 
     struct cinfer_tokenizer_info info;
     ops->info(tok, &info);
     ck_assert_str_eq(info.model_type, "byte_level_bpe");
+    ck_assert_int_eq(info.pad_id, 7);
+    ck_assert_int_eq(info.eos_id, (int32_t)info.vocab_size - 1);
+    ck_assert_str_eq(info.chat_template, "{% for m in messages %}{{ m.content }}{% endfor %}");
     /* llama.cpp adds BOS by default for the Llama 3 pre-tokenizer only */
     int want_bos = bos_id >= 0 && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3"));
     ck_assert_int_eq(info.add_bos, want_bos);
