@@ -322,6 +322,39 @@ START_TEST(garbage_frames_on_every_channel_are_dropped)
 }
 END_TEST
 
+START_TEST(restart_policy_brings_the_workers_back)
+{
+    if (!model)
+        return;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.restart_policy = CINFER_RESTART_ON_FAILURE;
+    struct cinfer_server_info info;
+    struct cinfer_engine *e = start(&args, NULL, &info);
+    struct cinfer_generate_request req = long_request();
+    req.sampling.max_new_tokens = 16;
+    struct cinfer_generate_result before, after;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &before, &err), 0);
+    kill(info.worker_pids[1], SIGKILL);
+    /* Healthy again once the new workers report READY. */
+    int healthy_again = 0;
+    for (int i = 0; i < 300 && !healthy_again; i++) {
+        usleep(20000);
+        struct cinfer_server_info now;
+        healthy_again = cinfer_engine_healthy(e) && cinfer_engine_server_info(e, &now, &err) == 0 &&
+                        now.worker_pids[1] != info.worker_pids[1];
+    }
+    ck_assert_msg(healthy_again, "the workers did not come back");
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &after, &err), 0);
+    ck_assert_str_eq(after.text, before.text);
+    cinfer_generate_result_free(&before);
+    cinfer_generate_result_free(&after);
+    cinfer_engine_shutdown(&e, 1000);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
 static Suite *suite_engine_faults(void)
 {
     Suite *s = suite_create("engine_faults");
@@ -335,6 +368,7 @@ static Suite *suite_engine_faults(void)
     tcase_add_test(tc, sigkill_of_the_main_process_takes_the_workers_down);
     tcase_add_test(tc, sigint_to_cinfer_generate_drains_and_exits_0);
     tcase_add_test(tc, garbage_frames_on_every_channel_are_dropped);
+    tcase_add_test(tc, restart_policy_brings_the_workers_back);
     suite_add_tcase(s, tc);
     return s;
 }
