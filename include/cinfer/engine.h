@@ -170,6 +170,9 @@ CINFER_API int cinfer_engine_abort(struct cinfer_engine *engine, uint64_t reques
 /* ---- control ----------------------------------------------------------------------- */
 struct cinfer_server_info {
     char model_path[1024];
+    char run_dir[192];            /* the engine's private folder of sockets (for operators) */
+    int worker_pids[16];          /* detokenizer, then scheduler tp0.. (local launchers) */
+    int n_workers;
     char architecture[32];
     char version[32];             /* cinfer's */
     int tp_size;
