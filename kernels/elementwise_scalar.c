@@ -33,14 +33,21 @@ void cinfer_kernel_softmax(float *x, int n)
         x[i] *= inv;
 }
 
-void cinfer_kernel_rope(float *x, int head_dim, int pos, const double *inv_freq, int interleaved)
+void cinfer_kernel_rope_angles(int pos, const double *inv_freq, int head_dim, float *cos_out, float *sin_out)
+{
+    for (int i = 0; i < head_dim / 2; i++) {
+        double angle = (double)pos * inv_freq[i];
+        cos_out[i] = (float)cos(angle);
+        sin_out[i] = (float)sin(angle);
+    }
+}
+
+void cinfer_kernel_rope(float *x, int head_dim, const float *cos_table, const float *sin_table, int interleaved)
 {
     int half = head_dim / 2;
     for (int i = 0; i < half; i++) {
-        /* angles in double: large positions times small frequencies lose digits in f32 */
-        double angle = (double)pos * inv_freq[i];
-        float c = (float)cos(angle);
-        float s = (float)sin(angle);
+        float c = cos_table[i];
+        float s = sin_table[i];
         int a = interleaved ? 2 * i : i;
         int b = interleaved ? 2 * i + 1 : i + half;
         float x0 = x[a];

@@ -81,10 +81,14 @@ void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n);
 void cinfer_kernel_add(float *y, const float *x, size_t n);
 /* x (n) = softmax(x) in place; returns nothing, max-subtracted for range. */
 void cinfer_kernel_softmax(float *x, int n);
-/* Rotates one head vector x (head_dim) in place by the angles pos * inv_freq[i]
- * (inv_freq: head_dim / 2 of them). interleaved 0: pairs (i, i + head_dim/2) as Hugging
- * Face's rotate_half; 1: pairs (2i, 2i+1). */
-void cinfer_kernel_rope(float *x, int head_dim, int pos, const double *inv_freq, int interleaved);
+/* RoPE angles of one position: cos and sin (head_dim / 2 each) of pos * inv_freq[i],
+ * computed in double (large positions times small frequencies lose digits in f32).
+ * Computed once per token and shared by every head of every layer. */
+void cinfer_kernel_rope_angles(int pos, const double *inv_freq, int head_dim, float *cos_out, float *sin_out);
+/* Rotates one head vector x (head_dim) in place by its position's angles.
+ * interleaved 0: pairs (i, i + head_dim/2) as Hugging Face's rotate_half; 1: pairs
+ * (2i, 2i+1). */
+void cinfer_kernel_rope(float *x, int head_dim, const float *cos, const float *sin, int interleaved);
 
 /* Number conversions. */
 float cinfer_kernel_f16_to_f32(uint16_t h);

@@ -306,7 +306,9 @@ START_TEST(rope_both_pairings)
             float x[HD], x0[HD];
             fill_uniform(x, HD, 1.0f, &rng);
             memcpy(x0, x, sizeof x);
-            cinfer_kernel_rope(x, HD, positions[p], inv_freq, interleaved);
+            float cos_table[HD / 2], sin_table[HD / 2];
+            cinfer_kernel_rope_angles(positions[p], inv_freq, HD, cos_table, sin_table);
+            cinfer_kernel_rope(x, HD, cos_table, sin_table, interleaved);
             for (int d = 0; d < HD; d++) {
                 /* Hugging Face: out = x * cos + rotate_half(x) * sin with cos/sin
                  * repeated over both halves; interleaved: the same on pairs (2i, 2i+1) */
@@ -325,7 +327,9 @@ START_TEST(rope_both_pairings)
     float x[HD], x0[HD];
     fill_uniform(x, HD, 1.0f, &rng);
     memcpy(x0, x, sizeof x);
-    cinfer_kernel_rope(x, HD, 0, inv_freq, 0);
+    float cos_table[HD / 2], sin_table[HD / 2];
+    cinfer_kernel_rope_angles(0, inv_freq, HD, cos_table, sin_table);
+    cinfer_kernel_rope(x, HD, cos_table, sin_table, 0);
     ck_assert_mem_eq(x, x0, sizeof x);
 }
 END_TEST

@@ -132,7 +132,7 @@ struct rows_job {
     const float *w;
     float eps;
     const struct cinfer_backend_weight *table;
-    const int32_t *ids; /* tokens or positions */
+    const int32_t *ids; /* tokens */
     int n_heads, head_dim;
     const struct cinfer_backend_rope *rope;
     int n_parts;
@@ -163,8 +163,9 @@ static void rows_part(void *arg, int part, int thread)
     case ROWS_ROPE:
         for (int r = r0; r < r1; r++)
             for (int h = 0; h < job->n_heads; h++)
-                cinfer_kernel_rope(job->y + r * len + (size_t)h * job->head_dim, job->head_dim, job->ids[r],
-                                   job->rope->inv_freq, job->rope->interleaved);
+                cinfer_kernel_rope(job->y + r * len + (size_t)h * job->head_dim, job->head_dim,
+                                   job->rope->cos + (size_t)r * (job->head_dim / 2),
+                                   job->rope->sin + (size_t)r * (job->head_dim / 2), job->rope->interleaved);
         break;
     case ROWS_SILU_MUL:
         cinfer_kernel_silu_mul(job->y + r0 * len, job->x + r0 * len, (size_t)(r1 - r0) * len);
@@ -289,11 +290,11 @@ static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int d
     run_rows(state, &job);
 }
 
-static void cpu_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const int32_t *positions,
+static void cpu_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim,
                      const struct cinfer_backend_rope *rope)
 {
     struct rows_job job = {.op = ROWS_ROPE, .n_rows = n_tokens, .row_len = (size_t)n_heads * head_dim, .y = x,
-                           .ids = positions, .n_heads = n_heads, .head_dim = head_dim, .rope = rope};
+                           .n_heads = n_heads, .head_dim = head_dim, .rope = rope};
     run_rows(state, &job);
 }
 

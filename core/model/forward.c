@@ -6,10 +6,11 @@
  * K/V through its page table. Reads top to bottom like llama2.c's run.c. */
 #include <string.h>
 
+#include "kernels.h"
 #include "model/runtime_internal.h"
 
 /* Checks the batch against the contract in runtime.h and lays out the per-token host
- * arrays: tokens, positions, K/V slots, attention sequences and asked logits rows.
+ * arrays: tokens, RoPE angles, K/V slots, attention sequences and asked logits rows.
  * Returns the total token count T, or a negative status. */
 static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs, int *n_logits_rows,
                       struct cinfer_error *err)
@@ -60,7 +61,9 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
                                         token, rt->vocab);
             int pos = c->start_pos + t;
             rt->tokens[row] = token;
-            rt->positions[row] = pos;
+            int half = rt->head_dim / 2;
+            cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
+                                      rt->rope_sin + (size_t)row * half);
             rt->slots[row] = c->page_table[pos / page_tokens] * page_tokens + pos % page_tokens;
             int wants = c->logits == CINFER_LOGITS_ALL || (c->logits == CINFER_LOGITS_LAST && t == c->n_tokens - 1);
             if (wants) {
@@ -100,9 +103,9 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
         ops->rmsnorm(be, rt->q, rt->q, T * c->num_heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
         ops->rmsnorm(be, rt->k, rt->k, T * c->num_kv_heads, rt->head_dim, w->k_norm, c->rms_norm_eps);
     }
-    struct cinfer_backend_rope rope = {rt->inv_freq, c->rope_interleaved};
-    ops->rope(be, rt->q, T, c->num_heads, rt->head_dim, rt->positions, &rope);
-    ops->rope(be, rt->k, T, c->num_kv_heads, rt->head_dim, rt->positions, &rope);
+    struct cinfer_backend_rope rope = {rt->rope_cos, rt->rope_sin, c->rope_interleaved};
+    ops->rope(be, rt->q, T, c->num_heads, rt->head_dim, &rope);
+    ops->rope(be, rt->k, T, c->num_kv_heads, rt->head_dim, &rope);
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
     if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,

@@ -198,12 +198,13 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
                                     bufs[i].floats * sizeof(float), rt->max_batch_tokens);
     }
     rt->tokens = calloc(t, sizeof *rt->tokens);
-    rt->positions = calloc(t, sizeof *rt->positions);
+    rt->rope_cos = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_cos);
+    rt->rope_sin = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_sin);
     rt->slots = calloc(t, sizeof *rt->slots);
     rt->attn_seqs = calloc(t, sizeof *rt->attn_seqs);
     rt->logits_dst = calloc(t, sizeof *rt->logits_dst);
     rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
-    if (!rt->tokens || !rt->positions || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
+    if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
     return 0;
 }
@@ -304,7 +305,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     free(rt->output_norm);
     free(rt->inv_freq);
     free(rt->tokens);
-    free(rt->positions);
+    free(rt->rope_cos);
+    free(rt->rope_sin);
     free(rt->slots);
     free(rt->attn_seqs);
     free(rt->logits_dst);

@@ -49,7 +49,8 @@ struct cinfer_runtime {
 
     /* host arrays describing one call, T of each */
     int32_t *tokens;    /* (T) */
-    int32_t *positions; /* (T) */
+    float *rope_cos;    /* (T, head_dim / 2) cos of each token's RoPE angles */
+    float *rope_sin;    /* (T, head_dim / 2) */
     int32_t *slots;     /* (T) page * page_tokens + offset where each token's K/V goes */
     struct cinfer_backend_attn_seq *attn_seqs; /* (T) at most one per token */
     float **logits_dst; /* (T) where each asked row of logits goes */

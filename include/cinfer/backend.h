@@ -63,11 +63,13 @@ struct cinfer_backend_attn_seq {
     int n_pages;
 };
 
-/* RoPE angles for position p and pair i are p * inv_freq[i] (scaling already folded
- * into inv_freq). interleaved 0: pairs (i, i + head_dim/2), Hugging Face rotate_half;
- * 1: pairs (2i, 2i + 1). */
+/* RoPE for the tokens of a call: cos and sin of each token's angles p * inv_freq[i]
+ * (scaling folded into inv_freq), computed once per call and shared by every head and
+ * layer. interleaved 0: pairs (i, i + head_dim/2), Hugging Face rotate_half; 1: pairs
+ * (2i, 2i + 1). */
 struct cinfer_backend_rope {
-    const double *inv_freq; /* (head_dim / 2) */
+    const float *cos; /* (n_tokens, head_dim / 2) host memory */
+    const float *sin; /* (n_tokens, head_dim / 2) host memory */
     int interleaved;
 };
 
@@ -112,8 +114,8 @@ struct cinfer_backend_ops {
                   struct cinfer_error *err);
     /* For each of n_rows rows of dim: y = x * rsqrt(mean(x²) + eps) * w (dim). */
     void (*rmsnorm)(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps);
-    /* x (n_tokens, n_heads * head_dim): token t's heads rotated to positions[t]. */
-    void (*rope)(void *state, float *x, int n_tokens, int n_heads, int head_dim, const int32_t *positions,
+    /* x (n_tokens, n_heads * head_dim): token t's heads rotated by row t of rope. */
+    void (*rope)(void *state, float *x, int n_tokens, int n_heads, int head_dim,
                  const struct cinfer_backend_rope *rope);
     /* gate (n) = silu(gate) * up */
     void (*silu_mul)(void *state, float *gate, const float *up, size_t n);
