@@ -1,9 +1,12 @@
 /* Continuous batching over the paged KV cache (scheduler.h). */
 #include "scheduler/scheduler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "scheduler/radix_cache.h"
 #include "scheduler/sampler.h"
 
 struct request {
@@ -17,6 +20,11 @@ struct request {
     int n_pages, cap_pages;
     struct cinfer_sampling_params params; /* stop strings are the detokenizer's: not kept */
     struct cinfer_rng rng;
+    uint64_t arrival;       /* order of add(): fcfs and the tie-break of every policy */
+    struct cinfer_radix_node *cache_lock; /* the prefix-cache path this request locks, or NULL */
+    int64_t queued_at_ms;   /* when add() took it */
+    int64_t started_at_ms;  /* when first admitted; -1 before */
+    int sort_priority, sort_match; /* ordering keys of the current step */
 };
 
 struct cinfer_scheduler {
@@ -36,7 +44,18 @@ struct cinfer_scheduler {
     float *logits;                   /* (max_running, vocab) */
     struct cinfer_step_item *items;
     int n_items, cap_items;
+
+    struct cinfer_radix_cache *cache; /* NULL when disabled */
+    struct cinfer_scheduler_stats stats;
+    uint64_t n_arrivals;
 };
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void request_free(struct request *r)
 {
@@ -77,6 +96,15 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
         cinfer_scheduler_destroy(&s);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for %d running requests", n);
     }
+    if (!s->opts.now_ms)
+        s->opts.now_ms = monotonic_ms;
+    if (!opts->disable_radix_cache) {
+        int rc = cinfer_radix_cache_create(rt, &s->cache, err);
+        if (rc) {
+            cinfer_scheduler_destroy(&s);
+            return rc;
+        }
+    }
     *out = s;
     return CINFER_OK;
 }
@@ -87,6 +115,16 @@ static void release_pages(struct cinfer_scheduler *s, struct request *r)
         cinfer_runtime_kv_page_unref(s->rt, r->pages[i]);
     r->n_pages = 0;
     r->n_computed = 0;
+    if (s->cache)
+        cinfer_radix_cache_unlock(s->cache, r->cache_lock);
+    r->cache_lock = NULL;
+}
+
+/* Hands the full pages of r's computed tokens to the prefix cache (r keeps its refs). */
+static void cache_computed_pages(struct cinfer_scheduler *s, struct request *r)
+{
+    if (s->cache)
+        cinfer_radix_cache_insert(s->cache, r->tokens, r->pages, r->n_computed / s->page_tokens, &r->cache_lock);
 }
 
 void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
@@ -100,6 +138,7 @@ void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
     }
     for (int i = 0; i < s->n_waiting; i++)
         request_free(s->waiting[i]);
+    cinfer_radix_cache_destroy(&s->cache);
     free(s->waiting);
     free(s->running);
     free(s->chunks);
@@ -122,6 +161,25 @@ int cinfer_scheduler_has_work(const struct cinfer_scheduler *s)
 }
 int cinfer_scheduler_running(const struct cinfer_scheduler *s) { return s->n_running; }
 int cinfer_scheduler_queued(const struct cinfer_scheduler *s) { return s->n_waiting; }
+
+void cinfer_scheduler_get_stats(const struct cinfer_scheduler *s, struct cinfer_scheduler_stats *out)
+{
+    *out = s->stats;
+    out->cached_pages = s->cache ? cinfer_radix_cache_pages(s->cache) : 0;
+    out->evictable_pages = s->cache ? cinfer_radix_cache_evictable_pages(s->cache) : 0;
+}
+
+int cinfer_scheduler_flush_cache(struct cinfer_scheduler *s, struct cinfer_error *err)
+{
+    if (s->n_running > 0 || s->n_waiting > 0)
+        return cinfer_error_set(err, CINFER_ERR_STATE,
+                                "cannot flush the prefix cache while %d requests are running and %d waiting; "
+                                "retry when idle",
+                                s->n_running, s->n_waiting);
+    if (s->cache)
+        cinfer_radix_cache_flush(s->cache);
+    return CINFER_OK;
+}
 
 static int push_waiting(struct cinfer_scheduler *s, struct request *r, int at_front)
 {
@@ -195,6 +253,9 @@ int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory queueing request %llu", (unsigned long long)rid);
     }
     r->rid = rid;
+    r->arrival = s->n_arrivals++;
+    r->queued_at_ms = s->opts.now_ms();
+    r->started_at_ms = -1;
     memcpy(r->tokens, ids, (size_t)n_ids * sizeof *ids);
     r->n_tokens = r->n_prompt = n_ids;
     r->cap_tokens = cap;
@@ -256,18 +317,25 @@ static int cover(struct cinfer_scheduler *s, struct request *r, int n_positions)
     }
     while (r->n_pages < need) {
         int32_t page;
-        if (cinfer_runtime_kv_page_alloc(s->rt, &page))
-            return CINFER_ERR_NOMEM;
+        if (cinfer_runtime_kv_page_alloc(s->rt, &page)) {
+            /* Unused cached prefixes go before any running request is retracted. */
+            if (!s->cache || cinfer_radix_cache_evict(s->cache, need - r->n_pages) == 0 ||
+                cinfer_runtime_kv_page_alloc(s->rt, &page))
+                return CINFER_ERR_NOMEM;
+        }
         r->pages[r->n_pages++] = page;
     }
     return CINFER_OK;
 }
 
 /* Puts the newest running request back at the front of the queue, freeing its pages;
- * its tokens (prompt and output so far) are recomputed when it runs again. */
+ * its tokens (prompt and output so far) are recomputed when it runs again, except the
+ * full pages the prefix cache still holds by then. */
 static void retract_newest(struct cinfer_scheduler *s)
 {
     struct request *r = s->running[s->n_running - 1];
+    s->stats.retractions++;
+    cache_computed_pages(s, r);
     release_pages(s, r);
     s->n_running--;
     if (push_waiting(s, r, 1)) { /* cannot requeue: fail it rather than lose it */
@@ -303,6 +371,112 @@ static enum cinfer_finish_reason finished(const struct cinfer_scheduler *s, cons
     return CINFER_FINISH_NONE;
 }
 
+/* Waiting order: priority (higher first), then the policy's key, then arrival. */
+static int by_waiting_order(const void *a, const void *b)
+{
+    const struct request *x = *(struct request *const *)a, *y = *(struct request *const *)b;
+    if (x->sort_priority != y->sort_priority)
+        return x->sort_priority > y->sort_priority ? -1 : 1;
+    if (x->sort_match != y->sort_match)
+        return x->sort_match > y->sort_match ? -1 : 1;
+    return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+static int request_priority(const struct request *r)
+{
+    (void)r;
+    return 0;
+}
+
+static void order_waiting(struct cinfer_scheduler *s)
+{
+    if (s->n_waiting < 2)
+        return;
+    int lpm = s->cache && s->opts.schedule_policy == CINFER_SCHEDULE_LPM;
+    for (int i = 0; i < s->n_waiting; i++) {
+        struct request *r = s->waiting[i];
+        r->sort_priority = request_priority(r);
+        r->sort_match = lpm ? cinfer_radix_cache_peek(s->cache, r->tokens, r->n_tokens - 1) : 0;
+    }
+    qsort(s->waiting, (size_t)s->n_waiting, sizeof *s->waiting, by_waiting_order);
+}
+
+/* Full pages r shares with a running request whose prompt is not all computed (so not
+ * yet all in the cache) beyond the cached_pages r already finds in the cache: starting
+ * r now would compute those pages twice. */
+static int shares_pending_prefix(const struct cinfer_scheduler *s, const struct request *r, int cached_pages)
+{
+    int limit = r->n_tokens - 1;
+    for (int i = 0; i < s->n_running; i++) {
+        const struct request *o = s->running[i];
+        if (o->n_computed >= o->n_prompt)
+            continue;
+        int n = limit < o->n_prompt ? limit : o->n_prompt, same = 0;
+        while (same < n && r->tokens[same] == o->tokens[same])
+            same++;
+        if (same / s->page_tokens > cached_pages)
+            return 1;
+    }
+    return 0;
+}
+
+/* Starts r from its longest cached prefix: its page table gets the cached pages and
+ * only the rest is computed. The last token is always computed, for its logits. */
+static int start_from_cache(struct cinfer_scheduler *s, struct request *r)
+{
+    int matched = 0;
+    if (s->cache) {
+        int max_pages = (r->n_tokens - 1) / s->page_tokens;
+        if (max_pages > r->cap_pages) {
+            int32_t *grown = realloc(r->pages, (size_t)(max_pages + 4) * sizeof *grown);
+            if (!grown)
+                return CINFER_ERR_NOMEM;
+            r->pages = grown;
+            r->cap_pages = max_pages + 4;
+        }
+        matched = cinfer_radix_cache_match(s->cache, r->tokens, r->n_tokens - 1, r->pages, &r->cache_lock);
+    }
+    r->n_pages = matched;
+    r->n_computed = matched * s->page_tokens;
+    s->stats.prefix_cache_query_tokens += r->n_tokens;
+    s->stats.prefix_cache_hit_tokens += r->n_computed;
+    return CINFER_OK;
+}
+
+/* Moves waiting requests to running while there is room, in waiting order. Room is a
+ * free slot and pages for the uncached part of the request's tokens (free pages plus
+ * what the prefix cache could evict): admitting more would only retract at once. When
+ * nothing runs, the first request goes in regardless, so the queue always moves. */
+static void admit(struct cinfer_scheduler *s, int64_t now_ms)
+{
+    order_waiting(s);
+    int available_pages = cinfer_runtime_kv_pages_free(s->rt);
+    if (s->cache)
+        available_pages += cinfer_radix_cache_evictable_pages(s->cache);
+    int kept = 0, blocked = 0;
+    for (int i = 0; i < s->n_waiting; i++) {
+        struct request *r = s->waiting[i];
+        int room = !blocked && s->n_running < s->opts.max_running_requests;
+        int cached_pages = s->cache && room ? cinfer_radix_cache_peek(s->cache, r->tokens, r->n_tokens - 1) : 0;
+        if (room && s->cache && shares_pending_prefix(s, r, cached_pages))
+            room = 0; /* next step it finds the shared pages in the cache */
+        /* Pages for all its tokens plus the next one; cached pages may have been
+         * counted as evictable, so they are charged too. */
+        int need_pages = (r->n_tokens + s->page_tokens) / s->page_tokens;
+        if (room && need_pages > available_pages && s->n_running > 0)
+            room = 0, blocked = 1; /* later ones wait their turn behind it */
+        if (room && start_from_cache(s, r) == CINFER_OK) {
+            available_pages -= need_pages;
+            if (r->started_at_ms < 0)
+                r->started_at_ms = now_ms;
+            s->running[s->n_running++] = r;
+        } else {
+            s->waiting[kept++] = r;
+        }
+    }
+    s->n_waiting = kept;
+}
+
 int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_item **items, int *n_items,
                           struct cinfer_error *err)
 {
@@ -311,11 +485,8 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
     (void)carried;
 
     /* 1. Admit waiting requests while there is room. */
-    while (s->n_waiting > 0 && s->n_running < s->opts.max_running_requests) {
-        s->running[s->n_running++] = s->waiting[0];
-        memmove(s->waiting, s->waiting + 1, (size_t)(s->n_waiting - 1) * sizeof *s->waiting);
-        s->n_waiting--;
-    }
+    int64_t now_ms = s->opts.now_ms();
+    admit(s, now_ms);
 
     /* 2. One chunk per running request: the rest of its prompt (bounded by the chunk
      *    size and the step's prefill budget), or its one decode token. */
@@ -371,7 +542,12 @@ run:
     /* 3. Sample for every request whose tokens are all computed now. */
     for (int c = 0; c < n_chunks; c++) {
         struct request *r = s->chunk_owner[c];
-        r->n_computed += s->chunks[c].n_tokens;
+        int start = s->chunks[c].start_pos, end = start + s->chunks[c].n_tokens;
+        if (start < r->n_prompt)
+            s->stats.prefill_tokens += (end < r->n_prompt ? end : r->n_prompt) - start;
+        r->n_computed = end;
+        if (start < r->n_prompt) /* a prefill chunk: later requests may share it at once */
+            cache_computed_pages(s, r);
         if (s->chunks[c].logits != CINFER_LOGITS_LAST)
             continue;
         struct cinfer_sample_context ctx = {
@@ -407,6 +583,7 @@ run:
         for (int j = 0; j < s->n_running; j++)
             if (s->running[j]->rid == s->items[i].rid) {
                 struct request *r = s->running[j];
+                cache_computed_pages(s, r);
                 release_pages(s, r);
                 remove_running(s, j);
                 request_free(r);

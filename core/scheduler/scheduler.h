@@ -3,12 +3,18 @@
  * pass over a batch mixing prefill chunks of new requests with one decode token of
  * every running request, samples, and reports each request's new token and whether
  * it finished. The KV cache is paged; when it runs out, the newest running request is
- * retracted to the front of the queue (its pages freed, its tokens recomputed later). */
+ * retracted to the queue (its pages freed, its tokens recomputed later).
+ *
+ * A radix prefix cache (radix_cache.h) keeps the full KV pages of prefilled and
+ * finished requests; a new request starts from its longest cached prefix. Waiting
+ * requests are ordered by priority (higher first), then by the policy: arrival (fcfs)
+ * or longest cached prefix (lpm). */
 #ifndef CINFER_SCHEDULER_SCHEDULER_H
 #define CINFER_SCHEDULER_SCHEDULER_H
 
 #include <stdint.h>
 
+#include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/error.h"
 #include "model/runtime.h"
@@ -23,6 +29,19 @@ struct cinfer_scheduler_options {
     const int32_t *eos_ids;     /* the model's end-of-sequence ids */
     int n_eos;
     uint64_t default_seed;      /* for requests without a seed: mixed with the request id */
+    enum cinfer_schedule_policy schedule_policy;
+    int disable_radix_cache;    /* 1: every request computes its whole prompt */
+    int64_t (*now_ms)(void);    /* clock for the timeouts; NULL: CLOCK_MONOTONIC */
+};
+
+/* Counters since creation (server_info reports them). */
+struct cinfer_scheduler_stats {
+    int64_t prefix_cache_query_tokens; /* tokens of admitted requests (each admission) */
+    int64_t prefix_cache_hit_tokens;   /* of those, found in the prefix cache */
+    int64_t prefill_tokens;            /* prompt positions run through the model */
+    int64_t retractions;               /* running requests put back to wait for pages */
+    int cached_pages;                  /* KV pages the prefix cache holds now */
+    int evictable_pages;               /* of those, not in use by any request */
 };
 
 struct cinfer_scheduler;
@@ -35,7 +54,8 @@ struct cinfer_step_item {
     enum cinfer_finish_reason finish_reason;
     int prompt_tokens;
     int completion_tokens;
-    const char *error;          /* static text for CINFER_FINISH_ERROR */
+    const char *error;          /* why, for CINFER_FINISH_ERROR and a timeout's ABORT; or NULL */
+    char message[64];           /* storage error may point to */
 };
 
 int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_scheduler_options *opts,
@@ -52,9 +72,17 @@ int cinfer_scheduler_has_work(const struct cinfer_scheduler *s);
 int cinfer_scheduler_running(const struct cinfer_scheduler *s);
 int cinfer_scheduler_queued(const struct cinfer_scheduler *s);
 int64_t cinfer_scheduler_max_total_tokens(const struct cinfer_scheduler *s);
+void cinfer_scheduler_get_stats(const struct cinfer_scheduler *s, struct cinfer_scheduler_stats *out);
+/* Empties the prefix cache. Refused (CINFER_ERR_STATE, with the counts) while any
+ * request is running or waiting, as SGLang's flush_cache: their locked pages could not
+ * go, and a half-flushed cache would be a surprise. */
+int cinfer_scheduler_flush_cache(struct cinfer_scheduler *s, struct cinfer_error *err);
 
 /* Runs one step. *items points to scheduler-owned storage valid until the next call;
- * aborted requests are reported once with CINFER_FINISH_ABORT. */
+ * aborted requests are reported once with CINFER_FINISH_ABORT. A request past its
+ * waiting or running timeout (sampling params waiting_timeout_ms / running_timeout_ms)
+ * finishes with CINFER_FINISH_ABORT and error "waiting timeout of N ms" or "running
+ * timeout of N ms". */
 int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_item **items, int *n_items,
                           struct cinfer_error *err);
 

@@ -89,6 +89,8 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .eos_ids = c->eos_token_ids,
         .n_eos = c->n_eos,
         .default_seed = args->random_seed >= 0 ? (uint64_t)args->random_seed : (uint64_t)getpid(),
+        .schedule_policy = args->schedule_policy,
+        .disable_radix_cache = args->disable_radix_cache,
     };
     rc = cinfer_scheduler_create(sp->rt, &so, &sp->sched, err);
     if (rc)
@@ -185,14 +187,22 @@ static void handle_input(struct scheduler_process *sp)
 
 static char *server_info_json(struct scheduler_process *sp)
 {
-    char *json = malloc(512);
+    struct cinfer_scheduler_stats st;
+    cinfer_scheduler_get_stats(sp->sched, &st);
+    char *json = malloc(1024);
     if (json)
-        snprintf(json, 512,
+        snprintf(json, 1024,
                  "{\"running_requests\":%d,\"queued_requests\":%d,\"max_total_tokens\":%lld,"
-                 "\"kv_pages_free\":%d,\"kv_pages_total\":%d}",
+                 "\"kv_pages_free\":%d,\"kv_pages_total\":%d,"
+                 "\"prefix_cache_hit_tokens\":%lld,\"prefix_cache_query_tokens\":%lld,"
+                 "\"prefix_cache_pages\":%d,\"prefix_cache_enabled\":%s,\"prefill_tokens\":%lld,"
+                 "\"retractions\":%lld}",
                  cinfer_scheduler_running(sp->sched), cinfer_scheduler_queued(sp->sched),
                  (long long)cinfer_scheduler_max_total_tokens(sp->sched), cinfer_runtime_kv_pages_free(sp->rt),
-                 cinfer_runtime_kv_pages_total(sp->rt));
+                 cinfer_runtime_kv_pages_total(sp->rt), (long long)st.prefix_cache_hit_tokens,
+                 (long long)st.prefix_cache_query_tokens, st.cached_pages,
+                 sp->args->disable_radix_cache ? "false" : "true", (long long)st.prefill_tokens,
+                 (long long)st.retractions);
     return json;
 }
 
@@ -219,8 +229,17 @@ static void handle_rpc(struct scheduler_process *sp)
     } else if (!strcmp(call.method, "server_info")) {
         reply.payload = owned = server_info_json(sp);
     } else if (!strcmp(call.method, "flush_cache")) {
-        /* No prefix cache is kept yet: every request's pages are freed when it ends. */
-        reply.payload = "{\"flushed\":true}";
+        /* Refused while requests run or wait (scheduler.h says why). */
+        struct cinfer_error ferr = {0};
+        if (cinfer_scheduler_flush_cache(sp->sched, &ferr) == CINFER_OK) {
+            reply.payload = "{\"flushed\":true}";
+        } else {
+            reply.status = ferr.code;
+            owned = malloc(sizeof ferr.message + 32);
+            if (owned)
+                snprintf(owned, sizeof ferr.message + 32, "{\"flushed\":false,\"error\":\"%s\"}", ferr.message);
+            reply.payload = owned ? owned : "{\"flushed\":false}";
+        }
     } else {
         reply.status = CINFER_ERR_NOT_FOUND;
         reply.payload = "{\"error\":\"unknown method\"}";

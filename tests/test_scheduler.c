@@ -1,0 +1,396 @@
+/* The batching core on the real stories260K model (f32), driven directly through
+ * cinfer_scheduler_*: batched greedy outputs equal each request run alone, the prefix
+ * cache saves prefill without changing outputs, KV pressure is survived by retraction,
+ * aborts free pages at once, and admission refuses what it must with the numbers.
+ * Skips (77) when ../shared/models/stories260K.gguf is absent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "model/runtime.h"
+#include "scheduler/scheduler.h"
+#include "support/greedy_reference.h"
+#include "support/runner.h"
+
+#define MODEL_PATH CINFER_SHARED_DIR "/models/stories260K.gguf"
+#define MAX_NEW 24
+#define MAX_REQUESTS 128
+#define MAX_PROMPT 320
+
+static struct cinfer_model *model;
+
+struct workload {
+    int n;
+    int32_t prompts[MAX_REQUESTS][MAX_PROMPT];
+    int n_prompt[MAX_REQUESTS];
+    int32_t out[MAX_REQUESTS][MAX_NEW];
+    int n_out[MAX_REQUESTS];
+    enum cinfer_finish_reason finish[MAX_REQUESTS];
+};
+
+struct setup {
+    int kv_tokens;
+    int max_running;
+    int max_queued;
+    int disable_cache;
+    enum cinfer_schedule_policy policy;
+    int chunk;
+};
+
+struct fixture {
+    struct cinfer_runtime *rt;
+    struct cinfer_scheduler *s;
+};
+
+static uint64_t rng_next(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+static void random_ids(uint64_t *state, int32_t *ids, int n)
+{
+    /* Past the first few (special) ids of the 512-token vocabulary. */
+    for (int i = 0; i < n; i++)
+        ids[i] = 3 + (int32_t)(rng_next(state) % (uint64_t)(model->config.vocab_size - 3));
+}
+
+static void fixture_open(struct fixture *f, const struct setup *cfg)
+{
+    const struct cinfer_model_config *c = &model->config;
+    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)cfg->kv_tokens * per_token, .kv_page_tokens = 16,
+                                        .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(model, &ro, &f->rt, &err) == 0, "%s", err.message);
+    struct cinfer_scheduler_options so = {
+        .max_running_requests = cfg->max_running,
+        .max_queued_requests = cfg->max_queued,
+        .max_prefill_tokens = 1024,
+        .chunked_prefill_size = cfg->chunk,
+        .context_length = c->max_position_embeddings > 0 ? c->max_position_embeddings : 512,
+        .vocab_size = c->vocab_size,
+        .eos_ids = c->eos_token_ids,
+        .n_eos = c->n_eos,
+        .default_seed = 1,
+        .schedule_policy = cfg->policy,
+        .disable_radix_cache = cfg->disable_cache,
+    };
+    ck_assert_msg(cinfer_scheduler_create(f->rt, &so, &f->s, &err) == 0, "%s", err.message);
+}
+
+static void fixture_close(struct fixture *f)
+{
+    cinfer_scheduler_destroy(&f->s);
+    cinfer_runtime_destroy(&f->rt);
+}
+
+static void greedy(struct cinfer_sampling_params *p)
+{
+    cinfer_sampling_params_init(p);
+    p->temperature = 0;
+    p->max_new_tokens = MAX_NEW;
+    p->ignore_eos = 1;
+}
+
+/* Steps until idle, collecting every request's tokens (rid = index). Returns steps. */
+static int drain(struct cinfer_scheduler *s, struct workload *w)
+{
+    int steps = 0;
+    struct cinfer_error err = {0};
+    while (cinfer_scheduler_has_work(s)) {
+        const struct cinfer_step_item *items;
+        int n;
+        ck_assert_msg(cinfer_scheduler_step(s, &items, &n, &err) == 0, "%s", err.message);
+        for (int i = 0; i < n; i++) {
+            int r = (int)items[i].rid;
+            ck_assert_int_lt(r, w->n);
+            if (items[i].token >= 0) {
+                ck_assert_int_lt(w->n_out[r], MAX_NEW);
+                w->out[r][w->n_out[r]++] = items[i].token;
+            }
+            if (items[i].finish_reason != CINFER_FINISH_NONE)
+                w->finish[r] = items[i].finish_reason;
+        }
+        ck_assert_int_lt(++steps, 100000);
+    }
+    return steps;
+}
+
+static void run_together(const struct setup *cfg, struct workload *w, struct cinfer_scheduler_stats *stats)
+{
+    struct fixture f;
+    fixture_open(&f, cfg);
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    struct cinfer_error err = {0};
+    memset(w->n_out, 0, sizeof w->n_out);
+    memset(w->finish, 0, sizeof w->finish);
+    for (int i = 0; i < w->n; i++)
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+    drain(f.s, w);
+    if (stats)
+        cinfer_scheduler_get_stats(f.s, stats);
+    /* Nothing leaks: once idle, every page is free or held by the prefix cache. */
+    struct cinfer_scheduler_stats now;
+    cinfer_scheduler_get_stats(f.s, &now);
+    ck_assert_int_eq(cinfer_runtime_kv_pages_free(f.rt) + now.cached_pages, cinfer_runtime_kv_pages_total(f.rt));
+    fixture_close(&f);
+}
+
+/* Each request alone in its own scheduler without the prefix cache. */
+static void run_alone(struct workload *w)
+{
+    struct setup cfg = {.kv_tokens = MAX_PROMPT + MAX_NEW + 32, .max_running = 1, .disable_cache = 1};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    struct cinfer_error err = {0};
+    memset(w->n_out, 0, sizeof w->n_out);
+    for (int i = 0; i < w->n; i++) {
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+        drain(f.s, w);
+        ck_assert_int_eq(w->n_out[i], MAX_NEW);
+    }
+    fixture_close(&f);
+}
+
+static void assert_same_outputs(const struct workload *a, const struct workload *b, const char *what)
+{
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_msg(a->n_out[i] == b->n_out[i], "%s: request %d produced %d tokens, alone %d", what, i, a->n_out[i],
+                      b->n_out[i]);
+        for (int t = 0; t < a->n_out[i]; t++)
+            ck_assert_msg(a->out[i][t] == b->out[i][t], "%s: request %d token %d is %d, alone %d", what, i, t,
+                          a->out[i][t], b->out[i][t]);
+    }
+}
+
+static struct workload *random_workload(int n, int min_len, int max_len, uint64_t seed)
+{
+    struct workload *w = calloc(1, sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        w->n_prompt[i] = min_len + (int)(rng_next(&seed) % (uint64_t)(max_len - min_len + 1));
+        random_ids(&seed, w->prompts[i], w->n_prompt[i]);
+    }
+    return w;
+}
+
+START_TEST(concurrent_64_equal_alone)
+{
+    struct workload *w = random_workload(64, 3, 90, 0x5eed0001);
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone(alone);
+    /* The scheduler alone is itself checked against the runtime driven by hand. */
+    for (int i = 0; i < 3; i++) {
+        int32_t ref[MAX_NEW];
+        int n = cinfer_test_greedy_reference(MODEL_PATH, w->prompts[i], w->n_prompt[i], MAX_NEW, 0, ref);
+        ck_assert_int_eq(n, MAX_NEW);
+        ck_assert_msg(!memcmp(ref, alone->out[i], sizeof ref), "request %d alone differs from the hand-driven runtime",
+                      i);
+    }
+    struct setup cfg = {.kv_tokens = 64 * (90 + MAX_NEW + 16), .max_running = 64};
+    run_together(&cfg, w, NULL);
+    assert_same_outputs(w, alone, "64 concurrent");
+    cfg.chunk = 32; /* chunked prefill: prompts split over steps */
+    run_together(&cfg, w, NULL);
+    assert_same_outputs(w, alone, "64 concurrent, chunked prefill");
+    printf("64 concurrent greedy requests (prompts 3..90 tokens, %d new each): identical to alone, "
+           "whole and chunked prefill\n", MAX_NEW);
+    free(w);
+    free(alone);
+}
+END_TEST
+
+START_TEST(shared_prefix_saves_prefill)
+{
+    /* One 96-token system prompt, 48 questions of 4..8 tokens (stories260K's context
+     * is 128 tokens: prompt and 24 new tokens must fit). */
+    struct workload *w = calloc(1, sizeof *w);
+    uint64_t seed = 0x5eed0002;
+    int32_t system[96];
+    random_ids(&seed, system, 96);
+    w->n = 48;
+    for (int i = 0; i < w->n; i++) {
+        int q = 4 + (int)(rng_next(&seed) % 5);
+        memcpy(w->prompts[i], system, sizeof system);
+        random_ids(&seed, w->prompts[i] + 96, q);
+        w->n_prompt[i] = 96 + q;
+    }
+    struct workload *off = malloc(sizeof *off), *lpm = malloc(sizeof *lpm);
+    memcpy(off, w, sizeof *w);
+    memcpy(lpm, w, sizeof *w);
+    struct setup cfg = {.kv_tokens = 48 * (128 + 16), .max_running = 16};
+    struct cinfer_scheduler_stats on_stats, off_stats, lpm_stats;
+    run_together(&cfg, w, &on_stats);
+    cfg.policy = CINFER_SCHEDULE_LPM;
+    run_together(&cfg, lpm, &lpm_stats);
+    cfg.policy = CINFER_SCHEDULE_FCFS;
+    cfg.disable_cache = 1;
+    run_together(&cfg, off, &off_stats);
+    assert_same_outputs(w, off, "prefix cache on vs off");
+    assert_same_outputs(lpm, off, "lpm with prefix cache vs fcfs without");
+    double hit_rate = (double)on_stats.prefix_cache_hit_tokens / (double)on_stats.prefix_cache_query_tokens;
+    double saving = 1.0 - (double)on_stats.prefill_tokens / (double)off_stats.prefill_tokens;
+    printf("shared prefix (96-token system prompt, 48 questions): hit rate %.1f%% (%lld of %lld tokens), "
+           "prefill tokens %lld with the cache vs %lld without: saving %.1f%% (lpm: %lld)\n",
+           100 * hit_rate, (long long)on_stats.prefix_cache_hit_tokens, (long long)on_stats.prefix_cache_query_tokens,
+           (long long)on_stats.prefill_tokens, (long long)off_stats.prefill_tokens, 100 * saving,
+           (long long)lpm_stats.prefill_tokens);
+    ck_assert_int_eq(off_stats.prefix_cache_hit_tokens, 0);
+    ck_assert_msg(saving >= 0.80, "prefill saving %.3f < 0.80", saving);
+    free(w);
+    free(off);
+    free(lpm);
+}
+END_TEST
+
+START_TEST(kv_pressure_retracts_and_completes)
+{
+    struct workload *w = random_workload(100, 20, 60, 0x5eed0003);
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone(alone);
+    for (int disable = 0; disable <= 1; disable++) {
+        /* Room for about four requests at full length, 100 admitted together. */
+        struct setup cfg = {.kv_tokens = 4 * (60 + MAX_NEW + 16), .max_running = 100, .disable_cache = disable};
+        struct cinfer_scheduler_stats stats;
+        run_together(&cfg, w, &stats);
+        assert_same_outputs(w, alone, disable ? "KV pressure, no prefix cache" : "KV pressure");
+        for (int i = 0; i < w->n; i++)
+            ck_assert_int_eq(w->finish[i], CINFER_FINISH_LENGTH);
+        int prompt_total = 0;
+        for (int i = 0; i < w->n; i++)
+            prompt_total += w->n_prompt[i];
+        printf("KV pressure (%d-token cache, 100 requests, prefix cache %s): all complete, identical to alone; "
+               "%lld retractions; prefill tokens %lld for %d prompt tokens\n",
+               cfg.kv_tokens, disable ? "off" : "on", (long long)stats.retractions, (long long)stats.prefill_tokens,
+               prompt_total);
+        ck_assert_int_gt(stats.retractions, 0);
+    }
+    free(w);
+    free(alone);
+}
+END_TEST
+
+START_TEST(abort_frees_pages_at_once)
+{
+    struct workload *w = random_workload(8, 40, 80, 0x5eed0004);
+    for (int disable = 0; disable <= 1; disable++) {
+        struct setup cfg = {.kv_tokens = 2048, .max_running = 4, .disable_cache = disable};
+        struct fixture f;
+        fixture_open(&f, &cfg);
+        int total = cinfer_runtime_kv_pages_total(f.rt);
+        ck_assert_int_eq(cinfer_runtime_kv_pages_free(f.rt), total);
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        struct cinfer_error err = {0};
+        for (int i = 0; i < w->n; i++)
+            ck_assert(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0);
+        const struct cinfer_step_item *items;
+        int n;
+        for (int k = 0; k < 3; k++)
+            ck_assert(cinfer_scheduler_step(f.s, &items, &n, &err) == 0);
+        ck_assert_int_eq(cinfer_scheduler_running(f.s), 4);
+        ck_assert_int_lt(cinfer_runtime_kv_pages_free(f.rt), total);
+        /* flush is refused while requests run, with the counts. */
+        ck_assert_int_eq(cinfer_scheduler_flush_cache(f.s, &err), CINFER_ERR_STATE);
+        ck_assert_ptr_nonnull(strstr(err.message, "4 requests are running and 4 waiting"));
+        for (int i = 0; i < w->n; i++)
+            ck_assert_int_eq(cinfer_scheduler_abort(f.s, (uint64_t)i), 1);
+        ck_assert_int_eq(cinfer_scheduler_abort(f.s, 99), 0);
+        struct cinfer_scheduler_stats stats;
+        cinfer_scheduler_get_stats(f.s, &stats);
+        /* At once, before any further step: every page is free or in the prefix cache,
+         * and nothing in the cache is locked by the aborted requests. */
+        ck_assert_int_eq(cinfer_runtime_kv_pages_free(f.rt) + stats.cached_pages, total);
+        ck_assert_int_eq(stats.evictable_pages, stats.cached_pages);
+        if (disable)
+            ck_assert_int_eq(stats.cached_pages, 0);
+        ck_assert(cinfer_scheduler_step(f.s, &items, &n, &err) == 0);
+        ck_assert_int_eq(n, 8);
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(items[i].finish_reason, CINFER_FINISH_ABORT);
+        ck_assert(!cinfer_scheduler_has_work(f.s));
+        ck_assert_int_eq(cinfer_scheduler_flush_cache(f.s, &err), 0);
+        ck_assert_int_eq(cinfer_runtime_kv_pages_free(f.rt), total);
+        fixture_close(&f);
+    }
+    free(w);
+}
+END_TEST
+
+START_TEST(queue_full_and_too_long_refused)
+{
+    struct setup cfg = {.kv_tokens = 256, .max_running = 2, .max_queued = 3};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    struct cinfer_error err = {0};
+    int32_t ids[600];
+    uint64_t seed = 7;
+    random_ids(&seed, ids, 600);
+    for (int i = 0; i < 3; i++)
+        ck_assert(cinfer_scheduler_add(f.s, (uint64_t)i, ids, 10, &p, &err) == 0);
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 3, ids, 10, &p, &err), CINFER_ERR_STATE);
+    ck_assert_str_eq(err.message, "queue full: 3 requests are waiting (max_queued_requests 3)");
+
+    int context = model->config.max_position_embeddings > 0 ? model->config.max_position_embeddings : 512;
+    int too_long = context < 600 ? context : 600;
+    ck_assert_int_gt(context, 100);
+    char expected[200];
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 4, ids, too_long, &p, &err), CINFER_ERR_RANGE);
+    snprintf(expected, sizeof expected,
+             "prompt of %d tokens leaves no room for output in the context length of %d tokens", too_long, context);
+    ck_assert_str_eq(err.message, expected);
+    fixture_close(&f);
+    /* Longer than the whole KV cache (64 tokens) though within the context. */
+    struct setup small = {.kv_tokens = 64, .max_running = 2};
+    fixture_open(&f, &small);
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 5, ids, 100, &p, &err), CINFER_ERR_RANGE);
+    ck_assert_str_eq(err.message, "prompt of 100 tokens does not fit the KV cache of 64 tokens");
+    fixture_close(&f);
+}
+END_TEST
+
+static Suite *suite_scheduler(void)
+{
+    Suite *s = suite_create("scheduler");
+    TCase *tc = tcase_create("stories260K");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, concurrent_64_equal_alone);
+    tcase_add_test(tc, shared_prefix_saves_prefill);
+    tcase_add_test(tc, kv_pressure_retracts_and_completes);
+    tcase_add_test(tc, abort_frees_pages_at_once);
+    tcase_add_test(tc, queue_full_and_too_long_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (access(MODEL_PATH, R_OK) != 0) {
+        printf("skipped: %s is absent\n", MODEL_PATH);
+        return 77;
+    }
+    struct cinfer_model_load_options lo = {0};
+    struct cinfer_error err = {0};
+    if (cinfer_model_load(MODEL_PATH, &lo, &model, &err) != 0) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    int rc = cinfer_test_run_suite(suite_scheduler());
+    cinfer_model_free(&model);
+    return rc;
+}
