@@ -562,15 +562,15 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
         size_t a_len = 0, b_len = 0;
         if ((rc = merge_sides(c, json_array_get(merges, i), i, &a, &a_len, &b, &b_len)))
             break;
-        both.len = 0;
-        if (tok_buf_append(&both, a, a_len) || tok_buf_append(&both, b, b_len)) {
-            rc = CINFER_ERR_NOMEM;
-            break;
-        }
         int missing = tok_merge_add(tok, (int32_t)i, a, a_len, b, b_len);
         if (missing == CINFER_ERR_NOMEM) {
             rc = missing;
         } else if (missing > 0) {
+            both.len = 0; /* the concatenation, for the message */
+            if (tok_buf_append(&both, a, a_len) || tok_buf_append(&both, b, b_len)) {
+                rc = CINFER_ERR_NOMEM;
+                break;
+            }
             const char *names[3] = {a, b, both.data};
             size_t lens[3] = {a_len, b_len, both.len};
             int s = missing - 1;
