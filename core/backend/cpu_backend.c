@@ -324,35 +324,13 @@ struct attention_job {
  * scratch at ATTN_QUERY_BLOCK x context. */
 #define ATTN_QUERY_BLOCK 32
 
-/* Decode: one query head of a one-token chunk, reading K and V in place. */
-static void attend_one_token(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int h,
-                             float *scores /* (start_pos + 1) */)
-{
-    int hd = job->head_dim;
-    int q_dim = job->n_heads * hd;
-    int kv_head = h / (job->n_heads / job->n_kv_heads);
-    int pt = job->kv->layout.page_tokens;
-    float scale = 1.0f / sqrtf((float)hd);
-    const float *q = job->q + (size_t)seq->row * q_dim + (size_t)h * hd; /* (head_dim) */
-    float *out = job->out + (size_t)seq->row * q_dim + (size_t)h * hd;   /* (head_dim) */
-    int n_ctx = seq->start_pos + 1; /* causal: positions [0, pos] */
-    for (int p = 0; p < n_ctx; p++) {
-        const float *k = kv_row(job->kv, job->layer, seq->page_table[p / pt], 0, p % pt) + (size_t)kv_head * hd;
-        scores[p] = cinfer_kernel_dot(q, k, hd) * scale;
-    }
-    cinfer_kernel_softmax(scores, n_ctx);
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int p = 0; p < n_ctx; p++) {
-        const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
-        cinfer_kernel_axpy(out, scores[p], v, hd);
-    }
-}
-
-/* Prefill: every query head of one KV head's group, every new token, as two matmuls
- * per block of query rows: scores = Q Kᵀ read page by page from the cache (a page's
- * K rows of one head are evenly strided, which the matmul takes as a weight), then
- * out = P V against V transposed once into scratch. Masked positions get probability
- * exactly 0. */
+/* Every query head of one KV head's group, every new token of the chunk, so K and V
+ * are read once per group rather than once per query head. Per block of query rows:
+ * scores = Q Kᵀ as a matmul read page by page from the cache (a page's K rows of one
+ * head are evenly strided, which the matmul takes as a weight); softmax; then out = P V,
+ * for a prefill chunk as a matmul against V transposed once into scratch, for a
+ * decode step (one token: the transpose would cost as much as the product) by
+ * accumulating V rows in place. Masked positions get probability exactly 0. */
 static void attend_group(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head,
                          float *scratch)
 {
@@ -368,7 +346,8 @@ static void attend_group(const struct attention_job *job, const struct cinfer_ba
     float *ob = qb + (size_t)ATTN_QUERY_BLOCK * hd;       /* (ATTN_QUERY_BLOCK, head_dim) */
     float *scores = ob + (size_t)ATTN_QUERY_BLOCK * hd;   /* (ATTN_QUERY_BLOCK, n_ctx) */
 
-    for (int p = 0; p < n_ctx; p++) {
+    int decode = seq->n_tokens == 1;
+    for (int p = 0; !decode && p < n_ctx; p++) {
         const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
         for (int d = 0; d < hd; d++)
             vt[(size_t)d * n_ctx + p] = v[d];
@@ -396,8 +375,18 @@ static void attend_group(const struct attention_job *job, const struct cinfer_ba
             cinfer_kernel_softmax(row, valid);
             memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
         }
-        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
-                             ob, hd); /* (nb, head_dim) */
+        if (decode) {
+            memset(ob, 0, (size_t)nb * hd * sizeof(float));
+            for (int p = 0; p < block_ctx; p++) {
+                const float *v =
+                    kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
+                for (int r = 0; r < nb; r++)
+                    cinfer_kernel_axpy(ob + (size_t)r * hd, scores[(size_t)r * block_ctx + p], v, hd);
+            }
+        } else {
+            cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0,
+                                 hd, ob, hd); /* (nb, head_dim) */
+        }
         for (int r = 0; r < nb; r++) {
             int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
             memcpy(job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd, ob + (size_t)r * hd,
@@ -406,19 +395,13 @@ static void attend_group(const struct attention_job *job, const struct cinfer_ba
     }
 }
 
-/* Chunks are (sequence, query head) pairs, handed out as threads ask (sequences differ
- * in length); a prefill chunk's whole group is done by the pair of its first head. */
+/* Chunks are (sequence, KV head) pairs, handed out as threads ask (sequences differ
+ * in length). */
 static void attention_part(void *arg, int item, int thread)
 {
     struct attention_job *job = arg;
     float *scratch = job->be->attn_scratch + (size_t)thread * job->be->attn_floats_per_thread;
-    int group = job->n_heads / job->n_kv_heads;
-    const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_heads];
-    int h = item % job->n_heads;
-    if (seq->n_tokens == 1)
-        attend_one_token(job, seq, h, scratch);
-    else if (h % group == 0)
-        attend_group(job, seq, h / group, scratch);
+    attend_group(job, &job->seqs[item / job->n_kv_heads], item % job->n_kv_heads, scratch);
 }
 
 static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
@@ -430,7 +413,7 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
     for (int s = 0; s < n_seqs; s++)
         if ((size_t)(seqs[s].start_pos + seqs[s].n_tokens) > max_ctx)
             max_ctx = (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
-    /* attend_group's scratch; attend_one_token needs only max_ctx of it */
+    /* attend_group's scratch */
     size_t floats = max_ctx * ((size_t)head_dim + ATTN_QUERY_BLOCK) + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim;
     if (floats > be->attn_floats_per_thread) {
         /* grows to the longest context seen so far */
@@ -444,7 +427,7 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         be->attn_floats_per_thread = floats;
     }
     struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim};
-    cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, n_seqs * n_heads);
+    cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, n_seqs * n_kv_heads);
     return 0;
 }
 
