@@ -19,14 +19,14 @@ static void quantize_row_q16(const float *x, int k, struct cinfer_kernel_xblock 
     for (int b = 0; b < k / CINFER_KERNEL_Q8_BLOCK; b++) {
         const float *xb = x + b * CINFER_KERNEL_Q8_BLOCK;
         float amax = 0.0f;
-        for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++)
-            amax = fmaxf(amax, fabsf(xb[i]));
+        for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++) /* compares, not fmaxf: inlined */
+            amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         float d = amax / 32767.0f;
         float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
         out[b].d = d;
         for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++) {
             float q = (xb[i] * inv_d + ROUNDING_MAGIC) - ROUNDING_MAGIC;
-            q = fminf(32767.0f, fmaxf(-32767.0f, q));
+            q = q > 32767.0f ? 32767.0f : q < -32767.0f ? -32767.0f : q;
             out[b].q[i] = (int16_t)q;
         }
     }
