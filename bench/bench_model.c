@@ -24,11 +24,9 @@
  *               [--node node] [--rounds 1] [--json out.json]
  * The peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
 #include <errno.h>
-#include <fcntl.h>
 #include <immintrin.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -424,7 +422,7 @@ static void cinfer_side(const struct options *o, const char *path, struct side_r
         close(fds[0]);
         return;
     }
-    int got = (int)read(fds[0], r, sizeof *r) == (int)sizeof *r && read(fds[0], f, sizeof *f) == (ssize_t)sizeof *f;
+    int got = read(fds[0], r, sizeof *r) == (ssize_t)sizeof *r && read(fds[0], f, sizeof *f) == (ssize_t)sizeof *f;
     close(fds[0]);
     int status = 0;
     struct rusage ru;
