@@ -21,6 +21,13 @@ START_TEST(generate_round_trips)
     in.sampling.n_stop = 2;
     in.sampling.stop_token_ids[0] = 2;
     in.sampling.n_stop_token_ids = 1;
+    in.sampling.logit_bias_ids[0] = 50256;
+    in.sampling.logit_bias_values[0] = -100.0f;
+    in.sampling.logit_bias_ids[1] = 7;
+    in.sampling.logit_bias_values[1] = 2.5f;
+    in.sampling.n_logit_bias = 2;
+    in.sampling.logprobs = 1;
+    in.sampling.top_logprobs = 5;
     void *frame;
     size_t len;
     ck_assert_int_eq(cinfer_msg_encode_generate(&in, &frame, &len), CINFER_OK);
@@ -36,6 +43,13 @@ START_TEST(generate_round_trips)
     ck_assert_int_eq(out.sampling.n_stop, 2);
     ck_assert_str_eq(out.sampling.stop[1], "The End");
     ck_assert_int_eq(out.sampling.stop_token_ids[0], 2);
+    ck_assert_int_eq(out.sampling.n_logit_bias, 2);
+    ck_assert_int_eq(out.sampling.logit_bias_ids[0], 50256);
+    ck_assert_float_eq(out.sampling.logit_bias_values[0], -100.0f);
+    ck_assert_int_eq(out.sampling.logit_bias_ids[1], 7);
+    ck_assert_float_eq(out.sampling.logit_bias_values[1], 2.5f);
+    ck_assert_int_eq(out.sampling.logprobs, 1);
+    ck_assert_int_eq(out.sampling.top_logprobs, 5);
     ck_assert_int_eq(out.stream, 1);
     cinfer_msg_generate_free(&out);
 
@@ -123,6 +137,28 @@ START_TEST(headers_are_checked)
 }
 END_TEST
 
+START_TEST(logit_bias_beyond_its_limit_is_rejected)
+{
+    struct cinfer_msg_generate in = {.rid = 1};
+    cinfer_sampling_params_init(&in.sampling);
+    in.sampling.logit_bias_ids[0] = 0x0ABBCCDD; /* distinctive bytes to find the count by */
+    in.sampling.logit_bias_ids[1] = 3;
+    in.sampling.n_logit_bias = 2;
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_generate(&in, &frame, &len), CINFER_OK);
+    const uint8_t count_then_id[8] = {2, 0, 0, 0, 0xDD, 0xCC, 0xBB, 0x0A};
+    uint8_t *at = memmem(frame, len, count_then_id, sizeof count_then_id);
+    ck_assert_ptr_nonnull(at);
+    at[0] = CINFER_MAX_LOGIT_BIAS + 1;
+    struct cinfer_msg_generate out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_generate(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "sampling.logit_bias_ids"), "%s", err.message);
+    free(frame);
+}
+END_TEST
+
 START_TEST(counts_beyond_limits_are_rejected)
 {
     /* A TOKENS frame that claims 4 billion items in a few bytes. */
@@ -160,6 +196,7 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, tokens_and_text_round_trip);
     tcase_add_test(tc, headers_are_checked);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
+    tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -18,6 +18,7 @@
 #include "engine/port_args.h"
 #include "engine/run_dir.h"
 #include "ipc/channel.h"
+#include "scheduler/sampling_validate.h"
 #include "util/log.h"
 
 #ifndef CINFER_BINDIR_FROM_LIBDIR
@@ -308,28 +309,22 @@ struct cinfer_stream {
     int done;
 };
 
-static int validate(const struct cinfer_generate_request *req, struct cinfer_error *err)
+static int validate(const struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                    struct cinfer_error *err)
 {
-    const struct cinfer_sampling_params *p = &req->sampling;
     if (!req->prompt && (!req->input_ids || req->n_input_ids == 0))
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request has neither a prompt nor input_ids");
-    if (p->max_new_tokens < 0)
-        return cinfer_error_set(err, CINFER_ERR_RANGE, "max_new_tokens %d: expected 0 or more", p->max_new_tokens);
-    if (p->temperature < 0 || isnan(p->temperature))
-        return cinfer_error_set(err, CINFER_ERR_RANGE, "temperature %g: expected 0 or more", (double)p->temperature);
-    if (p->top_p <= 0 || p->top_p > 1)
-        return cinfer_error_set(err, CINFER_ERR_RANGE, "top_p %g: expected a value in (0, 1]", (double)p->top_p);
-    if (p->min_p < 0 || p->min_p > 1)
-        return cinfer_error_set(err, CINFER_ERR_RANGE, "min_p %g: expected a value in [0, 1]", (double)p->min_p);
-    if (p->n_stop < 0 || p->n_stop > CINFER_MAX_STOP_STRINGS)
-        return cinfer_error_set(err, CINFER_ERR_RANGE, "%d stop strings: at most %d", p->n_stop, CINFER_MAX_STOP_STRINGS);
-    return CINFER_OK;
+    int vocab_size = 0; /* from scheduler tp0's READY; bounds stop_token_ids and logit_bias */
+    for (int i = 0; i < e->n_workers; i++)
+        if (e->workers[i].role == CINFER_WORKER_SCHEDULER && e->workers[i].tp_rank == 0)
+            vocab_size = (int)e->workers[i].limits.vocab_size;
+    return cinfer_sampling_validate(&req->sampling, vocab_size, err);
 }
 
 static int open_request(struct cinfer_engine *e, const struct cinfer_generate_request *req,
                         struct engine_request **out, struct cinfer_error *err)
 {
-    int rc = validate(req, err);
+    int rc = validate(e, req, err);
     if (rc)
         return rc;
     struct cinfer_token_ids ids = {0};

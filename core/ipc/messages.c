@@ -184,6 +184,13 @@ static void put_sampling(struct wire_writer *w, const struct cinfer_sampling_par
                 : s->n_stop_token_ids > CINFER_MAX_STOP_TOKEN_IDS ? CINFER_MAX_STOP_TOKEN_IDS
                                                                   : s->n_stop_token_ids;
     wire_put_i32_array(w, s->stop_token_ids, (uint32_t)n_ids);
+    int n_bias = s->n_logit_bias < 0 ? 0 : s->n_logit_bias > CINFER_MAX_LOGIT_BIAS ? CINFER_MAX_LOGIT_BIAS
+                                                                                  : s->n_logit_bias;
+    wire_put_i32_array(w, s->logit_bias_ids, (uint32_t)n_bias);
+    for (int i = 0; i < n_bias; i++) /* the values follow their ids, as many */
+        wire_put_f32(w, s->logit_bias_values[i]);
+    wire_put_u8(w, (uint8_t)(s->logprobs != 0));
+    wire_put_i32(w, s->top_logprobs);
 }
 
 static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s)
@@ -223,6 +230,17 @@ static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s
         s->n_stop_token_ids = (int)n_ids;
         free(ids);
     }
+    uint32_t n_bias = 0;
+    int32_t *bias_ids = wire_get_i32_array(r, "sampling.logit_bias_ids", CINFER_MAX_LOGIT_BIAS, &n_bias);
+    if (bias_ids) {
+        memcpy(s->logit_bias_ids, bias_ids, n_bias * sizeof *bias_ids);
+        free(bias_ids);
+        for (uint32_t i = 0; i < n_bias; i++)
+            s->logit_bias_values[i] = wire_get_f32(r, "sampling.logit_bias_values");
+        s->n_logit_bias = (int)n_bias;
+    }
+    s->logprobs = wire_get_u8(r, "sampling.logprobs");
+    s->top_logprobs = wire_get_i32(r, "sampling.top_logprobs");
 }
 
 static void free_sampling(struct cinfer_sampling_params *s)

@@ -1,6 +1,5 @@
 #include "scheduler/sampler.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +46,14 @@ double cinfer_rng_uniform(struct cinfer_rng *rng)
 int cinfer_sampler_init(struct cinfer_sampler *s, int vocab)
 {
     memset(s, 0, sizeof *s);
+    if (vocab <= 0)
+        return CINFER_ERR_INVALID_ARGUMENT;
     s->vocab = vocab;
-    s->probs = malloc((size_t)vocab * sizeof *s->probs);
-    s->order = malloc((size_t)vocab * sizeof *s->order);
+    s->cand = malloc((size_t)vocab * sizeof *s->cand);
+    s->weights = malloc((size_t)vocab * sizeof *s->weights);
     s->seen = calloc((size_t)vocab, 1);
     s->counts = calloc((size_t)vocab, sizeof *s->counts);
-    if (!s->probs || !s->order || !s->seen || !s->counts) {
+    if (!s->cand || !s->weights || !s->seen || !s->counts) {
         cinfer_sampler_free(s);
         return CINFER_ERR_NOMEM;
     }
@@ -61,50 +62,94 @@ int cinfer_sampler_init(struct cinfer_sampler *s, int vocab)
 
 void cinfer_sampler_free(struct cinfer_sampler *s)
 {
-    free(s->probs);
-    free(s->order);
+    free(s->cand);
+    free(s->weights);
     free(s->seen);
     free(s->counts);
     memset(s, 0, sizeof *s);
 }
 
-/* ---- the steps -------------------------------------------------------------------- */
+/* ---- processing: penalties, bias, bans, temperature -------------------------------- */
 
 static int in_range(int32_t id, int vocab) { return id >= 0 && id < vocab; }
 
-/* HF's repetition penalty over prompt and output (each distinct token once), then
- * OpenAI's frequency and presence penalties over the output. */
-static void apply_penalties(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
+static void apply_repetition_penalty(struct cinfer_sampler *s, float *logits, float penalty,
+                                     const struct cinfer_sample_context *ctx)
+{
+    const int32_t *lists[2] = {ctx->prompt, ctx->output};
+    int lengths[2] = {ctx->n_prompt, ctx->n_output};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lengths[l]; i++) {
+            int32_t id = lists[l][i];
+            if (!in_range(id, s->vocab) || s->seen[id])
+                continue;
+            s->seen[id] = 1;
+            logits[id] = logits[id] > 0 ? logits[id] / penalty : logits[id] * penalty;
+        }
+    for (int l = 0; l < 2; l++) /* leave the marks clean for the next call */
+        for (int i = 0; i < lengths[l]; i++)
+            if (in_range(lists[l][i], s->vocab))
+                s->seen[lists[l][i]] = 0;
+}
+
+static void apply_frequency_presence(struct cinfer_sampler *s, float *logits, float frequency, float presence,
+                                     const struct cinfer_sample_context *ctx)
+{
+    for (int i = 0; i < ctx->n_output; i++)
+        if (in_range(ctx->output[i], s->vocab))
+            s->counts[ctx->output[i]]++;
+    for (int i = 0; i < ctx->n_output; i++) {
+        int32_t id = ctx->output[i];
+        if (!in_range(id, s->vocab) || s->counts[id] == 0)
+            continue;
+        logits[id] -= frequency * (float)s->counts[id] + presence;
+        s->counts[id] = 0; /* applied once per distinct token; also leaves the counts clean */
+    }
+}
+
+void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                             const struct cinfer_sample_context *ctx)
 {
-    if (p->repetition_penalty != 1.0f && p->repetition_penalty > 0.0f) {
-        const int32_t *lists[2] = {ctx->prompt, ctx->output};
-        int counts[2] = {ctx->n_prompt, ctx->n_output};
-        for (int l = 0; l < 2; l++)
-            for (int i = 0; i < counts[l]; i++) {
-                int32_t id = lists[l][i];
-                if (!in_range(id, s->vocab) || s->seen[id])
-                    continue;
-                s->seen[id] = 1;
-                logits[id] = logits[id] > 0 ? logits[id] / p->repetition_penalty : logits[id] * p->repetition_penalty;
-            }
-        for (int l = 0; l < 2; l++)
-            for (int i = 0; i < counts[l]; i++)
-                if (in_range(lists[l][i], s->vocab))
-                    s->seen[lists[l][i]] = 0;
+    int vocab = s->vocab;
+    if (p->repetition_penalty != 1.0f && p->repetition_penalty > 0.0f)
+        apply_repetition_penalty(s, logits, p->repetition_penalty, ctx);
+    if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f)
+        apply_frequency_presence(s, logits, p->frequency_penalty, p->presence_penalty, ctx);
+    int n_bias = p->n_logit_bias < 0 ? 0 : p->n_logit_bias > CINFER_MAX_LOGIT_BIAS ? CINFER_MAX_LOGIT_BIAS
+                                                                                    : p->n_logit_bias;
+    for (int i = 0; i < n_bias; i++)
+        if (in_range(p->logit_bias_ids[i], vocab))
+            logits[p->logit_bias_ids[i]] += p->logit_bias_values[i];
+    if (ctx->n_output < p->min_new_tokens) {
+        for (int i = 0; i < ctx->n_eos; i++)
+            if (in_range(ctx->eos_ids[i], vocab))
+                logits[ctx->eos_ids[i]] = -INFINITY;
+        int n_ids = p->n_stop_token_ids < 0 ? 0
+                    : p->n_stop_token_ids > CINFER_MAX_STOP_TOKEN_IDS ? CINFER_MAX_STOP_TOKEN_IDS
+                                                                      : p->n_stop_token_ids;
+        for (int i = 0; i < n_ids; i++)
+            if (in_range(p->stop_token_ids[i], vocab))
+                logits[p->stop_token_ids[i]] = -INFINITY;
     }
-    if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
-        for (int i = 0; i < ctx->n_output; i++)
-            if (in_range(ctx->output[i], s->vocab))
-                s->counts[ctx->output[i]]++;
-        for (int i = 0; i < ctx->n_output; i++) {
-            int32_t id = ctx->output[i];
-            if (!in_range(id, s->vocab) || s->counts[id] == 0)
-                continue;
-            logits[id] -= p->frequency_penalty * (float)s->counts[id] + p->presence_penalty;
-            s->counts[id] = 0; /* applied once per distinct token */
-        }
+    if (p->temperature > 0.0f && p->temperature != 1.0f) {
+        float inv = 1.0f / p->temperature;
+        for (int i = 0; i < vocab; i++)
+            logits[i] *= inv;
     }
+}
+
+/* ---- choosing --------------------------------------------------------------------- */
+
+/* Most likely first; ties: lower id first, so every order is deterministic. */
+static int ranks_before(const struct cinfer_candidate *a, const struct cinfer_candidate *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct cinfer_candidate *x = a, *y = b;
+    return ranks_before(x, y) ? -1 : ranks_before(y, x) ? 1 : 0;
 }
 
 static int32_t argmax(const float *logits, int vocab)
@@ -116,103 +161,166 @@ static int32_t argmax(const float *logits, int vocab)
     return best;
 }
 
-static const float *sort_base;
-static int by_logit_desc(const void *a, const void *b)
+/* log(sum(exp(logits))) in double; -inf entries add nothing. */
+static double log_sum_exp(const float *logits, int vocab)
 {
-    float x = sort_base[*(const int32_t *)a], y = sort_base[*(const int32_t *)b];
-    if (x != y)
-        return x > y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b; /* ties: lower id first, deterministic */
-}
-
-/* log-softmax value of one entry. */
-static float log_prob_of(const float *logits, int vocab, int32_t id)
-{
-    float max = logits[argmax(logits, vocab)];
+    double max = logits[argmax(logits, vocab)];
+    if (isinf(max))
+        return max;
     double sum = 0;
     for (int i = 0; i < vocab; i++)
         sum += exp((double)logits[i] - max);
-    return (float)((double)logits[id] - max - log(sum));
+    return max + log(sum);
+}
+
+/* Sift-down in a min-heap (by rank: the root is the least likely of those kept). */
+static void heap_sift_down(struct cinfer_candidate *h, int n, int i)
+{
+    for (;;) {
+        int worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(&h[worst], &h[l]))
+            worst = l;
+        if (r < n && ranks_before(&h[worst], &h[r]))
+            worst = r;
+        if (worst == i)
+            return;
+        struct cinfer_candidate t = h[i];
+        h[i] = h[worst];
+        h[worst] = t;
+        i = worst;
+    }
+}
+
+/* Puts the k most likely tokens, most likely first, in s->cand[0..k). O(vocab log k). */
+static void rank_top_k(struct cinfer_sampler *s, const float *logits, int k)
+{
+    struct cinfer_candidate *h = s->cand;
+    for (int i = 0; i < k; i++)
+        h[i] = (struct cinfer_candidate){logits[i], i};
+    for (int i = k / 2 - 1; i >= 0; i--)
+        heap_sift_down(h, k, i);
+    for (int i = k; i < s->vocab; i++) {
+        struct cinfer_candidate c = {logits[i], i};
+        if (ranks_before(&c, &h[0])) {
+            h[0] = c;
+            heap_sift_down(h, k, 0);
+        }
+    }
+    qsort(h, (size_t)k, sizeof *h, by_rank);
+}
+
+/* Draws index i of cand[0..n) with probability weights[i] / sum. */
+static int draw(const struct cinfer_sampler *s, int n, struct cinfer_rng *rng)
+{
+    double mass = 0;
+    for (int i = 0; i < n; i++)
+        mass += s->weights[i];
+    double u = cinfer_rng_uniform(rng) * mass;
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += s->weights[i];
+        if (u < cum)
+            return i;
+    }
+    /* Rounding left u at the very top: the last token with any weight. */
+    int last = n - 1;
+    while (last > 0 && s->weights[last] == 0)
+        last--;
+    return last;
+}
+
+static int32_t choose(struct cinfer_sampler *s, const float *logits, const struct cinfer_sampling_params *p,
+                      struct cinfer_rng *rng)
+{
+    int vocab = s->vocab;
+    if (p->temperature <= 0.0f || p->top_k == 1)
+        return argmax(logits, vocab);
+
+    int truncates = (p->top_k > 0 && p->top_k < vocab) || (p->top_p > 0.0f && p->top_p < 1.0f) || p->min_p > 0.0f;
+    int n = vocab;
+    if (!truncates) {
+        /* Plain softmax: no ranking needed, candidates in id order. */
+        for (int i = 0; i < vocab; i++)
+            s->cand[i] = (struct cinfer_candidate){logits[i], i};
+    } else if (p->top_k > 0 && p->top_k < vocab) {
+        n = p->top_k;
+        rank_top_k(s, logits, n);
+    } else {
+        for (int i = 0; i < vocab; i++)
+            s->cand[i] = (struct cinfer_candidate){logits[i], i};
+        qsort(s->cand, (size_t)vocab, sizeof *s->cand, by_rank);
+    }
+
+    float max = truncates ? s->cand[0].logit : logits[argmax(logits, vocab)];
+    if (isinf(max) && max < 0) /* everything banned: nothing to weigh */
+        return argmax(logits, vocab);
+    for (int i = 0; i < n; i++)
+        s->weights[i] = exp((double)s->cand[i].logit - max);
+
+    if (p->top_p > 0.0f && p->top_p < 1.0f) {
+        double kept = 0;
+        for (int i = 0; i < n; i++)
+            kept += s->weights[i];
+        double cum = 0;
+        for (int i = 0; i < n; i++) {
+            cum += s->weights[i];
+            if (cum >= (double)p->top_p * kept) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0.0f) {
+        /* weights[0] is 1 (the most likely); keep those at least min_p of it. */
+        double floor_weight = (double)p->min_p * s->weights[0];
+        int keep = 1;
+        while (keep < n && s->weights[keep] >= floor_weight)
+            keep++;
+        n = keep;
+    }
+    return s->cand[draw(s, n, rng)].id;
 }
 
 int32_t cinfer_sample(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                       const struct cinfer_sample_context *ctx, struct cinfer_rng *rng, float *logprob)
 {
-    int vocab = s->vocab;
-    apply_penalties(s, logits, p, ctx);
-    if (ctx->n_output < p->min_new_tokens) {
-        for (int i = 0; i < ctx->n_eos; i++)
-            if (in_range(ctx->eos_ids[i], vocab))
-                logits[ctx->eos_ids[i]] = -INFINITY;
-        for (int i = 0; i < p->n_stop_token_ids; i++)
-            if (in_range(p->stop_token_ids[i], vocab))
-                logits[p->stop_token_ids[i]] = -INFINITY;
-    }
-    if (p->temperature <= 0.0f || p->top_k == 1) {
-        int32_t id = argmax(logits, vocab);
-        if (logprob)
-            *logprob = log_prob_of(logits, vocab, id);
-        return id;
-    }
-    for (int i = 0; i < vocab; i++)
-        logits[i] /= p->temperature;
-
-    /* Candidates in descending order (qsort is not reentrant-safe with a static base,
-     * but each scheduler samples from one thread). */
-    int n = vocab;
-    for (int i = 0; i < vocab; i++)
-        s->order[i] = i;
-    sort_base = logits;
-    qsort(s->order, (size_t)vocab, sizeof *s->order, by_logit_desc);
-    if (p->top_k > 0 && p->top_k < n)
-        n = p->top_k;
-
-    float max = logits[s->order[0]];
-    double total = 0;
-    for (int i = 0; i < vocab; i++) {
-        s->probs[i] = expf(logits[s->order[i]] - max);
-        total += s->probs[i];
-    }
-    if (logprob) /* computed before truncation, as OpenAI reports it */
-        *logprob = 0;
-    double kept = 0;
-    for (int i = 0; i < n; i++)
-        kept += s->probs[i];
-    if (p->top_p > 0.0f && p->top_p < 1.0f) {
-        /* Keep the smallest prefix whose mass reaches top_p of the (top-k) mass. */
-        double cum = 0;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            cum += s->probs[i];
-            if (cum >= p->top_p * kept) {
-                keep = i + 1;
-                break;
-            }
-        }
-        n = keep;
-    }
-    if (p->min_p > 0.0f) {
-        float floor_prob = p->min_p * s->probs[0];
-        int keep = 1;
-        while (keep < n && s->probs[keep] >= floor_prob)
-            keep++;
-        n = keep;
-    }
-    double mass = 0;
-    for (int i = 0; i < n; i++)
-        mass += s->probs[i];
-    double u = cinfer_rng_uniform(rng) * mass;
-    int pick = n - 1;
-    double cum = 0;
-    for (int i = 0; i < n; i++) {
-        cum += s->probs[i];
-        if (u < cum) {
-            pick = i;
-            break;
-        }
-    }
-    int32_t id = s->order[pick];
+    cinfer_sampler_process(s, logits, p, ctx);
+    int32_t id = choose(s, logits, p, rng);
     if (logprob)
-        *logprob = (float)(logits[id] - max - log(total));
+        *logprob = (float)((double)logits[id] - log_sum_exp(logits, s->vocab));
     return id;
+}
+
+/* ---- logprobs --------------------------------------------------------------------- */
+
+void cinfer_sample_logprobs(const float *processed_logits, int vocab, int32_t token, int n_top,
+                            struct cinfer_token_logprobs *out)
+{
+    memset(out, 0, sizeof *out);
+    out->token = token;
+    double lse = log_sum_exp(processed_logits, vocab);
+    out->logprob = in_range(token, vocab) ? (float)((double)processed_logits[token] - lse) : -INFINITY;
+    if (n_top > CINFER_MAX_TOP_LOGPROBS)
+        n_top = CINFER_MAX_TOP_LOGPROBS;
+    /* Insertion into a short ranked list: n_top is at most 20. */
+    struct cinfer_candidate top[CINFER_MAX_TOP_LOGPROBS];
+    int n = 0;
+    for (int32_t i = 0; i < vocab && n_top > 0; i++) {
+        struct cinfer_candidate c = {processed_logits[i], i};
+        if (isinf(c.logit) && c.logit < 0)
+            continue;
+        if (n == n_top && !ranks_before(&c, &top[n - 1]))
+            continue;
+        int at = n < n_top ? n++ : n - 1;
+        while (at > 0 && ranks_before(&c, &top[at - 1])) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = c;
+    }
+    out->n_top = n;
+    for (int i = 0; i < n; i++) {
+        out->top_ids[i] = top[i].id;
+        out->top_logprobs[i] = (float)((double)top[i].logit - lse);
+    }
 }

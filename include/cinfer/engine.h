@@ -35,6 +35,9 @@ CINFER_API void cinfer_tokenizer_ctx_free(struct cinfer_tokenizer_ctx **ctx);
 /* ---- sampling and stopping, per request -------------------------------------------- */
 #define CINFER_MAX_STOP_STRINGS 16
 #define CINFER_MAX_STOP_TOKEN_IDS 16
+#define CINFER_MAX_LOGIT_BIAS 64    /* entries in one request's logit_bias map */
+#define CINFER_MAX_TOP_LOGPROBS 20  /* alternatives per token, as OpenAI's top_logprobs */
+#define CINFER_MAX_STOP_STRING_BYTES 4096
 
 struct cinfer_sampling_params {
     float temperature;          /* 0: greedy */
@@ -55,6 +58,14 @@ struct cinfer_sampling_params {
     int n_stop;
     int32_t stop_token_ids[CINFER_MAX_STOP_TOKEN_IDS];
     int n_stop_token_ids;
+    /* OpenAI's logit_bias map: logit_bias_values[i] in [-100, 100] is added to token
+     * logit_bias_ids[i] after the penalties and before the temperature. */
+    int32_t logit_bias_ids[CINFER_MAX_LOGIT_BIAS];
+    float logit_bias_values[CINFER_MAX_LOGIT_BIAS];
+    int n_logit_bias;
+    int logprobs;               /* report each token's logprob (after penalties, bias and
+                                   temperature, before truncation) */
+    int top_logprobs;           /* and this many alternatives, 0..CINFER_MAX_TOP_LOGPROBS */
 };
 
 /* Defaults as SGLang's: greedy off (temperature 1), max_new_tokens 128, skip specials. */
