@@ -83,6 +83,7 @@ static void kill_worker_mid_stream(int worker_index, const char *name)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, model);
+    args.context_length = 60000; /* long enough that the stream is still going at the kill */
     struct cinfer_server_info info;
     struct cinfer_engine *e = start(&args, NULL, &info);
     struct killer k = {.victim = info.worker_pids[worker_index]};
