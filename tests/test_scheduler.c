@@ -37,7 +37,11 @@ struct setup {
     int disable_cache;
     enum cinfer_schedule_policy policy;
     int chunk;
+    int fake_clock;             /* the timeouts read fake_now_ms */
 };
+
+static int64_t fake_now_ms;
+static int64_t fake_clock(void) { return fake_now_ms; }
 
 struct fixture {
     struct cinfer_runtime *rt;
@@ -79,6 +83,7 @@ static void fixture_open(struct fixture *f, const struct setup *cfg)
         .default_seed = 1,
         .schedule_policy = cfg->policy,
         .disable_radix_cache = cfg->disable_cache,
+        .now_ms = cfg->fake_clock ? fake_clock : NULL,
     };
     ck_assert_msg(cinfer_scheduler_create(f->rt, &so, &f->s, &err) == 0, "%s", err.message);
 }
@@ -364,6 +369,117 @@ START_TEST(queue_full_and_too_long_refused)
 }
 END_TEST
 
+/* Steps once; returns the rid that got a token this step (-1 if none, -2 if several),
+ * and the finish of rid `watch` in *finish / its error in *error when it finished. */
+static int step_once(struct cinfer_scheduler *s, uint64_t watch, enum cinfer_finish_reason *finish, char *error)
+{
+    const struct cinfer_step_item *items;
+    int n, got = -1;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_scheduler_step(s, &items, &n, &err) == 0, "%s", err.message);
+    for (int i = 0; i < n; i++) {
+        if (items[i].token >= 0)
+            got = got == -1 ? (int)items[i].rid : -2;
+        if (items[i].rid == watch && items[i].finish_reason != CINFER_FINISH_NONE) {
+            *finish = items[i].finish_reason;
+            snprintf(error, 64, "%s", items[i].error ? items[i].error : "");
+        }
+    }
+    return got;
+}
+
+START_TEST(priority_then_policy_orders_the_queue)
+{
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    p.max_new_tokens = 1;
+    struct cinfer_error err = {0};
+    uint64_t seed = 11;
+    int32_t a[40], b[40];
+    random_ids(&seed, a, 40);
+    random_ids(&seed, b, 40);
+    enum cinfer_finish_reason finish;
+    char why[64];
+    /* One request at a time: the order requests start in is the order they finish. */
+    {
+        struct setup cfg = {.kv_tokens = 1024, .max_running = 1};
+        struct fixture f;
+        fixture_open(&f, &cfg);
+        int prio[4] = {0, 5, 1, 5};
+        for (int i = 0; i < 4; i++) {
+            p.priority = prio[i];
+            ck_assert(cinfer_scheduler_add(f.s, (uint64_t)i, a + i, 10, &p, &err) == 0);
+        }
+        int order[4], expected[4] = {1, 3, 2, 0}; /* higher first, arrival among equals */
+        for (int i = 0; i < 4; i++)
+            order[i] = step_once(f.s, 99, &finish, why);
+        ck_assert(!memcmp(order, expected, sizeof order));
+        fixture_close(&f);
+    }
+    /* lpm starts the request with the longer cached prefix first; fcfs keeps arrival. */
+    p.priority = 0;
+    for (int lpm = 0; lpm <= 1; lpm++) {
+        struct setup cfg = {.kv_tokens = 1024, .max_running = 1, .policy = lpm ? CINFER_SCHEDULE_LPM : CINFER_SCHEDULE_FCFS};
+        struct fixture f;
+        fixture_open(&f, &cfg);
+        ck_assert(cinfer_scheduler_add(f.s, 10, b, 40, &p, &err) == 0); /* caches b's pages */
+        ck_assert_int_eq(step_once(f.s, 99, &finish, why), 10);
+        int32_t b2[40];
+        memcpy(b2, b, sizeof b2);
+        b2[39] = b[39] == 3 ? 4 : 3;
+        ck_assert(cinfer_scheduler_add(f.s, 11, a, 40, &p, &err) == 0);
+        ck_assert(cinfer_scheduler_add(f.s, 12, b2, 40, &p, &err) == 0);
+        int first = step_once(f.s, 99, &finish, why), second = step_once(f.s, 99, &finish, why);
+        ck_assert_int_eq(first, lpm ? 12 : 11);
+        ck_assert_int_eq(second, lpm ? 11 : 12);
+        struct cinfer_scheduler_stats st;
+        cinfer_scheduler_get_stats(f.s, &st);
+        ck_assert_int_eq(st.prefix_cache_hit_tokens, 32); /* b2 found b's two whole pages */
+        fixture_close(&f);
+    }
+}
+END_TEST
+
+START_TEST(waiting_and_running_timeouts_abort)
+{
+    struct setup cfg = {.kv_tokens = 1024, .max_running = 1, .fake_clock = 1, .disable_cache = 1};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    int total = cinfer_runtime_kv_pages_total(f.rt);
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    struct cinfer_error err = {0};
+    int32_t ids[20];
+    uint64_t seed = 5;
+    random_ids(&seed, ids, 20);
+    fake_now_ms = 1000;
+    p.running_timeout_ms = 100;
+    ck_assert(cinfer_scheduler_add(f.s, 1, ids, 20, &p, &err) == 0);
+    p.running_timeout_ms = 0;
+    p.waiting_timeout_ms = 50;
+    ck_assert(cinfer_scheduler_add(f.s, 2, ids, 20, &p, &err) == 0); /* waits behind 1 */
+    enum cinfer_finish_reason finish = CINFER_FINISH_NONE;
+    char why[64] = "";
+    ck_assert_int_eq(step_once(f.s, 2, &finish, why), 1);
+    fake_now_ms += 49;
+    ck_assert_int_eq(step_once(f.s, 2, &finish, why), 1);
+    ck_assert_int_eq(finish, CINFER_FINISH_NONE);
+    fake_now_ms += 1;
+    ck_assert_int_eq(step_once(f.s, 2, &finish, why), 1);
+    ck_assert_int_eq(finish, CINFER_FINISH_ABORT);
+    ck_assert_str_eq(why, "waiting timeout of 50 ms");
+    ck_assert_int_eq(cinfer_scheduler_queued(f.s), 0);
+    fake_now_ms += 50; /* 100 ms since request 1 started */
+    finish = CINFER_FINISH_NONE;
+    ck_assert_int_eq(step_once(f.s, 1, &finish, why), -1);
+    ck_assert_int_eq(finish, CINFER_FINISH_ABORT);
+    ck_assert_str_eq(why, "running timeout of 100 ms");
+    ck_assert(!cinfer_scheduler_has_work(f.s));
+    ck_assert_int_eq(cinfer_runtime_kv_pages_free(f.rt), total);
+    fixture_close(&f);
+}
+END_TEST
+
 static Suite *suite_scheduler(void)
 {
     Suite *s = suite_create("scheduler");
@@ -374,6 +490,8 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
     tcase_add_test(tc, abort_frees_pages_at_once);
     tcase_add_test(tc, queue_full_and_too_long_refused);
+    tcase_add_test(tc, priority_then_policy_orders_the_queue);
+    tcase_add_test(tc, waiting_and_running_timeouts_abort);
     suite_add_tcase(s, tc);
     return s;
 }

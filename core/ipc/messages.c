@@ -191,6 +191,9 @@ static void put_sampling(struct wire_writer *w, const struct cinfer_sampling_par
         wire_put_f32(w, s->logit_bias_values[i]);
     wire_put_u8(w, (uint8_t)(s->logprobs != 0));
     wire_put_i32(w, s->top_logprobs);
+    wire_put_i32(w, s->priority);
+    wire_put_i32(w, s->waiting_timeout_ms);
+    wire_put_i32(w, s->running_timeout_ms);
 }
 
 static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s)
@@ -241,6 +244,9 @@ static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s
     }
     s->logprobs = wire_get_u8(r, "sampling.logprobs");
     s->top_logprobs = wire_get_i32(r, "sampling.top_logprobs");
+    s->priority = wire_get_i32(r, "sampling.priority");
+    s->waiting_timeout_ms = wire_get_i32(r, "sampling.waiting_timeout_ms");
+    s->running_timeout_ms = wire_get_i32(r, "sampling.running_timeout_ms");
 }
 
 static void free_sampling(struct cinfer_sampling_params *s)

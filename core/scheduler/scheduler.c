@@ -384,8 +384,7 @@ static int by_waiting_order(const void *a, const void *b)
 
 static int request_priority(const struct request *r)
 {
-    (void)r;
-    return 0;
+    return r->params.priority;
 }
 
 static void order_waiting(struct cinfer_scheduler *s)
@@ -477,6 +476,49 @@ static void admit(struct cinfer_scheduler *s, int64_t now_ms)
     s->n_waiting = kept;
 }
 
+static void report_timeout(struct cinfer_scheduler *s, const struct request *r, const char *which, int limit_ms)
+{
+    struct cinfer_step_item *it = new_item(s, r);
+    if (!it)
+        return;
+    it->finish_reason = CINFER_FINISH_ABORT;
+    snprintf(it->message, sizeof it->message, "%s timeout of %d ms", which, limit_ms);
+}
+
+static int past(int64_t since_ms, int limit_ms, int64_t now_ms)
+{
+    return since_ms >= 0 && limit_ms > 0 && now_ms - since_ms >= limit_ms;
+}
+
+/* Requests past their waiting timeout (never started) or running timeout (counted from
+ * the first start, retractions included) finish with ABORT and say which. */
+static void expire(struct cinfer_scheduler *s, int64_t now_ms)
+{
+    int kept = 0;
+    for (int i = 0; i < s->n_waiting; i++) {
+        struct request *r = s->waiting[i];
+        if (r->started_at_ms < 0 && past(r->queued_at_ms, r->params.waiting_timeout_ms, now_ms)) {
+            report_timeout(s, r, "waiting", r->params.waiting_timeout_ms);
+            request_free(r);
+        } else if (past(r->started_at_ms, r->params.running_timeout_ms, now_ms)) {
+            report_timeout(s, r, "running", r->params.running_timeout_ms);
+            request_free(r);
+        } else {
+            s->waiting[kept++] = r;
+        }
+    }
+    s->n_waiting = kept;
+    for (int i = s->n_running - 1; i >= 0; i--) {
+        struct request *r = s->running[i];
+        if (past(r->started_at_ms, r->params.running_timeout_ms, now_ms)) {
+            report_timeout(s, r, "running", r->params.running_timeout_ms);
+            release_pages(s, r);
+            remove_running(s, i);
+            request_free(r);
+        }
+    }
+}
+
 int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_item **items, int *n_items,
                           struct cinfer_error *err)
 {
@@ -486,6 +528,7 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
 
     /* 1. Admit waiting requests while there is room. */
     int64_t now_ms = s->opts.now_ms();
+    expire(s, now_ms);
     admit(s, now_ms);
 
     /* 2. One chunk per running request: the rest of its prompt (bounded by the chunk
@@ -590,6 +633,10 @@ run:
                 break;
             }
     }
+    /* The items may have moved since their messages were written. */
+    for (int i = 0; i < s->n_items; i++)
+        if (s->items[i].message[0])
+            s->items[i].error = s->items[i].message;
     *items = s->items;
     *n_items = s->n_items;
     s->n_items = 0; /* storage stays valid until the next call */

@@ -66,6 +66,9 @@ struct cinfer_sampling_params {
     int logprobs;               /* report each token's logprob (after penalties, bias and
                                    temperature, before truncation) */
     int top_logprobs;           /* and this many alternatives, 0..CINFER_MAX_TOP_LOGPROBS */
+    int priority;               /* waiting requests of higher priority start first; default 0 */
+    int waiting_timeout_ms;     /* not started within this: finishes ABORT, "waiting timeout of N ms"; 0: none */
+    int running_timeout_ms;     /* not done this long after it started: ABORT, "running timeout of N ms"; 0: none */
 };
 
 /* Defaults as SGLang's: greedy off (temperature 1), max_new_tokens 128, skip specials. */
