@@ -8,9 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cinfer/config.h"
+#include "ipc/messages.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "scheduler/scheduler.h"
+#include "support/engine_fixture.h"
 #include "support/greedy_reference.h"
 #include "support/runner.h"
 
@@ -480,6 +483,76 @@ START_TEST(waiting_and_running_timeouts_abort)
 }
 END_TEST
 
+START_TEST(priority_and_timeouts_cross_the_wire)
+{
+    struct cinfer_msg_generate g = {.rid = 9, .n_ids = 2};
+    int32_t ids[2] = {5, 6};
+    g.ids = ids;
+    greedy(&g.sampling);
+    g.sampling.priority = -7;
+    g.sampling.waiting_timeout_ms = 1500;
+    g.sampling.running_timeout_ms = 30000;
+    void *frame = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(cinfer_msg_encode_generate(&g, &frame, &len), 0);
+    struct cinfer_msg_generate back;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_msg_decode_generate(frame, len, &back, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(back.sampling.priority, -7);
+    ck_assert_int_eq(back.sampling.waiting_timeout_ms, 1500);
+    ck_assert_int_eq(back.sampling.running_timeout_ms, 30000);
+    cinfer_msg_generate_free(&back);
+    free(frame);
+}
+END_TEST
+
+/* Through the real engine processes: the scheduler's counters reach server_info, a
+ * request sharing a cached prefix still answers as the hand-driven runtime does, and
+ * flush_cache empties the cache when idle. */
+static void engine_prefix_run(int disable_cache)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, MODEL_PATH);
+    args.disable_radix_cache = disable_cache;
+    args.page_size = 16;
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "%s", err.message);
+    uint64_t seed = 0x5eed0005;
+    int32_t prompt[2][60];
+    random_ids(&seed, prompt[0], 60);
+    memcpy(prompt[1], prompt[0], 40 * sizeof(int32_t)); /* 40 shared tokens: two whole pages */
+    random_ids(&seed, prompt[1] + 40, 20);
+    for (int i = 0; i < 2; i++) {
+        struct cinfer_generate_request req = {.input_ids = prompt[i], .n_input_ids = 60};
+        greedy(&req.sampling);
+        struct cinfer_generate_result res = {0};
+        ck_assert_msg(cinfer_engine_generate(e, &req, &res, &err) == 0, "%s", err.message);
+        int32_t ref[MAX_NEW];
+        ck_assert_int_eq(cinfer_test_greedy_reference(MODEL_PATH, prompt[i], 60, MAX_NEW, 0, ref), MAX_NEW);
+        ck_assert_int_eq((int)res.n_output_ids, MAX_NEW);
+        ck_assert(!memcmp(res.output_ids, ref, sizeof ref));
+        cinfer_generate_result_free(&res);
+    }
+    struct cinfer_server_info info;
+    ck_assert_msg(cinfer_engine_server_info(e, &info, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(info.prefix_cache_query_tokens, 120);
+    ck_assert_int_eq(info.prefix_cache_hit_tokens, disable_cache ? 0 : 32);
+    printf("engine (prefix cache %s): server_info prefix_cache_hit_tokens %lld of prefix_cache_query_tokens %lld\n",
+           disable_cache ? "off" : "on", (long long)info.prefix_cache_hit_tokens,
+           (long long)info.prefix_cache_query_tokens);
+    ck_assert_msg(cinfer_engine_flush_cache(e, &err) == 0, "%s", err.message);
+    cinfer_engine_shutdown(&e, 1000);
+    cinfer_server_args_free(&args);
+}
+
+START_TEST(engine_reports_prefix_cache)
+{
+    engine_prefix_run(0);
+    engine_prefix_run(1);
+}
+END_TEST
+
 static Suite *suite_scheduler(void)
 {
     Suite *s = suite_create("scheduler");
@@ -492,6 +565,8 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, queue_full_and_too_long_refused);
     tcase_add_test(tc, priority_then_policy_orders_the_queue);
     tcase_add_test(tc, waiting_and_running_timeouts_abort);
+    tcase_add_test(tc, priority_and_timeouts_cross_the_wire);
+    tcase_add_test(tc, engine_reports_prefix_cache);
     suite_add_tcase(s, tc);
     return s;
 }
