@@ -235,17 +235,23 @@ START_TEST(shared_prefix_saves_prefill)
         random_ids(&seed, w->prompts[i] + 96, q);
         w->n_prompt[i] = 96 + q;
     }
-    struct workload *off = malloc(sizeof *off), *lpm = malloc(sizeof *lpm);
+    struct workload *off = malloc(sizeof *off), *lpm = malloc(sizeof *lpm), *chunked = malloc(sizeof *chunked);
     memcpy(off, w, sizeof *w);
     memcpy(lpm, w, sizeof *w);
+    memcpy(chunked, w, sizeof *w);
     struct setup cfg = {.kv_tokens = 48 * (128 + 16), .max_running = 16};
     struct cinfer_scheduler_stats on_stats, off_stats, lpm_stats;
     run_together(&cfg, w, &on_stats);
     cfg.policy = CINFER_SCHEDULE_LPM;
     run_together(&cfg, lpm, &lpm_stats);
     cfg.policy = CINFER_SCHEDULE_FCFS;
+    struct cinfer_scheduler_stats chunked_stats;
+    cfg.chunk = 32; /* the system prompt reaches the cache chunk by chunk */
+    run_together(&cfg, chunked, &chunked_stats);
+    cfg.chunk = 0;
     cfg.disable_cache = 1;
     run_together(&cfg, off, &off_stats);
+    assert_same_outputs(chunked, off, "chunked prefill with prefix cache vs without cache");
     assert_same_outputs(w, off, "prefix cache on vs off");
     assert_same_outputs(lpm, off, "lpm with prefix cache vs fcfs without");
     double hit_rate = (double)on_stats.prefix_cache_hit_tokens / (double)on_stats.prefix_cache_query_tokens;
@@ -257,6 +263,11 @@ START_TEST(shared_prefix_saves_prefill)
            (long long)lpm_stats.prefill_tokens);
     ck_assert_int_eq(off_stats.prefix_cache_hit_tokens, 0);
     ck_assert_msg(saving >= 0.80, "prefill saving %.3f < 0.80", saving);
+    double chunked_saving = 1.0 - (double)chunked_stats.prefill_tokens / (double)off_stats.prefill_tokens;
+    printf("  chunked prefill (32): prefill tokens %lld, saving %.1f%%\n", (long long)chunked_stats.prefill_tokens,
+           100 * chunked_saving);
+    ck_assert_msg(chunked_saving >= 0.80, "chunked prefill saving %.3f < 0.80", chunked_saving);
+    free(chunked);
     free(w);
     free(off);
     free(lpm);
