@@ -278,6 +278,9 @@ START_TEST(all_together_match)
     ck_assert_int_eq(check_distribution("top_k 6, top_p 0.9, T 1", 1.0f, 6, 0.9f, 0.0f, 15), 5);
     /* Each stage cuts: top-k to 6, top-p to 5, min-p to 4. */
     ck_assert_int_eq(check_distribution("top_k 6, top_p 0.9, min_p 0.3, T 1", 1.0f, 6, 0.9f, 0.3f, 16), 4);
+    /* Without top-k (the lazily ranked path): top-p cuts first, then min-p does. */
+    ck_assert_int_eq(check_distribution("top_p 0.75, min_p 0.1, T 1", 1.0f, -1, 0.75f, 0.1f, 17), 4);
+    ck_assert_int_eq(check_distribution("top_p 0.95, min_p 0.15, T 1", 1.0f, -1, 0.95f, 0.15f, 18), 6);
 }
 END_TEST
 

@@ -173,40 +173,94 @@ static double log_sum_exp(const float *logits, int vocab)
     return max + log(sum);
 }
 
-/* Sift-down in a min-heap (by rank: the root is the least likely of those kept). */
-static void heap_sift_down(struct cinfer_candidate *h, int n, int i)
+/* Sift-down in a binary heap of candidates: with best_on_top the root is the most
+ * likely, else the least likely. */
+static void heap_sift_down(struct cinfer_candidate *h, int n, int i, int best_on_top)
 {
     for (;;) {
-        int worst = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && ranks_before(&h[worst], &h[l]))
-            worst = l;
-        if (r < n && ranks_before(&h[worst], &h[r]))
-            worst = r;
-        if (worst == i)
+        int top = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && (best_on_top ? ranks_before(&h[l], &h[top]) : ranks_before(&h[top], &h[l])))
+            top = l;
+        if (r < n && (best_on_top ? ranks_before(&h[r], &h[top]) : ranks_before(&h[top], &h[r])))
+            top = r;
+        if (top == i)
             return;
         struct cinfer_candidate t = h[i];
-        h[i] = h[worst];
-        h[worst] = t;
-        i = worst;
+        h[i] = h[top];
+        h[top] = t;
+        i = top;
     }
 }
 
-/* Puts the k most likely tokens, most likely first, in s->cand[0..k). O(vocab log k). */
+/* Puts the k most likely tokens, most likely first, in s->cand[0..k): a heap of the k
+ * best so far, least likely on top. O(vocab log k). */
 static void rank_top_k(struct cinfer_sampler *s, const float *logits, int k)
 {
     struct cinfer_candidate *h = s->cand;
     for (int i = 0; i < k; i++)
         h[i] = (struct cinfer_candidate){logits[i], i};
     for (int i = k / 2 - 1; i >= 0; i--)
-        heap_sift_down(h, k, i);
+        heap_sift_down(h, k, i, 0);
     for (int i = k; i < s->vocab; i++) {
         struct cinfer_candidate c = {logits[i], i};
         if (ranks_before(&c, &h[0])) {
             h[0] = c;
-            heap_sift_down(h, k, 0);
+            heap_sift_down(h, k, 0, 0);
         }
     }
     qsort(h, (size_t)k, sizeof *h, by_rank);
+}
+
+/* top-p and min-p without top-k: a heap of the whole vocabulary, most likely on top,
+ * popped only until the kept mass reaches top_p of the total or the next token falls
+ * under min_p of the most likely; O(vocab + kept log vocab) where a sort would be
+ * O(vocab log vocab). The kept candidates end most likely first in s->cand[0..n) and
+ * their weights (exp(logit - max)) in s->weights; returns n, or 0 when every logit is
+ * -inf. */
+static int rank_until_cut(struct cinfer_sampler *s, const float *logits, float top_p, float min_p)
+{
+    int vocab = s->vocab;
+    struct cinfer_candidate *h = s->cand;
+    for (int i = 0; i < vocab; i++)
+        h[i] = (struct cinfer_candidate){logits[i], i};
+    for (int i = vocab / 2 - 1; i >= 0; i--)
+        heap_sift_down(h, vocab, i, 1);
+    double max = h[0].logit;
+    if (isinf(max) && max < 0)
+        return 0;
+    double mass_wanted = INFINITY;
+    if (top_p < 1.0f) {
+        double total = 0;
+        for (int i = 0; i < vocab; i++)
+            total += exp((double)logits[i] - max);
+        mass_wanted = (double)top_p * total;
+    }
+    double floor_weight = min_p > 0.0f ? (double)min_p : 0.0; /* the most likely weighs 1 */
+    /* Each pop moves the root to the end of the shrinking heap, so the kept tokens
+     * collect at the back of cand, most likely last. */
+    int heap_n = vocab, n = 0;
+    double cum = 0;
+    while (heap_n > 0) {
+        double w = exp((double)h[0].logit - max);
+        if (n > 0 && w < floor_weight)
+            break;
+        struct cinfer_candidate top = h[0];
+        h[0] = h[--heap_n];
+        h[heap_n] = top;
+        heap_sift_down(h, heap_n, 0, 1);
+        s->weights[n++] = w;
+        cum += w;
+        if (cum >= mass_wanted)
+            break;
+    }
+    struct cinfer_candidate *kept = h + vocab - n;
+    for (int i = 0; i < n / 2; i++) {
+        struct cinfer_candidate t = kept[i];
+        kept[i] = kept[n - 1 - i];
+        kept[n - 1 - i] = t;
+    }
+    memmove(h, kept, (size_t)n * sizeof *h);
+    return n;
 }
 
 /* Draws index i of cand[0..n) with probability weights[i] / sum. */
@@ -235,48 +289,51 @@ static int32_t choose(struct cinfer_sampler *s, const float *logits, const struc
     int vocab = s->vocab;
     if (p->temperature <= 0.0f || p->top_k == 1)
         return argmax(logits, vocab);
+    int top_k_on = p->top_k > 0 && p->top_k < vocab;
+    int top_p_on = p->top_p > 0.0f && p->top_p < 1.0f;
+    int min_p_on = p->min_p > 0.0f;
+    int n;
 
-    int truncates = (p->top_k > 0 && p->top_k < vocab) || (p->top_p > 0.0f && p->top_p < 1.0f) || p->min_p > 0.0f;
-    int n = vocab;
-    if (!truncates) {
+    if (!top_k_on && !top_p_on && !min_p_on) {
         /* Plain softmax: no ranking needed, candidates in id order. */
-        for (int i = 0; i < vocab; i++)
+        double max = logits[argmax(logits, vocab)];
+        if (isinf(max) && max < 0) /* everything banned: nothing to weigh */
+            return 0;
+        for (int i = 0; i < vocab; i++) {
             s->cand[i] = (struct cinfer_candidate){logits[i], i};
-    } else if (p->top_k > 0 && p->top_k < vocab) {
+            s->weights[i] = exp((double)logits[i] - max);
+        }
+        n = vocab;
+    } else if (!top_k_on) {
+        n = rank_until_cut(s, logits, top_p_on ? p->top_p : 1.0f, min_p_on ? p->min_p : 0.0f);
+        if (n == 0)
+            return argmax(logits, vocab);
+    } else {
         n = p->top_k;
         rank_top_k(s, logits, n);
-    } else {
-        for (int i = 0; i < vocab; i++)
-            s->cand[i] = (struct cinfer_candidate){logits[i], i};
-        qsort(s->cand, (size_t)vocab, sizeof *s->cand, by_rank);
-    }
-
-    float max = truncates ? s->cand[0].logit : logits[argmax(logits, vocab)];
-    if (isinf(max) && max < 0) /* everything banned: nothing to weigh */
-        return argmax(logits, vocab);
-    for (int i = 0; i < n; i++)
-        s->weights[i] = exp((double)s->cand[i].logit - max);
-
-    if (p->top_p > 0.0f && p->top_p < 1.0f) {
-        double kept = 0;
+        double max = s->cand[0].logit;
+        if (isinf(max) && max < 0)
+            return argmax(logits, vocab);
         for (int i = 0; i < n; i++)
-            kept += s->weights[i];
-        double cum = 0;
-        for (int i = 0; i < n; i++) {
-            cum += s->weights[i];
-            if (cum >= (double)p->top_p * kept) {
-                n = i + 1;
-                break;
+            s->weights[i] = exp((double)s->cand[i].logit - max);
+        if (top_p_on) { /* of the mass top-k kept, as SGLang renormalizes before top-p */
+            double kept = 0, cum = 0;
+            for (int i = 0; i < n; i++)
+                kept += s->weights[i];
+            for (int i = 0; i < n; i++) {
+                cum += s->weights[i];
+                if (cum >= (double)p->top_p * kept) {
+                    n = i + 1;
+                    break;
+                }
             }
         }
-    }
-    if (p->min_p > 0.0f) {
-        /* weights[0] is 1 (the most likely); keep those at least min_p of it. */
-        double floor_weight = (double)p->min_p * s->weights[0];
-        int keep = 1;
-        while (keep < n && s->weights[keep] >= floor_weight)
-            keep++;
-        n = keep;
+        if (min_p_on) { /* weights[0] is 1, the most likely */
+            int keep = 1;
+            while (keep < n && s->weights[keep] >= (double)p->min_p)
+                keep++;
+            n = keep;
+        }
     }
     return s->cand[draw(s, n, rng)].id;
 }
