@@ -26,23 +26,38 @@
 #endif
 
 /* cinfer-worker: $CINFER_WORKER, else beside the install (bin/ next to lib/). */
-static int find_worker(char *out, size_t n, struct cinfer_error *err)
+static int find_worker(char *out, size_t out_bytes, struct cinfer_error *err)
 {
     const char *env = getenv("CINFER_WORKER");
     if (env && env[0]) {
-        snprintf(out, n, "%s", env);
+        snprintf(out, out_bytes, "%s", env);
         return CINFER_OK;
     }
     const char *plugins = cinfer_plugin_install_dir(); /* <libdir>/cinfer/plugins */
-    char candidate[PATH_MAX];
+    char candidate[PATH_MAX + 64];
     if (plugins) {
         snprintf(candidate, sizeof candidate, "%s/../../%s/cinfer-worker", plugins, CINFER_BINDIR_FROM_LIBDIR);
         if (realpath(candidate, out) && access(out, X_OK) == 0)
             return CINFER_OK;
     }
+    /* Beside the running executable (an appliance links everything into bin/). */
+    char self[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(candidate, sizeof candidate, "%s/cinfer-worker", self);
+            if (access(candidate, X_OK) == 0) {
+                snprintf(out, out_bytes, "%s", candidate);
+                return CINFER_OK;
+            }
+        }
+    }
     return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
-                            "cannot find the cinfer-worker executable (looked for %s; set CINFER_WORKER)",
-                            plugins ? candidate : "it beside libcinfer");
+                            "cannot find the cinfer-worker executable (looked beside libcinfer and in %s; set CINFER_WORKER)",
+                            n > 0 ? self : "the executable's folder");
 }
 
 static const char *launcher_plugin_name(const char *launcher)

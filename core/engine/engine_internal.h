@@ -53,7 +53,7 @@ struct cinfer_engine {
     struct cinfer_tokenizer_ctx *tok;
 
     struct cinfer_port_args ports;
-    char worker_path[1024];
+    char worker_path[4200];
     void *zmq_context;
     void *to_scheduler;               /* PUSH; caller threads, under send_lock */
     void *from_detokenizer;           /* PULL; engine thread only */

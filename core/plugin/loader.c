@@ -53,8 +53,6 @@ static int looks_like_path(const char *name)
 
 static const struct cinfer_plugin_descriptor *find_builtin(const char *name)
 {
-    if (!cinfer_builtin_plugin_table)
-        return NULL;
     const struct cinfer_plugin_descriptor *const *table = cinfer_builtin_plugin_table();
     for (size_t i = 0; table && table[i]; i++)
         if (table[i]->name && !strcmp(table[i]->name, name))
@@ -231,7 +229,7 @@ static int compare_names(const void *a, const void *b)
 int cinfer_plugin_list(const char *search_path, cinfer_plugin_listing_fn fn, void *ctx,
                        struct cinfer_error *err)
 {
-    if (cinfer_builtin_plugin_table) {
+    {
         const struct cinfer_plugin_descriptor *const *table = cinfer_builtin_plugin_table();
         for (size_t i = 0; table && table[i]; i++) {
             struct cinfer_plugin *p = NULL;

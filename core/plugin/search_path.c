@@ -21,7 +21,7 @@
 #define CINFER_LIBDIR_FROM_BINDIR "../lib"
 #endif
 
-static int is_dir(const char *path)
+__attribute__((unused)) static int is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
