@@ -10,12 +10,14 @@
  * - Penalties and logit bias change the logits exactly as hand-computed; min_new_tokens
  *   bans EOS and stop token ids; greedy picks the argmax, lower id on ties; logprobs are
  *   the log-softmax after penalties, bias and temperature, before truncation.
- * - The validator refuses each bad parameter naming it, its value and its range. */
+ * - The validator refuses each bad parameter naming it, its value and its range, and
+ *   the largest request it accepts passes the GENERATE frame's limits unchanged. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/messages.h"
 #include "scheduler/sampler.h"
 #include "scheduler/sampling_validate.h"
 #include "support/runner.h"
@@ -700,6 +702,52 @@ START_TEST(validator_names_parameter_value_and_range)
 }
 END_TEST
 
+/* The largest request the validator accepts fits the GENERATE frame's limits, and comes
+ * out of it equal: the two sets of limits agree. */
+START_TEST(what_the_validator_accepts_the_wire_carries)
+{
+    static char stops[CINFER_MAX_STOP_STRINGS][CINFER_MAX_STOP_STRING_BYTES + 1];
+    struct cinfer_msg_generate in = {.rid = 5};
+    int32_t prompt[] = {1, 2, 3};
+    in.ids = prompt;
+    in.n_ids = 3;
+    struct cinfer_sampling_params *q = &in.sampling;
+    cinfer_sampling_params_init(q);
+    q->n_stop = CINFER_MAX_STOP_STRINGS;
+    for (int i = 0; i < CINFER_MAX_STOP_STRINGS; i++) {
+        memset(stops[i], 'a' + i, CINFER_MAX_STOP_STRING_BYTES);
+        q->stop[i] = stops[i];
+    }
+    q->n_stop_token_ids = CINFER_MAX_STOP_TOKEN_IDS;
+    for (int i = 0; i < CINFER_MAX_STOP_TOKEN_IDS; i++)
+        q->stop_token_ids[i] = 100 + i;
+    q->n_logit_bias = CINFER_MAX_LOGIT_BIAS;
+    for (int i = 0; i < CINFER_MAX_LOGIT_BIAS; i++) {
+        q->logit_bias_ids[i] = 3 * i;
+        q->logit_bias_values[i] = (float)i - 31.5f;
+    }
+    q->logprobs = 1;
+    q->top_logprobs = CINFER_MAX_TOP_LOGPROBS;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_sampling_validate(q, 1000, &err), CINFER_OK);
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_generate(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_generate out;
+    ck_assert_msg(cinfer_msg_decode_generate(frame, len, &out, &err) == CINFER_OK, "%s", err.message);
+    ck_assert_int_eq(out.sampling.n_stop, CINFER_MAX_STOP_STRINGS);
+    for (int i = 0; i < CINFER_MAX_STOP_STRINGS; i++)
+        ck_assert_str_eq(out.sampling.stop[i], stops[i]);
+    ck_assert_int_eq(out.sampling.n_logit_bias, CINFER_MAX_LOGIT_BIAS);
+    ck_assert_mem_eq(out.sampling.logit_bias_ids, q->logit_bias_ids, sizeof q->logit_bias_ids);
+    ck_assert_mem_eq(out.sampling.logit_bias_values, q->logit_bias_values, sizeof q->logit_bias_values);
+    ck_assert_int_eq(out.sampling.top_logprobs, CINFER_MAX_TOP_LOGPROBS);
+    ck_assert_int_eq(cinfer_sampling_validate(&out.sampling, 1000, &err), CINFER_OK);
+    cinfer_msg_generate_free(&out);
+    free(frame);
+}
+END_TEST
+
 static Suite *suite_sampler(void)
 {
     Suite *s = suite_create("sampler");
@@ -726,6 +774,7 @@ static Suite *suite_sampler(void)
     suite_add_tcase(s, logits);
     TCase *validate = tcase_create("validate");
     tcase_add_test(validate, validator_names_parameter_value_and_range);
+    tcase_add_test(validate, what_the_validator_accepts_the_wire_carries);
     suite_add_tcase(s, validate);
     return s;
 }
