@@ -1,8 +1,16 @@
 /* kernels/dispatch.c — picks the kernel level once from the CPU's features and routes
  * each call there. Tests force lower levels to compare them all. */
+#include <cpuid.h>
 #include <stdatomic.h>
 
 #include "kernels_impl.h"
+
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+static int cpu_has_f16c(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+}
 
 static atomic_int current_level = -1; /* -1: not detected yet */
 
@@ -13,7 +21,7 @@ enum cinfer_kernel_level cinfer_kernels_best_level(void)
         __builtin_cpu_supports("avx512vl"))
         return CINFER_KERNEL_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        cpu_has_f16c())
         return CINFER_KERNEL_AVX2;
     return CINFER_KERNEL_SCALAR;
 }
