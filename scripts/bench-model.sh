@@ -9,7 +9,7 @@
 #
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
 # CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2),
-# CINFER_BENCH_NICE (default -10 as root; 0 to leave priorities alone). On a shared
+# CINFER_BENCH_NICE (default -20 as root; 0 to leave priorities alone). On a shared
 # machine both sides, cinfer and the llama.cpp child alike, then win the cores from
 # background jobs for the minutes the run takes. The kernel's autogroup scheduling
 # shares CPU between sessions first and applies nice only inside one, so the script
@@ -19,7 +19,7 @@
 # $CINFER_BENCH_BUILD/bench-model.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nice_level=${CINFER_BENCH_NICE:--10}
+nice_level=${CINFER_BENCH_NICE:--20}
 if [ "$(id -u)" -eq 0 ] && [ "$nice_level" != 0 ] && [ -z "${CINFER_BENCH_OWN_SESSION:-}" ]; then
   export CINFER_BENCH_OWN_SESSION=1
   exec setsid --wait "$0" "$@"
