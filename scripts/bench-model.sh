@@ -5,7 +5,8 @@
 # llama.cpp's prebuilt CPU binaries from npm (node-llama-cpp, pinned by
 # bench/peers/package-lock.json) and runs both sides on every file in one run.
 #
-#   scripts/bench-model.sh [bench_model options]   e.g. --rounds 3 --decode-steps 32
+#   scripts/bench-model.sh [bench_model options]
+#   scripts/bench-model.sh --rounds 3 --decode-steps 24   # the documented run, ~8 min
 #
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
 # CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2),
@@ -33,7 +34,8 @@ types=${CINFER_BENCH_TYPES:-f32,f16,bf16,q8_0}
 threads=${CINFER_BENCH_THREADS:-2}
 peer_dir=$root/.cache/bench
 
-cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+mkdir -p "$build"
+cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target bench_model
 
 /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types"
