@@ -439,6 +439,19 @@ START_TEST(greedy_picks_the_argmax_lowest_id_on_ties)
     p.top_k = 1;
     memcpy(logits, tied, sizeof logits);
     ck_assert_int_eq(cinfer_sample(&s, logits, &p, &no_history, &rng, NULL), 1);
+    /* A temperature too small to divide by is greedy, with a finite logprob; so is
+     * NaN, which only an unchecked frame could carry. */
+    p.top_k = -1;
+    const float tiny_t[] = {1e-7f, 9.9e-6f, NAN};
+    for (int t = 0; t < 3; t++) {
+        p.temperature = tiny_t[t];
+        for (int i = 0; i < 50; i++) {
+            memcpy(logits, tied, sizeof logits);
+            float logprob = NAN;
+            ck_assert_int_eq(cinfer_sample(&s, logits, &p, &no_history, &rng, &logprob), 1);
+            ck_assert(isfinite(logprob));
+        }
+    }
     const float last[8] = {0, 0, 0, 0, 0, 0, 0, 9};
     p.temperature = 0;
     memcpy(logits, last, sizeof logits);

@@ -71,6 +71,14 @@ void cinfer_sampler_free(struct cinfer_sampler *s)
 
 /* ---- processing: penalties, bias, bans, temperature -------------------------------- */
 
+/* Below this a temperature is greedy, as in SGLang: dividing by it would overflow the
+ * logits, and no draw could tell it from the argmax. NaN (off the wire) is greedy too. */
+#define GREEDY_BELOW_TEMPERATURE 1e-5f
+static int samples_greedily(const struct cinfer_sampling_params *p)
+{
+    return !(p->temperature >= GREEDY_BELOW_TEMPERATURE) || p->top_k == 1;
+}
+
 static int in_range(int32_t id, int vocab) { return id >= 0 && id < vocab; }
 
 static void apply_repetition_penalty(struct cinfer_sampler *s, float *logits, float penalty,
@@ -131,7 +139,7 @@ void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struc
             if (in_range(p->stop_token_ids[i], vocab))
                 logits[p->stop_token_ids[i]] = -INFINITY;
     }
-    if (p->temperature > 0.0f && p->temperature != 1.0f) {
+    if (p->temperature >= GREEDY_BELOW_TEMPERATURE && p->temperature != 1.0f && !isinf(p->temperature)) {
         float inv = 1.0f / p->temperature;
         for (int i = 0; i < vocab; i++)
             logits[i] *= inv;
@@ -287,7 +295,7 @@ static int32_t choose(struct cinfer_sampler *s, const float *logits, const struc
                       struct cinfer_rng *rng)
 {
     int vocab = s->vocab;
-    if (p->temperature <= 0.0f || p->top_k == 1)
+    if (samples_greedily(p))
         return argmax(logits, vocab);
     int top_k_on = p->top_k > 0 && p->top_k < vocab;
     int top_p_on = p->top_p > 0.0f && p->top_p < 1.0f;

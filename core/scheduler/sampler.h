@@ -50,15 +50,17 @@ struct cinfer_sample_context {
  *      logit -= frequency * count + presence);
  *   3. logit bias (OpenAI: added; ids outside the vocabulary are ignored);
  *   4. EOS and stop token ids set to -inf while n_output < min_new_tokens;
- *   5. division by the temperature when it is above 0 (greedy keeps the scale).
+ *   5. division by the temperature when it is at least 1e-5 (below, the choice is
+ *      greedy and the scale is kept).
  * Afterwards logits hold the final distribution that logprobs describe. */
 void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                             const struct cinfer_sample_context *ctx);
 
 /* Processes logits (above), then picks: the argmax (lowest id on ties) when the
- * temperature is 0 or top_k is 1; else a draw from the softmax restricted to top-k,
- * then top-p (smallest prefix, most likely first, whose mass reaches top_p of what
- * top-k kept), then min-p (at least min_p times the most likely). Returns the id;
+ * temperature is below 1e-5 (0 is greedy, as in SGLang) or top_k is 1; else a draw
+ * from the softmax restricted to top-k, then top-p (smallest prefix, most likely
+ * first, whose mass reaches top_p of what top-k kept), then min-p (at least min_p
+ * times the most likely). Returns the id;
  * *logprob (may be NULL) gets its log-probability under the final distribution
  * (after penalties, bias and temperature, before truncation). logits are left
  * processed, ready for cinfer_sample_logprobs(). */
