@@ -37,9 +37,14 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
     if (!out)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %d RPC replies", n);
     pthread_mutex_lock(&e->rpc_lock); /* one call at a time: replies match their call */
+    if (!e->rpc[0]) { /* the workers are being restarted */
+        pthread_mutex_unlock(&e->rpc_lock);
+        free(out);
+        return cinfer_error_set(err, CINFER_ERR_STATE, "the schedulers are restarting");
+    }
     uint64_t call_id = ++e->next_call_id;
     struct cinfer_msg_rpc_call call = {.call_id = call_id, .method = (char *)method, .payload = (char *)(payload ? payload : "")};
-    void *frame;
+    void *frame = NULL;
     size_t len;
     int rc = cinfer_msg_encode_rpc_call(&call, &frame, &len);
     for (int rank = 0; rc == CINFER_OK && rank < n; rank++) {
@@ -47,8 +52,7 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
         out[rank].status = CINFER_ERR_TIMEOUT;
         rc = cinfer_channel_send(e->rpc[rank], frame, len, 0, err);
     }
-    if (rc == CINFER_OK)
-        free(frame);
+    free(frame);
     long deadline = now_ms() + (timeout_ms >= 0 ? timeout_ms : 3600000L);
     int answered = 0;
     while (rc == CINFER_OK && answered < n) {
@@ -127,8 +131,10 @@ int cinfer_engine_server_info(struct cinfer_engine *e, struct cinfer_server_info
     struct cinfer_rpc_reply *replies;
     int n;
     int rc = cinfer_engine_collective_rpc(e, "server_info", "{}", 5000, &replies, &n, err);
-    if (rc)
+    if (rc) {
+        cinfer_rpc_replies_free(replies, n); /* a timeout still hands back the replies that came */
         return rc;
+    }
     json_error_t jerr;
     json_t *j = n > 0 ? json_loads(replies[0].payload, 0, &jerr) : NULL;
     if (j) {

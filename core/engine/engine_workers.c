@@ -156,7 +156,11 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
         rc = spawn_one(e, CINFER_WORKER_SCHEDULER, rank, err);
     if (rc == CINFER_OK)
         rc = wait_ready(e, err);
+    /* Callers' threads use these sockets under send_lock / rpc_lock; the watchdog
+     * thread replaces them on a restart, so it takes the same locks. */
     if (rc == CINFER_OK) {
+        pthread_mutex_lock(&e->send_lock);
+        pthread_mutex_lock(&e->rpc_lock);
         e->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, e->ports.scheduler_input, 0, NULL, err);
         for (int rank = 0; e->to_scheduler && rank < e->args.tp_size; rank++) {
             char endpoint[CINFER_ENDPOINT_BYTES];
@@ -172,6 +176,8 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
         }
         if (!e->to_scheduler)
             rc = err->code;
+        pthread_mutex_unlock(&e->rpc_lock);
+        pthread_mutex_unlock(&e->send_lock);
     }
     if (rc)
         engine_stop_workers(e);
@@ -202,9 +208,13 @@ void engine_stop_workers(struct cinfer_engine *e)
         if (e->workers[i].handle)
             e->launcher->wait(e->launch, e->workers[i].handle, -1, &st);
     }
+    pthread_mutex_lock(&e->send_lock);
+    pthread_mutex_lock(&e->rpc_lock);
     cinfer_channel_close(&e->to_scheduler);
     for (int rank = 0; rank < ENGINE_MAX_WORKERS; rank++)
         cinfer_channel_close(&e->rpc[rank]);
+    pthread_mutex_unlock(&e->rpc_lock);
+    pthread_mutex_unlock(&e->send_lock);
 }
 
 int engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes)
