@@ -58,7 +58,12 @@ void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const vo
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
     switch (cinfer_kernels_level()) {
-    case CINFER_KERNEL_AVX512: cinfer_matmul_avx512(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_AVX512:
+        if (n <= CINFER_GEMV_MAX_ROWS)
+            cinfer_gemv_avx512(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        else
+            cinfer_matmul_avx512(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        return;
     case CINFER_KERNEL_AVX2: cinfer_matmul_avx2(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
     case CINFER_KERNEL_SCALAR: break;
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_impl.h"
 #include "support/random_model.h"
 #include "support/runner.h"
 
@@ -356,6 +357,119 @@ START_TEST(row_widening)
 }
 END_TEST
 
+/* Double-precision x_row · w_row over the numbers the kernel multiplies (dequantized
+ * weights; for Q8_0 the prepared activation blocks) and the sum of |products|. */
+static void exact_dot(enum cinfer_kernel_wtype type, const float *x, const struct cinfer_kernel_xblock *xq,
+                      const uint8_t *wrow, int k, double *dot, double *abs_sum)
+{
+    double a = 0, bnd = 0;
+    if (type == CINFER_KW_Q8_0) {
+        for (int blk = 0; blk < k / 32; blk++) {
+            uint16_t d_bits;
+            memcpy(&d_bits, wrow + blk * 34, 2);
+            double scale = (double)xq[blk].d * cinfer_kernel_f16_to_f32(d_bits);
+            long isum = 0, iabs = 0;
+            for (int q = 0; q < 32; q++) {
+                long p = (long)xq[blk].q[q] * (int8_t)wrow[blk * 34 + 2 + q];
+                isum += p;
+                iabs += labs(p);
+            }
+            a += scale * isum;
+            bnd += fabs(scale) * iabs;
+        }
+    } else {
+        float *wf = malloc(sizeof(float) * k);
+        cinfer_kernel_row_to_f32(wrow, type, k, wf);
+        for (int q = 0; q < k; q++) {
+            a += (double)x[q] * wf[q];
+            bnd += fabs((double)x[q] * wf[q]);
+        }
+        free(wf);
+    }
+    *dot = a;
+    *abs_sum = bnd;
+}
+
+/* The decode GEMV (n <= 2 activation rows, AVX-512) on SmolLM-like widths and on k and
+ * m that are not multiples of its vector width or of its 8-row groups: within the
+ * matmul test's bound of the double-precision product, and bit-identical to the tile
+ * path (the same rows inside a batch of 8, and the tile kernel called directly with
+ * n = 1 and 2), so a decode step alone equals the same step inside a batch. */
+START_TEST(decode_gemv_matches_tile_bit_for_bit)
+{
+    const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {64, 8}, {33 * 32, 17}, {37, 11}, {100, 3}, {15, 9}};
+    enum { BATCH = 8 };
+    uint64_t rng = 77;
+    long checked = 0, direct = 0;
+    double worst = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int k = shapes[s][0], m = shapes[s][1];
+        float *x = malloc(sizeof(float) * BATCH * k), *w = malloc(sizeof(float) * m * k);
+        float *y_batch = malloc(sizeof(float) * BATCH * m), *y_few = malloc(sizeof(float) * 2 * m);
+        float *y_tile = malloc(sizeof(float) * 2 * m);
+        fill_uniform(x, (size_t)BATCH * k, 2.0f, &rng);
+        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
+        for (size_t t = 0; t < 4; t++) {
+            enum cinfer_kernel_wtype type = all_types[t];
+            if (type == CINFER_KW_Q8_0 && k % 32 != 0)
+                continue;
+            size_t row_bytes = cinfer_kernel_row_bytes(type, k) + 10; /* rows need not be packed or aligned */
+            uint8_t *stored = malloc(row_bytes * m);
+            for (int j = 0; j < m; j++)
+                random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+            size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, BATCH, k);
+            struct cinfer_kernel_xblock *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
+            cinfer_kernel_prepare_rows(type, x, k, 0, BATCH, xq);
+            int blocks = k / 32;
+            FOR_EACH_LEVEL(level)
+            {
+                cinfer_kernel_matmul(x, xq, BATCH, k, stored, type, row_bytes, 0, m, y_batch, m);
+                for (int n = 1; n <= 2; n++)
+                    for (int i = 0; i + n <= BATCH; i++) {
+                        const float *xi = x + (size_t)i * k;
+                        const struct cinfer_kernel_xblock *xqi = xq ? xq + (size_t)i * blocks : NULL;
+                        for (int c = 0; c < n * m; c++)
+                            y_few[c] = NAN;
+                        /* two column ranges split inside a group of 8 rows, as two threads would */
+                        int split = m > 5 ? 5 : m / 2;
+                        cinfer_kernel_matmul(xi, xqi, n, k, stored, type, row_bytes, 0, split, y_few, m);
+                        cinfer_kernel_matmul(xi, xqi, n, k, stored, type, row_bytes, split, m, y_few, m);
+                        for (int r = 0; r < n; r++) {
+                            ck_assert_msg(memcmp(y_few + (size_t)r * m, y_batch + (size_t)(i + r) * m,
+                                                 sizeof(float) * m) == 0,
+                                          "%s %s k=%d m=%d n=%d row %d: not bit-identical to the batch of 8",
+                                          cinfer_kernels_level_name(level), type_names[t], k, m, n, i + r);
+                            for (int j = 0; j < m; j++) {
+                                double dot, bnd;
+                                exact_dot(type, xi + (size_t)r * k, xqi ? xqi + (size_t)r * blocks : NULL,
+                                          stored + j * row_bytes, k, &dot, &bnd);
+                                double err = fabs(y_few[(size_t)r * m + j] - dot) / bnd;
+                                worst = fmax(worst, err);
+                                ck_assert_msg(err <= 1e-5, "%s %s k=%d m=%d n=%d [%d, %d]: %g vs %g",
+                                              cinfer_kernels_level_name(level), type_names[t], k, m, n, r, j,
+                                              (double)y_few[(size_t)r * m + j], dot);
+                                checked++;
+                            }
+                        }
+                        if (level == CINFER_KERNEL_AVX512) { /* the tile kernel itself at the same n */
+                            cinfer_matmul_avx512(xi, xqi, n, k, stored, type, row_bytes, 0, m, y_tile, m);
+                            ck_assert_mem_eq(y_tile, y_few, sizeof(float) * n * m);
+                            direct++;
+                        }
+                    }
+            }
+            restore_level();
+            free(stored);
+            free(xq);
+        }
+        free(x), free(w), free(y_batch), free(y_few), free(y_tile);
+    }
+    printf("decode gemv: %ld outputs within 1e-5 of sum|products| (worst %.3g), bit-identical to the batch of "
+           "%d; %ld calls compared with the AVX-512 tile kernel directly\n",
+           checked, worst, BATCH, direct);
+}
+END_TEST
+
 static Suite *suite_kernels(void)
 {
     Suite *s = suite_create("kernels");
@@ -363,6 +477,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, levels_are_detected);
     tcase_add_test(tc, f16_and_bf16_conversions);
     tcase_add_test(tc, matmul_every_type_and_level);
+    tcase_add_test(tc, decode_gemv_matches_tile_bit_for_bit);
     tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, vector_kernels_every_level);
     tcase_add_test(tc, elementwise_kernels);

@@ -1,7 +1,9 @@
 /* kernels/bench/bench_matmul.c — speed of the CPU backend's matmul by weight type:
  * decode-shaped (n = 1..8 rows: GB/s of weights streamed, against a plain read of the
  * same bytes) and prefill-shaped (n = 128..512 rows: GFLOP/s).
- *   bench_matmul [threads] [m] [k]
+ *   bench_matmul [threads] [m] [k] [decode]
+ * ("decode": only the shapes below.) Then, on one core, batch-1 decode on SmolLM-135M's weight shapes (576 wide), the
+ * tile matmul against the decode GEMV where the CPU has AVX-512.
  * One thread is timed by its CPU time, so a busy machine skews it less. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "backend/cpu_backend.h"
 #include "kernels.h"
+#include "kernels_impl.h"
 #include "util/thread_pool.h"
 
 /* With one thread, CPU time of this thread (a shared machine's other load does not
@@ -44,6 +47,67 @@ static void read_part(void *arg, int part, int thread)
         s3 ^= job->data[i + 3] + job->data[i + 7];
     }
     job->sums[part] ^= s0 ^ s1 ^ s2 ^ s3;
+}
+
+/* Seconds per call of one single-threaded kernel call, run for at least 0.3 s. Each
+ * call reads the next copy of the weights in a buffer far larger than the caches, as
+ * a decode step reads each layer's weights once (a small matrix read again and again
+ * would be served from L2 and measure nothing a model sees). */
+static double time_kernel(int use_gemv, const float *x, const void *xq, int n, int k, const uint8_t *w,
+                          size_t w_bytes, enum cinfer_kernel_wtype type, size_t row_bytes, int m, float *y)
+{
+    size_t matrix_bytes = row_bytes * m, copies = w_bytes / matrix_bytes, copy = 0;
+    int iters = 0;
+    double t0 = now_s(), t1;
+    do {
+        const uint8_t *wc = w + copy * matrix_bytes;
+        copy = copy + 1 < copies ? copy + 1 : 0;
+        if (use_gemv)
+            cinfer_gemv_avx512(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
+        else
+            cinfer_matmul_avx512(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
+        iters++;
+    } while ((t1 = now_s()) - t0 < 0.3);
+    return (t1 - t0) / iters;
+}
+
+/* n = 1 on the shapes of SmolLM-135M (q/o 576x576, gate/up 1536x576, down 576x1536,
+ * lm head 49152x576): the kernel alone on this thread, tile path against GEMV, weights
+ * streamed from memory. */
+static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x, int x_cols, float *y,
+                                size_t y_len, double read_gbs)
+{
+    if (cinfer_kernels_level() != CINFER_KERNEL_AVX512) {
+        printf("decode shapes: skipped (GEMV is AVX-512 only, level is %s)\n",
+               cinfer_kernels_level_name(cinfer_kernels_level()));
+        return;
+    }
+    const int shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}}; /* m, k */
+    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
+    int saved = use_cpu_time;
+    use_cpu_time = 1;
+    printf("decode n=1, one thread, kernel only: tile -> gemv (GB/s of weights, %% of plain read)\n");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], k = shapes[s][1];
+        if ((size_t)m * k * 4 > w_bytes || k > x_cols || (size_t)m > y_len) {
+            printf("W (%d, %d): skipped (larger than the buffers of this run)\n", m, k);
+            continue;
+        }
+        struct cinfer_kernel_xblock xq[1536 / CINFER_KERNEL_Q8_BLOCK];
+        for (int type = 0; type < 4; type++) {
+            enum cinfer_kernel_wtype wtype = (enum cinfer_kernel_wtype)type;
+            size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
+            cinfer_kernel_prepare_rows(wtype, x, k, 0, 1, xq);
+            double bytes = (double)row_bytes * m;
+            time_kernel(0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y); /* warm */
+            double tile_s = time_kernel(0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
+            double gemv_s = time_kernel(1, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
+            printf("W (%5d, %4d) %-4s %8.1f us %6.1f GB/s (%3.0f%%) -> %8.1f us %6.1f GB/s (%3.0f%%)  x%.2f\n", m,
+                   k, names[type], tile_s * 1e6, bytes / tile_s / 1e9, 100 * bytes / tile_s / 1e9 / read_gbs,
+                   gemv_s * 1e6, bytes / gemv_s / 1e9, 100 * bytes / gemv_s / 1e9 / read_gbs, tile_s / gemv_s);
+        }
+    }
+    use_cpu_time = saved;
 }
 
 int main(int argc, char **argv)
@@ -85,7 +149,8 @@ int main(int argc, char **argv)
     printf("plain read of %zu MB: %.1f GB/s\n", max_bytes >> 20, read_gbs);
 
     const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
-    for (int type = 0; type < 4; type++) {
+    int decode_only = argc > 4 && strcmp(argv[4], "decode") == 0;
+    for (int type = 0; type < 4 && !decode_only; type++) {
         struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
                                            cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
         struct cinfer_backend_matmul_out out = {&wt, NULL, y};
@@ -119,6 +184,7 @@ int main(int argc, char **argv)
             printf("%-4s n=%-3d %7.2f ms  %6.1f GFLOP/s\n", names[type], n, s * 1e3, 2.0 * n * m * k / s / 1e9);
         }
     }
+    bench_decode_shapes(w, max_bytes, x, k, y, (size_t)max_n * m, read_gbs);
     cinfer_thread_pool_destroy(&pool);
     ops->destroy(be);
     free(w), free(x), free(y);

@@ -1,0 +1,260 @@
+/* kernels/gemv_avx512.c — x (n, k) · Wᵀ for n <= 2 activation rows (decode) with
+ * AVX-512 (F, BW, VL).
+ *
+ * At batch 1 the 4 x 4 tile has only 4 accumulator chains and ends every weight row
+ * with its own horizontal sum, which on short rows (k = 576) costs about as much as
+ * the row. Here 8 weight rows are in flight (8 independent FMA chains per activation
+ * row, enough to cover FMA latency on both ports), and the 8 row sums are reduced
+ * together by transposing shuffles.
+ *
+ * Batch invariance: every output element gets exactly the operations the tile path
+ * (matmul_avx512.c, q8_tile.h) gives it — one 16-lane f32 accumulator fed in k order
+ * (8 lanes per Q8_0 block), the same masked tail, and a reduction whose tree is the
+ * one _mm512_reduce_add_ps / the q8 hsum use (halves, quarters, pairs, neighbours).
+ * IEEE addition is commutative, so pairing the same operands in another lane or
+ * order gives the same bits; only the tree's shape matters, and it is kept. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define ROWS 8  /* weight rows in flight */
+#define LANES 16
+#define MAX_X_ROWS 2
+/* Weights are prefetched into L2 two groups (16 rows) ahead. Into L2 (T1), not L1
+ * (T0): with 8 rows streaming, T0 prefetches fill L1's few miss buffers and the
+ * kernel waits on them; T1 doubled bench_matmul's decode shapes (576 wide) on Zen 4
+ * against T0, which only matched the tile. */
+#define PREFETCH_GROUPS 2
+#define PREFETCH_HINT _MM_HINT_T1
+
+/* 16 weights of one row starting at element kk, widened to f32 (as matmul_avx512.c). */
+AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_loadu_ps((const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0:
+        break;
+    }
+    return _mm512_setzero_ps();
+}
+
+AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_maskz_loadu_ps(m, (const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0:
+        break;
+    }
+    return _mm512_setzero_ps();
+}
+
+/* The last two levels of the tree for 8 rows whose 4-value partial sums sit one row
+ * per 128-bit chunk: q0123 holds rows 0-3, q4567 rows 4-7. Returns the 8 row sums in
+ * order: lanes (u0 + u2) + (u1 + u3), as _mm512_reduce_add_ps and the q8 hsum end. */
+AI __m256 reduce_quarters(__m512 q0123, __m512 q4567)
+{
+    /* per chunk c: [row c: u0+u2, u1+u3, row c+4: u0+u2, u1+u3] */
+    __m512 v = _mm512_add_ps(_mm512_shuffle_ps(q0123, q4567, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(q0123, q4567, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* neighbours: lane 4c holds row c, lane 4c + 2 row c + 4 */
+    __m512 s = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, s));
+}
+
+/* a and b (8 lanes per row, two rows per vector: [row 2p | row 2p+1]) -> one chunk
+ * per row of lane i + lane i + 4. */
+AI __m512 reduce_halves_of_pairs(__m512 p01, __m512 p23)
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 8 accumulators of 16 lanes -> their 8 sums by _mm512_reduce_add_ps's tree. */
+AI __m256 reduce8(const __m512 acc[ROWS])
+{
+    __m512 p[ROWS / 2]; /* [row 2i: lane l + lane l+8 | row 2i+1: the same] */
+    for (int i = 0; i < ROWS / 2; i++)
+        p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return reduce_quarters(reduce_halves_of_pairs(p[0], p[1]), reduce_halves_of_pairs(p[2], p[3]));
+}
+
+AI void store_rows(float *y, __m256 sums, int nr)
+{
+    if (nr == ROWS)
+        _mm256_storeu_ps(y, sums);
+    else
+        _mm256_mask_storeu_ps(y, (__mmask8)((1u << nr) - 1u), sums);
+}
+
+/* y (mr, ldy)[0:nr] = x (mr, k) · W (nr <= 8 rows)ᵀ; rows past nr repeat the last
+ * row (their sums are not stored), so the loop has no branches. */
+AI void gemv_group(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
+                   enum cinfer_kernel_wtype wtype, float *y, int ldy)
+{
+    const uint8_t *rows[ROWS];
+    for (int j = 0; j < ROWS; j++)
+        rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;
+    const size_t weight_bytes = wtype == CINFER_KW_F32 ? 4 : 2;
+    /* the same place in a later group's rows */
+    const size_t ahead = PREFETCH_GROUPS * ROWS * w_row_bytes;
+    __m512 acc[MAX_X_ROWS][ROWS];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < ROWS; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    int kk = 0;
+    for (; kk + LANES <= k; kk += LANES) {
+        __m512 xv[MAX_X_ROWS];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_loadu_ps(x + (size_t)i * k + kk);
+        /* one prefetch per 64-byte line: every step for F32, every other for 16-bit */
+        int prefetch = weight_bytes == 4 || (kk & 31) == 0;
+        for (int j = 0; j < ROWS; j++) {
+            if (prefetch)
+                _mm_prefetch((const char *)rows[j] + (size_t)kk * weight_bytes + ahead, PREFETCH_HINT);
+            __m512 wv = load_weights(rows[j], kk, wtype);
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+    if (kk < k) {
+        __mmask16 m = (__mmask16)((1u << (k - kk)) - 1u);
+        __m512 xv[MAX_X_ROWS];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_maskz_loadu_ps(m, x + (size_t)i * k + kk);
+        for (int j = 0; j < ROWS; j++) {
+            __m512 wv = load_weights_tail(rows[j], kk, m, wtype);
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        store_rows(y + (size_t)i * ldy, reduce8(acc[i]), nr);
+}
+
+AI void gemv_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_kernel_wtype wtype,
+                   size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    for (int j = j0; j < j1; j += ROWS) {
+        int nr = j1 - j < ROWS ? j1 - j : ROWS;
+        const uint8_t *wj = w + (size_t)j * w_row_bytes;
+        if (n == 2)
+            gemv_group(x, k, 2, wj, w_row_bytes, nr, wtype, y + j, ldy);
+        else
+            gemv_group(x, k, 1, wj, w_row_bytes, nr, wtype, y + j, ldy);
+    }
+}
+
+/* Q8_0: per weight row and block, exactly the tile's operations (q8_tile.h): 8 exact
+ * int32 sums of the int16 activations times the sign-extended int8 weights, to f32,
+ * times (x scale * w scale) into an 8-lane accumulator; 8 rows in flight. */
+#define Q8_GEMV(name, ATTR, DOT)                                                                                  \
+    static inline __attribute__((always_inline)) ATTR void name##_group(                                        \
+        const struct cinfer_kernel_xblock *xq, int blocks, int mr, const uint8_t *w, size_t w_row_bytes, int nr, \
+        float *y, int ldy)                                                                                      \
+    {                                                                                                           \
+        const uint8_t *rows[ROWS];                                                                              \
+        for (int j = 0; j < ROWS; j++)                                                                          \
+            rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;                                          \
+        const size_t ahead = PREFETCH_GROUPS * ROWS * w_row_bytes;                                                                \
+        __m256 acc[MAX_X_ROWS][ROWS];                                                                           \
+        for (int i = 0; i < mr; i++)                                                                            \
+            for (int j = 0; j < ROWS; j++)                                                                      \
+                acc[i][j] = _mm256_setzero_ps();                                                                \
+        for (int b = 0; b < blocks; b++) {                                                                      \
+            size_t at = (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;                                               \
+            __m256i x_lo[MAX_X_ROWS], x_hi[MAX_X_ROWS];                                                         \
+            float dx[MAX_X_ROWS];                                                                               \
+            for (int i = 0; i < mr; i++) {                                                                      \
+                const struct cinfer_kernel_xblock *xb = xq + (size_t)i * blocks + b;                            \
+                x_lo[i] = _mm256_loadu_si256((const __m256i *)xb->q);                                           \
+                x_hi[i] = _mm256_loadu_si256((const __m256i *)(xb->q + 16));                                    \
+                dx[i] = xb->d;                                                                                  \
+            }                                                                                                   \
+            for (int j = 0; j < ROWS; j++) {                                                                    \
+                const uint8_t *blk = rows[j] + at;                                                              \
+                /* 34-byte blocks: one prefetch per block touches every line of a later group */           \
+                _mm_prefetch((const char *)blk + ahead, PREFETCH_HINT);                                           \
+                uint16_t d_bits;                                                                                \
+                memcpy(&d_bits, blk, 2);                                                                        \
+                float dw = _cvtsh_ss(d_bits);                                                                   \
+                __m256i w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));               \
+                __m256i w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));              \
+                for (int i = 0; i < mr; i++) {                                                                  \
+                    __m256 products = _mm256_cvtepi32_ps(DOT(x_lo[i], x_hi[i], w_lo, w_hi));                    \
+                    acc[i][j] = _mm256_fmadd_ps(products, _mm256_set1_ps(dx[i] * dw), acc[i][j]);               \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (int i = 0; i < mr; i++) {                                                                          \
+            __m512 p[ROWS / 2]; /* [row 2p | row 2p+1] */                                                       \
+            for (int q = 0; q < ROWS / 2; q++)                                                                  \
+                p[q] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(acc[i][2 * q])), \
+                                                           _mm256_castps_pd(acc[i][2 * q + 1]), 1));            \
+            store_rows(y + (size_t)i * ldy,                                                                     \
+                       reduce_quarters(reduce_halves_of_pairs(p[0], p[1]), reduce_halves_of_pairs(p[2], p[3])), \
+                       nr);                                                                                     \
+        }                                                                                                       \
+    }                                                                                                           \
+                                                                                                                \
+    static ATTR void name(const struct cinfer_kernel_xblock *xq, int n, int k, const uint8_t *w,               \
+                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)                                \
+    {                                                                                                           \
+        int blocks = k / CINFER_KERNEL_Q8_BLOCK;                                                                \
+        for (int j = j0; j < j1; j += ROWS) {                                                                   \
+            int nr = j1 - j < ROWS ? j1 - j : ROWS;                                                             \
+            const uint8_t *wj = w + (size_t)j * w_row_bytes;                                                    \
+            if (n == 2)                                                                                         \
+                name##_group(xq, blocks, 2, wj, w_row_bytes, nr, y + j, ldy);                                   \
+            else                                                                                                \
+                name##_group(xq, blocks, 1, wj, w_row_bytes, nr, y + j, ldy);                                   \
+        }                                                                                                       \
+    }
+
+#define Q8_DOT_MADD(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
+#define Q8_DOT_VNNI(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
+Q8_GEMV(gemv_q8, , Q8_DOT_MADD)
+Q8_GEMV(gemv_q8_vnni, __attribute__((target("avx512vnni"))), Q8_DOT_VNNI)
+
+static int has_vnni(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    return cached;
+}
+
+void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
+                        enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
+{
+    if (j1 <= j0)
+        return;
+    switch (wtype) {
+    case CINFER_KW_F32: gemv_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_F16: gemv_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_BF16: gemv_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0:
+        if (has_vnni())
+            gemv_q8_vnni(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        else
+            gemv_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        break;
+    }
+}
