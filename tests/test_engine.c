@@ -2,7 +2,9 @@
  * runtime's own single-process greedy output; 32 threads each get their own right
  * answer; streaming (callback and iterator) yields the same text as blocking; hooks
  * overridden by an embedder run; workers are named for ps; RPC reaches every rank;
- * two engines in one process keep to themselves. */
+ * two engines in one process keep to themselves; logprobs equal the log-softmax of the
+ * runtime's own logits; n choices each reproduce alone with their seed. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
 #include "engine/hooks.h"
+#include "model/model.h"
+#include "model/runtime.h"
 #include "support/engine_fixture.h"
 #include "support/greedy_reference.h"
 #include "support/procs.h"
@@ -374,6 +378,224 @@ START_TEST(two_engines_in_one_process_keep_to_themselves)
 }
 END_TEST
 
+/* ---- logprobs and n > 1 ------------------------------------------------------------ */
+
+static int tokenize(const char *prompt, int32_t *ids, int cap)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_tokenizer_ctx *tok = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_default_init_tokenizer(&args, &tok, &err) == 0, "%s", err.message);
+    struct cinfer_token_ids t = {0};
+    ck_assert_int_eq(tok->ops->encode(tok->tok, prompt, strlen(prompt), 1, &t, &err), 0);
+    ck_assert_int_le((int)t.len, cap);
+    memcpy(ids, t.ids, t.len * sizeof *ids);
+    int n = (int)t.len;
+    cinfer_token_ids_free(&t);
+    cinfer_tokenizer_ctx_free(&tok);
+    cinfer_server_args_free(&args);
+    return n;
+}
+
+/* The runtime's own logits, in this process and without scheduler or sampler: one
+ * prefill of prompt + output (all but the last output token) with the logits of every
+ * position. Row i (vocab) is the distribution output[i] was drawn from. */
+static float *reference_logits(const int32_t *prompt, int n_prompt, const int32_t *output, int n_output, int *vocab)
+{
+    struct cinfer_error err = {0};
+    struct cinfer_model *m = NULL;
+    struct cinfer_model_load_options lo = {0};
+    ck_assert_msg(cinfer_model_load(model, &lo, &m, &err) == 0, "%s", err.message);
+    const struct cinfer_model_config *c = &m->config;
+    int n = n_prompt + n_output - 1;
+    struct cinfer_runtime_options ro = {.kv_page_tokens = 16, .n_threads = 1, .max_batch_tokens = n};
+    ro.kv_cache_bytes = (size_t)(n + 32) * 2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim *
+                        sizeof(float);
+    struct cinfer_runtime *rt = NULL;
+    ck_assert_msg(cinfer_runtime_create(m, &ro, &rt, &err) == 0, "%s", err.message);
+    int page_tokens = cinfer_runtime_kv_page_tokens(rt);
+    int n_pages = (n + page_tokens - 1) / page_tokens;
+    int32_t *pages = malloc((size_t)n_pages * sizeof *pages);
+    int32_t *tokens = malloc((size_t)n * sizeof *tokens);                     /* (n) */
+    float *all = malloc((size_t)n * (size_t)c->vocab_size * sizeof *all);      /* (n, vocab) */
+    float *rows = malloc((size_t)n_output * (size_t)c->vocab_size * sizeof *rows); /* (n_output, vocab) */
+    ck_assert(pages && tokens && all && rows);
+    for (int i = 0; i < n_pages; i++)
+        ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &pages[i]), 0);
+    memcpy(tokens, prompt, (size_t)n_prompt * sizeof *tokens);
+    memcpy(tokens + n_prompt, output, (size_t)(n_output - 1) * sizeof *tokens);
+    struct cinfer_seq_chunk chunk = {.tokens = tokens, .n_tokens = n, .start_pos = 0, .page_table = pages,
+                                     .n_pages = n_pages, .logits = CINFER_LOGITS_ALL, .logits_out = all};
+    ck_assert_msg(cinfer_runtime_forward(rt, &chunk, 1, &err) == 0, "%s", err.message);
+    memcpy(rows, all + (size_t)(n_prompt - 1) * (size_t)c->vocab_size,
+           (size_t)n_output * (size_t)c->vocab_size * sizeof *rows);
+    *vocab = c->vocab_size;
+    free(pages);
+    free(tokens);
+    free(all);
+    cinfer_runtime_destroy(&rt);
+    cinfer_model_free(&m);
+    return rows;
+}
+
+static double log_sum_exp(const float *row, int vocab)
+{
+    double max = row[0], sum = 0;
+    for (int v = 1; v < vocab; v++)
+        if (row[v] > max)
+            max = row[v];
+    for (int v = 0; v < vocab; v++)
+        sum += exp((double)row[v] - max);
+    return max + log(sum);
+}
+
+struct logprob_buf {
+    struct cinfer_token_logprob lp[MAX_NEW];
+    int n;
+    int chunks_without;
+};
+
+static int gather_logprobs(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    struct logprob_buf *b = ctx;
+    if (c->n_ids && c->n_logprobs != c->n_ids)
+        b->chunks_without++;
+    for (size_t i = 0; i < c->n_logprobs && b->n < MAX_NEW; i++)
+        b->lp[b->n++] = c->logprobs[i];
+    return 0;
+}
+
+START_TEST(logprobs_are_the_log_softmax_of_the_runtime_logits)
+{
+    if (!model)
+        return;
+    enum { TOP = 5 };
+    struct cinfer_engine *e = start_engine(NULL);
+    int32_t prompt[64];
+    int n_prompt = tokenize(prompts[4], prompt, 64);
+    struct cinfer_generate_request req = greedy(NULL);
+    req.input_ids = prompt;
+    req.n_input_ids = (size_t)n_prompt;
+    req.sampling.logprobs = 1;
+    req.sampling.top_logprobs = TOP;
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+    ck_assert_int_gt((int)r.n_output_ids, 1);
+    ck_assert_uint_eq(r.n_logprobs, r.n_output_ids);
+
+    int vocab = 0;
+    float *rows = reference_logits(prompt, n_prompt, r.output_ids, (int)r.n_output_ids, &vocab);
+    double worst = 0;
+    for (size_t i = 0; i < r.n_output_ids; i++) {
+        const float *row = rows + i * (size_t)vocab; /* (vocab) */
+        double lse = log_sum_exp(row, vocab);
+        const struct cinfer_token_logprob *lp = &r.logprobs[i];
+        ck_assert_int_eq(lp->token, r.output_ids[i]);
+        double want = (double)row[lp->token] - lse;
+        ck_assert_msg(fabs(lp->logprob - want) < 1e-4, "token %zu (id %d): logprob %.7f, log-softmax %.7f", i,
+                      lp->token, lp->logprob, want);
+        worst = fmax(worst, fabs(lp->logprob - want));
+        /* Greedy: the chosen token is the most likely alternative. */
+        ck_assert_int_eq(lp->n_top, TOP);
+        ck_assert_int_eq(lp->top_ids[0], lp->token);
+        ck_assert_float_eq(lp->top_logprobs[0], lp->logprob);
+        for (int k = 0; k < TOP; k++) {
+            double want_k = (double)row[lp->top_ids[k]] - lse;
+            ck_assert_msg(fabs(lp->top_logprobs[k] - want_k) < 1e-4, "token %zu alternative %d: %.7f, expected %.7f", i,
+                          k, lp->top_logprobs[k], want_k);
+            if (k)
+                ck_assert(lp->top_logprobs[k] <= lp->top_logprobs[k - 1]);
+        }
+        /* And they are the top: no other token beats the last alternative. */
+        int better = 0;
+        for (int v = 0; v < vocab; v++)
+            better += (double)row[v] - lse > lp->top_logprobs[TOP - 1] + 1e-4;
+        ck_assert_int_lt(better, TOP);
+    }
+    fprintf(stderr, "logprobs: %zu tokens, worst |engine - log-softmax(runtime logits)| = %.3g\n", r.n_output_ids,
+            worst);
+    free(rows);
+
+    /* The stream carries the same logprobs, one per id. */
+    struct logprob_buf streamed = {0};
+    ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, gather_logprobs, &streamed, &err), 0);
+    ck_assert_int_eq(streamed.chunks_without, 0);
+    ck_assert_int_eq(streamed.n, (int)r.n_logprobs);
+    for (int i = 0; i < streamed.n; i++) {
+        ck_assert_int_eq(streamed.lp[i].token, r.logprobs[i].token);
+        ck_assert_float_eq(streamed.lp[i].logprob, r.logprobs[i].logprob);
+    }
+    cinfer_generate_result_free(&r);
+
+    /* Not asked, not sent. */
+    req.sampling.logprobs = 0;
+    req.sampling.top_logprobs = 0;
+    ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+    ck_assert_ptr_null(r.logprobs);
+    ck_assert_uint_eq(r.n_logprobs, 0);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
+START_TEST(n_choices_each_reproduce_alone_with_their_seed)
+{
+    if (!model)
+        return;
+    enum { N = 3 };
+    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_generate_request req = greedy(prompts[0]);
+    req.sampling.temperature = 0.8f;
+    req.sampling.seed = 1234;
+    req.sampling.has_seed = 1;
+    req.n = N;
+    struct cinfer_generate_result choices[N];
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate_n(e, &req, choices, N, &err) == 0, "%s", err.message);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_gt((int)choices[i].n_output_ids, 0);
+        for (int j = 0; j < i; j++)
+            ck_assert_uint_ne(choices[i].request_id, choices[j].request_id);
+    }
+    /* Different seeds give different samples (fixed seeds: this cannot flicker). */
+    int all_same = 1;
+    for (int i = 1; i < N; i++)
+        all_same &= choices[i].n_output_ids == choices[0].n_output_ids &&
+                    !memcmp(choices[i].output_ids, choices[0].output_ids, choices[0].n_output_ids * sizeof(int32_t));
+    ck_assert_msg(!all_same, "three choices at temperature 0.8 came out identical");
+
+    /* Each choice alone, with seed + i, is the same text. */
+    for (int i = 0; i < N; i++) {
+        struct cinfer_generate_request alone = req;
+        alone.n = 1;
+        alone.sampling.seed = req.sampling.seed + (uint64_t)i;
+        struct cinfer_generate_result r;
+        ck_assert_msg(cinfer_engine_generate(e, &alone, &r, &err) == 0, "%s", err.message);
+        ck_assert_msg(r.n_output_ids == choices[i].n_output_ids &&
+                          !memcmp(r.output_ids, choices[i].output_ids, r.n_output_ids * sizeof(int32_t)),
+                      "choice %d differs from its seed %llu alone", i, (unsigned long long)alone.sampling.seed);
+        ck_assert_str_eq(r.text, choices[i].text);
+        cinfer_generate_result_free(&r);
+    }
+    for (int i = 0; i < N; i++)
+        cinfer_generate_result_free(&choices[i]);
+
+    /* The single-choice calls refuse n > 1 instead of dropping choices, and too few
+     * result slots are refused. */
+    struct cinfer_generate_result r;
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), CINFER_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, "request n is 3: cinfer_engine_generate returns one choice; use cinfer_engine_generate_n");
+    ck_assert_int_eq(cinfer_engine_generate_n(e, &req, choices, 2, &err), CINFER_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, "request n is 3 but results has room for 2");
+    req.n = CINFER_MAX_CHOICES + 1;
+    ck_assert_int_eq(cinfer_engine_generate_n(e, &req, choices, N, &err), CINFER_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, "request n is 129, expected 0..128 choices");
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
 static Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -387,6 +609,8 @@ static Suite *suite_engine(void)
     tcase_add_test(tc, overridden_hooks_run);
     tcase_add_test(tc, workers_are_named_for_ps_and_rpc_reaches_every_rank);
     tcase_add_test(tc, two_engines_in_one_process_keep_to_themselves);
+    tcase_add_test(tc, logprobs_are_the_log_softmax_of_the_runtime_logits);
+    tcase_add_test(tc, n_choices_each_reproduce_alone_with_their_seed);
     suite_add_tcase(s, tc);
     return s;
 }

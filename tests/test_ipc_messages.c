@@ -1,6 +1,8 @@
 /* IPC messages round-trip, and every malformed frame — cut short at each byte, with a
  * wrong magic, version or type, trailing bytes, or counts beyond their limits — is
- * rejected with a message naming the frame type and the field. */
+ * rejected with a message naming the frame type and the field. Logprobs (version 2)
+ * round-trip bit for bit and their counts are bounded. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +103,119 @@ START_TEST(tokens_and_text_round_trip)
 }
 END_TEST
 
+static struct cinfer_token_logprob make_logprob(int32_t token, float logprob, int n_top)
+{
+    struct cinfer_token_logprob lp = {.token = token, .logprob = logprob, .n_top = n_top};
+    for (int k = 0; k < n_top; k++) {
+        lp.top_ids[k] = 1000 + k;
+        lp.top_logprobs[k] = -0.25f * (float)(k + 1);
+    }
+    return lp;
+}
+
+static void assert_same_logprob(const struct cinfer_token_logprob *a, const struct cinfer_token_logprob *b)
+{
+    ck_assert_int_eq(a->token, b->token);
+    ck_assert_mem_eq(&a->logprob, &b->logprob, sizeof a->logprob); /* bit for bit: -inf too */
+    ck_assert_int_eq(a->n_top, b->n_top);
+    ck_assert_mem_eq(a->top_ids, b->top_ids, (size_t)a->n_top * sizeof a->top_ids[0]);
+    ck_assert_mem_eq(a->top_logprobs, b->top_logprobs, (size_t)a->n_top * sizeof a->top_logprobs[0]);
+}
+
+START_TEST(logprobs_round_trip_in_tokens_and_text)
+{
+    int32_t a[] = {5, 6}, b[] = {7};
+    struct cinfer_token_logprob lp_a[] = {make_logprob(5, -0.125f, 3), make_logprob(6, -INFINITY, 20)};
+    struct cinfer_token_item items[] = {
+        {.rid = 1, .ids = a, .n_ids = 2, .logprobs = lp_a},
+        {.rid = 2, .ids = b, .n_ids = 1}, /* did not ask */
+        {.rid = 3, .finish_reason = CINFER_FINISH_ABORT, .logprobs = lp_a}, /* no ids: nothing to describe */
+    };
+    struct cinfer_msg_tokens in = {.items = items, .n_items = 3};
+    void *frame, *again;
+    size_t len, again_len;
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_tokens out;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_msg_decode_tokens(frame, len, &out, &err) == CINFER_OK, "%s", err.message);
+    ck_assert_uint_eq(out.n_items, 3);
+    ck_assert_ptr_nonnull(out.items[0].logprobs);
+    assert_same_logprob(&out.items[0].logprobs[0], &lp_a[0]);
+    assert_same_logprob(&out.items[0].logprobs[1], &lp_a[1]);
+    ck_assert_ptr_null(out.items[1].logprobs);
+    ck_assert_ptr_null(out.items[2].logprobs);
+    /* What was decoded writes back the very same bytes. */
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&out, &again, &again_len), CINFER_OK);
+    ck_assert_uint_eq(again_len, len);
+    ck_assert_mem_eq(again, frame, len);
+    free(again);
+    cinfer_msg_tokens_free(&out);
+    for (size_t cut = 0; cut < len; cut++)
+        ck_assert_int_eq(cinfer_msg_decode_tokens(frame, cut, &out, &err), CINFER_ERR_PARSE);
+    free(frame);
+
+    struct cinfer_msg_text t = {.rid = 9, .text = "hi", .text_len = 2, .ids = a, .n_ids = 2, .logprobs = lp_a};
+    ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
+    struct cinfer_msg_text tout;
+    ck_assert_msg(cinfer_msg_decode_text(frame, len, &tout, &err) == CINFER_OK, "%s", err.message);
+    ck_assert_ptr_nonnull(tout.logprobs);
+    assert_same_logprob(&tout.logprobs[0], &lp_a[0]);
+    assert_same_logprob(&tout.logprobs[1], &lp_a[1]);
+    ck_assert_int_eq(cinfer_msg_encode_text(&tout, &again, &again_len), CINFER_OK);
+    ck_assert_uint_eq(again_len, len);
+    ck_assert_mem_eq(again, frame, len);
+    free(again);
+    cinfer_msg_text_free(&tout);
+    for (size_t cut = 0; cut < len; cut++)
+        ck_assert_int_eq(cinfer_msg_decode_text(frame, cut, &tout, &err), CINFER_ERR_PARSE);
+    free(frame);
+}
+END_TEST
+
+START_TEST(logprobs_beyond_their_limits_are_rejected)
+{
+    /* One item, one id, one alternative: the frame ends with the flag (1 byte), the
+     * logprob (4), n_top (1) and one pair (8). */
+    int32_t id = 4;
+    struct cinfer_token_logprob lp = make_logprob(4, -1.0f, 1);
+    struct cinfer_token_item item = {.rid = 1, .ids = &id, .n_ids = 1, .logprobs = &lp};
+    struct cinfer_msg_tokens in = {.items = &item, .n_items = 1};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+    uint8_t *bytes = frame;
+    struct cinfer_msg_tokens out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(bytes[len - 14], 1);
+    ck_assert_int_eq(bytes[len - 9], 1);
+
+    bytes[len - 9] = CINFER_MAX_TOP_LOGPROBS + 1;
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TOKENS frame: field 'items.logprobs.n_top': 21 exceeds the limit 20");
+    bytes[len - 9] = 1;
+
+    bytes[len - 14] = 2;
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TOKENS frame: field 'items.has_logprobs': 2 is neither 0 nor 1");
+    bytes[len - 14] = 1;
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_OK);
+    cinfer_msg_tokens_free(&out);
+    free(frame);
+
+    /* A TEXT frame with no ids cannot carry logprobs: a hand-made one that claims them
+     * is refused. */
+    struct cinfer_msg_text t = {.rid = 9};
+    ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
+    bytes = frame;
+    ck_assert_int_eq(bytes[len - 1], 0);
+    bytes[len - 1] = 1;
+    struct cinfer_msg_text tout;
+    ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TEXT frame: field 'has_logprobs': logprobs are present for no ids");
+    free(frame);
+}
+END_TEST
+
 START_TEST(headers_are_checked)
 {
     struct cinfer_msg_abort in = {.rid = 77, .quiet = 1};
@@ -124,8 +239,8 @@ START_TEST(headers_are_checked)
     bytes[0] ^= 0xFF;
     bytes[4] = 99; /* version */
     ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
-    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 1");
-    bytes[4] = 1;
+    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 2");
+    bytes[4] = CINFER_IPC_VERSION;
 
     /* Trailing bytes are as wrong as missing ones. */
     uint8_t *longer = malloc(len + 3);
@@ -162,14 +277,14 @@ END_TEST
 START_TEST(counts_beyond_limits_are_rejected)
 {
     /* A TOKENS frame that claims 4 billion items in a few bytes. */
-    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, 1, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
+    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, sizeof frame, &out, &err), CINFER_ERR_PARSE);
     ck_assert_ptr_nonnull(strstr(err.message, "n_items"));
 
     /* A GENERATE frame whose id count is far beyond what follows. */
-    uint8_t gen[24] = {0x43, 0x49, 0x4E, 0x46, 1, 0, 0, 0, CINFER_MSG_GENERATE, 0, 0, 0,
+    uint8_t gen[24] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_GENERATE, 0, 0, 0,
                        1, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0x0F, 0};
     struct cinfer_msg_generate g;
     ck_assert_int_eq(cinfer_msg_decode_generate(gen, sizeof gen, &g, &err), CINFER_ERR_PARSE);
@@ -194,6 +309,8 @@ static Suite *suite_ipc_messages(void)
     TCase *tc = tcase_create("codec");
     tcase_add_test(tc, generate_round_trips);
     tcase_add_test(tc, tokens_and_text_round_trip);
+    tcase_add_test(tc, logprobs_round_trip_in_tokens_and_text);
+    tcase_add_test(tc, logprobs_beyond_their_limits_are_rejected);
     tcase_add_test(tc, headers_are_checked);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);

@@ -1,7 +1,8 @@
 /* The default run_detokenizer_process hook: the body of the detokenizer worker. For
  * each request it keeps an incremental decoder (O(new tokens) per step, never half a
  * UTF-8 character) and a stop-string matcher, turns each TOKENS step into TEXT deltas
- * for the main process, and finishes a request when a stop string appears. */
+ * for the main process (the ids and their logprobs pass through unchanged), and
+ * finishes a request when a stop string appears. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     struct request_state *st = *slot(d, it->rid);
     struct cinfer_msg_text t = {.rid = it->rid, .ids = it->ids, .n_ids = it->n_ids, .finish_reason = it->finish_reason,
                                 .prompt_tokens = it->prompt_tokens, .completion_tokens = it->completion_tokens,
-                                .error = it->error};
+                                .error = it->error, .logprobs = it->logprobs};
     if (!st) {
         /* Unknown request: only a final error or abort is worth passing on. */
         if (it->finish_reason != CINFER_FINISH_NONE)

@@ -329,6 +329,9 @@ static int validate(const struct cinfer_engine *e, const struct cinfer_generate_
 {
     if (!req->prompt && (!req->input_ids || req->n_input_ids == 0))
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request has neither a prompt nor input_ids");
+    if (req->n < 0 || req->n > CINFER_MAX_CHOICES)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request n is %d, expected 0..%d choices", req->n,
+                                CINFER_MAX_CHOICES);
     int vocab_size = 0; /* from scheduler tp0's READY; bounds stop_token_ids and logit_bias */
     for (int i = 0; i < e->n_workers; i++)
         if (e->workers[i].role == CINFER_WORKER_SCHEDULER && e->workers[i].tp_rank == 0)
@@ -448,24 +451,33 @@ static void fill_chunk_view(const struct engine_chunk *c, uint64_t rid, struct c
     view->text_len = c->text_len;
     view->ids = c->ids;
     view->n_ids = c->n_ids;
+    view->logprobs = c->logprobs;
+    view->n_logprobs = c->logprobs ? c->n_ids : 0;
     view->finish_reason = c->finish_reason;
     view->matched_stop = c->matched_stop;
     view->prompt_tokens = c->prompt_tokens;
     view->completion_tokens = c->completion_tokens;
 }
 
-int cinfer_engine_generate_stream(struct cinfer_engine *e, const struct cinfer_generate_request *req,
-                                  cinfer_stream_fn fn, void *ctx, struct cinfer_error *err)
+/* The single-choice entry points refuse n > 1 rather than return one of n. */
+static int one_choice(const struct cinfer_generate_request *req, const char *function, struct cinfer_error *err)
 {
-    struct engine_request *r;
-    int rc = open_request(e, req, &r, err);
-    if (rc)
-        return rc;
+    if (req->n > 1)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "request n is %d: %s returns one choice; use cinfer_engine_generate_n", req->n, function);
+    return CINFER_OK;
+}
+
+/* Hands an opened request's chunks to fn until it finishes (or fn stops it), then
+ * closes it. */
+static int run_stream(struct cinfer_engine *e, struct engine_request *r, cinfer_stream_fn fn, void *ctx,
+                      struct cinfer_error *err)
+{
     for (;;) {
         struct engine_chunk *c;
         take_chunk(e, r, -1, &c);
         if (c->finish_reason == CINFER_FINISH_ERROR) {
-            rc = cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
+            int rc = cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
             engine_chunk_free(c);
             close_request(e, r, 1);
             return rc;
@@ -482,9 +494,19 @@ int cinfer_engine_generate_stream(struct cinfer_engine *e, const struct cinfer_g
     }
 }
 
+int cinfer_engine_generate_stream(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                                  cinfer_stream_fn fn, void *ctx, struct cinfer_error *err)
+{
+    struct engine_request *r;
+    int rc = one_choice(req, "cinfer_engine_generate_stream", err);
+    if (rc || (rc = open_request(e, req, &r, err)))
+        return rc;
+    return run_stream(e, r, fn, ctx, err);
+}
+
 struct collect {
     struct cinfer_generate_result *out;
-    size_t text_cap, ids_cap;
+    size_t text_cap, ids_cap, logprobs_cap;
     int failed;
 };
 
@@ -514,6 +536,18 @@ static int collect_chunk(const struct cinfer_stream_chunk *c, void *ctx)
     if (c->n_ids)
         memcpy(out->output_ids + out->n_output_ids, c->ids, c->n_ids * sizeof *c->ids);
     out->n_output_ids += c->n_ids;
+    if (c->n_logprobs) {
+        if (out->n_logprobs + c->n_logprobs > k->logprobs_cap) {
+            size_t cap = (out->n_logprobs + c->n_logprobs) * 2 + 16;
+            struct cinfer_token_logprob *grown = realloc(out->logprobs, cap * sizeof *grown);
+            if (!grown)
+                return k->failed = 1;
+            out->logprobs = grown;
+            k->logprobs_cap = cap;
+        }
+        memcpy(out->logprobs + out->n_logprobs, c->logprobs, c->n_logprobs * sizeof *c->logprobs);
+        out->n_logprobs += c->n_logprobs;
+    }
     out->request_id = c->request_id;
     out->finish_reason = c->finish_reason;
     out->prompt_tokens = c->prompt_tokens;
@@ -523,20 +557,92 @@ static int collect_chunk(const struct cinfer_stream_chunk *c, void *ctx)
     return 0;
 }
 
-int cinfer_engine_generate(struct cinfer_engine *e, const struct cinfer_generate_request *req,
-                           struct cinfer_generate_result *out, struct cinfer_error *err)
+/* Waits for an opened request to finish and gathers its chunks into *out (zeroed
+ * first, left empty on failure). */
+static int collect_request(struct cinfer_engine *e, struct engine_request *r, struct cinfer_generate_result *out,
+                           struct cinfer_error *err)
 {
     memset(out, 0, sizeof *out);
     struct collect k = {.out = out};
     out->text = calloc(1, 1);
-    if (!out->text)
+    if (!out->text) {
+        close_request(e, r, 0);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory");
+    }
     k.text_cap = 1;
-    int rc = cinfer_engine_generate_stream(e, req, collect_chunk, &k, err);
+    int rc = run_stream(e, r, collect_chunk, &k, err);
     if (rc == CINFER_OK && k.failed)
         rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory collecting the output");
     if (rc)
         cinfer_generate_result_free(out);
+    return rc;
+}
+
+int cinfer_engine_generate(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                           struct cinfer_generate_result *out, struct cinfer_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct engine_request *r;
+    int rc = one_choice(req, "cinfer_engine_generate", err);
+    if (rc || (rc = open_request(e, req, &r, err)))
+        return rc;
+    return collect_request(e, r, out, err);
+}
+
+int cinfer_engine_generate_n(struct cinfer_engine *e, const struct cinfer_generate_request *req,
+                             struct cinfer_generate_result *results, size_t n_results, struct cinfer_error *err)
+{
+    if (req->n < 0 || req->n > CINFER_MAX_CHOICES)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request n is %d, expected 0..%d choices", req->n,
+                                CINFER_MAX_CHOICES);
+    int n = req->n > 1 ? req->n : 1;
+    if (n_results < (size_t)n)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request n is %d but results has room for %zu", n,
+                                n_results);
+    memset(results, 0, (size_t)n * sizeof *results);
+    /* Tokenize once: every choice sends the same ids. */
+    struct cinfer_generate_request choice = *req;
+    choice.n = 1;
+    struct cinfer_token_ids ids = {0};
+    int rc = CINFER_OK;
+    if (req->prompt) {
+        if ((rc = e->tok->ops->encode(e->tok->tok, req->prompt, strlen(req->prompt), 1, &ids, err)))
+            return rc;
+        if (ids.len == 0) {
+            cinfer_token_ids_free(&ids);
+            return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "the prompt tokenizes to no tokens");
+        }
+        choice.prompt = NULL;
+        choice.input_ids = ids.ids;
+        choice.n_input_ids = ids.len;
+    }
+    struct engine_request **open = calloc((size_t)n, sizeof *open);
+    if (!open) {
+        cinfer_token_ids_free(&ids);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %d choices", n);
+    }
+    /* All are sent before any is awaited, so they run in one batch. */
+    int n_open = 0;
+    while (n_open < n) {
+        if (req->sampling.has_seed)
+            choice.sampling.seed = req->sampling.seed + (uint64_t)n_open;
+        if ((rc = open_request(e, &choice, &open[n_open], err)))
+            break;
+        n_open++;
+    }
+    cinfer_token_ids_free(&ids);
+    int n_closed = 0; /* collect_request closes its request, whatever the outcome */
+    while (rc == CINFER_OK && n_closed < n_open) {
+        rc = collect_request(e, open[n_closed], &results[n_closed], err);
+        n_closed++;
+    }
+    if (rc) {
+        for (int i = n_closed; i < n_open; i++)
+            close_request(e, open[i], 0); /* aborts it in the scheduler */
+        for (int i = 0; i < n; i++)
+            cinfer_generate_result_free(&results[i]);
+    }
+    free(open);
     return rc;
 }
 
@@ -545,6 +651,7 @@ void cinfer_generate_result_free(struct cinfer_generate_result *r)
     free(r->text);
     free(r->output_ids);
     free(r->matched_stop);
+    free(r->logprobs);
     memset(r, 0, sizeof *r);
 }
 
@@ -552,10 +659,13 @@ int cinfer_engine_stream_open(struct cinfer_engine *e, const struct cinfer_gener
                               struct cinfer_stream **out, struct cinfer_error *err)
 {
     *out = NULL;
+    int rc = one_choice(req, "cinfer_engine_stream_open", err);
+    if (rc)
+        return rc;
     struct cinfer_stream *s = calloc(1, sizeof *s);
     if (!s)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory opening a stream");
-    int rc = open_request(e, req, &s->req, err);
+    rc = open_request(e, req, &s->req, err);
     if (rc) {
         free(s);
         return rc;

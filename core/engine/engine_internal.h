@@ -20,6 +20,7 @@ struct engine_chunk {
     size_t text_len;
     int32_t *ids;
     size_t n_ids;
+    struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL when not asked */
     enum cinfer_finish_reason finish_reason;
     char *matched_stop;
     char *error;

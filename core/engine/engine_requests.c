@@ -53,6 +53,7 @@ void engine_chunk_free(struct engine_chunk *c)
         return;
     free(c->text);
     free(c->ids);
+    free(c->logprobs);
     free(c->matched_stop);
     free(c->error);
     free(c);
@@ -126,6 +127,7 @@ void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t
     c->text_len = t.text_len;
     c->ids = t.ids;
     c->n_ids = t.n_ids;
+    c->logprobs = t.logprobs; /* (n_ids) when present: the decoder guarantees it */
     c->finish_reason = (enum cinfer_finish_reason)t.finish_reason;
     c->matched_stop = t.matched_stop;
     c->error = t.error;

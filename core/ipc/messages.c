@@ -1,6 +1,7 @@
 /* Encoders and decoders for every IPC message (messages.h). */
 #include "ipc/messages.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +318,91 @@ int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abo
 
 /* ---- TOKENS / TEXT ---------------------------------------------------------------- */
 
+/* The logprobs of n_ids tokens, after the ids (layout in messages.h). The token of each
+ * entry is its id, so it is not sent again; with no ids there is nothing to describe
+ * and the flag says none. */
+static void put_logprobs(struct wire_writer *w, const struct cinfer_token_logprob *lp, uint32_t n_ids)
+{
+    int present = lp && n_ids;
+    wire_put_u8(w, (uint8_t)present);
+    for (uint32_t i = 0; present && i < n_ids; i++) {
+        int n_top = lp[i].n_top < 0 ? 0 : lp[i].n_top > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS : lp[i].n_top;
+        wire_put_f32(w, lp[i].logprob);
+        wire_put_u8(w, (uint8_t)n_top);
+        for (int k = 0; k < n_top; k++) {
+            wire_put_i32(w, lp[i].top_ids[k]);
+            wire_put_f32(w, lp[i].top_logprobs[k]);
+        }
+    }
+}
+
+__attribute__((format(printf, 3, 4))) static void refuse_field(struct wire_reader *r, const char *field,
+                                                               const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+    r->failed_field = field;
+}
+
+/* Field names as refusals show them, inside a TOKENS item or at the top of TEXT. */
+struct logprob_fields {
+    const char *flag, *entries, *logprob, *n_top, *top_ids, *top_logprobs;
+};
+static const struct logprob_fields item_logprob_fields = {
+    "items.has_logprobs", "items.logprobs", "items.logprobs.logprob", "items.logprobs.n_top",
+    "items.logprobs.top_ids", "items.logprobs.top_logprobs"};
+static const struct logprob_fields text_logprob_fields = {
+    "has_logprobs", "logprobs", "logprobs.logprob", "logprobs.n_top", "logprobs.top_ids", "logprobs.top_logprobs"};
+
+/* A malloc'd (n_ids) array, or NULL when the flag says none or on failure (r records
+ * why). */
+static struct cinfer_token_logprob *get_logprobs(struct wire_reader *r, const struct logprob_fields *f,
+                                                 const int32_t *ids, uint32_t n_ids)
+{
+    uint8_t present = wire_get_u8(r, f->flag);
+    if (r->failed_field || present == 0)
+        return NULL;
+    if (present != 1) {
+        refuse_field(r, f->flag, "%u is neither 0 nor 1", present);
+        return NULL;
+    }
+    if (n_ids == 0) {
+        refuse_field(r, f->flag, "logprobs are present for no ids");
+        return NULL;
+    }
+    /* Each entry takes at least 5 bytes: a huge n_ids in a short frame fails here. */
+    if ((size_t)n_ids * 5 > (size_t)(r->end - r->p)) {
+        refuse_field(r, f->entries, "%u entries cannot fit in %zu bytes", n_ids, (size_t)(r->end - r->p));
+        return NULL;
+    }
+    struct cinfer_token_logprob *lp = calloc(n_ids, sizeof *lp);
+    if (!lp) {
+        refuse_field(r, f->entries, "out of memory for %u entries", n_ids);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n_ids && !r->failed_field; i++) {
+        lp[i].token = ids[i];
+        lp[i].logprob = wire_get_f32(r, f->logprob);
+        uint8_t n_top = wire_get_u8(r, f->n_top);
+        if (!r->failed_field && n_top > CINFER_MAX_TOP_LOGPROBS) {
+            refuse_field(r, f->n_top, "%u exceeds the limit %d", n_top, CINFER_MAX_TOP_LOGPROBS);
+            break;
+        }
+        lp[i].n_top = n_top;
+        for (int k = 0; k < n_top && !r->failed_field; k++) {
+            lp[i].top_ids[k] = wire_get_i32(r, f->top_ids);
+            lp[i].top_logprobs[k] = wire_get_f32(r, f->top_logprobs);
+        }
+    }
+    if (r->failed_field) {
+        free(lp);
+        return NULL;
+    }
+    return lp;
+}
+
 int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, size_t *frame_len)
 {
     struct wire_writer w;
@@ -330,6 +416,7 @@ int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, si
         wire_put_u32(&w, it->prompt_tokens);
         wire_put_u32(&w, it->completion_tokens);
         wire_put_str(&w, it->error);
+        put_logprobs(&w, it->logprobs, it->n_ids);
     }
     return finish(&w, frame, frame_len);
 }
@@ -345,8 +432,8 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
                                 CINFER_IPC_MAX_BATCH);
-    /* Each item takes at least 29 bytes, so a huge count in a short frame fails here. */
-    if (!r.failed_field && (size_t)n * 29 > (size_t)(r.end - r.p))
+    /* Each item takes at least 30 bytes, so a huge count in a short frame fails here. */
+    if (!r.failed_field && (size_t)n * 30 > (size_t)(r.end - r.p))
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
                                 n, (size_t)(r.end - r.p));
     if (n) {
@@ -366,6 +453,7 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
             free(it->error);
             it->error = NULL;
         }
+        it->logprobs = get_logprobs(&r, &item_logprob_fields, it->ids, it->n_ids);
         if (!r.failed_field && it->finish_reason > CINFER_FINISH_ERROR) {
             r.failed_field = "items.finish_reason";
             snprintf(r.why, sizeof r.why, "unknown finish reason %u", it->finish_reason);
@@ -383,6 +471,7 @@ void cinfer_msg_tokens_free(struct cinfer_msg_tokens *m)
     for (uint32_t i = 0; i < m->n_items; i++) {
         free(m->items[i].ids);
         free(m->items[i].error);
+        free(m->items[i].logprobs);
     }
     free(m->items);
     m->items = NULL;
@@ -401,6 +490,7 @@ int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t
     wire_put_u32(&w, m->prompt_tokens);
     wire_put_u32(&w, m->completion_tokens);
     wire_put_str(&w, m->error);
+    put_logprobs(&w, m->logprobs, m->n_ids);
     return finish(&w, frame, frame_len);
 }
 
@@ -438,6 +528,7 @@ int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text
     m->prompt_tokens = wire_get_u32(&r, "prompt_tokens");
     m->completion_tokens = wire_get_u32(&r, "completion_tokens");
     m->error = empty_to_null(wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
+    m->logprobs = get_logprobs(&r, &text_logprob_fields, m->ids, m->n_ids);
     if (!r.failed_field && m->finish_reason > CINFER_FINISH_ERROR) {
         r.failed_field = "finish_reason";
         snprintf(r.why, sizeof r.why, "unknown finish reason %u", m->finish_reason);
@@ -454,6 +545,7 @@ void cinfer_msg_text_free(struct cinfer_msg_text *m)
     free(m->ids);
     free(m->matched_stop);
     free(m->error);
+    free(m->logprobs);
     memset(m, 0, sizeof *m);
 }
 

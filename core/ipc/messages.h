@@ -3,7 +3,11 @@
  * Frame: magic "CINF" (u32 0x464E4943), protocol version (u32), type (u32), then the
  * body fields in order, all little-endian, every length and count bounded. Decoders
  * reject a frame that is short, long, of another version, or whose fields exceed
- * their limits, and say which field; a rejected frame is logged and dropped. */
+ * their limits, and say which field; a rejected frame is logged and dropped.
+ *
+ * Logprobs (in TOKENS items and TEXT) follow the ids they describe: a u8 flag (0: none,
+ * 1: present) and, when present, per id: f32 logprob, u8 n_top (at most
+ * CINFER_MAX_TOP_LOGPROBS), then n_top pairs of i32 id and f32 logprob. */
 #ifndef CINFER_IPC_MESSAGES_H
 #define CINFER_IPC_MESSAGES_H
 
@@ -14,7 +18,7 @@
 #include "cinfer/error.h"
 
 #define CINFER_IPC_MAGIC 0x464E4943u /* "CINF" */
-#define CINFER_IPC_VERSION 1u
+#define CINFER_IPC_VERSION 2u /* 2: TOKENS and TEXT carry logprobs */
 
 /* Limits a decoder enforces. */
 #define CINFER_IPC_MAX_IDS (1u << 22)        /* token ids in one message */
@@ -78,6 +82,7 @@ struct cinfer_token_item {
     uint32_t prompt_tokens;
     uint32_t completion_tokens;
     char *error;                /* for CINFER_FINISH_ERROR; malloc'd by decode, may be NULL */
+    struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL when not asked; malloc'd by decode */
 };
 
 struct cinfer_msg_tokens {
@@ -96,6 +101,7 @@ struct cinfer_msg_text {
     uint32_t prompt_tokens;
     uint32_t completion_tokens;
     char *error;                /* may be NULL */
+    struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL; malloc'd by decode */
 };
 
 /* Sent by the scheduler before the first TOKENS of a request, on the same channel, so

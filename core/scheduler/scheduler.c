@@ -599,7 +599,13 @@ run:
             .eos_ids = r->params.ignore_eos ? NULL : s->eos_ids, .n_eos = r->params.ignore_eos ? 0 : s->opts.n_eos,
         };
         float logprob = 0;
-        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &r->params, &ctx, &r->rng, &logprob);
+        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &r->params, &ctx, &r->rng,
+                                   r->params.logprobs ? &logprob : NULL);
+        /* Logprobs from the row cinfer_sample left processed, before the next forward
+         * reuses it. */
+        struct cinfer_token_logprobs lp = {0};
+        if (r->params.logprobs)
+            cinfer_sample_logprobs(s->chunks[c].logits_out, s->opts.vocab_size, id, r->params.top_logprobs, &lp);
         if (r->n_tokens == r->cap_tokens) { /* cannot happen: capacity is prompt + max_new + 1 */
             int cap = r->cap_tokens * 2;
             int32_t *grown = realloc(r->tokens, (size_t)cap * sizeof *grown);
@@ -616,6 +622,14 @@ run:
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory reporting a step");
         it->token = id;
         it->logprob = logprob;
+        if (r->params.logprobs) {
+            it->has_logprobs = 1;
+            it->logprobs.token = lp.token;
+            it->logprobs.logprob = lp.logprob;
+            it->logprobs.n_top = lp.n_top;
+            memcpy(it->logprobs.top_ids, lp.top_ids, (size_t)lp.n_top * sizeof lp.top_ids[0]);
+            memcpy(it->logprobs.top_logprobs, lp.top_logprobs, (size_t)lp.n_top * sizeof lp.top_logprobs[0]);
+        }
         it->finish_reason = finished(s, r, id);
     }
 

@@ -50,7 +50,9 @@ struct cinfer_scheduler;
 struct cinfer_step_item {
     uint64_t rid;
     int32_t token;              /* the new token, or -1 when none this step */
-    float logprob;
+    float logprob;              /* of token; 0 unless the request asked for logprobs */
+    int has_logprobs;           /* 1: logprobs describes token (params.logprobs was set) */
+    struct cinfer_token_logprob logprobs; /* with params.top_logprobs alternatives */
     enum cinfer_finish_reason finish_reason;
     int prompt_tokens;
     int completion_tokens;

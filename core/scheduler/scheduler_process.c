@@ -274,6 +274,7 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
         out[i].prompt_tokens = (uint32_t)items[i].prompt_tokens;
         out[i].completion_tokens = (uint32_t)items[i].completion_tokens;
         out[i].error = (char *)items[i].error;
+        out[i].logprobs = items[i].has_logprobs ? (struct cinfer_token_logprob *)&items[i].logprobs : NULL;
     }
     struct cinfer_msg_tokens msg = {.items = out, .n_items = (uint32_t)n};
     void *frame = NULL;

@@ -84,11 +84,27 @@ enum cinfer_finish_reason {
 };
 CINFER_API const char *cinfer_finish_reason_name(enum cinfer_finish_reason r);
 
+#define CINFER_MAX_CHOICES 128   /* n of one request, as OpenAI's limit */
+
 struct cinfer_generate_request {
     const char *prompt;           /* text, tokenized by the engine; or NULL and input_ids */
     const int32_t *input_ids;
     size_t n_input_ids;
     struct cinfer_sampling_params sampling;
+    int n;                        /* choices (OpenAI's n): 0 or 1 is one; more needs
+                                     cinfer_engine_generate_n() */
+};
+
+/* One generated token's log-probability and its most likely alternatives, as OpenAI's
+ * logprobs.content[i]; present when sampling.logprobs is set. The distribution is the
+ * one sampled from: after penalties, logit bias and temperature (a temperature below
+ * 1e-5 keeps the raw scale), before top-k/top-p/min-p truncation. */
+struct cinfer_token_logprob {
+    int32_t token;
+    float logprob;                /* natural log; -inf for a token that was impossible */
+    int n_top;                    /* 0..sampling.top_logprobs (tokens at -inf are left out) */
+    int32_t top_ids[CINFER_MAX_TOP_LOGPROBS];      /* most likely first, lower id first on ties */
+    float top_logprobs[CINFER_MAX_TOP_LOGPROBS];
 };
 
 /* One piece of a stream: the text and ids that are new since the last chunk. */
@@ -102,6 +118,9 @@ struct cinfer_stream_chunk {
     const char *matched_stop;     /* the stop string or NULL */
     int prompt_tokens;
     int completion_tokens;
+    const struct cinfer_token_logprob *logprobs; /* (n_logprobs): one per id of ids, or
+                                                    NULL when sampling.logprobs is off */
+    size_t n_logprobs;
 };
 
 struct cinfer_generate_result {
@@ -114,6 +133,9 @@ struct cinfer_generate_result {
     char *matched_stop;           /* malloc'd or NULL */
     int prompt_tokens;
     int completion_tokens;
+    struct cinfer_token_logprob *logprobs; /* (n_logprobs) malloc'd, one per output id; NULL
+                                              when sampling.logprobs is off */
+    size_t n_logprobs;
 };
 CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
 
@@ -162,9 +184,20 @@ CINFER_API void cinfer_engine_shutdown(struct cinfer_engine **engine, int drain_
 CINFER_API int cinfer_engine_healthy(struct cinfer_engine *engine);
 
 /* ---- generation -------------------------------------------------------------------- */
+/* One choice: a request with n > 1 is refused here (see cinfer_engine_generate_n). */
 CINFER_API int cinfer_engine_generate(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
                                       struct cinfer_generate_result *out, struct cinfer_error *err);
-/* Calls fn for each chunk (from the calling thread); fn returns nonzero to abort. */
+/* n > 1 (OpenAI's n, SGLang's parallel sampling): req->n choices of one prompt, sent
+ * together so they batch and share the prompt's KV pages through the prefix cache.
+ * Each choice is its own request; when sampling.has_seed, choice i samples with seed
+ * + i, so generating it alone with that seed gives the same output. results must hold
+ * n_results >= max(req->n, 1) entries; they are filled in choice order. On an error
+ * no result is left allocated and the choices still running are aborted. */
+CINFER_API int cinfer_engine_generate_n(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
+                                        struct cinfer_generate_result *results, size_t n_results,
+                                        struct cinfer_error *err);
+/* Calls fn for each chunk (from the calling thread); fn returns nonzero to abort.
+ * One choice, as cinfer_engine_generate (and cinfer_engine_stream_open). */
 typedef int (*cinfer_stream_fn)(const struct cinfer_stream_chunk *chunk, void *ctx);
 CINFER_API int cinfer_engine_generate_stream(struct cinfer_engine *engine, const struct cinfer_generate_request *req,
                                              cinfer_stream_fn fn, void *ctx, struct cinfer_error *err);
