@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The scheduler's continuous batching throughput against llama.cpp (docs/benchmarks.md,
+# "Scheduler: continuous batching throughput"; issue 5): builds bench_scheduler with the
+# engine's worker and plugins, writes the SmolLM-135M-shaped random-weight GGUF file
+# (kept in the build folder; reused when present), installs llama.cpp's prebuilt CPU
+# binaries from npm (node-llama-cpp, pinned by bench/peers/package-lock.json) and runs
+# both sides, interleaved, in one run.
+#
+#   scripts/bench-scheduler.sh [bench_scheduler options]
+#   scripts/bench-scheduler.sh --tokens 32 --rounds 3      # the documented run
+#
+# Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
+# CINFER_BENCH_TYPE (weights of the GGUF file, default q8_0; f32, f16, bf16 also made by
+# bench/make_smollm_shaped.py), CINFER_BENCH_THREADS (default 2), CINFER_BENCH_NICE
+# (default -20 as root; 0 to leave priorities alone). As in scripts/bench-model.sh the
+# script re-runs itself in a session of its own (setsid) and sets that session's
+# autogroup nice as well as the processes' nice: the kernel's autogroup scheduling
+# shares CPU between sessions first and applies nice only inside one.
+# The table goes to stdout and to $CINFER_BENCH_BUILD/bench-scheduler.md, the figures to
+# $CINFER_BENCH_BUILD/bench-scheduler.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+nice_level=${CINFER_BENCH_NICE:--20}
+if [ "$(id -u)" -eq 0 ] && [ "$nice_level" != 0 ] && [ -z "${CINFER_BENCH_OWN_SESSION:-}" ]; then
+  export CINFER_BENCH_OWN_SESSION=1
+  exec setsid --wait "$0" "$@"
+fi
+if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ] && [ -w /proc/self/autogroup ]; then
+  echo "$nice_level" >/proc/self/autogroup || true
+fi
+root=$PWD
+build=${CINFER_BENCH_BUILD:-build-bench}
+type=${CINFER_BENCH_TYPE:-q8_0}
+threads=${CINFER_BENCH_THREADS:-2}
+peer_dir=$root/.cache/bench
+
+mkdir -p "$build"
+cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+cmake --build "$build" -j2 --target bench_scheduler
+
+model=$build/models/smollm-shaped-$type.gguf
+if [ ! -f "$model" ]; then
+  /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$type"
+fi
+
+# llama.cpp through node-llama-cpp, installed as scripts/bench-model.sh does (same cache).
+mkdir -p "$peer_dir"
+if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
+  cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
+  npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
+fi
+export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+
+{
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD), nice $nice_level"
+  echo "# scripts/bench-scheduler.sh $*"
+} | tee "$build/bench-scheduler.md"
+nice_cmd=()
+if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ]; then
+  nice_cmd=(nice -n "$nice_level")
+fi
+"${nice_cmd[@]}" "$build/bin/bench_scheduler" --model "$model" --threads "$threads" \
+  --peer bench/peers/llama_cpp_bench.mjs --json "$build/bench-scheduler.json" "$@" | tee -a "$build/bench-scheduler.md"
