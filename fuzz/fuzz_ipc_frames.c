@@ -42,11 +42,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cinfer_msg_decode_abort(data, size, &ab, &err) == CINFER_OK)
         same_bytes(cinfer_msg_encode_abort(&ab, &frame, &len), frame, len, data, size);
     struct cinfer_msg_tokens tokens;
-    if (cinfer_msg_decode_tokens(data, size, &tokens, &err) == CINFER_OK)
+    if (cinfer_msg_decode_tokens(data, size, &tokens, &err) == CINFER_OK) {
+        same_bytes(cinfer_msg_encode_tokens(&tokens, &frame, &len), frame, len, data, size);
         cinfer_msg_tokens_free(&tokens);
+    }
     struct cinfer_msg_text text;
-    if (cinfer_msg_decode_text(data, size, &text, &err) == CINFER_OK)
+    if (cinfer_msg_decode_text(data, size, &text, &err) == CINFER_OK) {
+        same_bytes(cinfer_msg_encode_text(&text, &frame, &len), frame, len, data, size);
         cinfer_msg_text_free(&text);
+    }
     struct cinfer_msg_detok_request dr;
     if (cinfer_msg_decode_detok_request(data, size, &dr, &err) == CINFER_OK)
         cinfer_msg_detok_request_free(&dr);
