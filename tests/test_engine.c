@@ -550,15 +550,36 @@ START_TEST(n_choices_each_reproduce_alone_with_their_seed)
     req.sampling.temperature = 0.8f;
     req.sampling.seed = 1234;
     req.sampling.has_seed = 1;
+    req.sampling.logprobs = 1;
     req.n = N;
     struct cinfer_generate_result choices[N];
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_engine_generate_n(e, &req, choices, N, &err) == 0, "%s", err.message);
+    int32_t prompt[64];
+    int n_prompt = tokenize(prompts[0], prompt, 64);
+    double worst = 0;
     for (int i = 0; i < N; i++) {
         ck_assert_int_gt((int)choices[i].n_output_ids, 0);
         for (int j = 0; j < i; j++)
             ck_assert_uint_ne(choices[i].request_id, choices[j].request_id);
+        /* Sampled tokens' logprobs describe the tempered distribution: log-softmax of
+         * the runtime's logits divided by the temperature. */
+        ck_assert_uint_eq(choices[i].n_logprobs, choices[i].n_output_ids);
+        int vocab = 0;
+        float *rows = reference_logits(prompt, n_prompt, choices[i].output_ids, (int)choices[i].n_output_ids, &vocab);
+        for (size_t t = 0; t < choices[i].n_output_ids; t++) {
+            float *row = rows + t * (size_t)vocab; /* (vocab) */
+            for (int v = 0; v < vocab; v++)
+                row[v] /= req.sampling.temperature;
+            double want = (double)row[choices[i].output_ids[t]] - log_sum_exp(row, vocab);
+            double got = choices[i].logprobs[t].logprob;
+            ck_assert_msg(fabs(got - want) < 1e-4, "choice %d token %zu: logprob %.7f, tempered log-softmax %.7f", i, t,
+                          got, want);
+            worst = fmax(worst, fabs(got - want));
+        }
+        free(rows);
     }
+    fprintf(stderr, "n=%d at temperature 0.8: worst |logprob - tempered log-softmax| = %.3g\n", N, worst);
     /* Different seeds give different samples (fixed seeds: this cannot flicker). */
     int all_same = 1;
     for (int i = 1; i < N; i++)
