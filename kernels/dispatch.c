@@ -64,7 +64,12 @@ void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const vo
         else
             cinfer_matmul_avx512(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
         return;
-    case CINFER_KERNEL_AVX2: cinfer_matmul_avx2(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+    case CINFER_KERNEL_AVX2:
+        if (n <= CINFER_GEMV_MAX_ROWS)
+            cinfer_gemv_avx2(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        else
+            cinfer_matmul_avx2(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        return;
     case CINFER_KERNEL_SCALAR: break;
     }
     cinfer_matmul_scalar(x, xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);

@@ -22,6 +22,8 @@ CINFER_KERNEL_LEVEL_FNS(avx512)
  * tile, with the same per-element operations, so results match it bit for bit. */
 void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
                         enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, const void *w,
+                      enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 #define CINFER_GEMV_MAX_ROWS 2
 
 /* Rows of x handled together by one SIMD tile, and the block of activations rows kept

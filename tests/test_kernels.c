@@ -390,7 +390,7 @@ static void exact_dot(enum cinfer_kernel_wtype type, const float *x, const struc
     *abs_sum = bnd;
 }
 
-/* The decode GEMV (n <= 2 activation rows, AVX-512) on SmolLM-like widths and on k and
+/* The decode GEMV (n <= 2 activation rows, AVX2 and AVX-512) on SmolLM-like widths and on k and
  * m that are not multiples of its vector width or of its 8-row groups: within the
  * matmul test's bound of the double-precision product, and bit-identical to the tile
  * path (the same rows inside a batch of 8, and the tile kernel called directly with
@@ -451,8 +451,11 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
                                 checked++;
                             }
                         }
-                        if (level == CINFER_KERNEL_AVX512) { /* the tile kernel itself at the same n */
-                            cinfer_matmul_avx512(xi, xqi, n, k, stored, type, row_bytes, 0, m, y_tile, m);
+                        if (level != CINFER_KERNEL_SCALAR) { /* the tile kernel itself at the same n */
+                            if (level == CINFER_KERNEL_AVX512)
+                                cinfer_matmul_avx512(xi, xqi, n, k, stored, type, row_bytes, 0, m, y_tile, m);
+                            else
+                                cinfer_matmul_avx2(xi, xqi, n, k, stored, type, row_bytes, 0, m, y_tile, m);
                             ck_assert_mem_eq(y_tile, y_few, sizeof(float) * n * m);
                             direct++;
                         }
@@ -465,7 +468,7 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
         free(x), free(w), free(y_batch), free(y_few), free(y_tile);
     }
     printf("decode gemv: %ld outputs within 1e-5 of sum|products| (worst %.3g), bit-identical to the batch of "
-           "%d; %ld calls compared with the AVX-512 tile kernel directly\n",
+           "%d; %ld calls compared with the AVX2 / AVX-512 tile kernels directly\n",
            checked, worst, BATCH, direct);
 }
 END_TEST

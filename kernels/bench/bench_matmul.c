@@ -2,8 +2,8 @@
  * decode-shaped (n = 1..8 rows: GB/s of weights streamed, against a plain read of the
  * same bytes) and prefill-shaped (n = 128..512 rows: GFLOP/s).
  *   bench_matmul [threads] [m] [k] [decode]
- * ("decode": only the shapes below.) Then, on one core, batch-1 decode on SmolLM-135M's weight shapes (576 wide), the
- * tile matmul against the decode GEMV where the CPU has AVX-512.
+ * Then, on one core, batch-1 decode on SmolLM-135M's weight shapes (576 wide): the
+ * tile matmul against the decode GEMV at AVX-512 and AVX2 ("decode": only these).
  * One thread is timed by its CPU time, so a busy machine skews it less. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +53,7 @@ static void read_part(void *arg, int part, int thread)
  * call reads the next copy of the weights in a buffer far larger than the caches, as
  * a decode step reads each layer's weights once (a small matrix read again and again
  * would be served from L2 and measure nothing a model sees). */
-static double time_kernel(int use_gemv, const float *x, const void *xq, int n, int k, const uint8_t *w,
+static double time_kernel(enum cinfer_kernel_level level, int use_gemv, const float *x, const void *xq, int n, int k, const uint8_t *w,
                           size_t w_bytes, enum cinfer_kernel_wtype type, size_t row_bytes, int m, float *y)
 {
     size_t matrix_bytes = row_bytes * m, copies = w_bytes / matrix_bytes, copy = 0;
@@ -62,31 +62,29 @@ static double time_kernel(int use_gemv, const float *x, const void *xq, int n, i
     do {
         const uint8_t *wc = w + copy * matrix_bytes;
         copy = copy + 1 < copies ? copy + 1 : 0;
-        if (use_gemv)
+        if (level == CINFER_KERNEL_AVX512 && use_gemv)
             cinfer_gemv_avx512(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
-        else
+        else if (level == CINFER_KERNEL_AVX512)
             cinfer_matmul_avx512(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
+        else if (use_gemv)
+            cinfer_gemv_avx2(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
+        else
+            cinfer_matmul_avx2(x, xq, n, k, wc, type, row_bytes, 0, m, y, m);
         iters++;
     } while ((t1 = now_s()) - t0 < 0.3);
     return (t1 - t0) / iters;
 }
 
 /* n = 1 on the shapes of SmolLM-135M (q/o 576x576, gate/up 1536x576, down 576x1536,
- * lm head 49152x576): the kernel alone on this thread, tile path against GEMV, weights
- * streamed from memory. */
-static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x, int x_cols, float *y,
-                                size_t y_len, double read_gbs)
+ * lm head 49152x576): the kernel alone on this thread, tile path against GEMV at one
+ * level, weights streamed from memory. */
+static void bench_decode_level(enum cinfer_kernel_level level, const uint8_t *w, size_t w_bytes, const float *x,
+                               int x_cols, float *y, size_t y_len, double read_gbs)
 {
-    if (cinfer_kernels_level() != CINFER_KERNEL_AVX512) {
-        printf("decode shapes: skipped (GEMV is AVX-512 only, level is %s)\n",
-               cinfer_kernels_level_name(cinfer_kernels_level()));
-        return;
-    }
     const int shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}}; /* m, k */
     const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
-    int saved = use_cpu_time;
-    use_cpu_time = 1;
-    printf("decode n=1, one thread, kernel only: tile -> gemv (GB/s of weights, %% of plain read)\n");
+    printf("decode n=1, one thread, kernel only, %s: tile -> gemv (GB/s of weights, %% of plain read)\n",
+           cinfer_kernels_level_name(level));
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int m = shapes[s][0], k = shapes[s][1];
         if ((size_t)m * k * 4 > w_bytes || k > x_cols || (size_t)m > y_len) {
@@ -99,14 +97,27 @@ static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x
             size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
             cinfer_kernel_prepare_rows(wtype, x, k, 0, 1, xq);
             double bytes = (double)row_bytes * m;
-            time_kernel(0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y); /* warm */
-            double tile_s = time_kernel(0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
-            double gemv_s = time_kernel(1, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
+            time_kernel(level, 0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y); /* warm */
+            double tile_s = time_kernel(level, 0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
+            double gemv_s = time_kernel(level, 1, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
             printf("W (%5d, %4d) %-4s %8.1f us %6.1f GB/s (%3.0f%%) -> %8.1f us %6.1f GB/s (%3.0f%%)  x%.2f\n", m,
                    k, names[type], tile_s * 1e6, bytes / tile_s / 1e9, 100 * bytes / tile_s / 1e9 / read_gbs,
                    gemv_s * 1e6, bytes / gemv_s / 1e9, 100 * bytes / gemv_s / 1e9 / read_gbs, tile_s / gemv_s);
         }
     }
+}
+
+static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x, int x_cols, float *y,
+                                size_t y_len, double read_gbs)
+{
+    int saved = use_cpu_time;
+    use_cpu_time = 1;
+    if (cinfer_kernels_best_level() >= CINFER_KERNEL_AVX512)
+        bench_decode_level(CINFER_KERNEL_AVX512, w, w_bytes, x, x_cols, y, y_len, read_gbs);
+    if (cinfer_kernels_best_level() >= CINFER_KERNEL_AVX2)
+        bench_decode_level(CINFER_KERNEL_AVX2, w, w_bytes, x, x_cols, y, y_len, read_gbs);
+    else
+        printf("decode shapes: skipped (the GEMV needs AVX2 or AVX-512)\n");
     use_cpu_time = saved;
 }
 
