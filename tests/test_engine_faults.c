@@ -24,9 +24,24 @@
 
 static const char *model;
 
+/* Each test gets its own TMPDIR, so counting run folders is not disturbed by engines
+ * that other programs run at the same time. */
+static char private_tmp[64];
+
 static void setup(void)
 {
     model = cinfer_test_engine_model();
+    snprintf(private_tmp, sizeof private_tmp, "/tmp/cinfer-faults-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(private_tmp));
+    setenv("TMPDIR", private_tmp, 1);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", private_tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", private_tmp);
 }
 
 static double now_s(void)
@@ -123,7 +138,9 @@ END_TEST
 
 static int count_run_dirs(void)
 {
-    FILE *p = popen("ls -d /tmp/cinfer-* 2>/dev/null | wc -l", "r");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ls -d %s/cinfer-* 2>/dev/null | wc -l", private_tmp);
+    FILE *p = popen(cmd, "r");
     int n = 0;
     if (p) {
         if (fscanf(p, "%d", &n) != 1)
@@ -361,7 +378,7 @@ static Suite *suite_engine_faults(void)
     Suite *s = suite_create("engine_faults");
     TCase *tc = tcase_create("faults");
     tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, kill_9_of_the_scheduler_mid_stream);
     tcase_add_test(tc, kill_9_of_the_detokenizer_mid_stream);
     tcase_add_test(tc, a_scheduler_that_fails_while_loading);
