@@ -211,6 +211,7 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
     size_t first = out->len;
     for (int32_t i = w->n_syms ? 0 : -1; i >= 0; i = w->syms[i].next)
         out->ids[out->len++] = w->syms[i].id;
-    tok_cache_put(tok->cache, hash, s, n, out->ids + first, out->len - first);
+    if (out->len > first) /* an empty piece has nothing worth caching (and out->ids may be NULL) */
+        tok_cache_put(tok->cache, hash, s, n, out->ids + first, out->len - first);
     return CINFER_OK;
 }
