@@ -8,6 +8,7 @@
 #   -t SECONDS  time per target (default 60, or $FUZZ_SECONDS)
 #   -j JOBS     parallel build jobs (default 2)
 #   TARGET      fuzz_<name> targets to run (default: all of fuzz/fuzz_*.c)
+#   FUZZ_SEED, FUZZ_RUNS (environment): libFuzzer's -seed and -runs, for repeatable runs
 #
 # Seeds, per target, from whichever exist: fuzz/seeds/<target>/, tests/data/fuzz/<target>/,
 # and seeds made here by kind of input: small GGUF files written with tools/gguf_writer.py
@@ -160,7 +161,12 @@ for t in "${targets[@]}"; do
     mapfile -t dirs < <(seed_dirs_for "$t")
     log=$build/fuzz-$t.log
     echo "fuzz.sh: $t for ${seconds}s (seeds: ${dirs[*]:-none}); log $log"
-    if "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    # FUZZ_SEED and FUZZ_RUNS make a run repeatable (CI uses them): the same seed, the
+    # same number of inputs, the same fresh corpus.
+    repeatable=()
+    [ -n "${FUZZ_SEED:-}" ] && repeatable+=(-seed="$FUZZ_SEED")
+    [ -n "${FUZZ_RUNS:-}" ] && repeatable+=(-runs="$FUZZ_RUNS")
+    if "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 "${repeatable[@]}" \
         -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$corpus" "${dirs[@]}" >"$log" 2>&1; then
         echo "fuzz.sh: $t: ok, $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs," \
              "$(find "$corpus" -type f | wc -l) corpus files"
