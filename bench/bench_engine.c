@@ -100,7 +100,7 @@ static double in_process_decode(const char *model_path, const int32_t *prompt, i
 struct caller {
     struct cinfer_engine *engine;
     int tokens;
-    double first, last;
+    double *arrival; /* (tokens + 1) when each token reached this caller */
     int received;
 };
 
@@ -108,12 +108,8 @@ static int on_chunk(const struct cinfer_stream_chunk *c, void *ctx)
 {
     struct caller *k = ctx;
     double t = now_s();
-    if (c->n_ids > 0) {
-        if (k->received == 0)
-            k->first = t;
-        k->received += (int)c->n_ids;
-        k->last = t;
-    }
+    for (size_t i = 0; i < c->n_ids && k->received <= k->tokens; i++)
+        k->arrival[k->received++] = t;
     return 0;
 }
 
@@ -131,27 +127,37 @@ static void *run_caller(void *arg)
     return NULL;
 }
 
+/* Steady state only: the window in which every caller is decoding (from the last
+ * caller's first token to the first caller's last), so that staggered arrivals and
+ * prefills do not count against the pipeline. */
 static double pipeline_decode(struct cinfer_engine *e, int batch, int tokens)
 {
     struct caller *k = calloc((size_t)batch, sizeof *k);
     pthread_t *t = calloc((size_t)batch, sizeof *t);
     for (int b = 0; b < batch; b++) {
-        k[b] = (struct caller){.engine = e, .tokens = tokens};
+        k[b] = (struct caller){.engine = e, .tokens = tokens,
+                               .arrival = calloc((size_t)tokens + 1, sizeof(double))};
         pthread_create(&t[b], NULL, run_caller, &k[b]);
     }
-    double first = 1e300, last = 0;
-    long decoded = 0;
+    double start = 0, end = 1e300;
     for (int b = 0; b < batch; b++) {
         pthread_join(t[b], NULL);
-        if (k[b].first < first)
-            first = k[b].first;
-        if (k[b].last > last)
-            last = k[b].last;
-        decoded += k[b].received - 1; /* the first token is the prefill's */
+        if (k[b].received < 2)
+            continue;
+        if (k[b].arrival[0] > start)
+            start = k[b].arrival[0];
+        if (k[b].arrival[k[b].received - 1] < end)
+            end = k[b].arrival[k[b].received - 1];
+    }
+    long decoded = 0;
+    for (int b = 0; b < batch; b++) {
+        for (int i = 0; i < k[b].received; i++)
+            decoded += k[b].arrival[i] > start && k[b].arrival[i] <= end;
+        free(k[b].arrival);
     }
     free(k);
     free(t);
-    return (double)decoded / (last - first);
+    return end > start ? (double)decoded / (end - start) : 0;
 }
 
 int main(int argc, char **argv)
