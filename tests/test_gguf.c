@@ -9,28 +9,7 @@
 #include "cinfer/gguf.h"
 #include "support/gguf_builder.h"
 #include "support/runner.h"
-
-static char tmp_dir[256];
-
-static void make_tmp_dir(void)
-{
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/test_gguf.XXXXXX", CINFER_BINARY_DIR);
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
+#include "support/tmp_dir.h"
 
 static int str_is(struct cinfer_gguf_str s, const char *z)
 {
@@ -153,28 +132,28 @@ static void check_sample(const struct cinfer_gguf *g, uint32_t version)
 
 START_TEST(reads_v3_and_v2)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     for (uint32_t version = 2; version <= 3; version++) {
         struct gguf_builder b;
         build_sample(&b, version);
-        ck_assert_int_eq(gguf_builder_write(&b, tmp_path("sample.gguf"), NULL), 0);
+        ck_assert_int_eq(gguf_builder_write(&b, cinfer_test_tmp_path("sample.gguf"), NULL), 0);
         gguf_builder_free(&b);
         struct cinfer_gguf *g = NULL;
         struct cinfer_error err;
-        int rc = cinfer_gguf_open(tmp_path("sample.gguf"), &g, &err);
+        int rc = cinfer_gguf_open(cinfer_test_tmp_path("sample.gguf"), &g, &err);
         ck_assert_msg(rc == 0, "%s", err.message);
-        ck_assert_str_eq(cinfer_gguf_path(g), tmp_path("sample.gguf"));
+        ck_assert_str_eq(cinfer_gguf_path(g), cinfer_test_tmp_path("sample.gguf"));
         check_sample(g, version);
         cinfer_gguf_close(&g);
         ck_assert_ptr_null(g);
     }
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(custom_alignment)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     gguf_builder_init(&b, 3);
     gguf_builder_set_alignment(&b, 64);
@@ -182,31 +161,31 @@ START_TEST(custom_alignment)
     gguf_builder_tensor(&b, "a", CINFER_GGML_F32, 1, (uint64_t[]){3}, a, sizeof a);
     gguf_builder_tensor(&b, "c", CINFER_GGML_F32, 1, (uint64_t[]){5}, c, sizeof c);
     struct gguf_layout lay;
-    ck_assert_int_eq(gguf_builder_write(&b, tmp_path("a64.gguf"), &lay), 0);
+    ck_assert_int_eq(gguf_builder_write(&b, cinfer_test_tmp_path("a64.gguf"), &lay), 0);
     gguf_builder_free(&b);
     ck_assert_uint_eq(lay.data_start % 64, 0);
     struct cinfer_gguf *g = NULL;
     struct cinfer_error err;
-    ck_assert_int_eq(cinfer_gguf_open(tmp_path("a64.gguf"), &g, &err), 0);
+    ck_assert_int_eq(cinfer_gguf_open(cinfer_test_tmp_path("a64.gguf"), &g, &err), 0);
     const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(g, "c");
     ck_assert_ptr_eq(t->data, (const char *)cinfer_gguf_tensor_at(g, 0)->data + 64);
     ck_assert_int_eq(memcmp(t->data, c, sizeof c), 0);
     cinfer_gguf_close(&g);
     cinfer_gguf_close(&g); /* a second close is harmless */
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(getter_errors_name_key_and_types)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     build_sample(&b, 3);
-    ck_assert_int_eq(gguf_builder_write(&b, tmp_path("s.gguf"), NULL), 0);
+    ck_assert_int_eq(gguf_builder_write(&b, cinfer_test_tmp_path("s.gguf"), NULL), 0);
     gguf_builder_free(&b);
     struct cinfer_gguf *g = NULL;
     struct cinfer_error err;
-    ck_assert_int_eq(cinfer_gguf_open(tmp_path("s.gguf"), &g, &err), 0);
+    ck_assert_int_eq(cinfer_gguf_open(cinfer_test_tmp_path("s.gguf"), &g, &err), 0);
     uint32_t u32;
     ck_assert_int_eq(cinfer_gguf_get_u32(g, "llama.nope", &u32, &err), CINFER_ERR_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(err.message, "GGUF key llama.nope is missing"));
@@ -227,14 +206,14 @@ START_TEST(getter_errors_name_key_and_types)
     int flag;
     ck_assert_int_eq(cinfer_gguf_get_bool(g, "test.u8", &flag, &err), CINFER_ERR_PARSE);
     cinfer_gguf_close(&g);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 /* Opens bytes written to a file, expects failure with code and a message containing want. */
 static void expect_refused(const unsigned char *bytes, size_t len, int code, const char *want)
 {
-    const char *path = tmp_path("bad.gguf");
+    const char *path = cinfer_test_tmp_path("bad.gguf");
     ck_assert_int_eq(gguf_write_bytes(path, bytes, len), 0);
     struct cinfer_gguf *g = NULL;
     struct cinfer_error err;
@@ -248,7 +227,7 @@ static void expect_refused(const unsigned char *bytes, size_t len, int code, con
 
 START_TEST(every_truncation_is_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     build_sample(&b, 3);
     size_t len;
@@ -265,13 +244,13 @@ START_TEST(every_truncation_is_refused)
     }
     printf("gguf: %d truncation points refused (file of %zu bytes)\n", n_checked, len);
     free(bytes);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(bad_headers_are_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     build_sample(&b, 3);
     size_t len;
@@ -304,7 +283,7 @@ START_TEST(bad_headers_are_refused)
 
     free(bad);
     free(good);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -326,7 +305,7 @@ static size_t record_field(const struct gguf_layout *lay, int tensor, size_t nam
 
 START_TEST(bad_tensor_records_are_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     build_sample(&b, 3);
     size_t len;
@@ -371,7 +350,7 @@ START_TEST(bad_tensor_records_are_refused)
 
     free(bad);
     free(good);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -386,7 +365,7 @@ static void expect_built_refused(struct gguf_builder *b, int code, const char *w
 
 START_TEST(bad_keys_are_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct gguf_builder b;
     float x[32] = {0};
 
@@ -427,29 +406,29 @@ START_TEST(bad_keys_are_refused)
     gguf_builder_tensor(&b, "w", CINFER_GGML_F32, 1, (uint64_t[]){32}, x, sizeof x);
     expect_built_refused(&b, CINFER_ERR_PARSE, "GGUF tensor w appears twice (tensors 0 and 1)");
 
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(missing_and_empty_files)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_gguf");
     struct cinfer_gguf *g = NULL;
     struct cinfer_error err;
-    ck_assert_int_eq(cinfer_gguf_open(tmp_path("absent.gguf"), &g, &err), CINFER_ERR_NOT_FOUND);
+    ck_assert_int_eq(cinfer_gguf_open(cinfer_test_tmp_path("absent.gguf"), &g, &err), CINFER_ERR_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(err.message, "absent.gguf: cannot open"));
-    ck_assert_int_eq(cinfer_gguf_open(tmp_dir, &g, &err), CINFER_ERR_IO);
+    ck_assert_int_eq(cinfer_gguf_open(cinfer_test_tmp_dir, &g, &err), CINFER_ERR_IO);
     ck_assert_ptr_nonnull(strstr(err.message, "not a regular file"));
     /* A header with no keys and no tensors is a valid (empty) file. */
     struct gguf_builder b;
     gguf_builder_init(&b, 3);
-    ck_assert_int_eq(gguf_builder_write(&b, tmp_path("empty.gguf"), NULL), 0);
+    ck_assert_int_eq(gguf_builder_write(&b, cinfer_test_tmp_path("empty.gguf"), NULL), 0);
     gguf_builder_free(&b);
-    ck_assert_int_eq(cinfer_gguf_open(tmp_path("empty.gguf"), &g, &err), 0);
+    ck_assert_int_eq(cinfer_gguf_open(cinfer_test_tmp_path("empty.gguf"), &g, &err), 0);
     ck_assert_int_eq(cinfer_gguf_key_count(g), 0);
     ck_assert_uint_eq(cinfer_gguf_tensor_count(g), 0);
     cinfer_gguf_close(&g);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 

@@ -13,31 +13,8 @@
 #include "model/model.h"
 #include "support/gguf_builder.h"
 #include "support/runner.h"
+#include "support/tmp_dir.h"
 #include "support/safetensors_builder.h"
-
-static char tmp_dir[256];
-
-static void make_tmp_dir(void)
-{
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/test_model_load.XXXXXX", CINFER_BINARY_DIR);
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[2][400];
-    static int which;
-    which ^= 1;
-    snprintf(path[which], sizeof path[which], "%s/%s", tmp_dir, name);
-    return path[which];
-}
 
 static void write_text(const char *path, const char *text)
 {
@@ -371,7 +348,7 @@ static struct cinfer_model *load_ok(const char *path)
 
 static void load_and_check(const char *name, const struct hf_model *hm)
 {
-    const char *dir = tmp_path(name);
+    const char *dir = cinfer_test_tmp_path(name);
     write_hf_model(dir, hm);
     struct cinfer_model *m = load_ok(dir);
     check_hf_model(m, hm);
@@ -380,7 +357,7 @@ static void load_and_check(const char *name, const struct hf_model *hm)
 
 START_TEST(hf_llama_every_dtype_tied_and_untied)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     static const char *const dtypes[] = {"F32", "F16", "BF16"};
     for (int d = 0; d < 3; d++) {
         struct hf_model untied = {.model_type = "llama", .dtype = dtypes[d], .tie_key = 0, .write_lm_head = 1};
@@ -394,38 +371,38 @@ START_TEST(hf_llama_every_dtype_tied_and_untied)
         struct hf_model implicit = {.model_type = "mistral", .dtype = dtypes[d], .tie_key = -1};
         load_and_check("implicit", &implicit);
     }
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(hf_sharded_with_index)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     struct hf_model hm = {.model_type = "llama", .dtype = "BF16", .tie_key = 0, .write_lm_head = 1, .shards = 2};
     load_and_check("sharded", &hm);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(hf_qwen2_biases_and_qwen3_norms)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     struct hf_model qwen2 = {.model_type = "qwen2", .dtype = "F16", .tie_key = 1};
     load_and_check("qwen2", &qwen2);
     struct hf_model qwen3 = {.model_type = "qwen3", .dtype = "BF16", .tie_key = 1, .head_dim = 8};
     load_and_check("qwen3", &qwen3);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(hf_llama3_rope_scaling_and_generation_config)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     struct hf_model hm = {.model_type = "llama", .dtype = "F32", .tie_key = 1,
                           .extra_config = "\"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0, "
                                           "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, "
                                           "\"rope_type\": \"llama3\"}"};
-    const char *dir = tmp_path("llama3");
+    const char *dir = cinfer_test_tmp_path("llama3");
     write_hf_model(dir, &hm);
     char path[512];
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
@@ -443,13 +420,13 @@ START_TEST(hf_llama3_rope_scaling_and_generation_config)
     cinfer_model_free(&m);
 
     struct hf_model sw = {.model_type = "mistral", .dtype = "F32", .tie_key = 1, .extra_config = "\"sliding_window\": 1024"};
-    dir = tmp_path("mistral_sw");
+    dir = cinfer_test_tmp_path("mistral_sw");
     write_hf_model(dir, &sw);
     m = load_ok(dir);
     ck_assert_int_eq(m->config.max_position_embeddings, 1024); /* context limited to the window */
     ck_assert_int_eq(m->config.n_eos, 1);
     cinfer_model_free(&m);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -466,14 +443,14 @@ static void expect_refused(const char *path, int code, const char *want)
 
 static void expect_hf_refused(const char *name, const struct hf_model *hm, int code, const char *want)
 {
-    const char *dir = tmp_path(name);
+    const char *dir = cinfer_test_tmp_path(name);
     write_hf_model(dir, hm);
     expect_refused(dir, code, want);
 }
 
 START_TEST(hf_errors_name_the_problem)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     struct hf_model base = {.model_type = "llama", .dtype = "F32", .tie_key = 0, .write_lm_head = 1};
     struct hf_model hm = base;
 
@@ -520,7 +497,7 @@ START_TEST(hf_errors_name_the_problem)
     expect_hf_refused("escape_index", &hm, CINFER_ERR_PARSE, "is not a file name in the model folder");
 
     /* Damaged files in an otherwise good folder. */
-    const char *dir = tmp_path("broken");
+    const char *dir = cinfer_test_tmp_path("broken");
     write_hf_model(dir, &base);
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -548,17 +525,17 @@ START_TEST(hf_errors_name_the_problem)
     ck_assert_int_eq(st_write_raw(path, "{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
                                         "\"data_offsets\": [0, 64]}}     ", zeros, sizeof zeros), 0);
     expect_refused(dir, CINFER_ERR_NOT_FOUND, "model.safetensors: missing tensor model.embed_tokens.weight");
-    expect_refused(tmp_path("nothing_here"), CINFER_ERR_NOT_FOUND, "no such model");
+    expect_refused(cinfer_test_tmp_path("nothing_here"), CINFER_ERR_NOT_FOUND, "no such model");
     expect_refused(path, CINFER_ERR_INVALID_ARGUMENT, "give the model folder");
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(hf_unsupported_dtype)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     struct hf_model hm = {.model_type = "llama", .dtype = "F32", .tie_key = 0, .write_lm_head = 1};
-    const char *dir = tmp_path("i32");
+    const char *dir = cinfer_test_tmp_path("i32");
     write_hf_model(dir, &hm);
     /* Replace the weights with a file whose embedding is I32. */
     struct st_builder b;
@@ -571,7 +548,7 @@ START_TEST(hf_unsupported_dtype)
     st_builder_free(&b);
     expect_refused(dir, CINFER_ERR_UNSUPPORTED,
                    "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16 and q8_0 weights");
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -671,14 +648,14 @@ static void write_gguf_model(const char *path, const struct gguf_model *gm)
 
 START_TEST(gguf_families_and_types)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     static const uint32_t types[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
     static const char *const archs[] = {"llama", "qwen2", "qwen3"};
     for (int ai = 0; ai < 3; ai++)
         for (int ti = 0; ti < 4; ti++) {
             struct gguf_model gm = {.arch = archs[ai], .matrix_type = types[ti], .tied = ai != 0,
                                     .head_dim = ai == 2 ? 32 : 0};
-            const char *path = tmp_path("m.gguf");
+            const char *path = cinfer_test_tmp_path("m.gguf");
             write_gguf_model(path, &gm);
             struct cinfer_model *m = load_ok(path);
             const struct cinfer_model_config *c = &m->config;
@@ -728,7 +705,7 @@ START_TEST(gguf_families_and_types)
             cinfer_gguf_close(&g);
             cinfer_model_free(&m);
         }
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -766,7 +743,7 @@ static double hf_llama3_multiplier(const struct cinfer_model_config *c, double i
 
 START_TEST(gguf_llama3_rope_freqs_reproduced)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_model_load");
     static const struct {
         double theta;
         int head_dim;
@@ -784,7 +761,7 @@ START_TEST(gguf_llama3_rope_freqs_reproduced)
                           cases[k].orig, freqs);
         struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_F32, .head_dim = cases[k].head_dim,
                                 .rope_freqs = freqs, .rope_theta = cases[k].theta};
-        const char *path = tmp_path("l3.gguf");
+        const char *path = cinfer_test_tmp_path("l3.gguf");
         write_gguf_model(path, &gm);
         struct cinfer_model *m = load_ok(path);
         const struct cinfer_model_config *c = &m->config;
@@ -806,16 +783,16 @@ START_TEST(gguf_llama3_rope_freqs_reproduced)
     /* Factors that no Llama 3 curve gives are refused, not approximated. */
     float odd[8] = {1, 3, 1, 3, 1, 3, 1, 3};
     struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_F32, .rope_freqs = odd, .head_dim = 16};
-    write_gguf_model(tmp_path("odd.gguf"), &gm);
-    expect_refused(tmp_path("odd.gguf"), CINFER_ERR_UNSUPPORTED, "rope_freqs.weight");
-    remove_tmp_dir();
+    write_gguf_model(cinfer_test_tmp_path("odd.gguf"), &gm);
+    expect_refused(cinfer_test_tmp_path("odd.gguf"), CINFER_ERR_UNSUPPORTED, "rope_freqs.weight");
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(gguf_errors_name_the_problem)
 {
-    make_tmp_dir();
-    const char *path = tmp_path("bad.gguf");
+    cinfer_test_make_tmp_dir("test_model_load");
+    const char *path = cinfer_test_tmp_path("bad.gguf");
     struct gguf_model base = {.arch = "llama", .matrix_type = CINFER_GGML_F16};
     struct gguf_model gm = base;
     gm.arch = "gpt2";
@@ -858,7 +835,7 @@ START_TEST(gguf_errors_name_the_problem)
     expect_refused(path, CINFER_ERR_CONFIG, "implausible sizes: 2000000000 layers");
     write_text(path, "GGUF\3\0\0\0");
     expect_refused(path, CINFER_ERR_PARSE, "GGUF file truncated");
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 

@@ -7,29 +7,8 @@
 
 #include "format/safetensors.h"
 #include "support/runner.h"
+#include "support/tmp_dir.h"
 #include "support/safetensors_builder.h"
-
-static char tmp_dir[256];
-
-static void make_tmp_dir(void)
-{
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/test_safetensors.XXXXXX", CINFER_BINARY_DIR);
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
 
 static float w32[3 * 4];   /* (3, 4) */
 static uint16_t w16[5];    /* (5,) */
@@ -52,14 +31,14 @@ static void build_sample(struct st_builder *b)
 
 START_TEST(reads_tensors_in_place)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_safetensors");
     struct st_builder b;
     build_sample(&b);
-    ck_assert_int_eq(st_builder_write(&b, tmp_path("m.safetensors")), 0);
+    ck_assert_int_eq(st_builder_write(&b, cinfer_test_tmp_path("m.safetensors")), 0);
     st_builder_free(&b);
     struct cinfer_safetensors *st = NULL;
     struct cinfer_error err;
-    int rc = cinfer_safetensors_open(tmp_path("m.safetensors"), &st, &err);
+    int rc = cinfer_safetensors_open(cinfer_test_tmp_path("m.safetensors"), &st, &err);
     ck_assert_msg(rc == 0, "%s", err.message);
     ck_assert_uint_eq(cinfer_safetensors_count(st), 4);
     ck_assert_str_eq(cinfer_safetensors_at(st, 0)->name, "cube"); /* name order */
@@ -87,7 +66,7 @@ START_TEST(reads_tensors_in_place)
     ck_assert_uint_eq(cinfer_st_dtype_bytes(CINFER_ST_F64), 8);
     cinfer_safetensors_close(&st);
     ck_assert_ptr_null(st);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
@@ -107,38 +86,38 @@ static void expect_header_refused(const char *header, size_t data_len, int code,
 {
     static const unsigned char zeros[256];
     ck_assert_uint_le(data_len, sizeof zeros);
-    ck_assert_int_eq(st_write_raw(tmp_path("bad.safetensors"), header, zeros, data_len), 0);
-    expect_refused_file(tmp_path("bad.safetensors"), code, want);
+    ck_assert_int_eq(st_write_raw(cinfer_test_tmp_path("bad.safetensors"), header, zeros, data_len), 0);
+    expect_refused_file(cinfer_test_tmp_path("bad.safetensors"), code, want);
 }
 
 START_TEST(every_truncation_is_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_safetensors");
     struct st_builder b;
     build_sample(&b);
-    ck_assert_int_eq(st_builder_write(&b, tmp_path("good.safetensors")), 0);
+    ck_assert_int_eq(st_builder_write(&b, cinfer_test_tmp_path("good.safetensors")), 0);
     st_builder_free(&b);
-    FILE *f = fopen(tmp_path("good.safetensors"), "rb");
+    FILE *f = fopen(cinfer_test_tmp_path("good.safetensors"), "rb");
     unsigned char bytes[4096];
     size_t len = fread(bytes, 1, sizeof bytes, f);
     fclose(f);
     uint64_t header_bytes;
     memcpy(&header_bytes, bytes, 8);
     for (size_t cut = 0; cut < len; cut++) {
-        f = fopen(tmp_path("cut.safetensors"), "wb");
+        f = fopen(cinfer_test_tmp_path("cut.safetensors"), "wb");
         ck_assert_uint_eq(fwrite(bytes, 1, cut, f), cut);
         fclose(f);
         const char *want = cut < 8 + header_bytes ? "safetensors file truncated" : "outside the data buffer";
-        expect_refused_file(tmp_path("cut.safetensors"), CINFER_ERR_PARSE, want);
+        expect_refused_file(cinfer_test_tmp_path("cut.safetensors"), CINFER_ERR_PARSE, want);
     }
     printf("safetensors: %zu truncation points refused (file of %zu bytes)\n", len, len);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(bad_headers_are_refused)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_safetensors");
     expect_header_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, CINFER_ERR_PARSE,
                           "safetensors header is not valid JSON: '}' expected near end of file at header byte 53 (line 1, column 53)");
     expect_header_refused("{\"a\": tru}", 0, CINFER_ERR_PARSE, "not valid JSON: invalid token near 'tru' at header byte 9");
@@ -177,27 +156,27 @@ START_TEST(bad_headers_are_refused)
 
     /* The header length itself. */
     unsigned char huge[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
-    FILE *f = fopen(tmp_path("len.safetensors"), "wb");
+    FILE *f = fopen(cinfer_test_tmp_path("len.safetensors"), "wb");
     fwrite(huge, 1, sizeof huge, f);
     fclose(f);
-    expect_refused_file(tmp_path("len.safetensors"), CINFER_ERR_PARSE,
+    expect_refused_file(cinfer_test_tmp_path("len.safetensors"), CINFER_ERR_PARSE,
                         "safetensors file truncated: header of 9223372036854775807 bytes, but only 8 follow the length");
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
 START_TEST(empty_and_missing)
 {
-    make_tmp_dir();
+    cinfer_test_make_tmp_dir("test_safetensors");
     struct cinfer_safetensors *st = NULL;
     struct cinfer_error err;
-    ck_assert_int_eq(cinfer_safetensors_open(tmp_path("none.safetensors"), &st, &err), CINFER_ERR_NOT_FOUND);
+    ck_assert_int_eq(cinfer_safetensors_open(cinfer_test_tmp_path("none.safetensors"), &st, &err), CINFER_ERR_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(err.message, "none.safetensors: cannot open"));
-    ck_assert_int_eq(st_write_raw(tmp_path("empty.safetensors"), "{}", NULL, 0), 0);
-    ck_assert_int_eq(cinfer_safetensors_open(tmp_path("empty.safetensors"), &st, &err), 0);
+    ck_assert_int_eq(st_write_raw(cinfer_test_tmp_path("empty.safetensors"), "{}", NULL, 0), 0);
+    ck_assert_int_eq(cinfer_safetensors_open(cinfer_test_tmp_path("empty.safetensors"), &st, &err), 0);
     ck_assert_uint_eq(cinfer_safetensors_count(st), 0);
     cinfer_safetensors_close(&st);
-    remove_tmp_dir();
+    cinfer_test_remove_tmp_dir();
 }
 END_TEST
 
