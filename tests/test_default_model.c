@@ -24,6 +24,7 @@
 
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
+#include "support/greedy_reference.h"
 #include "support/runner.h"
 #if CINFER_HAVE_MODEL_RUNTIME
 #include "model/model.h"
@@ -391,61 +392,13 @@ static void print_ids(const char *label, const struct id_list *l)
     printf("\n");
 }
 
-static int argmax(const float *row, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (row[i] > row[best])
-            best = i;
-    return best;
-}
-
-/* Greedy decoding with the runtime: prefill the prompt, then one token per call. */
+/* Greedy decoding with the runtime alone (tests/support/greedy_reference.c): prefill
+ * the prompt, then one token per call, exactly n_new tokens. */
 static void runtime_greedy(const struct id_list *prompt, int n_new, struct id_list *out)
 {
-    struct cinfer_error err = {0};
-    struct cinfer_model *model = NULL;
-    struct cinfer_runtime *rt = NULL;
-    struct cinfer_model_load_options load_opts = {.show_progress = 0};
-    ck_assert_msg(cinfer_model_load(MODEL_DIR, &load_opts, &model, &err) == 0, "%s", err.message);
-    struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 16u << 20, .kv_page_tokens = 16, .n_threads = 2};
-    ck_assert_msg(cinfer_runtime_create(model, &rt_opts, &rt, &err) == 0, "%s", err.message);
-
-    int vocab = model->config.vocab_size;
-    float *logits = malloc(sizeof(float) * (size_t)vocab); /* (1, vocab) */
-    ck_assert_ptr_nonnull(logits);
-    int32_t pages[MAX_IDS];
-    int n_pages = 0;
-    int page_tokens = cinfer_runtime_kv_page_tokens(rt);
-    int32_t seq[MAX_IDS]; /* (prompt + new) */
     ck_assert_int_le(prompt->n + n_new, MAX_IDS);
-    memcpy(seq, prompt->ids, sizeof(int32_t) * (size_t)prompt->n);
-    int n_seq = prompt->n;
-    int start = 0;
-    out->n = 0;
-    while (out->n < n_new) {
-        while (n_pages * page_tokens < n_seq)
-            ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &pages[n_pages++]), 0);
-        struct cinfer_seq_chunk chunk = {
-            .tokens = seq + start,
-            .n_tokens = n_seq - start,
-            .start_pos = start,
-            .page_table = pages,
-            .n_pages = n_pages,
-            .logits = CINFER_LOGITS_LAST,
-            .logits_out = logits,
-        };
-        ck_assert_msg(cinfer_runtime_forward(rt, &chunk, 1, &err) == 0, "forward at %d: %s", start, err.message);
-        int32_t next = argmax(logits, vocab);
-        out->ids[out->n++] = next;
-        start = n_seq;
-        seq[n_seq++] = next;
-    }
-    for (int i = 0; i < n_pages; i++)
-        cinfer_runtime_kv_page_unref(rt, pages[i]);
-    free(logits);
-    cinfer_runtime_destroy(&rt);
-    cinfer_model_free(&model);
+    out->n = cinfer_test_greedy_reference(MODEL_DIR, prompt->ids, prompt->n, n_new, 0, out->ids);
+    ck_assert_int_eq(out->n, n_new);
 }
 
 /* The tokenizer-bpe plugin when it is built: its prompt ids and decoded text must
