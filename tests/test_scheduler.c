@@ -402,6 +402,45 @@ static int step_once(struct cinfer_scheduler *s, uint64_t watch, enum cinfer_fin
     return got;
 }
 
+START_TEST(kv_pressure_retracts_the_lowest_priority)
+{
+    /* Two requests that cannot both grow in 6 pages: the older one has the lower
+     * priority, so it is the one retracted, and the newer, higher one finishes first. */
+    struct setup cfg = {.kv_tokens = 96, .max_running = 2, .disable_cache = 1};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    struct cinfer_sampling_params p;
+    greedy(&p);
+    p.max_new_tokens = 60;
+    struct cinfer_error err = {0};
+    uint64_t seed = 23;
+    int32_t a[16], b[16];
+    random_ids(&seed, a, 16);
+    random_ids(&seed, b, 16);
+    p.priority = 0;
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 0, a, 16, &p, &err), 0);
+    enum cinfer_finish_reason finish;
+    char why[64];
+    step_once(f.s, 99, &finish, why); /* request 0 is running before request 1 arrives */
+    p.priority = 5;
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 1, b, 16, &p, &err), 0);
+    int finished_first = -1, steps = 0;
+    while (cinfer_scheduler_has_work(f.s) && steps++ < 2000) {
+        const struct cinfer_step_item *items;
+        int n;
+        ck_assert_int_eq(cinfer_scheduler_step(f.s, &items, &n, &err), 0);
+        for (int i = 0; i < n; i++)
+            if (items[i].finish_reason != CINFER_FINISH_NONE && finished_first < 0)
+                finished_first = (int)items[i].rid;
+    }
+    struct cinfer_scheduler_stats st;
+    cinfer_scheduler_get_stats(f.s, &st);
+    ck_assert_msg(st.retractions > 0, "the cache was not under pressure");
+    ck_assert_int_eq(finished_first, 1);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(priority_then_policy_orders_the_queue)
 {
     struct cinfer_sampling_params p;
@@ -572,6 +611,7 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, concurrent_64_equal_alone);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
+    tcase_add_test(tc, kv_pressure_retracts_the_lowest_priority);
     tcase_add_test(tc, abort_frees_pages_at_once);
     tcase_add_test(tc, queue_full_and_too_long_refused);
     tcase_add_test(tc, priority_then_policy_orders_the_queue);

@@ -328,10 +328,11 @@ static int cover(struct cinfer_scheduler *s, struct request *r, int n_positions)
     return CINFER_OK;
 }
 
-/* Puts the newest running request back at the front of the queue, freeing its pages;
+/* Puts the last running request (the step moves its chosen victim there) back at the
+ * front of the queue, freeing its pages;
  * its tokens (prompt and output so far) are recomputed when it runs again, except the
  * full pages the prefix cache still holds by then. */
-static void retract_newest(struct cinfer_scheduler *s)
+static void retract_last(struct cinfer_scheduler *s)
 {
     struct request *r = s->running[s->n_running - 1];
     s->stats.retractions++;
@@ -559,8 +560,17 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
                 n_chunks = 0;
                 goto run;
             }
-            int self = (i == s->n_running - 1);
-            retract_newest(s);
+            /* The victim: the lowest priority among the requests not yet given a
+             * chunk this step (this one included), the newest among equals. */
+            int victim = i;
+            for (int j = i + 1; j < s->n_running; j++)
+                if (request_priority(s->running[j]) <= request_priority(s->running[victim]))
+                    victim = j;
+            struct request *last = s->running[s->n_running - 1];
+            s->running[s->n_running - 1] = s->running[victim];
+            s->running[victim] = last;
+            int self = (victim == i);
+            retract_last(s);
             if (self)
                 goto run;
         }
