@@ -13,46 +13,12 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "weight_load_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
 #define ROWS 8
 #define LANES 8
 #define PREFETCH_GROUPS 2 /* rows ahead / ROWS, into L2: see gemv_avx512.c */
-
-AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm256_loadu_ps((const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
-    case CINFER_KW_BF16: {
-        __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0:
-        break;
-    }
-    return _mm256_setzero_ps();
-}
-
-/* Elements [kk, k) of one dot product, in order, as matmul_avx2.c adds them. */
-static float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum cinfer_kernel_wtype wtype)
-{
-    float acc = 0.0f;
-    for (int i = kk; i < k; i++) {
-        uint16_t h;
-        float wv;
-        switch (wtype) {
-        case CINFER_KW_F32: memcpy(&wv, wrow + 4 * (size_t)i, 4); break;
-        case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_f16_to_f32(h); break;
-        case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_bf16_to_f32(h); break;
-        default: wv = 0.0f; break;
-        }
-        acc += x[i] * wv;
-    }
-    return acc;
-}
 
 /* 8 accumulators of 8 lanes -> their 8 sums in order, by the hsum's tree: lane i +
  * lane i + 4, then (0 + 2, 1 + 3), then the two neighbours. */

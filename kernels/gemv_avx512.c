@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "weight_load_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 #define ROWS 8  /* weight rows in flight */
@@ -28,41 +29,6 @@
  * against T0, which only matched the tile. */
 #define PREFETCH_GROUPS 2
 #define PREFETCH_HINT _MM_HINT_T1
-
-/* 16 weights of one row starting at element kk, widened to f32 (as matmul_avx512.c). */
-AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm512_loadu_ps((const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
-    case CINFER_KW_BF16: {
-        __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0:
-        break;
-    }
-    return _mm512_setzero_ps();
-}
-
-AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm512_maskz_loadu_ps(m, (const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
-    case CINFER_KW_BF16: {
-        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0:
-        break;
-    }
-    return _mm512_setzero_ps();
-}
 
 /* The last two levels of the tree for 8 rows whose 4-value partial sums sit one row
  * per 128-bit chunk: q0123 holds rows 0-3, q4567 rows 4-7. Returns the 8 row sums in
@@ -232,14 +198,6 @@ AI void gemv_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_k
 #define Q8_DOT_VNNI(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
 Q8_GEMV(gemv_q8, , Q8_DOT_MADD)
 Q8_GEMV(gemv_q8_vnni, __attribute__((target("avx512vnni"))), Q8_DOT_VNNI)
-
-static int has_vnni(void)
-{
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
-    return cached;
-}
 
 void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
                         enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "weight_load_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
 #define TILE_M 2
@@ -15,47 +16,12 @@
 #define LANES 8
 #define WEIGHT_BLOCK_BYTES (256 * 1024)
 
-AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm256_loadu_ps((const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
-    case CINFER_KW_BF16: {
-        __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0: /* integer path in q8_tile.h */
-        break;
-    }
-    return _mm256_setzero_ps();
-}
-
 AI float hsum(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-/* Elements [kk, k) of one dot product, in order (F32/F16/BF16 only). */
-static float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum cinfer_kernel_wtype wtype)
-{
-    float acc = 0.0f;
-    for (int i = kk; i < k; i++) {
-        uint16_t h;
-        float wv;
-        switch (wtype) {
-        case CINFER_KW_F32: memcpy(&wv, wrow + 4 * (size_t)i, 4); break;
-        case CINFER_KW_F16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_f16_to_f32(h); break;
-        case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_bf16_to_f32(h); break;
-        default: wv = 0.0f; break;
-        }
-        acc += x[i] * wv;
-    }
-    return acc;
 }
 
 AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,

@@ -10,48 +10,13 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "weight_load_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 #define TILE_M 4 /* activation rows per tile */
 #define TILE_N 4 /* weight rows per tile */
 #define LANES 16
 #define WEIGHT_BLOCK_BYTES (256 * 1024) /* weight rows kept in L2 while x streams past */
-
-/* 16 weights of one row starting at element kk, widened to f32 (F32, F16, BF16). */
-AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm512_loadu_ps((const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
-    case CINFER_KW_BF16: {
-        __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0: /* integer path in q8_tile.h */
-        break;
-    }
-    return _mm512_setzero_ps();
-}
-
-/* The last k % 16 weights (never Q8_0, whose k is a multiple of 32), zero-filled. */
-AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfer_kernel_wtype wtype)
-{
-    switch (wtype) {
-    case CINFER_KW_F32:
-        return _mm512_maskz_loadu_ps(m, (const float *)wrow + kk);
-    case CINFER_KW_F16:
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
-    case CINFER_KW_BF16: {
-        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-    }
-    case CINFER_KW_Q8_0:
-        break;
-    }
-    return _mm512_setzero_ps();
-}
 
 /* y (mr, ldy)[0:nr] = x (mr, k) · W (nr rows)ᵀ; mr, nr and wtype are constants after
  * inlining, so the accumulators live in registers. */
@@ -145,14 +110,6 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
 #define Q8_ATTR __attribute__((target("avx512vnni")))
 #define Q8_DOT(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
 #include "q8_tile.h"
-
-static int has_vnni(void)
-{
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
-    return cached;
-}
 
 void cinfer_matmul_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)

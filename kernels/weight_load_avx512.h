@@ -1,0 +1,56 @@
+/* kernels/weight_load_avx512.h — reading weight rows into f32 lanes, shared by the
+ * tile (matmul_avx512.c) and decode GEMV (gemv_avx512.c) paths so that both perform
+ * the same operations and stay bit-identical. Include after kernels_impl.h and
+ * <immintrin.h>, in a file built with the AVX-512 flags. */
+#ifndef CINFER_KERNELS_WEIGHT_LOAD_AVX512_H
+#define CINFER_KERNELS_WEIGHT_LOAD_AVX512_H
+
+#ifndef AI
+#define AI static inline __attribute__((always_inline))
+#endif
+
+/* 16 weights of one row starting at element kk, widened to f32 (F32, F16, BF16). */
+AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_loadu_ps((const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0: /* integer path in q8_tile.h */
+        break;
+    }
+    return _mm512_setzero_ps();
+}
+
+/* The last k % 16 weights (never Q8_0, whose k is a multiple of 32), zero-filled. */
+AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfer_kernel_wtype wtype)
+{
+    switch (wtype) {
+    case CINFER_KW_F32:
+        return _mm512_maskz_loadu_ps(m, (const float *)wrow + kk);
+    case CINFER_KW_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+    case CINFER_KW_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, wrow + 2 * (size_t)kk));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    }
+    case CINFER_KW_Q8_0:
+        break;
+    }
+    return _mm512_setzero_ps();
+}
+
+static inline int has_vnni(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    return cached;
+}
+
+#endif
