@@ -14,7 +14,7 @@
  *    the words of that text must come from the training text's word list
  *    (tests/data/default_model_words.txt).
  * The runtime cases are compiled in only when the model runtime is part of the build
- * (CINFER_HAVE_MODEL_RUNTIME, set by test_default_model.cmake). */
+ * (CINFER_HAVE_MODEL_RUNTIME, always set by test_default_model.cmake). */
 #include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
