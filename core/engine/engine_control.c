@@ -121,6 +121,7 @@ int cinfer_engine_server_info(struct cinfer_engine *e, struct cinfer_server_info
         out->worker_pids[out->n_workers++] = e->workers[i].limits.pid;
     out->tp_size = e->args.tp_size;
     out->dp_size = e->args.dp_size;
+    out->kv_page_size = e->args.page_size;
     for (int i = 0; i < e->n_workers; i++)
         if (e->workers[i].role == CINFER_WORKER_SCHEDULER && e->workers[i].tp_rank == 0) {
             out->max_total_tokens = (int64_t)e->workers[i].limits.max_total_tokens;
@@ -142,6 +143,10 @@ int cinfer_engine_server_info(struct cinfer_engine *e, struct cinfer_server_info
         out->queued_requests = (int)json_integer_value(json_object_get(j, "queued_requests"));
         out->prefix_cache_hit_tokens = json_integer_value(json_object_get(j, "prefix_cache_hit_tokens"));
         out->prefix_cache_query_tokens = json_integer_value(json_object_get(j, "prefix_cache_query_tokens"));
+        out->kv_pages_total = (int)json_integer_value(json_object_get(j, "kv_pages_total"));
+        out->kv_pages_free = (int)json_integer_value(json_object_get(j, "kv_pages_free"));
+        out->prefill_tokens = json_integer_value(json_object_get(j, "prefill_tokens"));
+        out->retractions = json_integer_value(json_object_get(j, "retractions"));
         json_decref(j);
     }
     cinfer_rpc_replies_free(replies, n);

@@ -232,6 +232,11 @@ struct cinfer_server_info {
     int64_t prefix_cache_query_tokens;
     int running_requests;
     int queued_requests;
+    int kv_pages_total;           /* KV cache pages of scheduler tp0, and how many are free */
+    int kv_pages_free;            /* (pages held only by the prefix cache count as used) */
+    int kv_page_size;             /* tokens per page */
+    int64_t prefill_tokens;       /* prompt tokens computed since start (cache hits excluded) */
+    int64_t retractions;          /* requests sent back to the queue under KV pressure */
 };
 CINFER_API int cinfer_engine_server_info(struct cinfer_engine *engine, struct cinfer_server_info *out,
                                          struct cinfer_error *err);
