@@ -1,0 +1,191 @@
+/* `cinfer generate` as a user runs it: --n choices each equal the engine's C API
+ * answer for seed + i, --logprobs/--top-logprobs print the C API's log-probabilities,
+ * SIGINT while choices run exits 0 with no worker left, and bad values are refused
+ * naming the flag and the range. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cinfer/config.h"
+#include "cinfer/engine.h"
+#include "support/engine_fixture.h"
+#include "support/procs.h"
+#include "support/run_command.h"
+#include "support/runner.h"
+
+#define PROMPT "Once upon a time"
+#define MAX_NEW 12
+#define N_CHOICES 3
+#define TOP 3
+
+static const char *model;
+
+static void setup(void)
+{
+    model = cinfer_test_engine_model();
+}
+
+/* The C API's answer for one choice, with its logprobs. */
+static void api_answer(struct cinfer_engine *e, uint64_t seed, struct cinfer_generate_result *out)
+{
+    struct cinfer_generate_request req = {.prompt = PROMPT};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0.8f;
+    req.sampling.max_new_tokens = MAX_NEW;
+    req.sampling.seed = seed;
+    req.sampling.has_seed = 1;
+    req.sampling.logprobs = 1;
+    req.sampling.top_logprobs = TOP;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate(e, &req, out, &err) == 0, "%s", err.message);
+}
+
+/* Checks one choice's printed block (text line, then one logprob line per token)
+ * against the API's result; returns where the block ends. */
+static char *check_choice(char *block, const struct cinfer_generate_result *r, int index)
+{
+    char *text_end = strchr(block, '\n');
+    ck_assert_ptr_nonnull(text_end);
+    *text_end = '\0';
+    char want[4096];
+    snprintf(want, sizeof want, "%s%s", PROMPT, r->text);
+    /* The printed line ends at the first newline; the text itself may hold one. */
+    ck_assert_msg(!strncmp(block, want, strlen(block)), "choice %d: printed '%s', API text '%s'", index, block,
+                  want);
+    char *p = text_end + 1;
+    if (strchr(r->text, '\n')) /* skip the rest of a multi-line text */
+        p = strstr(p, "logprob\t");
+    for (size_t t = 0; t < r->n_logprobs; t++) {
+        ck_assert_msg(p && !strncmp(p, "logprob\t", 8), "choice %d: token %zu has no logprob line", index, t);
+        char *line_end = strchr(p, '\n');
+        ck_assert_ptr_nonnull(line_end);
+        *line_end = '\0';
+        char *field = p + 8, *end;
+        ck_assert_int_eq(strtol(field, &end, 10), r->logprobs[t].token);
+        double lp = strtod(end + 1, &end);
+        ck_assert_msg(fabs(lp - r->logprobs[t].logprob) < 1e-5, "choice %d token %zu: %f vs %f", index, t, lp,
+                      (double)r->logprobs[t].logprob);
+        for (int k = 0; k < r->logprobs[t].n_top; k++) {
+            ck_assert_int_eq(*end, '\t');
+            ck_assert_int_eq(strtol(end + 1, &end, 10), r->logprobs[t].top_ids[k]);
+            ck_assert_int_eq(*end, ':');
+            ck_assert(fabs(strtod(end + 1, &end) - r->logprobs[t].top_logprobs[k]) < 1e-5);
+        }
+        ck_assert_int_eq(*end, '\0');
+        p = line_end + 1;
+    }
+    return p;
+}
+
+START_TEST(choices_and_logprobs_equal_the_c_api)
+{
+    if (!model)
+        return;
+    static char out[1 << 16];
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/cinfer generate --model '%s' --log-level error --kv-cache-bytes 16777216 --max-new-tokens %d "
+             "--temperature 0.8 --seed 7 --n %d --top-logprobs %d '" PROMPT "' 2>&1",
+             CINFER_BINARY_DIR, model, MAX_NEW, N_CHOICES, TOP);
+    ck_assert_msg(cinfer_test_run(cmd, out, sizeof out) == 0, "%s", out);
+
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "%s", err.message);
+    char *p = out;
+    for (int i = 0; i < N_CHOICES; i++) {
+        char header[64];
+        snprintf(header, sizeof header, "--- choice %d ---\n", i);
+        ck_assert_msg(!strncmp(p, header, strlen(header)), "expected '%s' at: %.80s", header, p);
+        struct cinfer_generate_result r;
+        api_answer(e, 7 + (uint64_t)i, &r);
+        ck_assert_int_eq(r.n_logprobs, r.n_output_ids);
+        p = check_choice(p + strlen(header), &r, i);
+        cinfer_generate_result_free(&r);
+    }
+    ck_assert_msg(*p == '\0', "unexpected output after the last choice: %.80s", p);
+    cinfer_engine_shutdown(&e, 1000);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+START_TEST(sigint_while_choices_run_exits_0)
+{
+    if (!model)
+        return;
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t cli = fork();
+    if (cli == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execl(CINFER_BINARY_DIR "/bin/cinfer", "cinfer", "generate", "--model", model, "--max-new-tokens", "100000",
+              "--ignore-eos", "--n", "2", "--log-level", "error", "--kv-cache-bytes", "67108864", "--context-length",
+              "60000", PROMPT, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char buf[256];
+    ck_assert_int_gt(read(out[0], buf, sizeof buf), 0); /* choice 0 is streaming */
+    usleep(100000);
+    pid_t workers[8];
+    int n = cinfer_test_children_of(cli, workers, 8);
+    ck_assert_int_eq(n, 2);
+    kill(cli, SIGINT);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (read(out[0], buf, sizeof buf) > 0)
+        ;
+    int status = 0;
+    waitpid(cli, &status, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    ck_assert_msg(took < 10.0, "exit took %.1f s", took);
+    ck_assert_int_eq(cinfer_test_wait_gone(workers, n, 2000), 0);
+    close(out[0]);
+}
+END_TEST
+
+START_TEST(bad_values_name_the_flag_and_range)
+{
+    static const struct {
+        const char *flags, *expect;
+    } cases[] = {
+        {"--n 0", "--n: expected a number in [1, 128], found '0'"},
+        {"--top-logprobs 21", "--top-logprobs: expected a number in [0, 20], found '21'"},
+        {"--frequency-penalty x", "--frequency-penalty: expected a number in [-2, 2], found 'x'"},
+        {"--n", "--n needs a value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], out[4096];
+        snprintf(cmd, sizeof cmd, "%s/bin/cinfer generate %s%s 2>&1", CINFER_BINARY_DIR, cases[i].flags,
+                 strcmp(cases[i].flags, "--n") ? " hello" : "");
+        ck_assert_int_eq(cinfer_test_run(cmd, out, sizeof out), 2);
+        ck_assert_msg(strstr(out, cases[i].expect), "'%s' printed: %s", cases[i].flags, out);
+    }
+}
+END_TEST
+
+static Suite *suite_cli_generate(void)
+{
+    Suite *s = suite_create("cli_generate");
+    TCase *tc = tcase_create("cli_generate");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, choices_and_logprobs_equal_the_c_api);
+    tcase_add_test(tc, sigint_while_choices_run_exits_0);
+    tcase_add_test(tc, bad_values_name_the_flag_and_range);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_cli_generate)
