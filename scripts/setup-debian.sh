@@ -10,7 +10,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-numpy python3-sentencepiece
   bible-kjv bible-kjv-text libopenblas0-pthread python3-regex
-  nodejs npm curl
+  nodejs npm curl openssl
 )
 
 missing=()

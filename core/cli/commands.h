@@ -6,5 +6,6 @@ int cinfer_cmd_plugins(int argc, char **argv);
 int cinfer_cmd_tokenize(int argc, char **argv);
 int cinfer_cmd_generate(int argc, char **argv);
 int cinfer_cmd_config(int argc, char **argv);
+int cinfer_cmd_serve(int argc, char **argv);
 
 #endif

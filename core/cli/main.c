@@ -15,6 +15,7 @@ static const struct command commands[] = {
     {"tokenize", cinfer_cmd_tokenize, "print the token ids of a text (or --decode ids)"},
     {"plugins", cinfer_cmd_plugins, "list the plugins found, their kind and version, and whether they load"},
     {"config", cinfer_cmd_config, "check a config file and print the settings it yields"},
+    {"serve", cinfer_cmd_serve, "run the engine behind an HTTP server (OpenAI and SGLang APIs)"},
 };
 
 static void usage(FILE *out)

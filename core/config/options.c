@@ -122,6 +122,20 @@ const struct option cinfer_options[] = {
      .type = OPTION_BYTES, .offset = FIELD(max_request_body_bytes), .min = 1024, .max = GIB,
      .default_int = 16 * MIB, .value_name = "BYTES",
      .help = "Largest HTTP request body accepted; a larger one is refused with 413."},
+    {.section = "server", .name = "served_model_name", .flag = "--served-model-name",
+     .type = OPTION_STRING, .offset = FIELD(served_model_name), .value_name = "NAME",
+     .help = "The model name /v1/models reports and the \"model\" field of requests must match; unset uses "
+             "the base name of the model folder or file."},
+    {.section = "server", .name = "ssl_certfile", .flag = "--ssl-certfile",
+     .type = OPTION_STRING, .offset = FIELD(ssl_certfile), .value_name = "FILE",
+     .help = "PEM certificate (chain) for HTTPS; with ssl_keyfile the server speaks TLS only."},
+    {.section = "server", .name = "ssl_keyfile", .flag = "--ssl-keyfile",
+     .type = OPTION_STRING, .offset = FIELD(ssl_keyfile), .value_name = "FILE",
+     .help = "PEM private key of ssl_certfile, unencrypted."},
+    {.section = "server", .name = "max_connections", .flag = "--max-connections",
+     .type = OPTION_INT, .offset = FIELD(max_connections), .min = 1, .max = 65536, .default_int = 2048,
+     .value_name = "N",
+     .help = "Open HTTP connections at most, each served by its own thread; the server refuses more."},
 
     /* ---- engine ---- */
     {.section = "engine", .name = "device", .flag = "--device",

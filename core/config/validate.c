@@ -67,10 +67,25 @@ static int check_scheduler(const struct cinfer_server_args *args, struct cinfer_
     return 0;
 }
 
+static int check_server(const struct cinfer_server_args *args, struct cinfer_error *err)
+{
+    if (!args->ssl_certfile != !args->ssl_keyfile)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "server.%s (--%s) is set but server.%s (--%s) is not: TLS needs both the "
+                                "certificate and its key",
+                                args->ssl_certfile ? "ssl_certfile" : "ssl_keyfile",
+                                args->ssl_certfile ? "ssl-certfile" : "ssl-keyfile",
+                                args->ssl_certfile ? "ssl_keyfile" : "ssl_certfile",
+                                args->ssl_certfile ? "ssl-keyfile" : "ssl-certfile");
+    return 0;
+}
+
 int cinfer_server_args_validate(const struct cinfer_server_args *args, struct cinfer_error *err)
 {
     int rc = check_launcher(args, err);
     if (!rc)
         rc = check_scheduler(args, err);
+    if (!rc)
+        rc = check_server(args, err);
     return rc;
 }

@@ -279,6 +279,11 @@ int cinfer_engine_healthy(struct cinfer_engine *e)
     return healthy;
 }
 
+struct cinfer_tokenizer_ctx *cinfer_engine_tokenizer(struct cinfer_engine *e)
+{
+    return e->tok;
+}
+
 void cinfer_engine_shutdown(struct cinfer_engine **ep, int drain_timeout_ms)
 {
     if (!ep || !*ep)

@@ -68,6 +68,8 @@ void http_reply_error(struct http_conn *c, int status, const char *type, const c
  * CINFER_ERR_CHILD / engine stopped -> 503 service_unavailable, prompt too long or a
  * sampling parameter out of range -> 400 invalid_request_error, ...) and replies. */
 void http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err);
+/* The status and type http_reply_engine_error would answer with (for tests and logs). */
+int http_engine_error_status(const struct cinfer_error *err, const char **type);
 
 /* Parses req->body as a JSON object. On failure replies 400 with the position
  * ("malformed JSON at line 1, column 17: ...") or "expected a JSON object, found an
@@ -117,6 +119,10 @@ int http_generation_start(const struct http_server_ctx *ctx, struct http_conn *c
  * CINFER_ERR_IO once the client is gone (the request is then aborted), or the
  * engine's error. A chunk with finish_reason != NONE is the last. */
 int http_generation_next(struct http_generation *g, struct cinfer_stream_chunk *chunk, struct cinfer_error *err);
+/* The same, giving up after timeout_ms (-1: never) with CINFER_ERR_TIMEOUT and the
+ * generation still running: for a handler that interleaves several (n > 1 streaming). */
+int http_generation_next_for(struct http_generation *g, struct cinfer_stream_chunk *chunk, int timeout_ms,
+                             struct cinfer_error *err);
 uint64_t http_generation_request_id(const struct http_generation *g);
 /* Records the end in the metrics, aborts it if unfinished, frees; sets *g to NULL. */
 void http_generation_finish(struct http_generation **g);

@@ -112,6 +112,10 @@ struct cinfer_server_args {
     int port;                          /* server.port, --port */
     char *api_key;                     /* server.api_key, --api-key; NULL: no key */
     int64_t max_request_body_bytes;    /* server.max_request_body_bytes */
+    char *served_model_name;           /* server.served_model_name, --served-model-name; NULL: the model's base name */
+    char *ssl_certfile;                /* server.ssl_certfile, --ssl-certfile; NULL: plain HTTP */
+    char *ssl_keyfile;                 /* server.ssl_keyfile, --ssl-keyfile */
+    int max_connections;               /* server.max_connections, --max-connections */
 
     /* engine */
     enum cinfer_device_kind device;    /* engine.device, --device */

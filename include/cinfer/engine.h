@@ -182,6 +182,9 @@ CINFER_API int cinfer_engine_create(const struct cinfer_server_args *args, const
 CINFER_API void cinfer_engine_shutdown(struct cinfer_engine **engine, int drain_timeout_ms);
 /* 1 while every worker is alive and answering. */
 CINFER_API int cinfer_engine_healthy(struct cinfer_engine *engine);
+/* The main process's tokenizer (the one prompts are encoded with), owned by the
+ * engine and valid until shutdown; its encode and decode may be called from any thread. */
+CINFER_API struct cinfer_tokenizer_ctx *cinfer_engine_tokenizer(struct cinfer_engine *engine);
 
 /* ---- generation -------------------------------------------------------------------- */
 /* One choice: a request with n > 1 is refused here (see cinfer_engine_generate_n). */

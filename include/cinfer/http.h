@@ -24,6 +24,8 @@ CINFER_API int cinfer_http_server_start(struct cinfer_engine *engine, const stru
                                         struct cinfer_http_server **out, struct cinfer_error *err);
 /* The port actually bound (useful with port 0). */
 CINFER_API int cinfer_http_server_port(const struct cinfer_http_server *srv);
+/* The model name it serves (server.served_model_name, or the model's base name). */
+CINFER_API const char *cinfer_http_server_model_name(const struct cinfer_http_server *srv);
 /* Stops accepting, aborts the requests still streaming, closes every connection and
  * frees the server; sets *srv to NULL. */
 CINFER_API void cinfer_http_server_stop(struct cinfer_http_server **srv);
