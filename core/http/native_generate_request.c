@@ -1,0 +1,379 @@
+/* The body of POST /generate, read as SGLang's GenerateReqInput and SamplingParams:
+ * text or input_ids (one prompt or a list), sampling_params, stream, return_logprob,
+ * top_logprobs_num, return_text_in_logprobs, rid. Every refusal is a 400 naming the
+ * field; unknown sampling parameters are refused as SGLang's SamplingParams(**d)
+ * refuses them, unknown top-level fields are ignored as its request model does. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/native_api.h"
+#include "http/request_fields.h"
+
+/* Sampling parameters SGLang defines that cinfer cannot honour: refused by name rather
+ * than silently ignored (constrained decoding changes what comes out). */
+static const char *const unsupported_sampling[] = {"regex", "json_schema", "ebnf", "structural_tag", "stop_regex",
+                                                   NULL};
+/* Accepted and without effect here: spacing of special tokens in the text (cinfer's
+ * detokenizer has one way), the streaming interval (every step streams), and the
+ * custom logit processor's parameters (cinfer has none). */
+static const char *const ignored_sampling[] = {"spaces_between_special_tokens", "stream_interval", "custom_params",
+                                               NULL};
+static const char *const known_sampling[] = {
+    "max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+    "frequency_penalty", "presence_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens",
+    "no_stop_trim", "n", "sampling_seed", "seed", "logit_bias", NULL};
+
+static int in_list(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0)
+            return 1;
+    return 0;
+}
+
+/* A list of token ids: each an integer in [0, INT32_MAX]. */
+static int read_ids(const struct http_request *req, const char *field, const json_t *arr, int32_t **out,
+                    size_t *n_out)
+{
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return http_field_error(req, field, "expected a non-empty list of token ids, found an empty list");
+    int32_t *ids = malloc(n * sizeof *ids);
+    if (!ids) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading %zu token ids of %s", n,
+                         field);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            free(ids);
+            if (json_is_integer(v))
+                return http_field_error(req, field, "item %zu: expected a token id in [0, %d], found %lld", i,
+                                        INT32_MAX, (long long)json_integer_value(v));
+            return http_field_error(req, field, "item %zu: expected a token id (an integer), found %s", i,
+                                    http_json_type_words(v));
+        }
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+static int alloc_prompts(const struct http_request *req, struct native_generate_spec *spec, size_t n)
+{
+    spec->prompts = calloc(n, sizeof *spec->prompts);
+    if (!spec->prompts) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", n);
+        return -1;
+    }
+    spec->n_prompts = n;
+    return 0;
+}
+
+/* text: a string or a list of strings; input_ids: a list of ids or a list of lists. */
+static int read_prompts(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
+{
+    const json_t *text = json_object_get(body, "text");
+    const json_t *ids = json_object_get(body, "input_ids");
+    if (text && json_is_null(text))
+        text = NULL;
+    if (ids && json_is_null(ids))
+        ids = NULL;
+    if (json_object_get(body, "input_embeds") && !json_is_null(json_object_get(body, "input_embeds")))
+        return http_field_error(req, "input_embeds", "not supported by cinfer: give text or input_ids");
+    if (!text == !ids)
+        return http_field_error(req, text ? "input_ids" : "text",
+                                text ? "give either text or input_ids, not both"
+                                     : "expected text (a string or a list of strings) or input_ids, found neither");
+    if (text) {
+        if (json_is_string(text)) {
+            if (alloc_prompts(req, spec, 1))
+                return -1;
+            spec->prompts[0].text = json_string_value(text);
+            return 0;
+        }
+        if (!json_is_array(text))
+            return http_field_error(req, "text", "expected a string or a list of strings, found %s",
+                                    http_json_type_words(text));
+        size_t n = json_array_size(text);
+        if (n == 0 || n > NATIVE_MAX_GENERATIONS)
+            return http_field_error(req, "text", "expected a list of 1 to %d prompts, found %zu",
+                                    NATIVE_MAX_GENERATIONS, n);
+        if (alloc_prompts(req, spec, n))
+            return -1;
+        spec->batch = 1;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = json_array_get(text, i);
+            if (!json_is_string(v))
+                return http_field_error(req, "text", "item %zu: expected a string, found %s", i,
+                                        http_json_type_words(v));
+            spec->prompts[i].text = json_string_value(v);
+        }
+        return 0;
+    }
+    if (!json_is_array(ids))
+        return http_field_error(req, "input_ids", "expected a list of token ids or a list of such lists, found %s",
+                                http_json_type_words(ids));
+    if (json_array_size(ids) > 0 && json_is_array(json_array_get(ids, 0))) {
+        size_t n = json_array_size(ids);
+        if (n > NATIVE_MAX_GENERATIONS)
+            return http_field_error(req, "input_ids", "expected a list of 1 to %d prompts, found %zu",
+                                    NATIVE_MAX_GENERATIONS, n);
+        if (alloc_prompts(req, spec, n))
+            return -1;
+        spec->batch = 1;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = json_array_get(ids, i);
+            if (!json_is_array(v))
+                return http_field_error(req, "input_ids", "item %zu: expected a list of token ids, found %s", i,
+                                        http_json_type_words(v));
+            if (read_ids(req, "input_ids", v, &spec->prompts[i].ids, &spec->prompts[i].n_ids))
+                return -1;
+        }
+        return 0;
+    }
+    if (alloc_prompts(req, spec, 1))
+        return -1;
+    return read_ids(req, "input_ids", ids, &spec->prompts[0].ids, &spec->prompts[0].n_ids);
+}
+
+/* stop: a string or a list of strings, each 1 to CINFER_MAX_STOP_STRING_BYTES bytes. */
+static int read_stop(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
+{
+    const json_t *stop = json_object_get(sp, "stop");
+    if (!stop || json_is_null(stop))
+        return 0;
+    if (json_is_string(stop)) {
+        if (json_string_length(stop) == 0 || json_string_length(stop) > CINFER_MAX_STOP_STRING_BYTES)
+            return http_field_error(req, "stop", "expected a string of 1 to %d bytes, found %zu bytes",
+                                    CINFER_MAX_STOP_STRING_BYTES, json_string_length(stop));
+        s->stop[0] = json_string_value(stop);
+        s->n_stop = 1;
+        return 0;
+    }
+    if (!json_is_array(stop))
+        return http_field_error(req, "stop", "expected a string or a list of strings, found %s",
+                                http_json_type_words(stop));
+    if (json_array_size(stop) > CINFER_MAX_STOP_STRINGS)
+        return http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
+                                json_array_size(stop));
+    for (size_t i = 0; i < json_array_size(stop); i++) {
+        const json_t *v = json_array_get(stop, i);
+        if (!json_is_string(v))
+            return http_field_error(req, "stop", "item %zu: expected a string, found %s", i, http_json_type_words(v));
+        if (json_string_length(v) == 0 || json_string_length(v) > CINFER_MAX_STOP_STRING_BYTES)
+            return http_field_error(req, "stop", "item %zu: expected a string of 1 to %d bytes, found %zu bytes", i,
+                                    CINFER_MAX_STOP_STRING_BYTES, json_string_length(v));
+        s->stop[s->n_stop++] = json_string_value(v);
+    }
+    return 0;
+}
+
+static int read_stop_token_ids(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
+{
+    const json_t *arr;
+    int rc = http_field_of_type(req, sp, "stop_token_ids", JSON_ARRAY, &arr);
+    if (rc <= 0)
+        return rc;
+    if (json_array_size(arr) > CINFER_MAX_STOP_TOKEN_IDS)
+        return http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
+                                CINFER_MAX_STOP_TOKEN_IDS, json_array_size(arr));
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return http_field_error(req, "stop_token_ids", "item %zu: expected a token id in [0, %d], found %s", i,
+                                    INT32_MAX, json_is_integer(v) ? "a number out of that range"
+                                                                  : http_json_type_words(v));
+        s->stop_token_ids[s->n_stop_token_ids++] = (int32_t)json_integer_value(v);
+    }
+    return 0;
+}
+
+/* logit_bias: {"<token id>": bias in [-100, 100]} as SGLang and OpenAI write it. */
+static int read_logit_bias(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
+{
+    const json_t *obj;
+    int rc = http_field_of_type(req, sp, "logit_bias", JSON_OBJECT, &obj);
+    if (rc <= 0)
+        return rc;
+    if (json_object_size(obj) > CINFER_MAX_LOGIT_BIAS)
+        return http_field_error(req, "logit_bias", "expected at most %d entries, found %zu", CINFER_MAX_LOGIT_BIAS,
+                                json_object_size(obj));
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        char *end;
+        errno = 0;
+        long id = strtol(key, &end, 10);
+        if (!key[0] || *end || errno || id < 0 || id > INT32_MAX)
+            return http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id (digits), found other text",
+                                    key);
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || fabs(json_number_value(v)) > 100.0)
+            return http_field_error(req, "logit_bias", "token %ld: expected a number in [-100, 100], found %s", id,
+                                    json_is_number(v) ? "a number out of that range" : http_json_type_words(v));
+        s->logit_bias_ids[s->n_logit_bias] = (int32_t)id;
+        s->logit_bias_values[s->n_logit_bias++] = (float)json_number_value(v);
+    }
+    return 0;
+}
+
+static int read_sampling(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
+{
+    struct cinfer_sampling_params *s = &spec->sampling;
+    const json_t *sp;
+    int rc = http_field_of_type(req, body, "sampling_params", JSON_OBJECT, &sp);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)sp, key, v) {
+        if (in_list(unsupported_sampling, key) && !json_is_null(v))
+            return http_field_error(req, key, "not supported by cinfer (no constrained decoding)");
+        if (!in_list(known_sampling, key) && !in_list(ignored_sampling, key) && !in_list(unsupported_sampling, key))
+            return http_field_error(req, key, "not a sampling parameter (sampling_params takes max_new_tokens, "
+                                              "temperature, top_p, top_k, min_p, stop, stop_token_ids, ...)");
+    }
+    long long i64;
+    double d;
+    if ((rc = http_field_int(req, sp, "max_new_tokens", 0, INT32_MAX, &i64)) < 0)
+        return -1;
+    if (rc)
+        s->max_new_tokens = (int)i64;
+    if ((rc = http_field_int(req, sp, "min_new_tokens", 0, s->max_new_tokens, &i64)) < 0)
+        return -1;
+    if (rc)
+        s->min_new_tokens = (int)i64;
+    if ((rc = http_field_number(req, sp, "temperature", 0, INFINITY, &d)) < 0)
+        return -1;
+    if (rc)
+        s->temperature = (float)d;
+    if ((rc = http_field_number(req, sp, "top_p", 0, 1, &d)) < 0)
+        return -1;
+    if (rc && d == 0)
+        return http_field_error(req, "top_p", "expected a number in (0, 1], found 0");
+    if (rc)
+        s->top_p = (float)d;
+    if ((rc = http_field_int(req, sp, "top_k", -1, INT32_MAX, &i64)) < 0)
+        return -1;
+    if (rc)
+        s->top_k = (int)i64;
+    if ((rc = http_field_number(req, sp, "min_p", 0, 1, &d)) < 0)
+        return -1;
+    if (rc)
+        s->min_p = (float)d;
+    if ((rc = http_field_number(req, sp, "repetition_penalty", 0, 2, &d)) < 0)
+        return -1;
+    if (rc && d == 0)
+        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found 0");
+    if (rc)
+        s->repetition_penalty = (float)d;
+    if ((rc = http_field_number(req, sp, "frequency_penalty", -2, 2, &d)) < 0)
+        return -1;
+    if (rc)
+        s->frequency_penalty = (float)d;
+    if ((rc = http_field_number(req, sp, "presence_penalty", -2, 2, &d)) < 0)
+        return -1;
+    if (rc)
+        s->presence_penalty = (float)d;
+    if (http_field_bool(req, sp, "ignore_eos", &s->ignore_eos) < 0 ||
+        http_field_bool(req, sp, "skip_special_tokens", &s->skip_special_tokens) < 0 ||
+        http_field_bool(req, sp, "no_stop_trim", &s->no_stop_trim) < 0)
+        return -1;
+    if ((rc = http_field_int(req, sp, "n", 1, NATIVE_MAX_GENERATIONS, &i64)) < 0)
+        return -1;
+    if (rc)
+        spec->n = (int)i64;
+    /* sampling_seed is SGLang's name; seed is OpenAI's, accepted too. */
+    for (int k = 0; k < 2; k++) {
+        const char *name = k == 0 ? "sampling_seed" : "seed";
+        if ((rc = http_field_int(req, sp, name, 0, LLONG_MAX, &i64)) < 0)
+            return -1;
+        if (rc) {
+            s->seed = (uint64_t)i64;
+            s->has_seed = 1;
+        }
+    }
+    if (read_stop(req, sp, s) || read_stop_token_ids(req, sp, s) || read_logit_bias(req, sp, s))
+        return -1;
+    return 0;
+}
+
+/* rid: one string, or (for a list of prompts) a list with one string per prompt. */
+static int read_rid(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
+{
+    const json_t *rid = json_object_get(body, "rid");
+    if (!rid || json_is_null(rid))
+        return 0;
+    if (json_is_string(rid)) {
+        if (json_string_length(rid) == 0 || json_string_length(rid) >= NATIVE_RID_BYTES)
+            return http_field_error(req, "rid", "expected a string of 1 to %d bytes, found %zu bytes",
+                                    NATIVE_RID_BYTES - 1, json_string_length(rid));
+        for (size_t i = 0; i < spec->n_prompts; i++)
+            spec->prompts[i].rid = json_string_value(rid);
+        return 0;
+    }
+    if (!json_is_array(rid) || !spec->batch)
+        return http_field_error(req, "rid", "expected a string%s, found %s",
+                                spec->batch ? " or a list of strings, one per prompt" : "", http_json_type_words(rid));
+    if (json_array_size(rid) != spec->n_prompts)
+        return http_field_error(req, "rid", "expected %zu strings (one per prompt), found %zu", spec->n_prompts,
+                                json_array_size(rid));
+    for (size_t i = 0; i < spec->n_prompts; i++) {
+        const json_t *v = json_array_get(rid, i);
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= NATIVE_RID_BYTES)
+            return http_field_error(req, "rid", "item %zu: expected a string of 1 to %d bytes, found %s", i,
+                                    NATIVE_RID_BYTES - 1, json_is_string(v) ? "a string of another length"
+                                                                            : http_json_type_words(v));
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(spec->prompts[j].rid, json_string_value(v)) == 0)
+                return http_field_error(req, "rid", "item %zu: \"%s\" repeats item %zu; rids must differ", i,
+                                        json_string_value(v), j);
+        spec->prompts[i].rid = json_string_value(v);
+    }
+    return 0;
+}
+
+int native_generate_parse(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    cinfer_sampling_params_init(&spec->sampling);
+    spec->n = 1;
+    long long top = 0;
+    int rc = read_prompts(req, body, spec);
+    if (rc == 0)
+        rc = read_sampling(req, body, spec);
+    if (rc == 0 && (http_field_bool(req, body, "stream", &spec->stream) < 0 ||
+                    http_field_bool(req, body, "return_logprob", &spec->return_logprob) < 0 ||
+                    http_field_bool(req, body, "return_text_in_logprobs", &spec->return_text_in_logprobs) < 0 ||
+                    http_field_int(req, body, "top_logprobs_num", 0, CINFER_MAX_TOP_LOGPROBS, &top) < 0))
+        rc = -1;
+    if (rc == 0)
+        rc = read_rid(req, body, spec);
+    if (rc == 0 && spec->n_prompts * (size_t)spec->n > NATIVE_MAX_GENERATIONS)
+        rc = http_field_error(req, "n", "%zu prompts times n %d is %zu generations, expected at most %d",
+                              spec->n_prompts, spec->n, spec->n_prompts * (size_t)spec->n, NATIVE_MAX_GENERATIONS);
+    if (rc) {
+        native_generate_spec_free(spec);
+        return -1;
+    }
+    spec->top_logprobs_num = (int)top;
+    spec->sampling.logprobs = spec->return_logprob;
+    spec->sampling.top_logprobs = spec->return_logprob ? spec->top_logprobs_num : 0;
+    return 0;
+}
+
+void native_generate_spec_free(struct native_generate_spec *spec)
+{
+    for (size_t i = 0; spec->prompts && i < spec->n_prompts; i++)
+        free(spec->prompts[i].ids);
+    free(spec->prompts);
+    spec->prompts = NULL;
+    spec->n_prompts = 0;
+}
