@@ -194,11 +194,22 @@ static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, co
     run_rows(state, &job);
 }
 
-/* Matmul work is handed out in chunks of weight rows from a shared counter, not in
- * fixed shares: on a machine whose cores are also busy with other work, a fixed half
- * would make every call wait for the slowest core. */
+/* Matmul work is handed out in chunks of weight rows, not in fixed shares: on a machine
+ * whose cores are also busy with other work, a fixed half would make every call wait
+ * for the slowest core. The chunks are cut into one contiguous region per thread; a
+ * thread takes its own region's chunks from the front and, when it is done, other
+ * regions' chunks from the back. So in the usual case each thread streams one run of
+ * consecutive weight rows (what the hardware and software prefetchers need: chunks
+ * claimed in turn from one counter interleave the threads every chunk and cost a
+ * quarter of decode's bandwidth), and a descheduled thread's share is still taken. */
 #define MATMUL_CHUNKS_PER_THREAD 8
 #define MATMUL_MAX_OUTS 8
+#define MATMUL_MAX_REGIONS 64
+
+/* A region's unclaimed chunks [front, back), one cache line each. */
+struct matmul_region {
+    _Alignas(64) _Atomic uint64_t span; /* back << 32 | front */
+};
 
 struct matmul_job {
     const float *x; /* (n, k) */
@@ -209,24 +220,53 @@ struct matmul_job {
     int chunk_rows;
     int first_chunk[MATMUL_MAX_OUTS + 1]; /* chunk numbers where each output starts */
     int n_prepare_parts;
+    int n_regions;
+    struct matmul_region regions[MATMUL_MAX_REGIONS];
 };
 
-static void matmul_part(void *arg, int chunk, int thread)
+static void matmul_chunk(const struct matmul_job *job, int chunk)
 {
-    const struct matmul_job *job = arg;
-    {
-        int o = 0;
-        while (chunk >= job->first_chunk[o + 1])
-            o++;
-        const struct cinfer_backend_matmul_out *out = &job->outs[o];
-        int m = (int)out->w->rows;
-        int j0 = (chunk - job->first_chunk[o]) * job->chunk_rows;
-        int j1 = j0 + job->chunk_rows < m ? j0 + job->chunk_rows : m;
-        cinfer_kernel_matmul(job->x, job->prepared, job->n, job->k, out->w->data,
-                             (enum cinfer_kernel_wtype)out->w->type, out->w->row_bytes, j0, j1, out->y, m);
-        if (out->bias)
-            for (int i = 0; i < job->n; i++)
-                cinfer_kernel_add(out->y + (size_t)i * m + j0, out->bias + j0, (size_t)(j1 - j0));
+    int o = 0;
+    while (chunk >= job->first_chunk[o + 1])
+        o++;
+    const struct cinfer_backend_matmul_out *out = &job->outs[o];
+    int m = (int)out->w->rows;
+    int j0 = (chunk - job->first_chunk[o]) * job->chunk_rows;
+    int j1 = j0 + job->chunk_rows < m ? j0 + job->chunk_rows : m;
+    cinfer_kernel_matmul(job->x, job->prepared, job->n, job->k, out->w->data, (enum cinfer_kernel_wtype)out->w->type,
+                         out->w->row_bytes, j0, j1, out->y, m);
+    if (out->bias)
+        for (int i = 0; i < job->n; i++)
+            cinfer_kernel_add(out->y + (size_t)i * m + j0, out->bias + j0, (size_t)(j1 - j0));
+}
+
+/* Claims a chunk of region r from its front (owner) or back (thief); -1 when empty. */
+static int region_claim(struct matmul_region *r, int from_back)
+{
+    uint64_t span = atomic_load_explicit(&r->span, memory_order_relaxed);
+    for (;;) {
+        uint32_t front = (uint32_t)span, back = (uint32_t)(span >> 32);
+        if (front >= back)
+            return -1;
+        uint64_t claimed = from_back ? ((uint64_t)(back - 1) << 32 | front) : ((uint64_t)back << 32 | (front + 1));
+        if (atomic_compare_exchange_weak_explicit(&r->span, &span, claimed, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int)(from_back ? back - 1 : front);
+    }
+}
+
+/* One pool chunk per region: its own region first, then the others' leftovers. */
+static void matmul_part(void *arg, int region, int thread)
+{
+    struct matmul_job *job = arg;
+    (void)thread;
+    int chunk;
+    while ((chunk = region_claim(&job->regions[region], 0)) >= 0)
+        matmul_chunk(job, chunk);
+    for (int i = 1; i < job->n_regions; i++) {
+        struct matmul_region *r = &job->regions[(region + i) % job->n_regions];
+        while ((chunk = region_claim(r, 1)) >= 0)
+            matmul_chunk(job, chunk);
     }
 }
 
@@ -267,7 +307,16 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
         job.n_prepare_parts = n >= 4 * n_threads ? 4 * n_threads : 1;
         cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
     }
-    cinfer_thread_pool_run_chunks(be->pool, matmul_part, &job, job.first_chunk[n_outs]);
+    int n_chunks = job.first_chunk[n_outs];
+    job.n_regions = n_threads < n_chunks ? n_threads : n_chunks;
+    if (job.n_regions > MATMUL_MAX_REGIONS)
+        job.n_regions = MATMUL_MAX_REGIONS;
+    for (int r = 0; r < job.n_regions; r++) {
+        int c0, c1;
+        cinfer_split_range(n_chunks, 1, r, job.n_regions, &c0, &c1);
+        atomic_init(&job.regions[r].span, (uint64_t)c1 << 32 | (uint32_t)c0);
+    }
+    cinfer_thread_pool_run_chunks(be->pool, matmul_part, &job, job.n_regions);
     return 0;
 }
 
