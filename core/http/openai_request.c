@@ -1,0 +1,588 @@
+/* Reading an OpenAI request body; see openai_request.h. Field names, defaults and
+ * ranges are OpenAI's, plus the sampling fields SGLang accepts beside them. Fields
+ * this server cannot honour are refused by name rather than silently ignored. */
+#include "http/openai_request.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/request_fields.h"
+
+/* max_tokens when the request gives none: OpenAI's 16 for completions; for chat the
+ * rest of the context (the scheduler stops at the context limit with "length"). */
+#define COMPLETIONS_DEFAULT_MAX_TOKENS 16
+#define CHAT_DEFAULT_MAX_TOKENS (1 << 30)
+
+static int field_present(const json_t *body, const char *name)
+{
+    const json_t *v = json_object_get(body, name);
+    return v && !json_is_null(v);
+}
+
+/* Fields whose meaning this server does not implement: a clear 400 beats output that
+ * silently ignores what the client asked for. */
+static int refuse_unsupported(const struct http_request *req, const json_t *body, enum openai_kind kind)
+{
+    static const struct {
+        const char *name;
+        const char *why;
+    } never[] = {
+        {"regex", "constrained decoding (regex) is not supported by this server"},
+        {"json_schema", "constrained decoding (json_schema) is not supported by this server"},
+        {"ebnf", "constrained decoding (ebnf) is not supported by this server"},
+        {"suffix", "suffix (fill-in-the-middle) is not supported by this server"},
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (field_present(body, never[i].name))
+            return http_field_error(req, never[i].name, "%s; leave it out", never[i].why);
+    int echo = 0;
+    if (http_field_bool(req, body, "echo", &echo) < 0)
+        return -1;
+    if (echo)
+        return http_field_error(req, "echo", "echo is not supported by this server (the prompt is not repeated "
+                                             "in the output); leave it out or set it to false");
+    if (kind == OPENAI_CHAT) {
+        const json_t *fmt = NULL;
+        int rc = http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            const char *type = "";
+            if (http_field_string(req, fmt, "type", &type) < 0)
+                return -1;
+            if (strcmp(type, "text") != 0)
+                return http_field_error(req, "response_format",
+                                        "type \"%s\" is not supported by this server (no constrained decoding); "
+                                        "expected \"text\"",
+                                        type);
+        }
+    }
+    return 0;
+}
+
+static int add_stop(const struct http_request *req, const json_t *s, const char *where,
+                    struct cinfer_sampling_params *p)
+{
+    size_t len = json_string_length(s);
+    if (len == 0 || len > CINFER_MAX_STOP_STRING_BYTES)
+        return http_field_error(req, "stop", "%s: expected a string of 1 to %d bytes, found %zu bytes", where,
+                                CINFER_MAX_STOP_STRING_BYTES, len);
+    if (strlen(json_string_value(s)) != len)
+        return http_field_error(req, "stop", "%s: expected text without NUL characters", where);
+    p->stop[p->n_stop++] = json_string_value(s);
+    return 0;
+}
+
+static int read_stop(const struct http_request *req, const json_t *body, struct cinfer_sampling_params *p)
+{
+    const json_t *v = json_object_get(body, "stop");
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v))
+        return add_stop(req, v, "stop", p);
+    if (!json_is_array(v))
+        return http_field_error(req, "stop", "expected a string or an array of strings, found %s",
+                                http_json_type_words(v));
+    if (json_array_size(v) > CINFER_MAX_STOP_STRINGS)
+        return http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
+                                json_array_size(v));
+    size_t i;
+    const json_t *s;
+    json_array_foreach(v, i, s) {
+        char where[32];
+        snprintf(where, sizeof where, "stop[%zu]", i);
+        if (!json_is_string(s))
+            return http_field_error(req, "stop", "%s: expected a string, found %s", where, http_json_type_words(s));
+        if (add_stop(req, s, where, p) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_stop_token_ids(const struct http_request *req, const json_t *body, int vocab_size,
+                               struct cinfer_sampling_params *p)
+{
+    const json_t *v = NULL;
+    int rc = http_field_of_type(req, body, "stop_token_ids", JSON_ARRAY, &v);
+    if (rc <= 0)
+        return rc;
+    if (json_array_size(v) > CINFER_MAX_STOP_TOKEN_IDS)
+        return http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
+                                CINFER_MAX_STOP_TOKEN_IDS, json_array_size(v));
+    size_t i;
+    const json_t *id;
+    long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
+    json_array_foreach(v, i, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > hi)
+            return http_field_error(req, "stop_token_ids", "item %zu: expected a token id in [0, %lld], found %s", i,
+                                    hi, json_is_integer(id) ? "an id outside it" : http_json_type_words(id));
+        p->stop_token_ids[p->n_stop_token_ids++] = (int32_t)json_integer_value(id);
+    }
+    return 0;
+}
+
+/* OpenAI's logit_bias: {"token id as a string": bias in [-100, 100]}. */
+static int read_logit_bias(const struct http_request *req, const json_t *body, int vocab_size,
+                           struct cinfer_sampling_params *p)
+{
+    const json_t *v = NULL;
+    int rc = http_field_of_type(req, body, "logit_bias", JSON_OBJECT, &v);
+    if (rc <= 0)
+        return rc;
+    if (json_object_size(v) > CINFER_MAX_LOGIT_BIAS)
+        return http_field_error(req, "logit_bias", "expected at most %d entries, found %zu", CINFER_MAX_LOGIT_BIAS,
+                                json_object_size(v));
+    const char *key;
+    const json_t *bias;
+    long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
+    json_object_foreach((json_t *)v, key, bias) {
+        long long id = 0;
+        size_t digits = strspn(key, "0123456789");
+        if (digits > 0 && digits <= 10 && !key[digits])
+            id = strtoll(key, NULL, 10);
+        if (digits == 0 || digits > 10 || key[digits] || id > hi)
+            return http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id in [0, %lld]", key, hi);
+        for (int j = 0; j < p->n_logit_bias; j++)
+            if (p->logit_bias_ids[j] == id)
+                return http_field_error(req, "logit_bias", "token %lld appears twice (as \"%.64s\" too)", id, key);
+        if (!json_is_number(bias) || json_number_value(bias) < -100 || json_number_value(bias) > 100)
+            return http_field_error(req, "logit_bias", "token %lld: expected a number in [-100, 100], found %s", id,
+                                    json_is_number(bias) ? "a number outside it" : http_json_type_words(bias));
+        p->logit_bias_ids[p->n_logit_bias] = (int32_t)id;
+        p->logit_bias_values[p->n_logit_bias++] = (float)json_number_value(bias);
+    }
+    return 0;
+}
+
+static int read_sampling(const struct http_request *req, const json_t *body, enum openai_kind kind, int vocab_size,
+                         struct openai_request *out)
+{
+    struct cinfer_sampling_params *p = &out->sampling;
+    cinfer_sampling_params_init(p);
+    double x;
+    long long i;
+    int b, rc;
+
+    if ((rc = http_field_number(req, body, "temperature", 0, 2, &x)) < 0)
+        return -1;
+    if (rc)
+        p->temperature = (float)x;
+    if ((rc = http_field_number(req, body, "top_p", 0, 1, &x)) < 0)
+        return -1;
+    if (rc && x <= 0)
+        return http_field_error(req, "top_p", "expected a number in (0, 1], found 0");
+    if (rc)
+        p->top_p = (float)x;
+    if ((rc = http_field_int(req, body, "top_k", -1, INT_MAX, &i)) < 0)
+        return -1;
+    if (rc)
+        p->top_k = (int)i;
+    if ((rc = http_field_number(req, body, "min_p", 0, 1, &x)) < 0)
+        return -1;
+    if (rc)
+        p->min_p = (float)x;
+    if ((rc = http_field_number(req, body, "presence_penalty", -2, 2, &x)) < 0)
+        return -1;
+    if (rc)
+        p->presence_penalty = (float)x;
+    if ((rc = http_field_number(req, body, "frequency_penalty", -2, 2, &x)) < 0)
+        return -1;
+    if (rc)
+        p->frequency_penalty = (float)x;
+    if ((rc = http_field_number(req, body, "repetition_penalty", 0, 2, &x)) < 0)
+        return -1;
+    if (rc && x <= 0)
+        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found 0");
+    if (rc)
+        p->repetition_penalty = (float)x;
+    if ((rc = http_field_int(req, body, "seed", LLONG_MIN, LLONG_MAX, &i)) < 0)
+        return -1;
+    if (rc) {
+        p->seed = (uint64_t)i;
+        p->has_seed = 1;
+    }
+
+    /* max_tokens; chat prefers max_completion_tokens, its newer name */
+    p->max_new_tokens = kind == OPENAI_CHAT ? CHAT_DEFAULT_MAX_TOKENS : COMPLETIONS_DEFAULT_MAX_TOKENS;
+    if ((rc = http_field_int(req, body, "max_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
+        return -1;
+    if (rc)
+        p->max_new_tokens = (int)i;
+    if (kind == OPENAI_CHAT) {
+        if ((rc = http_field_int(req, body, "max_completion_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
+            return -1;
+        if (rc)
+            p->max_new_tokens = (int)i;
+    }
+    if ((rc = http_field_int(req, body, "min_tokens", 0, p->max_new_tokens, &i)) < 0)
+        return -1;
+    if (rc)
+        p->min_new_tokens = (int)i;
+
+    if (http_field_bool(req, body, "ignore_eos", &p->ignore_eos) < 0 ||
+        http_field_bool(req, body, "skip_special_tokens", &p->skip_special_tokens) < 0 ||
+        http_field_bool(req, body, "no_stop_trim", &p->no_stop_trim) < 0)
+        return -1;
+    if (read_stop(req, body, p) < 0 || read_stop_token_ids(req, body, vocab_size, p) < 0 ||
+        read_logit_bias(req, body, vocab_size, p) < 0)
+        return -1;
+
+    /* logprobs: an integer 0..5 in the legacy completions API, a boolean (with
+     * top_logprobs 0..20 beside it) in chat */
+    if (kind == OPENAI_COMPLETIONS) {
+        if ((rc = http_field_int(req, body, "logprobs", 0, 5, &i)) < 0)
+            return -1;
+        if (rc) {
+            out->want_logprobs = 1;
+            p->logprobs = 1;
+            p->top_logprobs = (int)i;
+        }
+    } else {
+        b = 0;
+        if (http_field_bool(req, body, "logprobs", &b) < 0)
+            return -1;
+        if ((rc = http_field_int(req, body, "top_logprobs", 0, CINFER_MAX_TOP_LOGPROBS, &i)) < 0)
+            return -1;
+        if (rc && !b)
+            return http_field_error(req, "top_logprobs", "needs \"logprobs\": true (found %s)",
+                                    field_present(body, "logprobs") ? "false" : "no logprobs field");
+        if (b) {
+            out->want_logprobs = 1;
+            p->logprobs = 1;
+            p->top_logprobs = rc ? (int)i : 0;
+        }
+    }
+
+    const char *user = NULL; /* accepted: OpenAI uses it for abuse monitoring only */
+    if (http_field_string(req, body, "user", &user) < 0)
+        return -1;
+    return 0;
+}
+
+static int read_response_options(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    long long i;
+    int rc;
+    out->n = 1;
+    if ((rc = http_field_int(req, body, "n", 1, CINFER_MAX_CHOICES, &i)) < 0)
+        return -1;
+    if (rc)
+        out->n = (int)i;
+    if ((rc = http_field_int(req, body, "best_of", 1, CINFER_MAX_CHOICES, &i)) < 0)
+        return -1;
+    if (rc && i != out->n)
+        return http_field_error(req, "best_of",
+                                "expected the same as n (%d), found %lld: this server returns every choice it "
+                                "generates and does not rank them",
+                                out->n, i);
+    if (http_field_bool(req, body, "stream", &out->stream) < 0)
+        return -1;
+    const json_t *opts = NULL;
+    if ((rc = http_field_of_type(req, body, "stream_options", JSON_OBJECT, &opts)) < 0)
+        return -1;
+    if (rc) {
+        if (!out->stream)
+            return http_field_error(req, "stream_options", "is only allowed when \"stream\" is true");
+        if (http_field_bool(req, opts, "include_usage", &out->include_usage) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- completions: the prompt --------------------------------------------------------- */
+
+/* An array of integers as token ids; returns 1 when arr is one, 0 when it is not an
+ * array of integers at all, -1 after replying (an id out of range). */
+static int read_ids(const struct http_request *req, const json_t *arr, const char *where, int vocab_size,
+                    struct openai_prompt *out)
+{
+    size_t n = json_array_size(arr);
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_integer(json_array_get(arr, i)))
+            return 0;
+    if (n == 0)
+        return http_field_error(req, "prompt", "%s: expected at least one token id, found an empty array", where);
+    out->ids = malloc(n * sizeof *out->ids);
+    if (!out->ids) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompt ids", n);
+        return -1;
+    }
+    long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
+    for (size_t i = 0; i < n; i++) {
+        long long id = (long long)json_integer_value(json_array_get(arr, i));
+        if (id < 0 || id > hi)
+            return http_field_error(req, "prompt", "%s[%zu]: expected a token id in [0, %lld], found %lld", where, i,
+                                    hi, id);
+        out->ids[i] = (int32_t)id;
+    }
+    out->n_ids = n;
+    return 1;
+}
+
+static int read_prompts(const struct http_request *req, const json_t *body, int vocab_size, struct openai_request *out)
+{
+    const json_t *v = json_object_get(body, "prompt");
+    if (!v || json_is_null(v))
+        return http_field_error(req, "prompt", "is required: a string, an array of strings, an array of token ids "
+                                               "or an array of arrays of token ids");
+    size_t count = json_is_array(v) ? json_array_size(v) : 1;
+    if (json_is_array(v) && count == 0)
+        return http_field_error(req, "prompt", "expected at least one prompt, found an empty array");
+    /* an array of integers is one prompt of ids */
+    int ids_prompt = json_is_array(v) && json_is_integer(json_array_get(v, 0));
+    if (ids_prompt)
+        count = 1;
+    if (count > OPENAI_MAX_PROMPTS)
+        return http_field_error(req, "prompt", "expected at most %d prompts, found %zu", OPENAI_MAX_PROMPTS, count);
+    if (count * (size_t)out->n > OPENAI_MAX_GENERATIONS)
+        return http_field_error(req, "n", "%zu prompts with n %d make %zu choices, expected at most %d", count, out->n,
+                                count * (size_t)out->n, OPENAI_MAX_GENERATIONS);
+    out->prompts = calloc(count, sizeof *out->prompts);
+    if (!out->prompts) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", count);
+        return -1;
+    }
+    out->n_prompts = count;
+    if (json_is_string(v)) {
+        out->prompts[0].text = json_string_value(v);
+        out->prompts[0].text_len = json_string_length(v);
+        return 0;
+    }
+    if (!json_is_array(v))
+        return http_field_error(req, "prompt",
+                                "expected a string, an array of strings, an array of token ids or an array of "
+                                "arrays of token ids, found %s",
+                                http_json_type_words(v));
+    if (ids_prompt) {
+        int rc = read_ids(req, v, "prompt", vocab_size, &out->prompts[0]);
+        return rc == 1 ? 0 : rc < 0 ? -1
+                                    : http_field_error(req, "prompt", "an array of token ids holds something other "
+                                                                      "than integers");
+    }
+    for (size_t i = 0; i < count; i++) {
+        const json_t *item = json_array_get(v, i);
+        char where[32];
+        snprintf(where, sizeof where, "prompt[%zu]", i);
+        if (json_is_string(item)) {
+            out->prompts[i].text = json_string_value(item);
+            out->prompts[i].text_len = json_string_length(item);
+            continue;
+        }
+        int rc = json_is_array(item) ? read_ids(req, item, where, vocab_size, &out->prompts[i]) : 0;
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            return http_field_error(req, "prompt", "%s: expected a string or an array of token ids, found %s", where,
+                                    json_is_array(item) ? "an array holding other things" : http_json_type_words(item));
+    }
+    return 0;
+}
+
+/* ---- chat: the messages ------------------------------------------------------------- */
+
+/* content as the template sees it: a string (text parts joined by newlines, as vLLM's
+ * "string" content format), or null for an assistant turn that only calls tools. */
+static int normalize_content(const struct http_request *req, const json_t *content, size_t m, const char *role,
+                             json_t **out)
+{
+    if (!content || json_is_null(content)) {
+        if (strcmp(role, "assistant") != 0)
+            return http_field_error(req, "messages", "messages[%zu].content: required for role \"%s\"", m, role);
+        *out = json_null();
+        return 0;
+    }
+    if (json_is_string(content)) {
+        *out = json_incref((json_t *)content);
+        return 0;
+    }
+    if (!json_is_array(content))
+        return http_field_error(req, "messages", "messages[%zu].content: expected a string or an array of parts, found %s",
+                                m, http_json_type_words(content));
+    size_t j, total = 0;
+    const json_t *part;
+    json_array_foreach(content, j, part) {
+        const char *type = json_is_object(part) ? json_string_value(json_object_get(part, "type")) : NULL;
+        if (!type)
+            return http_field_error(req, "messages",
+                                    "messages[%zu].content[%zu]: expected an object with a \"type\", found %s", m, j,
+                                    http_json_type_words(part));
+        if (strcmp(type, "text") != 0)
+            return http_field_error(req, "messages",
+                                    "messages[%zu].content[%zu]: part type \"%.40s\" is not supported: this server "
+                                    "serves a text-only model (expected \"text\")",
+                                    m, j, type);
+        const json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t))
+            return http_field_error(req, "messages", "messages[%zu].content[%zu].text: expected a string, found %s", m,
+                                    j, t ? http_json_type_words(t) : "nothing");
+        total += json_string_length(t) + 1;
+    }
+    char *text = malloc(total + 1);
+    if (!text) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
+        return -1;
+    }
+    size_t len = 0;
+    json_array_foreach(content, j, part) {
+        const json_t *t = json_object_get(part, "text");
+        if (j)
+            text[len++] = '\n';
+        memcpy(text + len, json_string_value(t), json_string_length(t));
+        len += json_string_length(t);
+    }
+    *out = json_stringn(text, len);
+    free(text);
+    if (!*out) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_messages(const struct http_request *req, const json_t *body, json_t *messages_out)
+{
+    const json_t *msgs = NULL;
+    int rc = http_field_of_type(req, body, "messages", JSON_ARRAY, &msgs);
+    if (rc < 0)
+        return -1;
+    if (rc == 0 || json_array_size(msgs) == 0)
+        return http_field_error(req, "messages", "expected a non-empty array of messages, found %s",
+                                rc ? "an empty array" : "nothing");
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    size_t m;
+    const json_t *msg;
+    json_array_foreach(msgs, m, msg) {
+        if (!json_is_object(msg))
+            return http_field_error(req, "messages", "messages[%zu]: expected an object, found %s", m,
+                                    http_json_type_words(msg));
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        size_t r = 0;
+        while (role && r < sizeof roles / sizeof roles[0] && strcmp(role, roles[r]) != 0)
+            r++;
+        if (!role || r == sizeof roles / sizeof roles[0])
+            return http_field_error(req, "messages",
+                                    "messages[%zu].role: expected \"system\", \"user\", \"assistant\", \"tool\" or "
+                                    "\"developer\", found %s%.40s%s",
+                                    m, role ? "\"" : "", role ? role : "nothing", role ? "\"" : "");
+        json_t *copy = json_copy((json_t *)msg); /* other keys (name, tool_calls, tool_call_id) pass through */
+        json_t *content = NULL;
+        if (!copy || normalize_content(req, json_object_get(msg, "content"), m, role, &content) < 0) {
+            if (!copy)
+                http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory copying messages");
+            json_decref(copy);
+            return -1;
+        }
+        /* templates know "system"; OpenAI's "developer" is the same instruction role */
+        if (!strcmp(role, "developer"))
+            json_object_set_new(copy, "role", json_string("system"));
+        json_object_set_new(copy, "content", content);
+        json_array_append_new(messages_out, copy);
+    }
+    return 0;
+}
+
+static int read_chat(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    if (out->n > OPENAI_MAX_GENERATIONS)
+        return http_field_error(req, "n", "expected at most %d, found %d", OPENAI_MAX_GENERATIONS, out->n);
+    json_t *ctx = json_object();
+    json_t *messages = json_array();
+    if (!ctx || !messages || json_object_set_new(ctx, "messages", messages)) {
+        json_decref(ctx);
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the template variables");
+        return -1;
+    }
+    out->template_context = ctx;
+    if (read_messages(req, body, messages) < 0)
+        return -1;
+
+    int add_generation_prompt = 1, rc;
+    if (http_field_bool(req, body, "continue_final_message", &out->continue_final_message) < 0)
+        return -1;
+    if ((rc = http_field_bool(req, body, "add_generation_prompt", &add_generation_prompt)) < 0)
+        return -1;
+    if (out->continue_final_message) {
+        if (rc && add_generation_prompt)
+            return http_field_error(req, "continue_final_message",
+                                    "cannot be true together with \"add_generation_prompt\": true");
+        add_generation_prompt = 0;
+        const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+        if (strcmp(json_string_value(json_object_get(last, "role")), "assistant") != 0 ||
+            !json_is_string(json_object_get(last, "content")))
+            return http_field_error(req, "continue_final_message",
+                                    "needs the last message to be an assistant message with text content");
+    }
+    json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
+
+    /* tools go to the template, which lays them out as the model was trained to see
+     * them; the output is returned as text (tool calls are not parsed out of it) */
+    const json_t *tools = NULL;
+    if (http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+        return -1;
+    const json_t *choice = json_object_get(body, "tool_choice");
+    int tools_off = 0;
+    if (choice && !json_is_null(choice)) {
+        const char *c = json_string_value(choice);
+        if (!c || (strcmp(c, "none") != 0 && strcmp(c, "auto") != 0))
+            return http_field_error(req, "tool_choice",
+                                    "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs constrained "
+                                    "decoding, which this server does not do",
+                                    c ? "\"" : "", c ? c : http_json_type_words(choice), c ? "\"" : "");
+        tools_off = !strcmp(c, "none");
+    }
+    if (tools && !tools_off)
+        json_object_set(ctx, "tools", (json_t *)tools);
+
+    const json_t *kwargs = NULL;
+    if (http_field_of_type(req, body, "chat_template_kwargs", JSON_OBJECT, &kwargs) < 0)
+        return -1;
+    if (kwargs) {
+        if (json_object_get(kwargs, "messages"))
+            return http_field_error(req, "chat_template_kwargs", "may not set \"messages\" (use the messages field)");
+        json_object_update(ctx, (json_t *)kwargs);
+    }
+    return 0;
+}
+
+/* ---- the whole request -------------------------------------------------------------- */
+
+static int check_model(const struct http_request *req, const json_t *body)
+{
+    const char *model = NULL;
+    if (http_field_string(req, body, "model", &model) < 0)
+        return -1;
+    /* absent: the one model served (vLLM and SGLang accept that too) */
+    if (model && req->ctx && req->ctx->model_name && strcmp(model, req->ctx->model_name) != 0) {
+        http_reply_error(req->conn, 404, "not_found_error", "model", "The model '%.200s' does not exist (this server serves '%.200s')",
+                         model, req->ctx->model_name);
+        return -1;
+    }
+    return 0;
+}
+
+int openai_request_parse(const struct http_request *req, json_t *body, enum openai_kind kind, int vocab_size,
+                         struct openai_request *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->body = body;
+    if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind) < 0 ||
+        read_response_options(req, body, out) < 0 || read_sampling(req, body, kind, vocab_size, out) < 0 ||
+        (kind == OPENAI_COMPLETIONS ? read_prompts(req, body, vocab_size, out) : read_chat(req, body, out)) < 0) {
+        openai_request_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void openai_request_free(struct openai_request *r)
+{
+    for (size_t i = 0; r->prompts && i < r->n_prompts; i++)
+        free(r->prompts[i].ids);
+    free(r->prompts);
+    json_decref(r->template_context);
+    json_decref(r->body);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,390 @@
+/* Running an OpenAI request; see openai_run.h. */
+#include "http/openai_run.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cinfer/tokenizer.h"
+#include "http/openai_response.h"
+
+/* One choice: one engine request. */
+struct openai_choice {
+    int index;                    /* in the response: prompt * n + k, as OpenAI numbers them */
+    size_t prompt;
+    struct http_generation *gen;  /* NULL once finished */
+    struct http_buffer text;      /* JSON answer: the whole text */
+    json_t *logprobs;             /* JSON answer: chat's content array or the legacy object */
+    size_t text_offset;           /* legacy logprobs: characters so far */
+    enum cinfer_finish_reason finish;
+    char *matched_stop;
+    int32_t last_id;
+    int prompt_tokens;
+    int completion_tokens;
+    int role_sent;                /* chat stream: the {"role": "assistant"} delta went out */
+};
+
+struct openai_run {
+    const struct http_server_ctx *ctx;
+    struct openai_request r;
+    char id[64];
+    int64_t created;
+    struct openai_choice *choices; /* (n_choices) */
+    size_t n_choices;
+    size_t next;                   /* stream: the choice to read next, round robin */
+    struct http_buffer pending;    /* stream: events read before the reply began */
+};
+
+int openai_vocab_size(const struct http_server_ctx *ctx)
+{
+    if (!ctx->tokenizer)
+        return 0;
+    struct cinfer_tokenizer_info info;
+    ctx->tokenizer->ops->info(ctx->tokenizer->tok, &info);
+    return (int)info.vocab_size;
+}
+
+int openai_tokenize_prompt(const struct http_request *req, const char *text, size_t len, int add_special,
+                           const char *field, struct openai_prompt *prompt)
+{
+    const struct cinfer_tokenizer_ctx *tok = req->ctx->tokenizer;
+    if (!tok) {
+        http_reply_error(req->conn, 500, "internal_error", NULL, "the server has no tokenizer for %s", field);
+        return -1;
+    }
+    struct cinfer_token_ids ids = {0};
+    struct cinfer_error err = {0};
+    if (tok->ops->encode(tok->tok, text, len, add_special, &ids, &err)) {
+        cinfer_token_ids_free(&ids);
+        http_reply_error(req->conn, 500, "internal_error", field, "tokenizing %s: %s", field, err.message);
+        return -1;
+    }
+    if (ids.len == 0) {
+        cinfer_token_ids_free(&ids);
+        http_reply_error(req->conn, 400, "invalid_request_error", field,
+                         "%s: the prompt tokenizes to no tokens; expected at least one", field);
+        return -1;
+    }
+    free(prompt->ids);
+    prompt->ids = ids.ids;
+    prompt->n_ids = ids.len;
+    return 0;
+}
+
+static void run_free(struct openai_run *run)
+{
+    if (!run)
+        return;
+    for (size_t i = 0; i < run->n_choices; i++) {
+        struct openai_choice *c = &run->choices[i];
+        if (c->gen)
+            http_generation_finish(&c->gen);
+        free(c->text.data);
+        json_decref(c->logprobs);
+        free(c->matched_stop);
+    }
+    free(run->choices);
+    free(run->pending.data);
+    openai_request_free(&run->r);
+    free(run);
+}
+
+/* ---- JSON of choices and chunks --------------------------------------------------- */
+
+static json_t *matched_stop_json(const struct openai_choice *c)
+{
+    if (c->finish == CINFER_FINISH_STOP_STRING && c->matched_stop)
+        return json_string(c->matched_stop);
+    if (c->finish == CINFER_FINISH_STOP_TOKEN)
+        return json_integer(c->last_id);
+    return json_null();
+}
+
+static json_t *finish_json(const struct openai_choice *c)
+{
+    const char *why = openai_finish_reason(c->finish);
+    return why ? json_string(why) : json_null();
+}
+
+static json_t *envelope(const struct openai_run *run, const char *object, json_t *choices)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", run->id, "object", object, "created", (json_int_t)run->created, "model",
+                     run->ctx->model_name ? run->ctx->model_name : "", "choices", choices);
+}
+
+static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion)
+{
+    *prompt = *completion = 0;
+    for (size_t i = 0; i < run->n_choices; i++) {
+        const struct openai_choice *c = &run->choices[i];
+        if (c->index % run->r.n == 0) /* each prompt counts once, however many choices */
+            *prompt += c->prompt_tokens;
+        *completion += c->completion_tokens;
+    }
+}
+
+/* The whole answer (no streaming). */
+static json_t *response_json(const struct openai_run *run)
+{
+    int chat = run->r.kind == OPENAI_CHAT;
+    json_t *choices = json_array();
+    for (size_t i = 0; choices && i < run->n_choices; i++) {
+        const struct openai_choice *c = &run->choices[i];
+        json_t *text = json_stringn(c->text.data ? c->text.data : "", c->text.len);
+        json_t *logprobs = c->logprobs ? json_incref(c->logprobs) : json_null();
+        if (chat && c->logprobs)
+            logprobs = json_pack("{s:o, s:n}", "content", logprobs, "refusal");
+        json_t *choice =
+            chat ? json_pack("{s:I, s:{s:s, s:o}, s:o, s:o, s:o}", "index", (json_int_t)c->index, "message", "role",
+                             "assistant", "content", text, "logprobs", logprobs, "finish_reason", finish_json(c),
+                             "matched_stop", matched_stop_json(c))
+                 : json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)c->index, "text", text, "logprobs", logprobs,
+                             "finish_reason", finish_json(c), "matched_stop", matched_stop_json(c));
+        if (!choice || json_array_append_new(choices, choice)) {
+            json_decref(choices);
+            return NULL;
+        }
+    }
+    long long prompt, completion;
+    usage_totals(run, &prompt, &completion);
+    json_t *out = envelope(run, chat ? "chat.completion" : "text_completion", choices);
+    if (out && json_object_set_new(out, "usage", openai_usage(prompt, completion))) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* One streamed chunk of choice c: its new text, logprobs and, on the last, the finish. */
+static int chunk_event(const struct openai_run *run, struct openai_choice *c, const struct cinfer_stream_chunk *ch,
+                       struct http_buffer *out)
+{
+    int chat = run->r.kind == OPENAI_CHAT;
+    json_t *logprobs = json_null();
+    if (run->r.want_logprobs && ch->logprobs && ch->n_logprobs) {
+        if (chat) {
+            json_t *content = json_array();
+            if (!content || openai_chat_logprobs_append(content, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs)) {
+                json_decref(content);
+                return CINFER_ERR_NOMEM;
+            }
+            logprobs = json_pack("{s:o, s:n}", "content", content, "refusal");
+        } else {
+            logprobs = openai_legacy_logprobs_new();
+            if (!logprobs || openai_legacy_logprobs_append(logprobs, run->ctx->tokenizer, ch->logprobs,
+                                                           ch->n_logprobs, &c->text_offset)) {
+                json_decref(logprobs);
+                return CINFER_ERR_NOMEM;
+            }
+        }
+    }
+    int last = ch->finish_reason != CINFER_FINISH_NONE;
+    if (!last && ch->text_len == 0 && json_is_null(logprobs))
+        return CINFER_OK; /* nothing to say yet (a character still being spelled) */
+    json_t *choice;
+    if (chat) {
+        json_t *delta = json_object();
+        if (delta && ch->text_len)
+            json_object_set_new(delta, "content", json_stringn(ch->text, ch->text_len));
+        choice = json_pack("{s:I, s:o, s:o, s:o}", "index", (json_int_t)c->index, "delta", delta, "logprobs", logprobs,
+                           "finish_reason", finish_json(c));
+    } else {
+        choice = json_pack("{s:I, s:s#, s:o, s:o}", "index", (json_int_t)c->index, "text", ch->text, (int)ch->text_len, "logprobs",
+                           logprobs, "finish_reason", finish_json(c));
+    }
+    if (choice && last)
+        json_object_set_new(choice, "matched_stop", matched_stop_json(c));
+    json_t *event = choice ? envelope(run, chat ? "chat.completion.chunk" : "text_completion", json_pack("[o]", choice))
+                           : NULL;
+    return event ? http_sse_event(out, event) : CINFER_ERR_NOMEM;
+}
+
+/* chat's first chunk of a choice: the assistant's role, empty content */
+static int role_event(const struct openai_run *run, struct openai_choice *c, struct http_buffer *out)
+{
+    c->role_sent = 1;
+    json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)c->index, "delta", "role", "assistant",
+                               "content", "", "logprobs", "finish_reason");
+    json_t *event = choice ? envelope(run, "chat.completion.chunk", json_pack("[o]", choice)) : NULL;
+    return event ? http_sse_event(out, event) : CINFER_ERR_NOMEM;
+}
+
+/* Takes in one chunk of choice c: into its totals, and into events when streaming
+ * (out != NULL) or its whole text and logprobs when not. */
+static int take_chunk(struct openai_run *run, struct openai_choice *c, const struct cinfer_stream_chunk *ch,
+                      struct http_buffer *out)
+{
+    c->prompt_tokens = ch->prompt_tokens;
+    c->completion_tokens = ch->completion_tokens;
+    if (ch->n_ids)
+        c->last_id = ch->ids[ch->n_ids - 1];
+    if (ch->finish_reason != CINFER_FINISH_NONE) {
+        c->finish = ch->finish_reason;
+        if (ch->matched_stop && !(c->matched_stop = strdup(ch->matched_stop)))
+            return CINFER_ERR_NOMEM;
+    }
+    int rc = CINFER_OK;
+    if (out) {
+        if (run->r.kind == OPENAI_CHAT && !c->role_sent)
+            rc = role_event(run, c, out);
+        if (rc == CINFER_OK)
+            rc = chunk_event(run, c, ch, out);
+    } else {
+        rc = http_buffer_append(&c->text, ch->text, ch->text_len);
+        if (rc == CINFER_OK && run->r.want_logprobs && ch->logprobs && ch->n_logprobs) {
+            if (!c->logprobs)
+                c->logprobs = run->r.kind == OPENAI_CHAT ? json_array() : openai_legacy_logprobs_new();
+            if (!c->logprobs)
+                rc = CINFER_ERR_NOMEM;
+            else if (run->r.kind == OPENAI_CHAT)
+                rc = openai_chat_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs);
+            else
+                rc = openai_legacy_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs,
+                                                   &c->text_offset);
+        }
+    }
+    if (c->finish != CINFER_FINISH_NONE)
+        http_generation_finish(&c->gen); /* free the engine's side now, not at the end */
+    return rc;
+}
+
+/* ---- starting -------------------------------------------------------------------- */
+
+static int start_all(const struct http_request *req, struct openai_run *run, struct cinfer_error *err)
+{
+    const struct openai_request *r = &run->r;
+    run->n_choices = r->n_prompts * (size_t)r->n;
+    run->choices = calloc(run->n_choices, sizeof *run->choices);
+    if (!run->choices)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %zu choices", run->n_choices);
+    /* every choice is sent before any is read, so they run in one batch */
+    for (size_t p = 0; p < r->n_prompts; p++) {
+        for (int k = 0; k < r->n; k++) {
+            struct openai_choice *c = &run->choices[p * (size_t)r->n + (size_t)k];
+            c->index = (int)(p * (size_t)r->n + (size_t)k);
+            c->prompt = p;
+            c->prompt_tokens = (int)r->prompts[p].n_ids;
+            struct cinfer_generate_request g = {.input_ids = r->prompts[p].ids,
+                                                .n_input_ids = r->prompts[p].n_ids,
+                                                .sampling = r->sampling,
+                                                .n = 1};
+            if (r->sampling.has_seed) /* choice k alone with seed + k gives the same output */
+                g.sampling.seed = r->sampling.seed + (uint64_t)k;
+            int rc = http_generation_start(run->ctx, req->conn, &g, &c->gen, err);
+            if (rc)
+                return rc;
+        }
+    }
+    uint64_t rid = http_generation_request_id(run->choices[0].gen);
+    snprintf(run->id, sizeof run->id, "%s-%" PRIx64 "%08" PRIx64, r->kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
+             (uint64_t)run->created, rid);
+    return CINFER_OK;
+}
+
+/* ---- streaming ------------------------------------------------------------------- */
+
+static int error_event(struct http_buffer *out, const struct cinfer_error *err)
+{
+    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", err->message, "type",
+                          err->code == CINFER_ERR_STATE ? "server_overloaded" : "internal_error", "param", "code",
+                          err->code);
+    return e ? http_sse_event(out, e) : CINFER_ERR_NOMEM;
+}
+
+static int sse_next(void *state, struct http_buffer *out)
+{
+    struct openai_run *run = state;
+    if (run->pending.len) {
+        int rc = http_buffer_append(out, run->pending.data, run->pending.len);
+        run->pending.len = 0;
+        return rc;
+    }
+    struct openai_choice *c = NULL;
+    for (size_t tried = 0; tried < run->n_choices && !c; tried++) {
+        struct openai_choice *x = &run->choices[(run->next + tried) % run->n_choices];
+        if (x->finish == CINFER_FINISH_NONE)
+            c = x;
+    }
+    if (!c) {
+        if (run->r.include_usage) {
+            long long prompt, completion;
+            usage_totals(run, &prompt, &completion);
+            json_t *chunk = envelope(run, run->r.kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
+                                     json_array());
+            if (!chunk || json_object_set_new(chunk, "usage", openai_usage(prompt, completion)) ||
+                http_sse_event(out, chunk))
+                return CINFER_ERR_NOMEM;
+        }
+        return http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
+    }
+    run->next = (size_t)(c - run->choices + 1) % run->n_choices;
+    struct cinfer_stream_chunk ch;
+    struct cinfer_error err = {0};
+    int rc = http_generation_next(c->gen, &ch, &err);
+    if (rc == CINFER_ERR_IO)
+        return rc; /* the client left; close() cleans up */
+    if (rc) {
+        /* headers are out: the error goes in the stream, as OpenAI's API sends one */
+        if (error_event(out, &err) || http_sse_event(out, NULL))
+            return CINFER_ERR_NOMEM;
+        return 1;
+    }
+    return take_chunk(run, c, &ch, out);
+}
+
+static void sse_close(void *state)
+{
+    run_free(state);
+}
+
+/* ---- the request ----------------------------------------------------------------- */
+
+void openai_run(const struct http_request *req, struct openai_request *r)
+{
+    struct openai_run *run = calloc(1, sizeof *run);
+    if (!run) {
+        openai_request_free(r);
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the request");
+        return;
+    }
+    run->ctx = req->ctx;
+    run->r = *r;
+    memset(r, 0, sizeof *r);
+    run->created = (int64_t)time(NULL);
+    struct cinfer_error err = {0};
+    int rc = start_all(req, run, &err);
+    /* read until every choice finished (JSON answer), or each choice's first chunk
+     * (streaming): a refusal (prompt too long, queue full) then still gets its status */
+    for (size_t i = 0; rc == CINFER_OK && i < run->n_choices; i++) {
+        struct openai_choice *c = &run->choices[i];
+        do {
+            struct cinfer_stream_chunk ch;
+            rc = http_generation_next(c->gen, &ch, &err);
+            if (rc == CINFER_OK)
+                rc = take_chunk(run, c, &ch, run->r.stream ? &run->pending : NULL);
+        } while (rc == CINFER_OK && !run->r.stream && c->finish == CINFER_FINISH_NONE);
+    }
+    if (rc == CINFER_ERR_IO) { /* the client is gone: nobody to answer */
+        run_free(run);
+        return;
+    }
+    if (rc) {
+        if (rc == CINFER_ERR_NOMEM && !err.message[0])
+            cinfer_error_set(&err, rc, "out of memory building the response");
+        run_free(run);
+        http_reply_engine_error(req->conn, &err);
+        return;
+    }
+    if (run->r.stream) {
+        http_reply_sse(req->conn, (struct http_sse_source){.next = sse_next, .close = sse_close, .state = run});
+        return;
+    }
+    json_t *body = response_json(run);
+    run_free(run);
+    if (body)
+        http_reply_json(req->conn, 200, body);
+    else
+        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the response");
+}
