@@ -175,8 +175,10 @@ static int absorb(const struct run *r, struct slot *s, const struct cinfer_strea
             json_array_append_new(s->top_logprobs, top);
         }
     }
-    s->prompt_tokens = c->prompt_tokens;
-    s->completion_tokens = c->completion_tokens;
+    /* An abort chunk made in the main process carries no counts: keep what came before. */
+    if (c->prompt_tokens > 0)
+        s->prompt_tokens = c->prompt_tokens;
+    s->completion_tokens = c->completion_tokens > (int)s->n_ids ? c->completion_tokens : (int)s->n_ids;
     s->finish = c->finish_reason;
     if (c->matched_stop && !s->matched_stop)
         s->matched_stop = strdup(c->matched_stop);
