@@ -1,0 +1,351 @@
+// cinfer's OpenAI-compatible API as the official OpenAI client (npm "openai") sees it.
+// tests/test_http_openai.c starts the engine and the server, computes its references
+// with the engine's C API, and runs this with CINFER_OPENAI_CONFIG naming a JSON file:
+//   baseURL, keyedBaseURL + apiKey (a second server that wants a key), model,
+//   maxModelLen, maxTokens, prompts: [{text, ids, promptTokens, greedyText, greedyIds,
+//   logprobs}], chat: {renderer, messages, promptTokens, greedyText}.
+// Each check prints "ok - name" or "not ok - name: why"; the last line is a JSON
+// summary {"passed": n, "failed": [names], "figures": {...}}; the exit status is 0
+// only when every check passed.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import OpenAI from 'openai';
+
+const cfg = JSON.parse(readFileSync(process.env.CINFER_OPENAI_CONFIG, 'utf8'));
+const client = new OpenAI({ baseURL: cfg.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+const M = cfg.maxTokens;
+const [P1, P2] = cfg.prompts;
+const figures = {};
+const failed = [];
+let passed = 0;
+
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    failed.push(name);
+    console.log(`not ok - ${name}: ${e && e.stack ? e.stack : e}`);
+  }
+}
+
+const greedy = { model: cfg.model, temperature: 0, max_tokens: M };
+
+async function streamCompletion(params) {
+  const chunks = [];
+  for await (const chunk of await client.completions.create({ ...params, stream: true })) chunks.push(chunk);
+  return chunks;
+}
+async function streamChat(params) {
+  const chunks = [];
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) chunks.push(chunk);
+  return chunks;
+}
+// Text per choice index, and the finish reasons, of a stream.
+function joinStream(chunks, field) {
+  const text = {}, finish = {};
+  for (const c of chunks)
+    for (const ch of c.choices) {
+      const piece = field === 'text' ? ch.text : ch.delta?.content;
+      text[ch.index] = (text[ch.index] ?? '') + (piece ?? '');
+      if (ch.finish_reason) {
+        assert.equal(finish[ch.index], undefined, `choice ${ch.index} finished twice`);
+        finish[ch.index] = ch.finish_reason;
+      }
+    }
+  return { text, finish };
+}
+async function expectError(cls, status, fn, param) {
+  try {
+    await fn();
+  } catch (e) {
+    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e?.constructor?.name}: ${e?.message}`);
+    assert.equal(e.status, status);
+    if (param !== undefined) assert.equal(e.param, param, `param of: ${e.message}`);
+    return e;
+  }
+  assert.fail(`expected ${cls.name} (${status}), but the request succeeded`);
+}
+
+// ---- models ---------------------------------------------------------------------------
+await check('models.list names the served model', async () => {
+  const list = await client.models.list();
+  assert.equal(list.data.length, 1);
+  const m = list.data[0];
+  assert.equal(m.id, cfg.model);
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'cinfer');
+  assert.equal(m.max_model_len, cfg.maxModelLen);
+});
+
+// ---- completions ----------------------------------------------------------------------
+await check('completion: greedy text equals the C API, finish "length", usage counts', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: P1.text });
+  assert.equal(r.object, 'text_completion');
+  assert.match(r.id, /^cmpl-/);
+  assert.equal(r.model, cfg.model);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].index, 0);
+  assert.equal(r.choices[0].text, P1.greedyText);
+  assert.equal(r.choices[0].finish_reason, P1.greedyIds.length === M ? 'length' : 'stop');
+  assert.deepEqual(r.usage, { prompt_tokens: P1.promptTokens, completion_tokens: P1.greedyIds.length,
+                              total_tokens: P1.promptTokens + P1.greedyIds.length });
+});
+
+await check('completion: token-id prompt gives the same text as its text', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: P1.ids });
+  assert.equal(r.choices[0].text, P1.greedyText);
+  assert.equal(r.usage.prompt_tokens, P1.ids.length);
+});
+
+await check('completion: two prompts, two choices per prompt, indexes prompt*n+k', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: [P1.text, P2.text], n: 2 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.deepEqual(r.choices.map((c) => c.text), [P1.greedyText, P1.greedyText, P2.greedyText, P2.greedyText]);
+  assert.equal(r.usage.prompt_tokens, P1.promptTokens + P2.promptTokens);
+  assert.equal(r.usage.completion_tokens, 2 * (P1.greedyIds.length + P2.greedyIds.length));
+});
+
+await check('completion: stream text equals the JSON text; include_usage chunk; counts', async () => {
+  const chunks = await streamCompletion({ ...greedy, prompt: P1.text, logprobs: 0,
+                                          stream_options: { include_usage: true } });
+  const { text, finish } = joinStream(chunks, 'text');
+  assert.equal(text[0], P1.greedyText);
+  assert.equal(finish[0], 'length');
+  const last = chunks[chunks.length - 1];
+  assert.deepEqual(last.choices, []);
+  assert.equal(last.usage.prompt_tokens, P1.promptTokens);
+  const streamedTokens = chunks.reduce((n, c) => n + c.choices.reduce((k, ch) => k + (ch.logprobs?.tokens.length ?? 0), 0), 0);
+  assert.equal(last.usage.completion_tokens, streamedTokens);
+  assert.equal(streamedTokens, P1.greedyIds.length);
+  assert.ok(chunks.slice(0, -1).every((c) => !c.usage), 'usage only on the last chunk');
+  figures.completion_stream_chunks = chunks.length;
+});
+
+await check('completion: stream with n=2 over two prompts interleaves four choices', async () => {
+  const chunks = await streamCompletion({ ...greedy, prompt: [P1.text, P2.text], n: 2 });
+  const { text, finish } = joinStream(chunks, 'text');
+  assert.deepEqual(text, { 0: P1.greedyText, 1: P1.greedyText, 2: P2.greedyText, 3: P2.greedyText });
+  assert.deepEqual(Object.keys(finish).sort(), ['0', '1', '2', '3']);
+  const order = chunks.flatMap((c) => c.choices.map((ch) => ch.index));
+  assert.notDeepEqual(order, [...order].sort((a, b) => a - b), 'the choices interleave');
+});
+
+await check('completion: legacy logprobs equal the C API and keep their shape', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: P1.text, logprobs: 2 });
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.length, P1.greedyIds.length);
+  assert.equal(lp.tokens.join(''), r.choices[0].text);
+  let offset = 0;
+  for (let i = 0; i < lp.tokens.length; i++) {
+    assert.ok(lp.token_logprobs[i] <= 0);
+    assert.ok(Math.abs(lp.token_logprobs[i] - P1.logprobs[i]) <= 1e-5 * Math.max(1, Math.abs(P1.logprobs[i])),
+              `token ${i}: ${lp.token_logprobs[i]} vs the C API's ${P1.logprobs[i]}`);
+    const top = Object.entries(lp.top_logprobs[i]);
+    assert.ok(top.length >= 1 && top.length <= 2);
+    assert.equal(lp.top_logprobs[i][lp.tokens[i]], lp.token_logprobs[i], 'greedy: the sampled token is the top one');
+    assert.ok(top.every(([, v]) => v <= lp.token_logprobs[i]));
+    assert.equal(lp.text_offset[i], offset);
+    offset += [...lp.tokens[i]].length;
+  }
+});
+
+await check('completion: stop string ends the text before it, finish "stop", matched_stop', async () => {
+  const words = P1.greedyText.split(' ');
+  const stop = ' ' + words[Math.floor(words.length / 2)];
+  const expected = P1.greedyText.slice(0, P1.greedyText.indexOf(stop));
+  const r = await client.completions.create({ ...greedy, prompt: P1.text, stop: [stop, 'never appears'] });
+  assert.equal(r.choices[0].text, expected);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].matched_stop, stop);
+  const s = joinStream(await streamCompletion({ ...greedy, prompt: P1.text, stop }), 'text');
+  assert.equal(s.text[0], expected);
+  assert.equal(s.finish[0], 'stop');
+});
+
+await check('completion: max_tokens 3 finishes "length" after 3 tokens', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: P2.text, max_tokens: 3 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 3);
+  assert.ok(P2.greedyText.startsWith(r.choices[0].text));
+});
+
+await check('completion: seeded n=3 choices reproduce, each alone with seed + k', async () => {
+  const params = { model: cfg.model, prompt: P2.text, max_tokens: M, temperature: 1.0, seed: 1234 };
+  const a = await client.completions.create({ ...params, n: 3 });
+  const b = await client.completions.create({ ...params, n: 3 });
+  assert.deepEqual(a.choices.map((c) => c.index), [0, 1, 2]);
+  assert.deepEqual(a.choices.map((c) => c.text), b.choices.map((c) => c.text));
+  assert.ok(new Set(a.choices.map((c) => c.text)).size > 1, 'different seeds sample differently');
+  for (let k = 0; k < 3; k++) {
+    const alone = await client.completions.create({ ...params, seed: 1234 + k });
+    assert.equal(alone.choices[0].text, a.choices[k].text, `choice ${k}`);
+  }
+});
+
+await check('completion: logit_bias -100 on the greedy first token changes it', async () => {
+  const plain = await client.completions.create({ ...greedy, prompt: P1.text, max_tokens: 1, logprobs: 1 });
+  const biased = await client.completions.create({ ...greedy, prompt: P1.text, max_tokens: 1, logprobs: 1,
+                                                   logit_bias: { [String(P1.greedyIds[0])]: -100 } });
+  assert.notEqual(biased.choices[0].text, plain.choices[0].text);
+  const forced = await client.completions.create({ ...greedy, prompt: P1.text, max_tokens: 2,
+                                                   logit_bias: { [String(P2.greedyIds[0])]: 100 } });
+  assert.equal(forced.usage.completion_tokens, 2);
+  assert.ok(forced.choices[0].text.startsWith(P2.firstTokenText), `${JSON.stringify(forced.choices[0].text)}`);
+});
+
+await check('completion: SGLang extras (top_k, min_p, repetition_penalty, min_tokens, ignore_eos) are accepted', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: P1.text, top_k: 1, min_p: 0.05,
+                                              repetition_penalty: 1.0, min_tokens: 2, ignore_eos: true });
+  assert.equal(r.choices[0].text, P1.greedyText, 'top_k 1 is greedy; a neutral penalty changes nothing');
+});
+
+// ---- errors ---------------------------------------------------------------------------
+await check('errors: a field out of range is BadRequestError 400 naming the field', async () => {
+  const e = await expectError(OpenAI.BadRequestError, 400,
+                              () => client.completions.create({ ...greedy, prompt: 'x', temperature: 3 }), 'temperature');
+  assert.match(e.message, /temperature.*\[0, 2\].*3/);
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => client.completions.create({ ...greedy, prompt: 'x', max_tokens: 'ten' }), 'max_tokens');
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => client.completions.create({ ...greedy, prompt: 'x', n: 0 }), 'n');
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => client.completions.create({ ...greedy, prompt: 'x', stop: [1] }), 'stop');
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => client.completions.create({ ...greedy, prompt: [cfg.vocabSize] }), 'prompt');
+});
+
+await check('errors: unsupported fields are refused by name', async () => {
+  for (const [field, value] of [['echo', true], ['suffix', 'x'], ['best_of', 3]]) {
+    const e = await expectError(OpenAI.BadRequestError, 400,
+                                () => client.completions.create({ ...greedy, prompt: 'x', [field]: value }), field);
+    assert.match(e.message, new RegExp(field));
+  }
+});
+
+await check('errors: an unknown model is NotFoundError 404', async () => {
+  const e = await expectError(OpenAI.NotFoundError, 404,
+                              () => client.completions.create({ ...greedy, model: 'no-such-model', prompt: 'x' }));
+  assert.match(e.message, /The model 'no-such-model' does not exist/);
+});
+
+await check('errors: a prompt past the context is 400 with the numbers', async () => {
+  const ids = Array.from({ length: cfg.maxModelLen + 10 }, (_, i) => P1.ids[i % P1.ids.length]);
+  const e = await expectError(OpenAI.BadRequestError, 400, () => client.completions.create({ ...greedy, prompt: ids }));
+  assert.match(e.message, new RegExp(`${ids.length}.*${cfg.maxModelLen}`));
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => streamCompletion({ ...greedy, prompt: ids }), undefined);
+});
+
+await check('errors: malformed JSON is 400 with its position', async () => {
+  const res = await fetch(`${cfg.baseURL}/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+                                                          body: '{"prompt": "x",, }' });
+  assert.equal(res.status, 400);
+  const body = await res.json();
+  assert.equal(body.error.type, 'invalid_request_error');
+  assert.match(body.error.message, /line 1.*column/);
+});
+
+await check('errors: a wrong API key is AuthenticationError 401; the right one works', async () => {
+  const wrong = new OpenAI({ baseURL: cfg.keyedBaseURL, apiKey: 'wrong-key', maxRetries: 0 });
+  await expectError(OpenAI.AuthenticationError, 401, () => wrong.models.list());
+  const right = new OpenAI({ baseURL: cfg.keyedBaseURL, apiKey: cfg.apiKey, maxRetries: 0 });
+  const r = await right.completions.create({ ...greedy, prompt: P1.text });
+  assert.equal(r.choices[0].text, P1.greedyText);
+});
+
+// ---- chat -----------------------------------------------------------------------------
+if (cfg.chat.renderer) {
+  const chat = { model: cfg.model, messages: cfg.chat.messages, temperature: 0, max_tokens: M };
+
+  await check('chat: greedy reply equals the C API on the rendered prompt; usage counts it', async () => {
+    const r = await client.chat.completions.create(chat);
+    assert.equal(r.object, 'chat.completion');
+    assert.match(r.id, /^chatcmpl-/);
+    assert.equal(r.choices[0].message.role, 'assistant');
+    assert.equal(r.choices[0].message.content, cfg.chat.greedyText);
+    assert.equal(r.usage.prompt_tokens, cfg.chat.promptTokens);
+    assert.equal(r.usage.completion_tokens, cfg.chat.greedyIds.length);
+    assert.equal(r.choices[0].finish_reason, cfg.chat.greedyIds.length === M ? 'length' : 'stop');
+  });
+
+  await check('chat: text parts and max_completion_tokens behave as content and max_tokens', async () => {
+    const parts = cfg.chat.messages.map((m) => ({ ...m, content: [{ type: 'text', text: m.content }] }));
+    const { max_tokens, ...rest } = chat;
+    const r = await client.chat.completions.create({ ...rest, messages: parts, max_completion_tokens: max_tokens });
+    assert.equal(r.choices[0].message.content, cfg.chat.greedyText);
+    assert.equal(r.usage.prompt_tokens, cfg.chat.promptTokens);
+  });
+
+  await check('chat: stream starts with the role, joins to the JSON reply, ends with finish and usage', async () => {
+    const chunks = await streamChat({ ...chat, stream_options: { include_usage: true } });
+    assert.equal(chunks[0].object, 'chat.completion.chunk');
+    assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+    const { text, finish } = joinStream(chunks, 'delta');
+    assert.equal(text[0], cfg.chat.greedyText);
+    assert.equal(finish[0], cfg.chat.greedyIds.length === M ? 'length' : 'stop');
+    const last = chunks[chunks.length - 1];
+    assert.deepEqual(last.choices, []);
+    assert.equal(last.usage.prompt_tokens, cfg.chat.promptTokens);
+    assert.equal(last.usage.completion_tokens, cfg.chat.greedyIds.length);
+  });
+
+  await check('chat: logprobs with top_logprobs 3: shape, ranges, the greedy token is the top one', async () => {
+    const r = await client.chat.completions.create({ ...chat, logprobs: true, top_logprobs: 3 });
+    const content = r.choices[0].logprobs.content;
+    assert.equal(content.length, r.usage.completion_tokens);
+    assert.equal(content.map((t) => t.token).join(''), r.choices[0].message.content);
+    for (const t of content) {
+      assert.ok(t.logprob <= 0);
+      assert.deepEqual(t.bytes, [...Buffer.from(t.token, 'utf8')]);
+      assert.equal(t.top_logprobs.length, 3);
+      assert.equal(t.top_logprobs[0].token, t.token);
+      assert.equal(t.top_logprobs[0].logprob, t.logprob);
+      for (let k = 1; k < 3; k++) assert.ok(t.top_logprobs[k].logprob <= t.top_logprobs[k - 1].logprob);
+    }
+    const s = await streamChat({ ...chat, logprobs: true, top_logprobs: 1 });
+    const streamed = s.flatMap((c) => c.choices.flatMap((ch) => ch.logprobs?.content ?? []));
+    assert.deepEqual(streamed.map((t) => t.token), content.map((t) => t.token));
+  });
+
+  await check('chat: n=2 seeded stream interleaves choices that match the JSON answer', async () => {
+    const params = { ...chat, temperature: 1.0, seed: 99, n: 2 };
+    const r = await client.chat.completions.create(params);
+    const { text } = joinStream(await streamChat(params), 'delta');
+    assert.deepEqual(text, { 0: r.choices[0].message.content, 1: r.choices[1].message.content });
+  });
+
+  await check('chat: stop string and image parts', async () => {
+    const words = cfg.chat.greedyText.split(' ');
+    const stop = ' ' + words[Math.floor(words.length / 2)];
+    const r = await client.chat.completions.create({ ...chat, stop });
+    assert.equal(r.choices[0].message.content, cfg.chat.greedyText.slice(0, cfg.chat.greedyText.indexOf(stop)));
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const e = await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+      ...chat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,' } }] }] }),
+    'messages');
+    assert.match(e.message, /image_url.*not supported/);
+  });
+} else {
+  await check('chat: without a chat template renderer the request is refused with 400', async () => {
+    const e = await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+      model: cfg.model, messages: cfg.chat.messages }), 'messages');
+    assert.match(e.message, /chat template/);
+  });
+}
+
+await check('chat: bad messages are BadRequestError naming messages', async () => {
+  await expectError(OpenAI.BadRequestError, 400,
+                    () => client.chat.completions.create({ model: cfg.model, messages: [] }), 'messages');
+  await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: [{ role: 'wizard', content: 'x' }] }), 'messages');
+  await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 'top_logprobs');
+  await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 'response_format');
+});
+
+console.log(JSON.stringify({ passed, failed, figures }));
+process.exit(failed.length ? 1 : 0);

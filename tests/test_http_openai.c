@@ -1,0 +1,253 @@
+/* The OpenAI-compatible API through the official OpenAI client (npm "openai", under
+ * node): an engine on models/default and two HTTP servers in this process (one open,
+ * one wanting an API key), references computed with the engine's C API (greedy text,
+ * ids and logprobs of two prompts; the chat prompt as the model's template writes it,
+ * by hand, and its greedy reply), then tests/reference/openai_client/openai_api.mjs
+ * asserts what the client returns against them. Exits 77 (skip) where node or the
+ * package is absent (the fixture test_http_openai_client_setup says why). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cinfer/chat_template.h"
+#include "cinfer/config.h"
+#include "cinfer/engine.h"
+#include "cinfer/http.h"
+#include "cinfer/tokenizer.h"
+#include "support/engine_fixture.h"
+#include "support/run_command.h"
+#include "support/runner.h"
+#include "support/tmp_dir.h"
+
+#define SKIP_EXIT_CODE 77
+#define CLIENT_DIR CINFER_BINARY_DIR "/openai-client"
+#define MODEL CINFER_SOURCE_DIR "/models/default"
+#define MAX_TOKENS 12
+#define API_KEY "sk-cinfer-test-key"
+
+static const char *const prompts[] = {"In the beginning", "And the LORD said unto Moses,"};
+
+/* The conversation of the chat checks, and what models/default's chat_template
+ * (tokenizer_config.json) makes of it, written out by hand: a system message as its
+ * text and a newline, a user turn as "Question: ...\n", then the generation prompt. */
+static const char *const chat_system = "Speak as the scriptures.";
+static const char *const chat_user = "Who made the heaven and the earth?";
+static const char *const chat_rendered = "Speak as the scriptures.\nQuestion: Who made the heaven and the earth?\nAnswer:";
+
+static json_t *ids_json(const int32_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+static char *decode(const struct cinfer_tokenizer_ctx *tok, const int32_t *ids, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct cinfer_error err = {0};
+    ck_assert_msg(tok->ops->decode(tok->tok, ids, n, 0, &text, &len, &err) == 0, "%s", err.message);
+    return text;
+}
+
+/* Greedy output of the C API for ids, with logprobs. */
+static void greedy(struct cinfer_engine *e, const int32_t *ids, size_t n, struct cinfer_generate_result *out)
+{
+    struct cinfer_generate_request req = {.input_ids = ids, .n_input_ids = n};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0;
+    req.sampling.max_new_tokens = MAX_TOKENS;
+    req.sampling.logprobs = 1;
+    req.sampling.top_logprobs = 2;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate(e, &req, out, &err) == 0, "%s", err.message);
+    ck_assert_int_gt((int)out->n_output_ids, 0);
+}
+
+static json_t *prompt_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok, const char *text)
+{
+    struct cinfer_token_ids ids = {0};
+    struct cinfer_error err = {0};
+    /* a completions text prompt is tokenized as the engine tokenizes one */
+    ck_assert_msg(tok->ops->encode(tok->tok, text, strlen(text), 1, &ids, &err) == 0, "%s", err.message);
+    struct cinfer_generate_result r;
+    greedy(e, ids.ids, ids.len, &r);
+    json_t *logprobs = json_array();
+    for (size_t i = 0; i < r.n_logprobs; i++)
+        json_array_append_new(logprobs, json_real(r.logprobs[i].logprob));
+    char *first = decode(tok, r.output_ids, 1);
+    json_t *ref = json_pack("{s:s, s:o, s:i, s:s#, s:o, s:o, s:s}", "text", text, "ids", ids_json(ids.ids, ids.len),
+                            "promptTokens", (int)ids.len, "greedyText", r.text, (int)r.text_len, "greedyIds",
+                            ids_json(r.output_ids, r.n_output_ids), "logprobs", logprobs, "firstTokenText", first);
+    ck_assert_ptr_nonnull(ref);
+    printf("reference: %s -> %s (%zu tokens)\n", text, r.text, r.n_output_ids);
+    free(first);
+    cinfer_generate_result_free(&r);
+    cinfer_token_ids_free(&ids);
+    return ref;
+}
+
+/* 1 when the model's template compiles and renders our conversation exactly as
+ * written out by hand; 0 while the renderer is not built. */
+static int renderer_available(const struct cinfer_tokenizer_ctx *tok)
+{
+    struct cinfer_tokenizer_info info;
+    tok->ops->info(tok->tok, &info);
+    ck_assert_ptr_nonnull(info.chat_template);
+    struct cinfer_chat_template *t = NULL;
+    struct cinfer_error err = {0};
+    int rc = cinfer_chat_template_compile(info.chat_template, strlen(info.chat_template), "models/default", &t, &err);
+    if (rc == CINFER_ERR_UNSUPPORTED) {
+        printf("chat: the template renderer is not built (%s): chat is checked for its refusal only\n", err.message);
+        return 0;
+    }
+    ck_assert_msg(rc == 0, "%s", err.message);
+    json_t *vars = json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:b, s:s, s:s}", "messages", "role", "system", "content",
+                             chat_system, "role", "user", "content", chat_user, "add_generation_prompt", 1,
+                             "bos_token", "<|endoftext|>", "eos_token", "<|endoftext|>");
+    char *vars_text = json_dumps(vars, JSON_COMPACT);
+    char *out = NULL;
+    size_t len = 0;
+    ck_assert_msg(cinfer_chat_template_render(t, vars_text, strlen(vars_text), &out, &len, &err) == 0, "%s",
+                  err.message);
+    ck_assert_str_eq(out, chat_rendered);
+    free(out);
+    free(vars_text);
+    json_decref(vars);
+    cinfer_chat_template_free(&t);
+    return 1;
+}
+
+static json_t *chat_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok)
+{
+    struct cinfer_token_ids ids = {0};
+    struct cinfer_error err = {0};
+    /* chat templates write their own special tokens: nothing is added */
+    ck_assert_msg(tok->ops->encode(tok->tok, chat_rendered, strlen(chat_rendered), 0, &ids, &err) == 0, "%s",
+                  err.message);
+    struct cinfer_generate_result r;
+    greedy(e, ids.ids, ids.len, &r);
+    json_t *ref = json_pack("{s:b, s:[{s:s, s:s}, {s:s, s:s}], s:i, s:s#, s:o}", "renderer", renderer_available(tok),
+                            "messages", "role", "system", "content", chat_system, "role", "user", "content", chat_user,
+                            "promptTokens", (int)ids.len, "greedyText", r.text, (int)r.text_len, "greedyIds",
+                            ids_json(r.output_ids, r.n_output_ids));
+    ck_assert_ptr_nonnull(ref);
+    printf("reference: chat -> %s (%zu tokens)\n", r.text, r.n_output_ids);
+    cinfer_generate_result_free(&r);
+    cinfer_token_ids_free(&ids);
+    return ref;
+}
+
+static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, MODEL);
+    free(args.host);
+    args.host = strdup("127.0.0.1");
+    args.port = 0;
+    if (api_key)
+        args.api_key = strdup(api_key);
+    struct cinfer_http_server *srv = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_http_server_start(e, &args, &srv, &err) == 0, "server start: %s", err.message);
+    cinfer_server_args_free(&args);
+    return srv;
+}
+
+START_TEST(official_client_sees_the_engine_answers)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, MODEL);
+    args.kv_cache_bytes = 16ll << 20;
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "engine: %s", err.message);
+    cinfer_server_args_free(&args);
+    const struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(e);
+    ck_assert_ptr_nonnull(tok);
+    struct cinfer_tokenizer_info info;
+    tok->ops->info(tok->tok, &info);
+    struct cinfer_server_info server_info;
+    ck_assert_msg(cinfer_engine_server_info(e, &server_info, &err) == 0, "%s", err.message);
+
+    json_t *refs = json_array();
+    for (size_t i = 0; i < sizeof prompts / sizeof prompts[0]; i++)
+        json_array_append_new(refs, prompt_reference(e, tok, prompts[i]));
+    json_t *chat = chat_reference(e, tok);
+    int renderer = json_is_true(json_object_get(chat, "renderer"));
+
+    struct cinfer_http_server *open_srv = start_server(e, NULL);
+    struct cinfer_http_server *keyed_srv = start_server(e, API_KEY);
+    char base[64], keyed[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(open_srv));
+    snprintf(keyed, sizeof keyed, "http://127.0.0.1:%d/v1", cinfer_http_server_port(keyed_srv));
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o}", "baseURL", base, "keyedBaseURL", keyed,
+                            "apiKey", API_KEY, "model", cinfer_http_server_model_name(open_srv), "maxModelLen",
+                            server_info.max_request_len, "maxTokens", MAX_TOKENS, "vocabSize", (int)info.vocab_size,
+                            "prompts", refs, "chat", chat);
+    ck_assert_ptr_nonnull(cfg);
+    cinfer_test_make_tmp_dir("http-openai");
+    const char *cfg_path = cinfer_test_tmp_path("config.json");
+    ck_assert_int_eq(json_dump_file(cfg, cfg_path, JSON_INDENT(1)), 0);
+    json_decref(cfg);
+
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && CINFER_OPENAI_CONFIG=%s node openai_api.mjs", CLIENT_DIR, cfg_path);
+    static char out[1 << 18];
+    int rc = cinfer_test_run(cmd, out, sizeof out);
+    fputs(out, stdout);
+
+    cinfer_http_server_stop(&keyed_srv);
+    cinfer_http_server_stop(&open_srv);
+    ck_assert_ptr_null(open_srv);
+    cinfer_engine_shutdown(&e, 1000);
+    cinfer_test_remove_tmp_dir();
+
+    /* the summary is the last line */
+    size_t len = strlen(out);
+    while (len && out[len - 1] == '\n')
+        out[--len] = '\0';
+    const char *last = strrchr(out, '\n');
+    json_error_t jerr;
+    json_t *summary = json_loads(last ? last + 1 : out, 0, &jerr);
+    ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
+    int passed = (int)json_integer_value(json_object_get(summary, "passed"));
+    size_t failed = json_array_size(json_object_get(summary, "failed"));
+    int expected = renderer ? 25 : 20;
+    printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
+    json_decref(summary);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq((int)failed, 0);
+    ck_assert_int_eq(passed, expected);
+}
+END_TEST
+
+static Suite *suite_http_openai(void)
+{
+    Suite *s = suite_create("http_openai");
+    TCase *tc = tcase_create("official_client");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, official_client_sees_the_engine_answers);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    FILE *f = fopen(CLIENT_DIR "/SKIP", "r");
+    if (f || access(CLIENT_DIR "/openai_api.mjs", R_OK) != 0) {
+        char why[512] = "the fixture test_http_openai_client_setup has not run";
+        if (f) {
+            if (!fgets(why, sizeof why, f))
+                snprintf(why, sizeof why, "%s/SKIP is empty", CLIENT_DIR);
+            fclose(f);
+        }
+        printf("test_http_openai: SKIP: %s\n", why);
+        return SKIP_EXIT_CODE;
+    }
+    return cinfer_test_run_suite(suite_http_openai());
+}
