@@ -310,3 +310,168 @@ int http_client_fetch(struct http_client_parser *p, const char *host, int port, 
     close(fd);
     return rc < 0 ? -1 : 0;
 }
+
+/* ---- many requests from one poll() loop ---------------------------------------------- */
+enum { PHASE_WAITING, PHASE_CONNECTING, PHASE_SENDING, PHASE_READING, PHASE_DONE };
+
+static void job_end(struct http_client_job *j, int result, const char *why)
+{
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = -1;
+    j->phase = PHASE_DONE;
+    j->result = result;
+    j->t_done_s = http_client_now_s();
+    if (why)
+        snprintf(j->error, sizeof j->error, "%s", why);
+    free(j->request);
+    j->request = NULL;
+}
+
+static void job_start(struct http_client_job *j, const char *host, int port)
+{
+    http_client_parser_init(&j->parser, j->on_event, j->event_ctx);
+    if (http_client_format(&j->request, &j->request_len, j->method, host, port, j->path, j->body,
+                           j->body ? strlen(j->body) : 0)) {
+        job_end(j, -1, "cannot format the request");
+        return;
+    }
+    j->fd = http_client_connect(host, port, 1);
+    if (j->fd < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "connect: %s", strerror(errno));
+        job_end(j, -1, why);
+        return;
+    }
+    j->phase = PHASE_CONNECTING;
+}
+
+/* Writes what the socket takes; reads and feeds what arrived. */
+static void job_io(struct http_client_job *j, short revents)
+{
+    if (j->phase == PHASE_CONNECTING) {
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        getsockopt(j->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+        if (soerr) {
+            char why[128];
+            snprintf(why, sizeof why, "connect: %s", strerror(soerr));
+            job_end(j, -1, why);
+            return;
+        }
+        j->phase = PHASE_SENDING;
+    }
+    if (j->phase == PHASE_SENDING && (revents & POLLOUT)) {
+        ssize_t w = send(j->fd, j->request + j->request_sent, j->request_len - j->request_sent, MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            char why[128];
+            snprintf(why, sizeof why, "send: %s", strerror(errno));
+            job_end(j, -1, why);
+            return;
+        }
+        if (w > 0)
+            j->request_sent += (size_t)w;
+        if (j->request_sent == j->request_len) {
+            j->phase = PHASE_READING;
+            j->t_sent_s = http_client_now_s();
+        }
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[16384];
+        ssize_t r = recv(j->fd, buf, sizeof buf, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (r < 0) {
+            char why[128];
+            snprintf(why, sizeof why, "recv: %s", strerror(errno));
+            job_end(j, -1, why);
+            return;
+        }
+        int rc = http_client_feed(&j->parser, buf, (size_t)r);
+        if (rc > 0)
+            job_end(j, 1, NULL);
+        else if (rc < 0)
+            job_end(j, -1, j->parser.error);
+    }
+}
+
+int http_client_run(struct http_client_job *jobs, size_t n, const char *host, int port, int max_concurrency,
+                    double deadline_s)
+{
+    struct pollfd *pfds = calloc(n ? n : 1, sizeof *pfds);
+    size_t *which = calloc(n ? n : 1, sizeof *which);
+    if (!pfds || !which) {
+        free(pfds);
+        free(which);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].fd = -1;
+        jobs[i].phase = PHASE_WAITING;
+        jobs[i].result = 0;
+        jobs[i].request = NULL;
+        jobs[i].request_sent = 0;
+        jobs[i].error[0] = '\0';
+        http_client_parser_init(&jobs[i].parser, jobs[i].on_event, jobs[i].event_ctx);
+    }
+    size_t next = 0, done = 0;
+    int active = 0;
+    while (done < n) {
+        double now = http_client_now_s();
+        if (now >= deadline_s)
+            break;
+        /* Start the jobs whose time has come (jobs are started in order). */
+        while (next < n && jobs[next].start_at_s <= now && (max_concurrency <= 0 || active < max_concurrency)) {
+            job_start(&jobs[next], host, port);
+            if (jobs[next].phase == PHASE_DONE)
+                done++;
+            else
+                active++;
+            next++;
+        }
+        nfds_t m = 0;
+        for (size_t i = 0; i < next; i++) {
+            struct http_client_job *j = &jobs[i];
+            if (j->phase == PHASE_DONE)
+                continue;
+            pfds[m] = (struct pollfd){.fd = j->fd,
+                                      .events = (short)(j->phase == PHASE_READING ? POLLIN : (POLLOUT | POLLIN))};
+            which[m++] = i;
+        }
+        double wake = deadline_s;
+        if (next < n && (max_concurrency <= 0 || active < max_concurrency) && jobs[next].start_at_s < wake)
+            wake = jobs[next].start_at_s;
+        int timeout_ms = (int)((wake - now) * 1000.0) + 1;
+        if (timeout_ms > 100)
+            timeout_ms = 100;
+        int ready = poll(pfds, m, timeout_ms);
+        if (ready < 0 && errno != EINTR)
+            break;
+        for (nfds_t k = 0; ready > 0 && k < m; k++) {
+            if (!pfds[k].revents)
+                continue;
+            struct http_client_job *j = &jobs[which[k]];
+            job_io(j, pfds[k].revents);
+            if (j->phase == PHASE_DONE) {
+                done++;
+                active--;
+            }
+        }
+    }
+    int completed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].phase != PHASE_DONE && jobs[i].phase != PHASE_WAITING) {
+            int fd = jobs[i].fd;
+            jobs[i].fd = -1;
+            if (fd >= 0)
+                close(fd);
+            free(jobs[i].request);
+            jobs[i].request = NULL;
+            snprintf(jobs[i].error, sizeof jobs[i].error, "still open at the deadline");
+        }
+        completed += jobs[i].result == 1;
+    }
+    free(pfds);
+    free(which);
+    return completed;
+}

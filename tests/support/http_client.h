@@ -60,6 +60,35 @@ int http_client_format(char **out, size_t *out_len, const char *method, const ch
 int http_client_fetch(struct http_client_parser *p, const char *host, int port, const char *method, const char *path,
                       const char *body, int timeout_ms);
 
+/* ---- many requests from one poll() loop ---------------------------------------------- */
+/* One request of a run. The caller fills the request part; the run fills the rest. */
+struct http_client_job {
+    const char *method;
+    const char *path;
+    const char *body;            /* NULL for none; the caller keeps it alive */
+    double start_at_s;           /* monotonic time to start it (0: at once) */
+    http_client_event_fn on_event;
+    void *event_ctx;
+    /* filled by the run */
+    struct http_client_parser parser;
+    int result;                  /* 0 never finished (deadline), 1 complete, -1 failed */
+    char error[256];             /* why it failed */
+    double t_sent_s;             /* the request's last byte written */
+    double t_done_s;             /* the response complete, or the failure */
+    /* the run's own */
+    int fd;
+    int phase;
+    char *request;
+    size_t request_len, request_sent;
+};
+
+/* Runs every job against host:port from this thread: starts each at its start_at_s
+ * with at most max_concurrency in flight (0: no cap), until all are done or the
+ * monotonic deadline passes (jobs still open then keep result 0 and are closed).
+ * Returns how many completed (result 1). Free each job's parser afterwards. */
+int http_client_run(struct http_client_job *jobs, size_t n, const char *host, int port, int max_concurrency,
+                    double deadline_s);
+
 /* Monotonic seconds. */
 double http_client_now_s(void);
 
