@@ -23,7 +23,7 @@
 #include "http/http_transport.h"
 #include "util/log.h"
 
-#define IDLE_CONNECTION_TIMEOUT_S 120u     /* a keep-alive connection with nothing to do */
+#define IDLE_CONNECTION_TIMEOUT_S 60u      /* a connection waiting for its (next) request */
 #define MAX_SIDE_FILE_BYTES (16u << 20)    /* PEM files and chat templates */
 
 /* ---- libmicrohttpd's messages go to our log ------------------------------------------ */
@@ -48,6 +48,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static void dispatch(struct http_conn *c, const char *url, const char *method)
 {
+    /* The idle timeout is for connections that wait for a request; one being answered
+     * may take as long as its generation does (MHD would otherwise cut a stream whose
+     * next event is slow to come). It comes back when the request completes. */
+    MHD_set_connection_option(c->mhd, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     struct http_request req = {.method = method,
                                .path = url,
                                .body = c->body.data ? c->body.data : "",
@@ -165,6 +169,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
     if (!c->route)
         return MHD_NO; /* screened out but the refusal could not be queued */
     dispatch(c, url, method);
+    c->dispatched = 1;
     c->route = NULL; /* dispatched: never again, even if MHD calls once more */
     return c->answered ? MHD_YES : MHD_NO;
 }
@@ -172,9 +177,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
 static void on_completed(void *cls, struct MHD_Connection *mhd, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)mhd;
     (void)toe;
     struct http_conn *c = *con_cls;
+    if (c && c->dispatched)
+        MHD_set_connection_option(mhd, MHD_CONNECTION_OPTION_TIMEOUT, IDLE_CONNECTION_TIMEOUT_S);
     http_conn_free(&c);
     *con_cls = NULL;
 }

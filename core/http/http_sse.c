@@ -36,7 +36,7 @@ int http_sse_event(struct http_buffer *out, json_t *json)
         return http_buffer_append(out, "data: [DONE]\n\n", 14);
     /* Compact JSON has no newline of its own (jansson escapes them in strings), so the
      * event is one data line. */
-    char *text = json_dumps(json, JSON_COMPACT);
+    char *text = json_dumps(json, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(json);
     if (!text)
         return CINFER_ERR_NOMEM;

@@ -31,6 +31,7 @@ struct http_conn {
     int body_too_large;               /* passed the limit while arriving */
     size_t dropped_bytes;             /* read past the limit and thrown away */
     int answered;                     /* a response is queued (exactly one per request) */
+    int dispatched;                   /* the handler ran */
     int gone;                         /* the client was seen gone (sticky) */
     /* A server-sent-event stream: the source, what next() produced, how much is sent. */
     int sse_open, sse_closed, sse_over;
