@@ -216,6 +216,9 @@ static int read_logit_bias(const struct http_request *req, const json_t *sp, str
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || fabs(json_number_value(v)) > 100.0)
             return http_field_error(req, "logit_bias", "token %ld: expected a number in [-100, 100], found %s", id,
                                     json_is_number(v) ? "a number out of that range" : http_json_type_words(v));
+        for (int k = 0; k < s->n_logit_bias; k++)
+            if (s->logit_bias_ids[k] == (int32_t)id) /* "7" and "07" */
+                return http_field_error(req, "logit_bias", "token %ld appears twice; expected one bias per token", id);
         s->logit_bias_ids[s->n_logit_bias] = (int32_t)id;
         s->logit_bias_values[s->n_logit_bias++] = (float)json_number_value(v);
     }
@@ -250,14 +253,15 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
         return -1;
     if (rc)
         s->min_new_tokens = (int)i64;
-    if ((rc = http_field_number(req, sp, "temperature", 0, INFINITY, &d)) < 0)
+    /* SGLang sets no upper bound; one is needed so that the value stays a finite float. */
+    if ((rc = http_field_number(req, sp, "temperature", 0, 1e6, &d)) < 0)
         return -1;
     if (rc)
         s->temperature = (float)d;
     if ((rc = http_field_number(req, sp, "top_p", 0, 1, &d)) < 0)
         return -1;
-    if (rc && d == 0)
-        return http_field_error(req, "top_p", "expected a number in (0, 1], found 0");
+    if (rc && (float)d == 0.0f)
+        return http_field_error(req, "top_p", "expected a number in (0, 1], found %g", d);
     if (rc)
         s->top_p = (float)d;
     if ((rc = http_field_int(req, sp, "top_k", -1, INT32_MAX, &i64)) < 0)
@@ -270,8 +274,8 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
         s->min_p = (float)d;
     if ((rc = http_field_number(req, sp, "repetition_penalty", 0, 2, &d)) < 0)
         return -1;
-    if (rc && d == 0)
-        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found 0");
+    if (rc && (float)d == 0.0f)
+        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found %g", d);
     if (rc)
         s->repetition_penalty = (float)d;
     if ((rc = http_field_number(req, sp, "frequency_penalty", -2, 2, &d)) < 0)
