@@ -49,7 +49,8 @@ static void check_accepted(const struct openai_request *r, enum openai_kind kind
     if (r->n < 1 || r->n > CINFER_MAX_CHOICES)
         abort();
     if (kind == OPENAI_COMPLETIONS) {
-        if (r->n_prompts < 1 || r->n_prompts > OPENAI_MAX_PROMPTS || r->n_prompts * (size_t)r->n > OPENAI_MAX_GENERATIONS)
+        if (r->n_prompts < 1 || r->n_prompts > OPENAI_MAX_PROMPTS ||
+            r->n_prompts * (size_t)r->n > OPENAI_MAX_GENERATIONS)
             abort();
         for (size_t i = 0; i < r->n_prompts; i++) {
             if (!r->prompts[i].text && r->prompts[i].n_ids == 0)
@@ -91,8 +92,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct http_conn conn = {0};
     struct http_server_ctx ctx = {.model_name = "default"};
-    struct http_request req = {.method = "POST", .path = kind == OPENAI_CHAT ? "/v1/chat/completions" : "/v1/completions",
-                               .body = "", .ctx = &ctx, .conn = &conn};
+    struct http_request req = {.method = "POST",
+                               .path = kind == OPENAI_CHAT ? "/v1/chat/completions" : "/v1/completions",
+                               .body = "",
+                               .ctx = &ctx,
+                               .conn = &conn};
     struct openai_request r;
     int rc = openai_request_parse(&req, body, kind, VOCAB, &r);
     if (rc == 0) {

@@ -398,8 +398,9 @@ static int normalize_content(const struct http_request *req, const json_t *conte
         return 0;
     }
     if (!json_is_array(content))
-        return http_field_error(req, "messages", "messages[%zu].content: expected a string or an array of parts, found %s",
-                                m, http_json_type_words(content));
+        return http_field_error(req, "messages",
+                                "messages[%zu].content: expected a string or an array of parts, found %s", m,
+                                http_json_type_words(content));
     size_t j, total = 0;
     const json_t *part;
     json_array_foreach(content, j, part) {
@@ -527,8 +528,8 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
         const char *c = json_string_value(choice);
         if (!c || (strcmp(c, "none") != 0 && strcmp(c, "auto") != 0))
             return http_field_error(req, "tool_choice",
-                                    "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs constrained "
-                                    "decoding, which this server does not do",
+                                    "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs "
+                                    "constrained decoding, which this server does not do",
                                     c ? "\"" : "", c ? c : http_json_type_words(choice), c ? "\"" : "");
         tools_off = !strcmp(c, "none");
     }
@@ -555,8 +556,9 @@ static int check_model(const struct http_request *req, const json_t *body)
         return -1;
     /* absent: the one model served (vLLM and SGLang accept that too) */
     if (model && req->ctx && req->ctx->model_name && strcmp(model, req->ctx->model_name) != 0) {
-        http_reply_error(req->conn, 404, "not_found_error", "model", "The model '%.200s' does not exist (this server serves '%.200s')",
-                         model, req->ctx->model_name);
+        http_reply_error(req->conn, 404, "not_found_error", "model",
+                         "The model '%.200s' does not exist (this server serves '%.200s')", model,
+                         req->ctx->model_name);
         return -1;
     }
     return 0;

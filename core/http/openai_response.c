@@ -47,7 +47,8 @@ int openai_chat_logprobs_append(json_t *content, const struct cinfer_tokenizer_c
         json_t *top = json_array();
         for (int k = 0; top && k < lp[i].n_top; k++)
             json_array_append_new(top, chat_token(tok, lp[i].top_ids[k], lp[i].top_logprobs[k]));
-        if (!entry || !top || json_object_set_new(entry, "top_logprobs", top) || json_array_append_new(content, entry)) {
+        if (!entry || !top || json_object_set_new(entry, "top_logprobs", top) ||
+            json_array_append_new(content, entry)) {
             json_decref(entry);
             return CINFER_ERR_NOMEM;
         }

@@ -110,8 +110,9 @@ static json_t *finish_json(const struct openai_choice *c)
 
 static json_t *envelope(const struct openai_run *run, const char *object, json_t *choices)
 {
-    return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", run->id, "object", object, "created", (json_int_t)run->created, "model",
-                     run->ctx->model_name ? run->ctx->model_name : "", "choices", choices);
+    return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", run->id, "object", object, "created",
+                     (json_int_t)run->created, "model", run->ctx->model_name ? run->ctx->model_name : "", "choices",
+                     choices);
 }
 
 static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion)
@@ -140,8 +141,8 @@ static json_t *response_json(const struct openai_run *run)
             chat ? json_pack("{s:I, s:{s:s, s:o}, s:o, s:o, s:o}", "index", (json_int_t)c->index, "message", "role",
                              "assistant", "content", text, "logprobs", logprobs, "finish_reason", finish_json(c),
                              "matched_stop", matched_stop_json(c))
-                 : json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)c->index, "text", text, "logprobs", logprobs,
-                             "finish_reason", finish_json(c), "matched_stop", matched_stop_json(c));
+                 : json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)c->index, "text", text, "logprobs",
+                             logprobs, "finish_reason", finish_json(c), "matched_stop", matched_stop_json(c));
         if (!choice || json_array_append_new(choices, choice)) {
             json_decref(choices);
             return NULL;
@@ -191,8 +192,8 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
         choice = json_pack("{s:I, s:o, s:o, s:o}", "index", (json_int_t)c->index, "delta", delta, "logprobs", logprobs,
                            "finish_reason", finish_json(c));
     } else {
-        choice = json_pack("{s:I, s:s#, s:o, s:o}", "index", (json_int_t)c->index, "text", ch->text, (int)ch->text_len, "logprobs",
-                           logprobs, "finish_reason", finish_json(c));
+        choice = json_pack("{s:I, s:s#, s:o, s:o}", "index", (json_int_t)c->index, "text", ch->text,
+                           (int)ch->text_len, "logprobs", logprobs, "finish_reason", finish_json(c));
     }
     if (choice && last)
         json_object_set_new(choice, "matched_stop", matched_stop_json(c));
@@ -205,8 +206,8 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
 static int role_event(const struct openai_run *run, struct openai_choice *c, struct http_buffer *out)
 {
     c->role_sent = 1;
-    json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)c->index, "delta", "role", "assistant",
-                               "content", "", "logprobs", "finish_reason");
+    json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)c->index, "delta", "role",
+                               "assistant", "content", "", "logprobs", "finish_reason");
     json_t *event = choice ? envelope(run, "chat.completion.chunk", json_pack("[o]", choice)) : NULL;
     return event ? http_sse_event(out, event) : CINFER_ERR_NOMEM;
 }
@@ -216,8 +217,10 @@ static int role_event(const struct openai_run *run, struct openai_choice *c, str
 static int take_chunk(struct openai_run *run, struct openai_choice *c, const struct cinfer_stream_chunk *ch,
                       struct http_buffer *out)
 {
-    c->prompt_tokens = ch->prompt_tokens;
-    c->completion_tokens = ch->completion_tokens;
+    if (ch->prompt_tokens > 0)
+        c->prompt_tokens = ch->prompt_tokens;
+    if (ch->completion_tokens > c->completion_tokens)
+        c->completion_tokens = ch->completion_tokens;
     if (ch->n_ids)
         c->last_id = ch->ids[ch->n_ids - 1];
     if (ch->finish_reason != CINFER_FINISH_NONE) {
@@ -366,11 +369,7 @@ void openai_run(const struct http_request *req, struct openai_request *r)
                 rc = take_chunk(run, c, &ch, run->r.stream ? &run->pending : NULL);
         } while (rc == CINFER_OK && !run->r.stream && c->finish == CINFER_FINISH_NONE);
     }
-    if (rc == CINFER_ERR_IO) { /* the client is gone: nobody to answer */
-        run_free(run);
-        return;
-    }
-    if (rc) {
+    if (rc) { /* CINFER_ERR_IO: the client is gone or the server stopping; say so anyway */
         if (rc == CINFER_ERR_NOMEM && !err.message[0])
             cinfer_error_set(&err, rc, "out of memory building the response");
         run_free(run);

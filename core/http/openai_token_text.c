@@ -61,13 +61,18 @@ static int byte_level_piece(const char *piece, char *out, size_t *len)
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 static int sentencepiece_piece(const char *piece, char *out, size_t *len)
 {
     size_t n = strlen(piece), i = 0, o = 0;
-    if (n == 6 && !strncmp(piece, "<0x", 3) && piece[5] == '>' && hex_digit(piece[3]) >= 0 && hex_digit(piece[4]) >= 0) {
+    if (n == 6 && !strncmp(piece, "<0x", 3) && piece[5] == '>' && hex_digit(piece[3]) >= 0 &&
+        hex_digit(piece[4]) >= 0) {
         out[0] = (char)(hex_digit(piece[3]) * 16 + hex_digit(piece[4]));
         *len = 1;
         return 0;
