@@ -142,7 +142,14 @@ static int parse_member(struct parser *p, struct jinja_node *object, struct jinj
 static int parse_body(struct parser *p, const char *const *until, struct jinja_node_list *body, const char *what,
                       const struct jinja_token *opened)
 {
+    static const char *const closers[] = {"endif", "endfor", "endmacro", "endset", "endcall", "endfilter",
+                                          "elif", "else", NULL};
     while (!is_statement(p, until)) {
+        if (is_statement(p, closers)) {
+            const struct jinja_token *w = peek(p, 1);
+            return fail(p, w, "expected '%s' to close '%s' (line %d), found '%.*s'", until[0], what, opened->line,
+                        (int)w->text.n, w->text.p);
+        }
         if (p->pos >= p->n)
             return fail(p, opened, "'%s' is never closed: expected {%% %s %%} before the end of the template", what,
                         until[0]);
@@ -760,9 +767,11 @@ static int parse_unary_sign(struct parser *p, struct jinja_node **out)
 static int parse_call(struct parser *p, struct jinja_node *callee, struct jinja_node **out)
 {
     while (true) {
-        struct jinja_node *nd = node(p, N_CALL, peek(p, 0));
+        struct jinja_node *nd = node(p, N_CALL, NULL);
         if (!nd)
             return CINFER_ERR_NOMEM;
+        nd->line = callee->line; /* errors of a call point at what is called */
+        nd->col = callee->col;
         nd->a = callee;
         TRY(parse_args(p, ARGS_CALL, &nd->list));
         TRY(parse_member(p, nd, &callee));

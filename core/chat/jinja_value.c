@@ -539,8 +539,9 @@ int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, co
     case JV_STRING:
         ok = put_json_string(v.u.s, opts->ensure_ascii, out);
         break;
-    case JV_ARRAY:
-    case JV_TUPLE: {
+    case JV_TUPLE: /* the reference's serializer knows no tuples */
+        return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert to JSON: TupleValue");
+    case JV_ARRAY: {
         const struct jv_array *a = v.u.a;
         jbuf_putc(out, '[');
         for (size_t i = 0; i < a->n; i++) {
