@@ -18,18 +18,23 @@ static int equal_constant_time(const char *a, size_t a_len, const char *b, size_
     return diff == 0;
 }
 
-int http_auth_ok(struct MHD_Connection *mhd, const char *api_key)
+int http_auth_header_ok(const char *h, const char *api_key)
 {
     if (!api_key || !*api_key)
         return 1;
-    const char *h = MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return 0;
     const char *token = h + 7;
-    while (*token == ' ')
+    while (*token == ' ' || *token == '\t')
         token++;
     size_t len = strlen(token);
     while (len && (token[len - 1] == ' ' || token[len - 1] == '\t'))
         len--;
     return equal_constant_time(token, len, api_key, strlen(api_key));
+}
+
+int http_auth_ok(struct MHD_Connection *mhd, const char *api_key)
+{
+    return http_auth_header_ok(MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                               api_key);
 }

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http/http_transport.h"
+#include "http/http_routes.h"
 
 /* 200 with an empty body while every worker is alive; 503 once one is lost. */
 static void handle_health(const struct http_request *req)

@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 
 #include "cinfer/config.h"
+#include "http/http_auth.h"
+#include "http/http_routes.h"
 #include "http/http_server.h"
 
 struct cinfer_http_server {
@@ -40,18 +42,7 @@ struct http_conn {
     size_t sse_sent;
 };
 
-struct http_route {
-    const char *path;
-    const char *method;
-    http_handler_fn handler;
-    int needs_auth;
-};
-
-/* http_routes.c: the route of (path, method); NULL with *path_known telling 404 from
- * 405, and allow filled with the path's methods ("GET, HEAD") for the Allow header. */
-const struct http_route *http_route_find(const char *path, const char *method, int *path_known, char *allow,
-                                         size_t allow_bytes);
-/* http_auth.c: 1 when the request's Authorization header carries the key (constant-time). */
+/* http_auth.c: 1 when the request's Authorization header carries the key. */
 int http_auth_ok(struct MHD_Connection *mhd, const char *api_key);
 
 /* http_conn.c */
