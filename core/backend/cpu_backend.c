@@ -213,7 +213,8 @@ struct matmul_region {
 
 struct matmul_job {
     const float *x; /* (n, k) */
-    const void *prepared; /* x as Q8_0 weights want it, or NULL */
+    const void *prepared; /* x as the weights want it (cinfer_kernel_prepare_rows), or NULL */
+    enum cinfer_kernel_wtype wtype; /* of every output's weight */
     int n, k;
     const struct cinfer_backend_matmul_out *outs;
     int n_outs;
@@ -275,7 +276,7 @@ static void prepare_part(void *arg, int part, int thread)
     const struct matmul_job *job = arg;
     int i0, i1;
     cinfer_split_range(job->n, 1, part, job->n_prepare_parts, &i0, &i1);
-    cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, job->x, job->k, i0, i1, (void *)job->prepared);
+    cinfer_kernel_prepare_rows(job->wtype, job->x, job->k, i0, i1, (void *)job->prepared);
 }
 
 static int matmul_outs(struct cpu_backend *be, const float *x, int n, const struct cinfer_backend_matmul_out *outs,
@@ -283,23 +284,22 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
 {
     int n_threads = cinfer_thread_pool_size(be->pool);
     struct matmul_job job = {.x = x, .n = n, .k = (int)outs[0].w->cols, .outs = outs, .n_outs = n_outs};
-    int total_rows = 0, any_q8 = 0;
-    for (int o = 0; o < n_outs; o++) {
+    int total_rows = 0;
+    for (int o = 0; o < n_outs; o++)
         total_rows += (int)outs[o].w->rows;
-        any_q8 |= outs[o].w->type == CINFER_TENSOR_Q8_0;
-    }
+    job.wtype = (enum cinfer_kernel_wtype)outs[0].w->type;
     /* chunks of whole 16-row groups, about MATMUL_CHUNKS_PER_THREAD per thread */
     int rows = total_rows / (n_threads * MATMUL_CHUNKS_PER_THREAD);
     job.chunk_rows = rows < 16 ? 16 : (rows + 15) / 16 * 16;
     for (int o = 0; o < n_outs; o++)
         job.first_chunk[o + 1] = job.first_chunk[o] + ((int)outs[o].w->rows + job.chunk_rows - 1) / job.chunk_rows;
-    if (any_q8) {
-        size_t bytes = cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0, n, job.k);
+    size_t bytes = cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
+    if (bytes > 0) {
         if (bytes > be->prepared_bytes) {
             void *grown = realloc(be->prepared, bytes);
             if (!grown)
                 return cinfer_error_set(err, CINFER_ERR_NOMEM,
-                                        "cpu backend: cannot allocate %zu bytes of quantized activations", bytes);
+                                        "cpu backend: cannot allocate %zu bytes of prepared activations", bytes);
             be->prepared = grown;
             be->prepared_bytes = bytes;
         }
@@ -323,8 +323,11 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
 static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
                       struct cinfer_error *err)
 {
-    for (int first = 0; first < n_outs; first += MATMUL_MAX_OUTS) {
-        int count = n_outs - first < MATMUL_MAX_OUTS ? n_outs - first : MATMUL_MAX_OUTS;
+    /* one call per run of outputs with the same weight type: they share x's preparation */
+    for (int first = 0, count; first < n_outs; first += count) {
+        count = 1;
+        while (first + count < n_outs && count < MATMUL_MAX_OUTS && outs[first + count].w->type == outs[first].w->type)
+            count++;
         int rc = matmul_outs(state, x, n, outs + first, count, err);
         if (rc < 0)
             return rc;

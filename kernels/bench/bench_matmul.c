@@ -91,10 +91,11 @@ static void bench_decode_level(enum cinfer_kernel_level level, const uint8_t *w,
             printf("W (%d, %d): skipped (larger than the buffers of this run)\n", m, k);
             continue;
         }
-        struct cinfer_kernel_xblock xq[1536 / CINFER_KERNEL_Q8_BLOCK];
         for (int type = 0; type < 4; type++) {
             enum cinfer_kernel_wtype wtype = (enum cinfer_kernel_wtype)type;
             size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
+            size_t prepared_bytes = cinfer_kernel_prepared_bytes(wtype, 1, k);
+            void *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
             cinfer_kernel_prepare_rows(wtype, x, k, 0, 1, xq);
             double bytes = (double)row_bytes * m;
             time_kernel(level, 0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y); /* warm */
@@ -103,6 +104,7 @@ static void bench_decode_level(enum cinfer_kernel_level level, const uint8_t *w,
             printf("W (%5d, %4d) %-4s %8.1f us %6.1f GB/s (%3.0f%%) -> %8.1f us %6.1f GB/s (%3.0f%%)  x%.2f\n", m,
                    k, names[type], tile_s * 1e6, bytes / tile_s / 1e9, 100 * bytes / tile_s / 1e9 / read_gbs,
                    gemv_s * 1e6, bytes / gemv_s / 1e9, 100 * bytes / gemv_s / 1e9 / read_gbs, tile_s / gemv_s);
+            free(xq);
         }
     }
 }
