@@ -104,3 +104,23 @@ void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, floa
     }
     cinfer_rmsnorm_scalar(y, x, w, n, eps);
 }
+
+void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_silu_mul_avx512(gate, up, n); return;
+    case CINFER_KERNEL_AVX2: cinfer_silu_mul_avx2(gate, up, n); return;
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    cinfer_silu_mul_scalar(gate, up, n);
+}
+
+void cinfer_kernel_softmax(float *x, int n)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_softmax_avx512(x, n); return;
+    case CINFER_KERNEL_AVX2: cinfer_softmax_avx2(x, n); return;
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    cinfer_softmax_scalar(x, n);
+}

@@ -1,10 +1,12 @@
-/* kernels/elementwise_scalar.c — SwiGLU gate, residual add, softmax and RoPE. These are
- * memory-bound next to the matmuls, so one plain version serves every CPU. */
+/* kernels/elementwise_scalar.c — SwiGLU gate, residual add, softmax and RoPE. Add and
+ * RoPE are memory-bound next to the matmuls, so one plain version serves every CPU;
+ * the SwiGLU gate and softmax (libm's expf per value) also have SIMD versions
+ * (activation_avx2.c, activation_avx512.c), these are the scalar level's. */
 #include <math.h>
 
-#include "kernels.h"
+#include "kernels_impl.h"
 
-void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n)
+void cinfer_silu_mul_scalar(float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
@@ -18,7 +20,7 @@ void cinfer_kernel_add(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
-void cinfer_kernel_softmax(float *x, int n)
+void cinfer_softmax_scalar(float *x, int n)
 {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)

@@ -74,7 +74,8 @@ void cinfer_kernel_axpy(float *y, float a, const float *x, int n);
 /* y (n) = x * rsqrt(mean(x²) + eps) * w; y may alias x. */
 void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 
-/* Scalar-only element-wise kernels (memory-bound; the compiler vectorizes them). */
+/* Element-wise kernels. The SwiGLU gate and softmax (exp-bound) have AVX2 and AVX-512
+ * versions with their own exp (within 2 ulp); the rest are plain C for every CPU. */
 /* gate (n) = silu(gate) * up */
 void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n);
 /* y (n) += x (n) */

@@ -262,34 +262,56 @@ START_TEST(elementwise_kernels)
     float g[N], u[N], y[N];
     fill_uniform(g, N, 8.0f, &rng);
     fill_uniform(u, N, 2.0f, &rng);
+    g[7] = -95.0f; /* e^-g overflows to inf: the gate is -0 */
+    g[8] = 95.0f;
+    g[9] = 0.0f;
     float g0[N];
     memcpy(g0, g, sizeof g);
-    cinfer_kernel_silu_mul(g, u, N);
-    for (int i = 0; i < N; i++) {
-        double want = g0[i] / (1.0 + exp(-(double)g0[i])) * u[i];
-        ck_assert_double_le(fabs(g[i] - want), 1e-6 * (fabs(want) + 1e-3));
-    }
     memcpy(y, u, sizeof y);
     cinfer_kernel_add(y, g0, N);
     for (int i = 0; i < N; i++)
         ck_assert_float_eq(y[i], u[i] + g0[i]);
 
-    /* softmax: sums to 1, matches exp ratios, survives large logits */
-    float s[N];
-    fill_uniform(s, N, 30.0f, &rng);
-    s[5] = 300.0f;
-    double max = -INFINITY, sum = 0;
-    for (int i = 0; i < N; i++)
-        max = fmax(max, s[i]);
-    for (int i = 0; i < N; i++)
-        sum += exp(s[i] - max);
+    /* softmax: sums to 1, matches exp ratios, survives large logits and -inf */
     float s0[N];
-    memcpy(s0, s, sizeof s);
-    cinfer_kernel_softmax(s, N);
-    for (int i = 0; i < N; i++) {
-        double want = exp(s0[i] - max) / sum;
-        ck_assert_double_le(fabs(s[i] - want), 1e-6 * want + 1e-30);
+    fill_uniform(s0, N, 30.0f, &rng);
+    s0[5] = 300.0f;
+    s0[6] = -INFINITY;
+    s0[7] = 300.0f - 87.0f; /* near the smallest normal probability */
+    s0[8] = 300.0f - 103.0f; /* a subnormal probability or 0 */
+    /* every length up to N (vector tails) at every level */
+    const int lengths[] = {1, 2, 7, 8, 15, 16, 17, 33, N};
+    FOR_EACH_LEVEL(level)
+    {
+        memcpy(g, g0, sizeof g);
+        cinfer_kernel_silu_mul(g, u, N);
+        for (int i = 0; i < N; i++) {
+            double want = g0[i] / (1.0 + exp(-(double)g0[i])) * u[i];
+            ck_assert_msg(fabs(g[i] - want) <= 1e-6 * (fabs(want) + 1e-3), "%s silu_mul [%d]: %g vs %g",
+                          cinfer_kernels_level_name(level), i, (double)g[i], want);
+        }
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            int n = lengths[l];
+            float s[N + 1];
+            memcpy(s, s0, sizeof(float) * n);
+            s[n] = 12345.0f; /* past the end: untouched */
+            double lmax = -INFINITY, lsum = 0;
+            for (int i = 0; i < n; i++)
+                lmax = fmax(lmax, s0[i]);
+            for (int i = 0; i < n; i++)
+                lsum += exp(s0[i] - lmax);
+            cinfer_kernel_softmax(s, n);
+            for (int i = 0; i < n; i++) {
+                double want = exp(s0[i] - lmax) / lsum;
+                ck_assert_msg(fabs(s[i] - want) <= 1e-6 * want + 1e-30, "%s softmax n=%d [%d]: %g vs %g",
+                              cinfer_kernels_level_name(level), n, i, (double)s[i], want);
+            }
+            ck_assert_float_eq(s[n], 12345.0f);
+            if (n > 6)
+                ck_assert_float_eq(s[6], 0.0f);
+        }
     }
+    restore_level();
 }
 END_TEST
 
