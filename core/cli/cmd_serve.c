@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
@@ -63,6 +64,15 @@ int cinfer_cmd_serve(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    /* Each connection holds a descriptor: lift the soft limit toward what
+     * server.max_connections needs (the hard limit is the operator's to set). */
+    struct rlimit files;
+    rlim_t wanted = (rlim_t)args.max_connections + 256;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < wanted) {
+        files.rlim_cur = files.rlim_max < wanted ? files.rlim_max : wanted;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
 
     struct cinfer_engine *engine = NULL;
     if (cinfer_engine_create(&args, NULL, &engine, &err) != CINFER_OK) {

@@ -31,11 +31,15 @@ struct histogram {
 static const char *const reason_labels[] = {"length", "stop", "abort", "error"};
 #define N_REASONS 4
 
-struct http_metrics {
-    pthread_mutex_t lock;
+struct metric_values {
     uint64_t prompt_tokens, generation_tokens;
     uint64_t requests[N_REASONS];
     struct histogram ttft, itl, e2e;
+};
+
+struct http_metrics {
+    pthread_mutex_t lock;
+    struct metric_values v;
 };
 
 static void histogram_init(struct histogram *h, const char *name, const char *help, const double *bounds, int n)
@@ -52,12 +56,12 @@ int http_metrics_new(struct http_metrics **out)
     if (!m)
         return CINFER_ERR_NOMEM;
     pthread_mutex_init(&m->lock, NULL);
-    histogram_init(&m->ttft, "cinfer_time_to_first_token_seconds",
+    histogram_init(&m->v.ttft, "cinfer_time_to_first_token_seconds",
                    "Time from the HTTP request's arrival to its first generated token.", ttft_bounds,
                    (int)(sizeof ttft_bounds / sizeof ttft_bounds[0]));
-    histogram_init(&m->itl, "cinfer_inter_token_latency_seconds", "Time between consecutive generated tokens.",
+    histogram_init(&m->v.itl, "cinfer_inter_token_latency_seconds", "Time between consecutive generated tokens.",
                    itl_bounds, (int)(sizeof itl_bounds / sizeof itl_bounds[0]));
-    histogram_init(&m->e2e, "cinfer_e2e_request_latency_seconds",
+    histogram_init(&m->v.e2e, "cinfer_e2e_request_latency_seconds",
                    "Time from the HTTP request's arrival to the end of its generation.", e2e_bounds,
                    (int)(sizeof e2e_bounds / sizeof e2e_bounds[0]));
     *out = m;
@@ -88,14 +92,14 @@ static void observe(struct histogram *h, double v)
 void http_metrics_observe_first_token(struct http_metrics *m, double seconds_since_arrival)
 {
     pthread_mutex_lock(&m->lock);
-    observe(&m->ttft, seconds_since_arrival);
+    observe(&m->v.ttft, seconds_since_arrival);
     pthread_mutex_unlock(&m->lock);
 }
 
 void http_metrics_observe_inter_token(struct http_metrics *m, double seconds)
 {
     pthread_mutex_lock(&m->lock);
-    observe(&m->itl, seconds);
+    observe(&m->v.itl, seconds);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -114,10 +118,10 @@ void http_metrics_observe_request(struct http_metrics *m, int prompt_tokens, int
                                   double e2e_seconds, enum cinfer_finish_reason reason)
 {
     pthread_mutex_lock(&m->lock);
-    m->prompt_tokens += prompt_tokens > 0 ? (uint64_t)prompt_tokens : 0;
-    m->generation_tokens += completion_tokens > 0 ? (uint64_t)completion_tokens : 0;
-    m->requests[reason_index(reason)]++;
-    observe(&m->e2e, e2e_seconds);
+    m->v.prompt_tokens += prompt_tokens > 0 ? (uint64_t)prompt_tokens : 0;
+    m->v.generation_tokens += completion_tokens > 0 ? (uint64_t)completion_tokens : 0;
+    m->v.requests[reason_index(reason)]++;
+    observe(&m->v.e2e, e2e_seconds);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -157,7 +161,7 @@ static int put_histogram(struct http_buffer *b, const struct histogram *h)
     return rc;
 }
 
-static int put_counters(struct http_buffer *b, struct http_metrics *m)
+static int put_counters(struct http_buffer *b, const struct metric_values *m)
 {
     int rc = family(b, "cinfer_prompt_tokens_total", "counter", "Prompt tokens of the requests served.");
     if (!rc)
@@ -215,9 +219,8 @@ int http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, ch
 {
     struct http_buffer b = {0};
     /* Copy under the lock, print without it. */
-    struct http_metrics snapshot;
     pthread_mutex_lock(&m->lock);
-    memcpy(&snapshot, m, sizeof snapshot);
+    struct metric_values snapshot = m->v;
     pthread_mutex_unlock(&m->lock);
     int rc = put_counters(&b, &snapshot);
     if (!rc)
