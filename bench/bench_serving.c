@@ -462,7 +462,7 @@ int main(int argc, char **argv)
     double *itl = calloc((size_t)n_itl + 1, sizeof *itl);
     n_itl = 0;
     const char *first_failure = NULL;
-    char why[400];
+    char why[600];
     for (int i = 0; i < n; i++) {
         struct http_client_job *j = &jobs[i];
         struct request_stats *s = &stats[i];

@@ -12,7 +12,9 @@
  * allows MEMORY_TOLERANCE_MB over it after the load (measured: about 11 MB stays, the
  * malloc arenas of the connection threads), and (3) requires the second wave
  * to leave the server no bigger than the first did (plus LEAK_TOLERANCE_MB): a leak of
- * even 1 KiB per request would add 500 KiB per wave and show in (3) long before (2). */
+ * even 1 KiB per request would add 500 KiB per wave and show in (3) long before (2).
+ * Under AddressSanitizer RSS is not checked (its allocator keeps freed memory); the
+ * server's LeakSanitizer check at exit is the leak test there. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,6 +33,17 @@
 #include "support/runner.h"
 
 extern char **environ;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
 
 #define MODEL CINFER_SOURCE_DIR "/models/default"
 #define CLIENTS 500
@@ -162,7 +175,7 @@ static int on_event(void *ctx, const char *data, size_t len)
 struct wave {
     int completed, refused, failed, hung;
     double slowest_s, wall_s, peak_mb;
-    char first_failure[300];
+    char first_failure[600];
 };
 
 static struct wave run_wave(int clients)
@@ -188,7 +201,7 @@ static struct wave run_wave(int clients)
     for (int i = 0; i < clients; i++) {
         struct http_client_job *j = &jobs[i];
         const char *why = NULL;
-        char buf[256];
+        char buf[512];
         if (j->result == 0) {
             w.hung++;
             why = "still open at the deadline";
@@ -234,6 +247,7 @@ static void print_wave(const char *name, const struct wave *w)
            name, CLIENTS, w->wall_s, w->completed, w->refused, w->failed, w->hung, w->slowest_s, w->peak_mb);
     if (w->first_failure[0])
         printf("%s: first failure: %s\n", name, w->first_failure);
+    fflush(stdout);
 }
 
 static void check_wave(const struct wave *w)
@@ -272,12 +286,19 @@ START_TEST(five_hundred_streaming_clients)
     printf("server RSS: baseline %.1f MB, after wave 1 %.1f MB, after wave 2 %.1f MB (tolerance +%.0f MB over the "
            "baseline, +%.0f MB from wave to wave)\n",
            baseline, after1, after2, MEMORY_TOLERANCE_MB, LEAK_TOLERANCE_MB);
+    fflush(stdout);
     check_wave(&w1);
     check_wave(&w2);
-    ck_assert_msg(after2 <= baseline + MEMORY_TOLERANCE_MB, "RSS %.1f MB after the load, baseline %.1f MB", after2,
-                  baseline);
-    ck_assert_msg(after2 <= after1 + LEAK_TOLERANCE_MB, "RSS grew from %.1f MB to %.1f MB from wave 1 to wave 2",
-                  after1, after2);
+    if (UNDER_ASAN) {
+        /* ASan's allocator keeps what it frees, so RSS says nothing here; the server's
+         * LeakSanitizer report at exit (a non-zero status, checked in stop_server) does. */
+        printf("server RSS not checked under AddressSanitizer; its leak check runs when the server exits\n");
+    } else {
+        ck_assert_msg(after2 <= baseline + MEMORY_TOLERANCE_MB, "RSS %.1f MB after the load, baseline %.1f MB",
+                      after2, baseline);
+        ck_assert_msg(after2 <= after1 + LEAK_TOLERANCE_MB, "RSS grew from %.1f MB to %.1f MB from wave 1 to wave 2",
+                      after1, after2);
+    }
     stop_server();
 }
 END_TEST

@@ -353,6 +353,31 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(r.json, 3), "text")),
                      json_string_value(json_object_get(one.json, "text")));
     reply_free(&one);
+    /* The same list streamed: events of the four interleave, each ends as its blocking answer. */
+    s = curl("POST", "/generate",
+             "{\"text\": [\"And God said\", \"The LORD is\"], \"stream\": true, \"sampling_params\":"
+             " {\"max_new_tokens\": 8, \"n\": 2, \"temperature\": 0.9, \"sampling_seed\": 7}}");
+    ck_assert_msg(s.status == 200, "%d %s", s.status, s.body);
+    events = sse_events(s.body);
+    const char *final_text[4] = {NULL};
+    int switches = 0, prev_index = -1;
+    for (size_t i = 0; i < json_array_size(events); i++) {
+        const json_t *ev = json_array_get(events, i);
+        int index = (int)json_integer_value(json_object_get(ev, "index"));
+        ck_assert(index >= 0 && index < 4);
+        switches += prev_index >= 0 && index != prev_index;
+        prev_index = index;
+        if (!json_is_null(json_object_get(json_object_get(ev, "meta_info"), "finish_reason")))
+            final_text[index] = json_string_value(json_object_get(ev, "text"));
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(final_text[i], "choice %d never finished", i);
+        ck_assert_str_eq(final_text[i], json_string_value(json_object_get(json_array_get(r.json, (size_t)i), "text")));
+    }
+    ck_assert_msg(switches > 4, "the four streams did not interleave (%d switches)", switches);
+    printf("stream of a list: %zu events, %d switches between the 4 generations\n", json_array_size(events), switches);
+    json_decref(events);
+    reply_free(&s);
     reply_free(&r);
     stop();
 }

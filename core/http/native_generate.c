@@ -11,8 +11,8 @@
  * "data: {...}\n\n" and ends with "data: [DONE]\n\n". As SGLang does by default (without
  * --incremental-streaming-output), each event carries the text, output_ids and logprobs
  * so far, not just what is new; finish_reason is null until the last event of a
- * generation. Generations of a list stream one after the other, each event with its
- * "index"; the engine runs them together all the same.
+ * generation. The generations of a list stream interleaved, each event with its
+ * "index".
  *
  * Text prompts are tokenized here, with the tokenizer the engine uses, so a prompt too
  * long for the context is refused with a 400 naming both numbers before it is queued. */
@@ -52,7 +52,7 @@ struct run {
     struct slot *slots;             /* (n_slots): prompt p, choice c at p * n + c */
     size_t n_slots;
     double arrival_s;
-    size_t cursor;                  /* streaming: the slot being sent */
+    size_t cursor;                  /* streaming: the slot whose turn it is */
 };
 
 static double now_s(void)
@@ -163,7 +163,8 @@ static int absorb(const struct run *r, struct slot *s, const struct cinfer_strea
         s->ids = grown;
         s->cap_ids = cap;
     }
-    memcpy(s->ids + s->n_ids, c->ids, c->n_ids * sizeof *c->ids);
+    if (c->n_ids) /* an abort chunk has no ids (NULL) */
+        memcpy(s->ids + s->n_ids, c->ids, c->n_ids * sizeof *c->ids);
     s->n_ids += c->n_ids;
     for (size_t i = 0; s->token_logprobs && c->logprobs && i < c->n_logprobs; i++) {
         const struct cinfer_token_logprob *lp = &c->logprobs[i];
@@ -288,11 +289,11 @@ static int start_all(const struct http_request *req, struct run *r)
     return 0;
 }
 
-/* Waits for the slot's next chunk and absorbs it. */
-static int step(struct run *r, struct slot *s, struct cinfer_error *err)
+/* Waits for the slot's next chunk up to timeout_ms (-1: no limit) and absorbs it. */
+static int step_for(struct run *r, struct slot *s, int timeout_ms, struct cinfer_error *err)
 {
     struct cinfer_stream_chunk chunk;
-    int rc = http_generation_next(s->g, &chunk, err);
+    int rc = http_generation_next_for(s->g, &chunk, timeout_ms, err);
     if (rc)
         return rc;
     rc = absorb(r, s, &chunk);
@@ -309,37 +310,70 @@ static json_t *error_event(const struct cinfer_error *err)
     return json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err->message, "type", type, "param", "code");
 }
 
-/* One event per call: the slot under the cursor's pending chunk, or its next one. */
+/* Generations of a list advance together in the engine, so their chunks arrive in the
+ * same steps: wait (in slices) for the next unfinished one in turn, then pick up what
+ * the others already have with a short wait each. Returns 0 with some slot unsent, 1
+ * when all are finished and sent, or a step's error. */
+#define STREAM_WAIT_MS 50
+#define STREAM_PEEK_MS 1
+static int advance(struct run *r, struct cinfer_error *err)
+{
+    for (;;) {
+        int waiting = 0;
+        for (size_t k = 0; k < r->n_slots; k++) {
+            const struct slot *s = &r->slots[(r->cursor + k) % r->n_slots];
+            if (s->unsent)
+                return 0;
+            waiting += s->finish == CINFER_FINISH_NONE;
+        }
+        if (!waiting)
+            return 1;
+        int got = 0;
+        for (size_t k = 0; k < r->n_slots; k++) {
+            struct slot *s = &r->slots[(r->cursor + k) % r->n_slots];
+            if (s->finish != CINFER_FINISH_NONE)
+                continue;
+            int rc = step_for(r, s, r->n_slots == 1 ? -1 : got ? STREAM_PEEK_MS : STREAM_WAIT_MS, err);
+            if (rc == CINFER_OK)
+                s->unsent = got = 1;
+            else if (rc != CINFER_ERR_TIMEOUT)
+                return rc;
+        }
+        if (got)
+            return 0;
+    }
+}
+
+/* One event per call, taking the generations of a list in turn. */
 static int stream_next(void *state, struct http_buffer *out)
 {
     struct run *r = state;
-    while (r->cursor < r->n_slots) {
-        struct slot *s = &r->slots[r->cursor];
-        if (!s->unsent && s->finish != CINFER_FINISH_NONE) {
-            r->cursor++;
-            continue;
-        }
-        if (!s->unsent) {
-            struct cinfer_error err = {0};
-            int rc = step(r, s, &err);
-            if (rc == CINFER_ERR_IO)
-                return rc; /* the client has gone: the transport cuts, close() aborts */
-            if (rc) {     /* the engine failed mid-stream: say so in-band, as SGLang does */
-                if (http_sse_event(out, error_event(&err)) || http_sse_event(out, NULL))
-                    return CINFER_ERR_NOMEM;
-                r->cursor = r->n_slots;
-                return 1;
-            }
-        }
-        s->unsent = 0;
-        json_t *ev = slot_json(r, s);
-        if (!ev || http_sse_event(out, ev))
+    struct cinfer_error err = {0};
+    int rc = advance(r, &err);
+    if (rc == 1)
+        return http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
+    if (rc == CINFER_ERR_IO)
+        return rc; /* the client has gone: the transport cuts, close() aborts */
+    if (rc) {      /* the engine failed mid-stream: say so in-band, as SGLang does */
+        if (http_sse_event(out, error_event(&err)) || http_sse_event(out, NULL))
             return CINFER_ERR_NOMEM;
-        if (s->finish != CINFER_FINISH_NONE)
-            r->cursor++;
-        return 0;
+        for (size_t i = 0; i < r->n_slots; i++) { /* nothing more to send */
+            r->slots[i].unsent = 0;
+            r->slots[i].finish = CINFER_FINISH_ERROR;
+        }
+        return 1;
     }
-    return http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
+    for (size_t k = 0; k < r->n_slots; k++) {
+        size_t i = (r->cursor + k) % r->n_slots;
+        struct slot *s = &r->slots[i];
+        if (!s->unsent)
+            continue;
+        s->unsent = 0;
+        r->cursor = (i + 1) % r->n_slots;
+        json_t *ev = slot_json(r, s);
+        return !ev || http_sse_event(out, ev) ? CINFER_ERR_NOMEM : 0;
+    }
+    return CINFER_ERR_INTERNAL; /* advance() said a slot was unsent */
 }
 
 static void stream_close(void *state)
@@ -376,7 +410,7 @@ void native_handle_generate(const struct http_request *req)
      * (queue full, engine down) is a status code rather than an event in a 200 stream. */
     for (size_t i = 0; i < r->n_slots; i++) {
         struct cinfer_error err = {0};
-        if (step(r, &r->slots[i], &err)) {
+        if (step_for(r, &r->slots[i], -1, &err)) {
             http_reply_engine_error(req->conn, &err);
             run_free(r);
             return;
@@ -384,7 +418,7 @@ void native_handle_generate(const struct http_request *req)
         r->slots[i].unsent = 1;
         if (!r->spec.stream)
             while (r->slots[i].finish == CINFER_FINISH_NONE)
-                if (step(r, &r->slots[i], &err)) {
+                if (step_for(r, &r->slots[i], -1, &err)) {
                     http_reply_engine_error(req->conn, &err);
                     run_free(r);
                     return;
