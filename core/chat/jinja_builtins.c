@@ -574,7 +574,9 @@ static int g_range(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
                    struct jv *out)
 {
     (void)self;
-    double v[3] = {0, 0, 1};
+    /* JavaScript's range(start, stop?, step = 1): an undefined start or stop compares
+     * false with everything (no items); an undefined step is the default 1. */
+    double v[3] = {NAN, NAN, 1};
     bool given[3] = {false, false, false};
     for (size_t i = 0; i < nargs && i < 3; i++) {
         if (args[i].kind == JV_UNDEFINED)
@@ -593,6 +595,8 @@ static int g_range(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
     if (stepv == 0)
         return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "range() step must not be zero");
     double count = stepv > 0 ? ceil((stop - start) / stepv) : ceil((start - stop) / -stepv);
+    if (isnan(stepv)) /* the descending branch runs once, then i is NaN */
+        count = start > stop ? 1 : 0;
     if (!(count > 0))
         count = 0;
     if (count > MAX_RANGE_ITEMS)
@@ -751,9 +755,10 @@ int jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct js
     else if (is_name(name, "sequence"))
         *out = jv_is_array(v) || jv_is_object(v) || v.kind == JV_STRING;
     else if (is_name(name, "lower") || is_name(name, "upper")) {
-        if (v.kind != JV_STRING)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "the '%.*s' test needs a string, got %s",
-                              (int)name.n, name.p, jv_type_name(v));
+        if (v.kind != JV_STRING) { /* not a string: false */
+            *out = false;
+            return 0;
+        }
         struct jbuf b = new_buf(rt);
         jinja_case_map(v.u.s, name.p[0] == 'u', &b);
         *out = !b.failed && b.n == v.u.s.n && (b.n == 0 || memcmp(b.p, v.u.s.p, b.n) == 0);

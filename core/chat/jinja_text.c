@@ -124,14 +124,17 @@ size_t jinja_js_space_len(const char *p, const char *end)
 
 size_t jinja_js_space_len_before(const char *start, const char *end)
 {
-    for (size_t n = 1; n <= 3 && (size_t)(end - start) >= n; n++) {
-        unsigned char c = (unsigned char)end[-(ptrdiff_t)n];
-        if (n > 1 && (c & 0xc0) == 0x80)
-            continue;
-        size_t l = jinja_js_space_len(end - n, end);
-        return l == n ? n : 0;
+    /* the last code point starts after at most three continuation bytes */
+    const char *p = end;
+    while (p > start && end - p < 4) {
+        p--;
+        if (((unsigned char)*p & 0xc0) != 0x80)
+            break;
     }
-    return 0;
+    if (p == end)
+        return 0;
+    size_t l = jinja_js_space_len(p, end);
+    return l == (size_t)(end - p) ? l : 0;
 }
 
 size_t jinja_utf16_len(struct jstr s)
