@@ -5,9 +5,16 @@
  * The renderer is a Jinja interpreter written for chat templates: the statements,
  * expressions, tests, filters and string/list/dict methods that real templates use,
  * with Hugging Face's settings (trim_blocks and lstrip_blocks on, raise_exception(),
- * tojson as Python's json.dumps with the template's indent). Its output must equal
- * byte for byte what the official renderer (@huggingface/jinja) produces; the tests
- * check that for the templates of every supported family.
+ * {% generation %} tags dropped). Its output equals byte for byte what the official
+ * renderer (@huggingface/jinja, as transformers.js uses it) produces, including that
+ * renderer's own ways: true/false/none print in lower case, lists and dicts print as
+ * JSON, tojson writes ", " and ": " (with indent: "," and ": "), strings are measured
+ * and indexed in UTF-16 code units. tests/test_chat_template.c checks that for the
+ * templates of every supported family (Qwen2.5/3, Llama 3.x, Mistral, SmolLM2,
+ * TinyLlama) and for each language feature. What that renderer does not support is
+ * not supported here either (it fails in both): e.g. tests with arguments
+ * ("is divisibleby(3)"), map/select by a filter name, string formatting with "%".
+ * strftime_now() reads the local clock: pass date_string (Llama 3.x) for a fixed date.
  *
  * A compiled template is immutable: render it from many threads at once. */
 #ifndef CINFER_CHAT_TEMPLATE_H
@@ -23,9 +30,10 @@ extern "C" {
 
 struct cinfer_chat_template;
 
-/* Parses source (len bytes, need not be NUL-terminated). name (a file name or
- * "tokenizer_config.json:chat_template") goes into every error, with line and column:
- *   "chat.jinja:3:14: expected '%}' to close 'if', found 'endfor'" */
+/* Parses source (len bytes, need not be NUL-terminated; invalid UTF-8 reads as
+ * U+FFFD). name (a file name or "tokenizer_config.json:chat_template") goes into every
+ * error, with line and column, and the failure is CINFER_ERR_PARSE:
+ *   "chat.jinja:3:14: expected 'endfor' to close 'for' (line 1), found 'endif'" */
 CINFER_API int cinfer_chat_template_compile(const char *source, size_t len, const char *name,
                                             struct cinfer_chat_template **out, struct cinfer_error *err);
 
@@ -33,9 +41,12 @@ CINFER_API int cinfer_chat_template_compile(const char *source, size_t len, cons
  *   {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true,
  *    "bos_token": "<s>", "eos_token": "</s>", "tools": [...], "enable_thinking": false}
  * JSON objects become Jinja mappings (keys keep their order), arrays lists, and so on.
- * On success *out is malloc'd and NUL-terminated (*out_len bytes, may be NULL).
- * A raise_exception() in the template fails with its message; so does a runtime error
- * (undefined method, wrong type), named with the line and column. Output is bounded
+ * On success *out is malloc'd UTF-8, NUL-terminated (*out_len bytes; out_len may be
+ * NULL). A raise_exception("text") in the template fails with CINFER_ERR_INVALID_ARGUMENT
+ * and the message "name:line:col: text"; a runtime error (unknown filter, wrong type)
+ * fails the same way with what went wrong; a context that is not a JSON object fails
+ * with CINFER_ERR_PARSE or CINFER_ERR_INVALID_ARGUMENT; a bound hit with
+ * CINFER_ERR_RANGE. Output is bounded
  * (CINFER_CHAT_TEMPLATE_MAX_OUTPUT_BYTES) and loops and recursion are bounded, so a
  * hostile template cannot exhaust memory or run forever. */
 #define CINFER_CHAT_TEMPLATE_MAX_OUTPUT_BYTES (64u << 20)
