@@ -124,3 +124,10 @@ void cinfer_kernel_softmax(float *x, int n)
     }
     cinfer_softmax_scalar(x, n);
 }
+
+int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype)
+{
+    __builtin_cpu_init();
+    return wtype == CINFER_KW_BF16 && cinfer_kernels_level() == CINFER_KERNEL_AVX512 &&
+           __builtin_cpu_supports("avx512bf16");
+}

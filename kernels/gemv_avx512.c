@@ -128,6 +128,63 @@ AI void gemv_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_k
     }
 }
 
+/* BF16 weights x activations rounded to bf16, with vdpbf16ps (AVX512_BF16):
+ * per output element exactly tile_bf16's operations in matmul_avx512.c (one 16-lane
+ * accumulator fed 32 values at a time by bf16_dot_step, the masked tail, the
+ * _mm512_reduce_add_ps tree), 8 rows in flight. One 64-byte line per row per step. */
+static inline __attribute__((always_inline)) BF16_ATTR void gemv_bf16_group(const uint16_t *x, int k, int mr,
+                                                                           const uint8_t *w, size_t w_row_bytes,
+                                                                           int nr, float *y, int ldy)
+{
+    const uint8_t *rows[ROWS];
+    for (int j = 0; j < ROWS; j++)
+        rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;
+    const size_t ahead = PREFETCH_GROUPS * ROWS * w_row_bytes;
+    __m512 acc[MAX_X_ROWS][ROWS];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < ROWS; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    int kk = 0;
+    for (; kk + BF16_PAIRS <= k; kk += BF16_PAIRS) {
+        __m512i xv[MAX_X_ROWS];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_loadu_si512(x + (size_t)i * k + kk);
+        for (int j = 0; j < ROWS; j++) {
+            const uint8_t *at = rows[j] + 2 * (size_t)kk;
+            _mm_prefetch((const char *)at + ahead, PREFETCH_HINT);
+            __m512i wv = _mm512_loadu_si512(at);
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = bf16_dot_step(acc[i][j], xv[i], wv);
+        }
+    }
+    if (kk < k) {
+        __mmask32 m = (__mmask32)((1u << (k - kk)) - 1u);
+        __m512i xv[MAX_X_ROWS];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_maskz_loadu_epi16(m, x + (size_t)i * k + kk);
+        for (int j = 0; j < ROWS; j++) {
+            __m512i wv = _mm512_maskz_loadu_epi16(m, rows[j] + 2 * (size_t)kk);
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = bf16_dot_step(acc[i][j], xv[i], wv);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        store_rows(y + (size_t)i * ldy, reduce8(acc[i]), nr);
+}
+
+static BF16_ATTR void gemv_bf16_dot(const uint16_t *x, int n, int k, const uint8_t *w, size_t w_row_bytes, int j0,
+                                    int j1, float *y, int ldy)
+{
+    for (int j = j0; j < j1; j += ROWS) {
+        int nr = j1 - j < ROWS ? j1 - j : ROWS;
+        const uint8_t *wj = w + (size_t)j * w_row_bytes;
+        if (n == 2)
+            gemv_bf16_group(x, k, 2, wj, w_row_bytes, nr, y + j, ldy);
+        else
+            gemv_bf16_group(x, k, 1, wj, w_row_bytes, nr, y + j, ldy);
+    }
+}
+
 /* Q8_0: per weight row and block, exactly the tile's operations (q8_tile.h): 8 exact
  * int32 sums of the int16 activations times the sign-extended int8 weights, to f32,
  * times (x scale * w scale) into an 8-lane accumulator; 8 rows in flight. */
@@ -207,7 +264,12 @@ void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, co
     switch (wtype) {
     case CINFER_KW_F32: gemv_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_F16: gemv_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
-    case CINFER_KW_BF16: gemv_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_BF16:
+        if (has_bf16_dot() && x_prepared)
+            gemv_bf16_dot(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        else
+            gemv_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy);
+        break;
     case CINFER_KW_Q8_0:
         if (has_vnni())
             gemv_q8_vnni(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);

@@ -46,7 +46,8 @@ struct cinfer_kernel_xblock {
 };
 
 /* Bytes of prepared activations a matmul with wtype needs for n rows of k (0: the
- * matmul reads the f32 rows as they are). */
+ * matmul reads the f32 rows as they are): Q8_0 the int16 blocks above, BF16 the rows
+ * rounded to bf16 (n, k) (the same at every level, so a caller prepares once). */
 size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k);
 /* Prepares rows [i0, i1) of x (n, k) into prepared (laid out for all n rows), so
  * threads can each prepare a share. */
@@ -55,12 +56,23 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
 
 /* y (n, ldy) columns [j0, j1) = x (n, k) · W[j0:j1]ᵀ, where W is row-major (m, k) of
  * type wtype with w_row_bytes from one row to the next. Accumulates in f32.
- * F32/F16/BF16 weights are widened to f32 as they are read and multiply the f32
- * activations (no rounding of x). Q8_0 weights (k a multiple of 32) multiply the
- * activations prepared by cinfer_kernel_prepare_rows (x_prepared) with integer dot
- * products (int16 x int8). x_prepared is ignored for the other types. */
+ * F32/F16 weights are widened to f32 as they are read and multiply the f32
+ * activations (no rounding of x). BF16 weights do the same, except at the AVX-512
+ * level on CPUs with AVX512_BF16, where they multiply x rounded to bf16 (x_prepared,
+ * from cinfer_kernel_prepare_rows) with vdpbf16ps, twice the products per instruction
+ * of an FMA: bf16 x bf16 products are exact in f32, so the only extra error is x's
+ * rounding (2^-9 relative per value, up to about 1e-2 in logits, as llama.cpp's bf16
+ * path; issue 3's budget for 16-bit weights is 2e-2). Q8_0 weights (k a
+ * multiple of 32) multiply the activations prepared by cinfer_kernel_prepare_rows
+ * (x_prepared) with integer dot products (int16 x int8). x_prepared is ignored for
+ * F32 and F16. */
 void cinfer_kernel_matmul(const float *x, const void *x_prepared, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+
+/* 1 when matmuls with wtype weights multiply activations rounded to bf16 at the level
+ * in use (BF16 weights at the AVX-512 level on CPUs with AVX512_BF16), else 0: the
+ * error bound of such a matmul is that of bf16 activations (see above). */
+int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype);
 
 /* Bytes of one row of k values of type wtype (Q8_0: k a multiple of 32). */
 size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k);

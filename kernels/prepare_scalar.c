@@ -1,7 +1,9 @@
-/* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights.
+/* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights,
+ * and rounded to bf16 for BF16 weights (used where the CPU has vdpbf16ps).
  * Rounding is to nearest (even on ties) by the 1.5 * 2^23 trick, which needs no libm
  * call and vectorizes. */
 #include <math.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -9,6 +11,8 @@
 
 size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k)
 {
+    if (wtype == CINFER_KW_BF16)
+        return (size_t)n * (size_t)k * sizeof(uint16_t);
     if (wtype != CINFER_KW_Q8_0)
         return 0;
     return (size_t)n * (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_kernel_xblock);
@@ -32,9 +36,33 @@ static void quantize_row_q16(const float *x, int k, struct cinfer_kernel_xblock 
     }
 }
 
+/* f32 bits to bf16, rounded to nearest even, NaN kept quiet: cinfer_kernel_f32_to_bf16
+ * written without a call or branch, so the split loop below vectorizes. */
+static inline uint16_t bits_to_bf16(uint32_t bits)
+{
+    uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (bits >> 16) | 0x40u;
+    return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+/* x rounded to bf16 (to nearest even), the operand vdpbf16ps multiplies. */
+static void round_row_bf16(const float *x, int k, uint16_t *out)
+{
+    for (int q = 0; q < k; q++) {
+        uint32_t bits;
+        memcpy(&bits, &x[q], sizeof bits);
+        out[q] = bits_to_bf16(bits);
+    }
+}
+
 void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, int k, int i0, int i1,
                                 void *prepared)
 {
+    if (wtype == CINFER_KW_BF16) {
+        for (int i = i0; i < i1; i++)
+            round_row_bf16(x + (size_t)i * k, k, (uint16_t *)prepared + (size_t)i * k);
+        return;
+    }
     if (wtype != CINFER_KW_Q8_0)
         return;
     struct cinfer_kernel_xblock *blocks = prepared;

@@ -45,6 +45,27 @@ AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfe
     return _mm512_setzero_ps();
 }
 
+/* AVX512_BF16 (vdpbf16ps): BF16 weights then multiply activations rounded to bf16
+ * (the x_prepared rows), two products per f32 lane per instruction, no widening. */
+static inline int has_bf16_dot(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    return cached;
+}
+
+#define BF16_ATTR __attribute__((target("avx512bf16")))
+#define BF16_PAIRS 32 /* bf16 values one vdpbf16ps takes from each operand */
+
+/* acc (16 lanes) += x[2l] * w[2l] + x[2l + 1] * w[2l + 1] per lane l, as vdpbf16ps
+ * rounds (bf16 products are exact in f32): the tile and the GEMV both go through this
+ * one helper. */
+static inline __attribute__((always_inline)) BF16_ATTR __m512 bf16_dot_step(__m512 acc, __m512i x, __m512i w)
+{
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+}
+
 static inline int has_vnni(void)
 {
     static int cached = -1;

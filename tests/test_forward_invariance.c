@@ -335,8 +335,10 @@ START_TEST(quantized_weights_match_reference)
     const int whole[] = {SEQ_LEN};
     run_chunked(rt, vocab, tokens, SEQ_LEN, whole, 1, got);
     double err = rel_error(got, want, (size_t)SEQ_LEN * vocab);
-    printf("forward vs double reference, %s weights: relative error %.3g\n", names[_i], err);
-    ck_assert_double_le(err, TOLERANCE);
+    /* BF16 weights on CPUs with AVX512_BF16 multiply bf16-rounded activations: issue 3's 2e-2 */
+    double tolerance = cinfer_kernel_rounds_x_to_bf16((enum cinfer_kernel_wtype)types[_i]) ? 2e-2 : TOLERANCE;
+    printf("forward vs double reference, %s weights: relative error %.3g (tolerance %g)\n", names[_i], err, tolerance);
+    ck_assert_double_le(err, tolerance);
     cinfer_runtime_destroy(&rt);
     free(want);
     free(got);

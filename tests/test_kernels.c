@@ -29,6 +29,18 @@ static void restore_level(void)
     cinfer_kernels_force_level(cinfer_kernels_best_level());
 }
 
+/* One value as the kernel multiplies it for BF16 weights at such a level. */
+static double bf16_rounded(float x)
+{
+    return cinfer_kernel_bf16_to_f32(cinfer_kernel_f32_to_bf16(x));
+}
+
+static void round_to_bf16(const float *x, size_t n, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = bf16_rounded(x[i]);
+}
+
 START_TEST(levels_are_detected)
 {
     enum cinfer_kernel_level best = cinfer_kernels_best_level();
@@ -91,7 +103,10 @@ START_TEST(matmul_every_type_and_level)
         double *ref_exact = malloc(sizeof(double) * n * m);
         double *ref_orig = malloc(sizeof(double) * n * m);
         double *bound = malloc(sizeof(double) * n * m);
+        double *ref_rounded = malloc(sizeof(double) * n * m), *bound_rounded = malloc(sizeof(double) * n * m);
+        double *x_bf16 = malloc(sizeof(double) * n * k);
         fill_uniform(x, (size_t)n * k, 2.0f, &rng);
+        round_to_bf16(x, (size_t)n * k, x_bf16);
         fill_uniform(w, (size_t)m * k, 0.5f, &rng);
         for (size_t t = 0; t < 4; t++) {
             enum cinfer_kernel_wtype type = all_types[t];
@@ -104,7 +119,10 @@ START_TEST(matmul_every_type_and_level)
                 cinfer_kernel_row_to_f32(stored + j * row_bytes, type, k, wq + (size_t)j * k);
             }
             size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, n, k);
-            ck_assert_uint_eq(prepared_bytes, type == CINFER_KW_Q8_0 ? (size_t)n * (k / 32) * 68 : 0);
+            ck_assert_uint_eq(prepared_bytes, type == CINFER_KW_Q8_0  ? (size_t)n * (k / 32) * 68
+                                              : type == CINFER_KW_BF16 ? (size_t)n * k * 2
+                                                                       : 0);
+            size_t prepared_row_bytes = prepared_bytes / (size_t)n;
             struct cinfer_kernel_xblock *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
             cinfer_kernel_prepare_rows(type, x, k, 0, n, xq);
             for (int i = 0; i < n; i++)
@@ -128,10 +146,15 @@ START_TEST(matmul_every_type_and_level)
                             bnd += fabs(scale) * iabs;
                         }
                     } else {
+                        double ar = 0, bndr = 0;
                         for (int q = 0; q < k; q++) {
                             a += (double)x[i * k + q] * wq[j * k + q];
                             bnd += fabs((double)x[i * k + q] * wq[j * k + q]);
+                            ar += (double)x_bf16[i * k + q] * wq[j * k + q];
+                            bndr += fabs((double)x_bf16[i * k + q] * wq[j * k + q]);
                         }
+                        ref_rounded[i * m + j] = ar;
+                        bound_rounded[i * m + j] = bndr;
                     }
                     ref_exact[i * m + j] = a;
                     ref_orig[i * m + j] = b;
@@ -146,12 +169,14 @@ START_TEST(matmul_every_type_and_level)
                 cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, 0, split, y, m);
                 cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, split, m, y, m);
                 double norm_diff = 0, norm_ref = 0;
+                int rounded = cinfer_kernel_rounds_x_to_bf16(type);
+                const double *ref = rounded ? ref_rounded : ref_exact, *bnd = rounded ? bound_rounded : bound;
                 for (int i = 0; i < n * m; i++) {
-                    double err = fabs(y[i] - ref_exact[i]) / bound[i];
+                    double err = fabs(y[i] - ref[i]) / bnd[i];
                     worst_exact[level][t] = fmax(worst_exact[level][t], err);
                     ck_assert_msg(err <= 1e-5, "%s %s n=%d k=%d m=%d element %d: %g vs %g",
                                   cinfer_kernels_level_name(level), type_names[t], n, k, m, i, (double)y[i],
-                                  ref_exact[i]);
+                                  ref[i]);
                     norm_diff += (y[i] - ref_orig[i]) * (y[i] - ref_orig[i]);
                     norm_ref += ref_orig[i] * ref_orig[i];
                 }
@@ -161,8 +186,8 @@ START_TEST(matmul_every_type_and_level)
                               cinfer_kernels_level_name(level), type_names[t], budget_err);
                 /* each row alone gives bit-identical results (batch invariance) */
                 for (int i = 0; i < n; i++) {
-                    cinfer_kernel_matmul(x + (size_t)i * k, xq ? xq + (size_t)i * (k / 32) : NULL, 1, k, stored, type,
-                                         row_bytes, 0, m, row, m);
+                    cinfer_kernel_matmul(x + (size_t)i * k, xq ? (const uint8_t *)xq + i * prepared_row_bytes : NULL,
+                                         1, k, stored, type, row_bytes, 0, m, row, m);
                     ck_assert_mem_eq(row, y + (size_t)i * m, sizeof(float) * m);
                 }
             }
@@ -171,6 +196,7 @@ START_TEST(matmul_every_type_and_level)
             free(xq);
         }
         free(x), free(w), free(wq), free(y), free(row), free(ref_exact), free(ref_orig), free(bound);
+        free(ref_rounded), free(bound_rounded), free(x_bf16);
     }
     for (int t = 0; t < 4; t++)
         for (int l = 0; l <= (int)cinfer_kernels_best_level(); l++)
@@ -210,6 +236,31 @@ START_TEST(q8_activation_quantizer)
         }
     }
     ck_assert_int_eq(q[1].q[8], 0);
+}
+END_TEST
+
+/* Activations for BF16 weights: each value rounded to bf16 (to nearest even, NaN kept
+ * quiet), as cinfer_kernel_f32_to_bf16 does; zero, tiny, infinite and NaN values too. */
+START_TEST(bf16_activation_rounding)
+{
+    enum { K = 40 };
+    uint64_t rng = 23;
+    float x[2 * K];
+    fill_uniform(x, 2 * K, 3.0f, &rng);
+    x[3] = 0.0f;
+    x[5] = 1e-30f;
+    x[7] = INFINITY;
+    x[9] = NAN;
+    x[K + 1] = 1.0f + 1.0f / 256; /* a tie: to even (1.0) */
+    x[K + 2] = 1.0f + 3.0f / 256; /* a tie: to even (1 + 4/256) */
+    ck_assert_uint_eq(cinfer_kernel_prepared_bytes(CINFER_KW_BF16, 2, K), 2 * K * sizeof(uint16_t));
+    uint16_t out[2 * K];
+    cinfer_kernel_prepare_rows(CINFER_KW_BF16, x, K, 0, 2, out);
+    for (int q = 0; q < 2 * K; q++)
+        ck_assert_uint_eq(out[q], cinfer_kernel_f32_to_bf16(x[q]));
+    ck_assert_float_eq(cinfer_kernel_bf16_to_f32(out[K + 1]), 1.0f);
+    ck_assert_float_eq(cinfer_kernel_bf16_to_f32(out[K + 2]), 1.0f + 4.0f / 256);
+    ck_assert(isnan(cinfer_kernel_bf16_to_f32(out[9])));
 }
 END_TEST
 
@@ -381,8 +432,8 @@ END_TEST
 
 /* Double-precision x_row · w_row over the numbers the kernel multiplies (dequantized
  * weights; for Q8_0 the prepared activation blocks) and the sum of |products|. */
-static void exact_dot(enum cinfer_kernel_wtype type, const float *x, const struct cinfer_kernel_xblock *xq,
-                      const uint8_t *wrow, int k, double *dot, double *abs_sum)
+static void exact_dot(enum cinfer_kernel_wtype type, int x_as_bf16, const float *x,
+                      const struct cinfer_kernel_xblock *xq, const uint8_t *wrow, int k, double *dot, double *abs_sum)
 {
     double a = 0, bnd = 0;
     if (type == CINFER_KW_Q8_0) {
@@ -403,8 +454,9 @@ static void exact_dot(enum cinfer_kernel_wtype type, const float *x, const struc
         float *wf = malloc(sizeof(float) * k);
         cinfer_kernel_row_to_f32(wrow, type, k, wf);
         for (int q = 0; q < k; q++) {
-            a += (double)x[q] * wf[q];
-            bnd += fabs((double)x[q] * wf[q]);
+            double xv = x_as_bf16 ? bf16_rounded(x[q]) : x[q];
+            a += xv * wf[q];
+            bnd += fabs(xv * wf[q]);
         }
         free(wf);
     }
@@ -440,16 +492,16 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
             for (int j = 0; j < m; j++)
                 random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
             size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, BATCH, k);
+            size_t prepared_row_bytes = prepared_bytes / BATCH;
             struct cinfer_kernel_xblock *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
             cinfer_kernel_prepare_rows(type, x, k, 0, BATCH, xq);
-            int blocks = k / 32;
             FOR_EACH_LEVEL(level)
             {
                 cinfer_kernel_matmul(x, xq, BATCH, k, stored, type, row_bytes, 0, m, y_batch, m);
                 for (int n = 1; n <= 2; n++)
                     for (int i = 0; i + n <= BATCH; i++) {
                         const float *xi = x + (size_t)i * k;
-                        const struct cinfer_kernel_xblock *xqi = xq ? xq + (size_t)i * blocks : NULL;
+                        const uint8_t *xqi = xq ? (const uint8_t *)xq + i * prepared_row_bytes : NULL;
                         for (int c = 0; c < n * m; c++)
                             y_few[c] = NAN;
                         /* two column ranges split inside a group of 8 rows, as two threads would */
@@ -463,7 +515,8 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
                                           cinfer_kernels_level_name(level), type_names[t], k, m, n, i + r);
                             for (int j = 0; j < m; j++) {
                                 double dot, bnd;
-                                exact_dot(type, xi + (size_t)r * k, xqi ? xqi + (size_t)r * blocks : NULL,
+                                exact_dot(type, cinfer_kernel_rounds_x_to_bf16(type), xi + (size_t)r * k,
+                                          xqi ? (const void *)(xqi + r * prepared_row_bytes) : NULL,
                                           stored + j * row_bytes, k, &dot, &bnd);
                                 double err = fabs(y_few[(size_t)r * m + j] - dot) / bnd;
                                 worst = fmax(worst, err);
@@ -504,6 +557,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, matmul_every_type_and_level);
     tcase_add_test(tc, decode_gemv_matches_tile_bit_for_bit);
     tcase_add_test(tc, q8_activation_quantizer);
+    tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);
     tcase_add_test(tc, elementwise_kernels);
     tcase_add_test(tc, rope_both_pairings);
