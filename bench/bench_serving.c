@@ -506,7 +506,7 @@ int main(int argc, char **argv)
     printf("%-40s %10.2f\n", "Input token throughput (tok/s):", in_tokens / duration);
     printf("%-40s %10.2f\n", "Output token throughput (tok/s):", out_tokens / duration);
     printf("%-40s %10.2f\n", "Total token throughput (tok/s):", (in_tokens + out_tokens) / duration);
-    print_stat("End-to-End Latency", "E2E", e2e, ok);
+    print_stat("End-to-End Latency", "E2E Latency", e2e, ok);
     print_stat("Time to First Token", "TTFT", ttft, ok);
     print_stat("Inter-Token Latency", "ITL", itl, n_itl);
     printf("==================================================\n");

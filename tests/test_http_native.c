@@ -339,7 +339,59 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
     json_decref(events);
     reply_free(&s);
     reply_free(&r);
+    char *ref_text = strdup(ref.text);
     cinfer_generate_result_free(&ref);
+
+    /* Logprobs as SGLang writes them: [logprob, id, text] per output token, the greedy
+     * choice first among its alternatives. */
+    r = curl("POST", "/generate",
+             "{\"text\": \"And God said\", \"return_logprob\": true, \"top_logprobs_num\": 3,"
+             " \"return_text_in_logprobs\": true, \"sampling_params\": {\"max_new_tokens\": 6, \"temperature\": 0}}");
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    meta = json_object_get(r.json, "meta_info");
+    const json_t *lps = json_object_get(meta, "output_token_logprobs");
+    const json_t *tops = json_object_get(meta, "output_top_logprobs");
+    ids = json_object_get(r.json, "output_ids");
+    ck_assert_uint_eq(json_array_size(lps), json_array_size(ids));
+    ck_assert_uint_eq(json_array_size(tops), json_array_size(ids));
+    struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(engine);
+    for (size_t i = 0; i < json_array_size(ids); i++) {
+        const json_t *lp = json_array_get(lps, i);
+        int32_t id = (int32_t)json_integer_value(json_array_get(ids, i));
+        ck_assert_int_eq(json_integer_value(json_array_get(lp, 1)), id);
+        ck_assert(json_real_value(json_array_get(lp, 0)) <= 0);
+        char *piece = NULL;
+        size_t piece_len = 0;
+        ck_assert_int_eq(tok->ops->decode(tok->tok, &id, 1, 0, &piece, &piece_len, &err), 0);
+        ck_assert_str_eq(json_string_value(json_array_get(lp, 2)), piece);
+        free(piece);
+        const json_t *top = json_array_get(tops, i);
+        ck_assert_uint_eq(json_array_size(top), 3);
+        ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(top, 0), 1)), id);
+        ck_assert(json_real_value(json_array_get(json_array_get(top, 0), 0)) >=
+                  json_real_value(json_array_get(json_array_get(top, 1), 0)));
+    }
+    reply_free(&r);
+
+    /* A stop string: matched, and trimmed from the text unless no_stop_trim. */
+    for (int keep = 0; keep < 2; keep++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"text\": \"And God said\", \"sampling_params\": {\"max_new_tokens\": 24, \"temperature\": 0,"
+                 " \"stop\": [\"LORD\"], \"no_stop_trim\": %s}}", keep ? "true" : "false");
+        r = curl("POST", "/generate", body);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        fr = json_object_get(json_object_get(r.json, "meta_info"), "finish_reason");
+        ck_assert_str_eq(json_string_value(json_object_get(fr, "type")), "stop");
+        ck_assert_str_eq(json_string_value(json_object_get(fr, "matched")), "LORD");
+        /* the greedy text up to the first "LORD" (with it when kept) */
+        const char *at = strstr(ref_text, "LORD");
+        ck_assert_msg(at != NULL, "the greedy text has no \"LORD\": %s", ref_text);
+        ck_assert_str_eq(json_string_value(json_object_get(r.json, "text")),
+                         strndupa(ref_text, (size_t)(at - ref_text) + (keep ? 4 : 0)));
+        reply_free(&r);
+    }
+    free(ref_text);
 
     /* A list of prompts with n = 2 and a seed: four answers, each choice reproducible alone. */
     r = curl("POST", "/generate",
