@@ -687,7 +687,7 @@ static int parse_filter(struct parser *p, struct jinja_node **out);
 
 static int parse_test(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *operand;
+    struct jinja_node *operand = NULL; /* set by TRY below; gcc -O2 cannot see it */
     TRY(parse_filter(p, &operand));
     while (is_ident(p, 0, "is")) {
         const struct jinja_token *at = peek(p, 0);
@@ -716,7 +716,7 @@ static int parse_unary_sign(struct parser *p, struct jinja_node **out);
 
 static int parse_filter(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *operand;
+    struct jinja_node *operand = NULL;
     TRY(parse_unary_sign(p, &operand));
     while (is(p, TK_PIPE)) {
         const struct jinja_token *at = peek(p, 0);
