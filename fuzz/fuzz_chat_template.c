@@ -1,6 +1,8 @@
 /* libFuzzer target for the chat-template renderer: any bytes as a template, compiled
- * and rendered with a fixed chat context under small bounds. It must never crash,
- * leak or run away: every input renders or fails with a message naming the place. */
+ * and rendered with a fixed chat context under small bounds; an input that starts with
+ * '{' is a context instead (the JSON an HTTP request turns into), rendered by a fixed
+ * template that walks, prints and serializes it. It must never crash, leak or run
+ * away: every input renders or fails with a message naming the place. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +26,26 @@ static const char context[] =
     " \"eos_token\": \"</s>\", \"date_string\": \"26 Jul 2024\", \"n\": 3, \"f\": -0.5,"
     " \"obj\": {\"2\": \"two\", \"b\": {}, \"1\": []}}";
 
+static const char probe_template[] =
+    "{{ messages|tojson }}{{ tools|tojson(indent=2, sort_keys=true) }}{% for m in messages %}"
+    "{{ m.role }}{{ m.content }}{{ m.content|length if m.content is string }}"
+    "{% for c in m.tool_calls if m.tool_calls is iterable %}{{ c.function.arguments|tojson }}{% endfor %}"
+    "{% if m is mapping %}{% for k, v in m|items %}{{ k }}={{ v }};{% endfor %}{% endif %}{% endfor %}"
+    "{{ obj|dictsort if obj is mapping }}{{ n + 1 if n is number }}";
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct cinfer_chat_template *t = NULL;
     struct cinfer_error err = {0};
-    if (cinfer_chat_template_compile((const char *)data, size, "fuzz.jinja", &t, &err) != 0) {
+    const char *source = (const char *)data, *ctx = context;
+    size_t source_len = size, ctx_len = sizeof(context) - 1;
+    if (size > 0 && data[0] == '{') {
+        source = probe_template;
+        source_len = sizeof(probe_template) - 1;
+        ctx = (const char *)data;
+        ctx_len = size;
+    }
+    if (cinfer_chat_template_compile(source, source_len, "fuzz.jinja", &t, &err) != 0) {
         if (t || err.message[0] == 0)
             __builtin_trap(); /* a failure leaves nothing behind and explains itself */
         return 0;
@@ -42,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *out = NULL;
     size_t out_len = 0;
     err.message[0] = 0;
-    if (jinja_render_with_limits(t, context, sizeof(context) - 1, &lim, &out, &out_len, &err) == 0) {
+    if (jinja_render_with_limits(t, ctx, ctx_len, &lim, &out, &out_len, &err) == 0) {
         if (!out || out_len > lim.max_output_bytes || out[out_len] != 0)
             __builtin_trap();
         free(out);
