@@ -108,10 +108,7 @@ static int render_to_value(struct jinja_rt *rt, const struct jinja_node *at, con
 static int eval_args(struct jinja_rt *rt, const struct jinja_node_list *list, struct jinja_scope *sc, bool always_kwargs,
                      struct jv **args_out, size_t *nargs_out)
 {
-    size_t cap = list->n + 1;
-    for (size_t i = 0; i < list->n; i++)
-        if (list->items[i]->kind == N_SPREAD)
-            cap += 0; /* grown below */
+    size_t cap = list->n + 1; /* grown below for *spread arguments */
     struct jv *args = jinja_alloc(&rt->arena, cap * sizeof(*args));
     if (!args)
         return jinja_nomem(rt, NULL);

@@ -238,13 +238,6 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
         const char *key;
         size_t klen;
         json_t *val;
-        size_t nidx = 0;
-        json_object_keylen_foreach(j, key, klen, val)
-        {
-            double idx;
-            if (array_index(key, klen, &idx))
-                nidx++;
-        }
         for (int pass = 0; pass < 2; pass++) {
             json_object_keylen_foreach(j, key, klen, val)
             {
@@ -276,7 +269,6 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
                 o->n++;
             }
         }
-        (void)nidx;
         *out = (struct jv){.kind = JV_OBJECT, .u.o = o};
         return 0;
     }
