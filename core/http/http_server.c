@@ -154,8 +154,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
             return MHD_YES;
         }
         if (http_buffer_append(&c->body, upload_data, n) != CINFER_OK) {
-            c->body_too_large = 1;
-            http_reply_error(c, 503, "server_overloaded", NULL, "out of memory reading the request body");
+            cinfer_log(CINFER_LOG_SEV_ERROR, "http: out of memory reading a request body of %zu bytes", c->body.len + n);
+            return MHD_NO; /* no memory to answer with either: close the connection */
         }
         return MHD_YES;
     }
