@@ -1,7 +1,7 @@
 /* test_chat_template: cinfer's chat-template renderer against the official one.
  *
  * Every real template in tests/data/chat_templates (Qwen3, Qwen2.5, Llama 3.0 and 3.2,
- * Mistral 7B v0.1 and v0.2, Mistral Nemo, SmolLM2, TinyLlama, cinfer's default model)
+ * Mistral 7B v0.1, v0.2 and v0.3, Mistral Nemo, SmolLM2, TinyLlama, cinfer's default model)
  * is rendered with every conversation of conversations.json (the common ones and the
  * template's own: tools, tool calls, reasoning, broken role orders), with and without
  * the generation prompt; each small template of features.json exercises one part of
@@ -45,6 +45,7 @@ static const struct real_template real_templates[] = {
                        "\"date_string\": \"26 Jul 2024\"}"},
     {"mistral_v0_1.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
     {"mistral_v0_2.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
+    {"mistral_v0_3.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
     {"mistral_nemo.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
     {"smollm2.jinja", "{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\"}"},
     {"tinyllama.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
