@@ -432,8 +432,10 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
                                 CINFER_IPC_MAX_BATCH);
-    /* Each item takes at least 30 bytes, so a huge count in a short frame fails here. */
-    if (!r.failed_field && (size_t)n * 30 > (size_t)(r.end - r.p))
+    /* Each item takes at least 26 bytes (rid 8, ids count 4, finish 1, two counts 8,
+     * error length 4, logprobs flag 1: an abort carries nothing more), so a huge
+     * count in a short frame fails here. */
+    if (!r.failed_field && (size_t)n * 26 > (size_t)(r.end - r.p))
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
                                 n, (size_t)(r.end - r.p));
     if (n) {
