@@ -35,7 +35,27 @@ static const char *const prompts[] = {"In the beginning", "And the LORD said unt
  * text and a newline, a user turn as "Question: ...\n", then the generation prompt. */
 static const char *const chat_system = "Speak as the scriptures.";
 static const char *const chat_user = "Who made the heaven and the earth?";
-static const char *const chat_rendered = "Speak as the scriptures.\nQuestion: Who made the heaven and the earth?\nAnswer:";
+static const char *const chat_rendered =
+    "Speak as the scriptures.\nQuestion: Who made the heaven and the earth?\nAnswer:";
+/* continue_final_message with an assistant turn "And God" last: the template writes
+ * "Answer: And God<|endoftext|>" and the rendering is cut after the message's text */
+static const char *const chat_continue = "And God";
+static const char *const chat_continued =
+    "Speak as the scriptures.\nQuestion: Who made the heaven and the earth?\nAnswer: And God";
+
+/* A template of our own (given with --chat-template) that shows what reaches it:
+ * bos_token, the tools' names, every message's role and content, a
+ * chat_template_kwargs variable and the generation prompt. */
+static const char *const own_template =
+    "{{ bos_token }}{% if tools %}{% for t in tools %}{{ 'tool ' + t.function.name + '\n' }}{% endfor %}{% endif %}"
+    "{% for m in messages %}{{ m.role + ': ' + m.content + '\n' }}{% endfor %}"
+    "{% if enable_thinking %}{{ 'think\n' }}{% else %}{{ 'nothink\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}";
+/* What it makes of the request in openai_api.mjs ("developer" becomes "system", text
+ * parts are joined by a newline), with the tools and without (tool_choice "none"). */
+static const char *const own_rendered =
+    "<|endoftext|>tool get_weather\nsystem: Be brief.\nuser: Hi\nthere\nthink\nassistant:";
+static const char *const own_rendered_no_tools = "<|endoftext|>system: Be brief.\nuser: Hi\nthere\nthink\nassistant:";
 
 static json_t *ids_json(const int32_t *ids, size_t n)
 {
@@ -122,27 +142,59 @@ static int renderer_available(const struct cinfer_tokenizer_ctx *tok)
     return 1;
 }
 
-static json_t *chat_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok)
+/* Tokenizes a rendered chat prompt as the server must: chat templates write their own
+ * special tokens, so nothing is added, and their text becomes their ids. */
+static void encode_rendered(const struct cinfer_tokenizer_ctx *tok, const char *text, struct cinfer_token_ids *ids)
+{
+    struct cinfer_error err = {0};
+    ck_assert_msg(tok->ops->encode(tok->tok, text, strlen(text), 0, ids, &err) == 0, "%s", err.message);
+}
+
+/* {"promptTokens": n, "greedyText": ..., "greedyIds": [...]} of a rendered prompt */
+static json_t *rendered_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok, const char *text)
 {
     struct cinfer_token_ids ids = {0};
-    struct cinfer_error err = {0};
-    /* chat templates write their own special tokens: nothing is added */
-    ck_assert_msg(tok->ops->encode(tok->tok, chat_rendered, strlen(chat_rendered), 0, &ids, &err) == 0, "%s",
-                  err.message);
+    encode_rendered(tok, text, &ids);
     struct cinfer_generate_result r;
     greedy(e, ids.ids, ids.len, &r);
-    json_t *ref = json_pack("{s:b, s:[{s:s, s:s}, {s:s, s:s}], s:i, s:s#, s:o}", "renderer", renderer_available(tok),
-                            "messages", "role", "system", "content", chat_system, "role", "user", "content", chat_user,
-                            "promptTokens", (int)ids.len, "greedyText", r.text, (int)r.text_len, "greedyIds",
-                            ids_json(r.output_ids, r.n_output_ids));
+    json_t *ref = json_pack("{s:i, s:s#, s:o}", "promptTokens", (int)ids.len, "greedyText", r.text, (int)r.text_len,
+                            "greedyIds", ids_json(r.output_ids, r.n_output_ids));
     ck_assert_ptr_nonnull(ref);
-    printf("reference: chat -> %s (%zu tokens)\n", r.text, r.n_output_ids);
+    printf("reference: %.40s... -> %s (%zu tokens)\n", text, r.text, r.n_output_ids);
     cinfer_generate_result_free(&r);
     cinfer_token_ids_free(&ids);
     return ref;
 }
 
-static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key)
+static json_t *chat_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok)
+{
+    json_t *ref = rendered_reference(e, tok, chat_rendered);
+    json_object_set_new(ref, "renderer", json_boolean(renderer_available(tok)));
+    json_object_set_new(ref, "messages",
+                        json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", chat_system, "role", "user",
+                                  "content", chat_user));
+    json_object_set_new(ref, "continueWith", json_string(chat_continue));
+    json_object_set_new(ref, "continued", rendered_reference(e, tok, chat_continued));
+
+    /* our own template: bos_token's text becomes the BOS id once, not twice */
+    struct cinfer_tokenizer_info info;
+    tok->ops->info(tok->tok, &info);
+    struct cinfer_token_ids ids = {0};
+    encode_rendered(tok, own_rendered, &ids);
+    ck_assert_int_ge((int)ids.len, 2);
+    ck_assert_int_eq(ids.ids[0], info.bos_id);
+    ck_assert_int_ne(ids.ids[1], info.bos_id);
+    cinfer_token_ids_free(&ids);
+    json_t *own = rendered_reference(e, tok, own_rendered);
+    json_t *no_tools = rendered_reference(e, tok, own_rendered_no_tools);
+    json_object_set_new(own, "promptTokensNoTools", json_object_get(no_tools, "promptTokens"));
+    json_incref(json_object_get(no_tools, "promptTokens"));
+    json_decref(no_tools);
+    json_object_set_new(ref, "ownTemplate", own);
+    return ref;
+}
+
+static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key, const char *chat_template)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, MODEL);
@@ -151,6 +203,8 @@ static struct cinfer_http_server *start_server(struct cinfer_engine *e, const ch
     args.port = 0;
     if (api_key)
         args.api_key = strdup(api_key);
+    if (chat_template)
+        args.chat_template = strdup(chat_template);
     struct cinfer_http_server *srv = NULL;
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_http_server_start(e, &args, &srv, &err) == 0, "server start: %s", err.message);
@@ -180,17 +234,28 @@ START_TEST(official_client_sees_the_engine_answers)
     json_t *chat = chat_reference(e, tok);
     int renderer = json_is_true(json_object_get(chat, "renderer"));
 
-    struct cinfer_http_server *open_srv = start_server(e, NULL);
-    struct cinfer_http_server *keyed_srv = start_server(e, API_KEY);
-    char base[64], keyed[64];
+    cinfer_test_make_tmp_dir("http-openai");
+    char template_path[512];
+    snprintf(template_path, sizeof template_path, "%s", cinfer_test_tmp_path("own.jinja"));
+    FILE *tf = fopen(template_path, "w");
+    ck_assert_ptr_nonnull(tf);
+    fputs(own_template, tf);
+    fclose(tf);
+
+    struct cinfer_http_server *open_srv = start_server(e, NULL, NULL);
+    struct cinfer_http_server *keyed_srv = start_server(e, API_KEY, NULL);
+    struct cinfer_http_server *own_srv = renderer ? start_server(e, NULL, template_path) : NULL;
+    char base[64], keyed[64], own[64] = "";
     snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(open_srv));
     snprintf(keyed, sizeof keyed, "http://127.0.0.1:%d/v1", cinfer_http_server_port(keyed_srv));
+    if (own_srv)
+        snprintf(own, sizeof own, "http://127.0.0.1:%d/v1", cinfer_http_server_port(own_srv));
+    json_object_set_new(json_object_get(chat, "ownTemplate"), "baseURL", json_string(own));
     json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o}", "baseURL", base, "keyedBaseURL", keyed,
                             "apiKey", API_KEY, "model", cinfer_http_server_model_name(open_srv), "maxModelLen",
                             server_info.max_request_len, "maxTokens", MAX_TOKENS, "vocabSize", (int)info.vocab_size,
                             "prompts", refs, "chat", chat);
     ck_assert_ptr_nonnull(cfg);
-    cinfer_test_make_tmp_dir("http-openai");
     const char *cfg_path = cinfer_test_tmp_path("config.json");
     ck_assert_int_eq(json_dump_file(cfg, cfg_path, JSON_INDENT(1)), 0);
     json_decref(cfg);
@@ -201,6 +266,7 @@ START_TEST(official_client_sees_the_engine_answers)
     int rc = cinfer_test_run(cmd, out, sizeof out);
     fputs(out, stdout);
 
+    cinfer_http_server_stop(&own_srv);
     cinfer_http_server_stop(&keyed_srv);
     cinfer_http_server_stop(&open_srv);
     ck_assert_ptr_null(open_srv);
@@ -217,7 +283,7 @@ START_TEST(official_client_sees_the_engine_answers)
     ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
     int passed = (int)json_integer_value(json_object_get(summary, "passed"));
     size_t failed = json_array_size(json_object_get(summary, "failed"));
-    int expected = renderer ? 25 : 20;
+    int expected = renderer ? 27 : 20;
     printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
     json_decref(summary);
     ck_assert_int_eq(rc, 0);
@@ -238,6 +304,7 @@ static Suite *suite_http_openai(void)
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* check's forked child leaves without flushing */
     FILE *f = fopen(CLIENT_DIR "/SKIP", "r");
     if (f || access(CLIENT_DIR "/openai_api.mjs", R_OK) != 0) {
         char why[512] = "the fixture test_http_openai_client_setup has not run";

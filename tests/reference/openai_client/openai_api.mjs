@@ -327,6 +327,31 @@ if (cfg.chat.renderer) {
     'messages');
     assert.match(e.message, /image_url.*not supported/);
   });
+  await check('chat: continue_final_message carries on the last assistant message', async () => {
+    const messages = [...cfg.chat.messages, { role: 'assistant', content: cfg.chat.continueWith }];
+    const r = await client.chat.completions.create({ ...chat, messages, continue_final_message: true,
+                                                     add_generation_prompt: false });
+    assert.equal(r.usage.prompt_tokens, cfg.chat.continued.promptTokens);
+    assert.equal(r.choices[0].message.content, cfg.chat.continued.greedyText);
+  });
+
+  await check('chat: own template sees bos_token once, tools, developer as system, joined parts, kwargs', async () => {
+    const own = new OpenAI({ baseURL: cfg.chat.ownTemplate.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const params = {
+      model: cfg.model, temperature: 0, max_tokens: M,
+      messages: [{ role: 'developer', content: 'Be brief.' },
+                 { role: 'user', content: [{ type: 'text', text: 'Hi' }, { type: 'text', text: 'there' }] }],
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }],
+      chat_template_kwargs: { enable_thinking: true },
+    };
+    const r = await own.chat.completions.create(params);
+    assert.equal(r.usage.prompt_tokens, cfg.chat.ownTemplate.promptTokens);
+    assert.equal(r.choices[0].message.content, cfg.chat.ownTemplate.greedyText);
+    const none = await own.chat.completions.create({ ...params, tool_choice: 'none' });
+    assert.equal(none.usage.prompt_tokens, cfg.chat.ownTemplate.promptTokensNoTools);
+    await expectError(OpenAI.BadRequestError, 400, () => own.chat.completions.create({ ...params, tool_choice: 'required' }),
+                      'tool_choice');
+  });
 } else {
   await check('chat: without a chat template renderer the request is refused with 400', async () => {
     const e = await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
