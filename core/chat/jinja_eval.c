@@ -613,7 +613,8 @@ static int apply_filter_node(struct jinja_rt *rt, const struct jinja_node *at, s
 {
     if (filter->kind == N_IDENT)
         return jinja_apply_filter(rt, at, operand, filter->str, false, NULL, 0, out);
-    if (filter->a->kind != N_IDENT)
+    /* {% filter 0 %} parses (any primary) and fails only when it runs */
+    if (filter->kind != N_CALL || filter->a->kind != N_IDENT)
         return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown filter: not a name");
     struct jstr name = filter->a->str;
     bool attr_filter = (name.n == 10 && (!memcmp(name.p, "selectattr", 10) || !memcmp(name.p, "rejectattr", 10)));
