@@ -674,10 +674,25 @@ START_TEST(queue_full_then_engine_down)
     wait_exit(&h1);
     wait_exit(&h2);
 
-    /* The scheduler killed: generation answers 503, as do the health checks. */
+    /* The scheduler killed: a stream in flight ends with an error event and [DONE];
+     * generation answers 503 afterwards, as do the health checks. */
+    snprintf(body, sizeof body, long_stream, "doomed", LONG_TOKENS);
+    struct background doomed = curl_background("doomed", body);
+    wait_first_bytes(&doomed);
     struct cinfer_server_info info = server_info();
     ck_assert_int_ge(info.n_workers, 2);
     kill(info.worker_pids[1], SIGKILL); /* detokenizer first, then scheduler tp0 */
+    ck_assert_int_eq(wait_exit(&doomed), 0);
+    char *out = slurp(doomed.out);
+    json_t *events = sse_events(out);
+    const json_t *error = json_object_get(last_event(events), "error");
+    ck_assert_msg(json_is_object(error), "the stream cut by the dead scheduler does not end with an error event: %s",
+                  out);
+    ck_assert_str_eq(json_string_value(json_object_get(error, "type")), "service_unavailable");
+    printf("engine down mid-stream: %zu events, then %s\n", json_array_size(events) - 1,
+           json_string_value(json_object_get(error, "message")));
+    json_decref(events);
+    free(out);
     deadline = now_s() + 10;
     for (;;) {
         r = curl("POST", "/generate", "{\"text\": \"a\"}");
