@@ -31,7 +31,7 @@ type=${CINFER_BENCH_TYPE:-q8_0}
 threads=${CINFER_BENCH_THREADS:-2}
 
 mkdir -p "$build"
-cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+cmake -S . -B "$build" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target bench_serving >"$build/build-serving.log" 2>&1 ||
   { grep -E 'error' "$build/build-serving.log" | head -20; exit 1; }
 bench=$build/bin/bench_serving
