@@ -28,6 +28,10 @@ void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, cons
                       enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 #define CINFER_GEMV_MAX_ROWS 2
 
+/* One row of k activations to Q8_0's int16 blocks, the same numbers as the scalar
+ * quantizer (prepare_scalar.c). */
+void cinfer_prepare_q8_avx512(const float *x, int k, struct cinfer_kernel_xblock *out);
+
 /* Rows of x handled together by one SIMD tile, and the block of activations rows kept
  * hot in cache while weight rows stream past. */
 #define CINFER_MATMUL_TILE_ROWS 4

@@ -1,11 +1,12 @@
-/* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights,
+/* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights
+ * (at the AVX-512 level by prepare_avx512.c, to the same numbers),
  * and rounded to bf16 for BF16 weights (used where the CPU has vdpbf16ps).
  * Rounding is to nearest (even on ties) by the 1.5 * 2^23 trick, which needs no libm
  * call and vectorizes. */
 #include <math.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "kernels_impl.h"
 
 #define ROUNDING_MAGIC 12582912.0f /* 1.5 * 2^23: adding it leaves an integer in the low bits */
 
@@ -67,6 +68,11 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
         return;
     struct cinfer_kernel_xblock *blocks = prepared;
     int per_row = k / CINFER_KERNEL_Q8_BLOCK;
-    for (int i = i0; i < i1; i++)
-        quantize_row_q16(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
+    int simd = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
+    for (int i = i0; i < i1; i++) {
+        if (simd)
+            cinfer_prepare_q8_avx512(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
+        else
+            quantize_row_q16(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
+    }
 }

@@ -217,7 +217,9 @@ START_TEST(q8_activation_quantizer)
     for (int i = 64; i < 96; i++) /* an all-zero block */
         x[i] = 0.0f;
     struct cinfer_kernel_xblock q[3];
+    cinfer_kernels_force_level(CINFER_KERNEL_SCALAR);
     cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, x, 96, 0, 1, q);
+    restore_level();
     for (int b = 0; b < 3; b++) {
         float amax = 0;
         for (int i = 0; i < 32; i++)
@@ -236,6 +238,32 @@ START_TEST(q8_activation_quantizer)
         }
     }
     ck_assert_int_eq(q[1].q[8], 0);
+
+    /* every level gives the scalar quantizer's numbers, bit for bit (rows of 576, with
+     * ties and values at the block maximum) */
+    enum { K = 576, ROWS = 3 };
+    float xr[ROWS * K];
+    fill_uniform(xr, ROWS * K, 4.0f, &rng);
+    xr[10] = 4.0f;  /* the block maximum */
+    xr[11] = -4.0f; /* and its negative */
+    xr[64] = 32767.0f; /* d = 1: x / d exactly half-way below, ties to even */
+    for (int i = 65; i < 96; i++)
+        xr[i] = (float)(i - 80) + 0.5f;
+    struct cinfer_kernel_xblock want[ROWS * K / 32], got[ROWS * K / 32];
+    cinfer_kernels_force_level(CINFER_KERNEL_SCALAR);
+    cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, xr, K, 0, ROWS, want);
+    FOR_EACH_LEVEL(level)
+    {
+        memset(got, 0xa5, sizeof got);
+        cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, xr, K, 0, ROWS, got);
+        for (int b = 0; b < ROWS * K / 32; b++) {
+            ck_assert_msg(got[b].d == want[b].d, "%s block %d: d %g vs %g", cinfer_kernels_level_name(level), b,
+                          (double)got[b].d, (double)want[b].d);
+            ck_assert_msg(memcmp(got[b].q, want[b].q, sizeof want[b].q) == 0, "%s block %d: q differs",
+                          cinfer_kernels_level_name(level), b);
+        }
+    }
+    restore_level();
 }
 END_TEST
 
