@@ -201,6 +201,35 @@ await check('completion: SGLang extras (top_k, min_p, repetition_penalty, min_to
   assert.equal(r.choices[0].text, P1.greedyText, 'top_k 1 is greedy; a neutral penalty changes nothing');
 });
 
+await check('completion: leaving a stream of 3 choices aborts all 3 in the engine', async () => {
+  const root = cfg.baseURL.replace(/\/v1$/, '');
+  const info = async () => (await fetch(`${root}/get_server_info`)).json();
+  const aborts = async () => {
+    const text = await (await fetch(`${root}/metrics`)).text();
+    return Number(/^cinfer_requests_total\{finish_reason="abort"\} (\d+)/m.exec(text)?.[1] ?? NaN);
+  };
+  const abortsBefore = await aborts();
+  const stream = await client.completions.create({ ...greedy, prompt: P1.text, n: 3, ignore_eos: true,
+                                                   max_tokens: cfg.maxModelLen - P1.promptTokens - 1, stream: true });
+  let chunks = 0, running = 0;
+  for await (const chunk of stream) {
+    void chunk;
+    if (++chunks === 3) running = (await info()).running_requests;
+    if (chunks === 6) break; // the client closes the connection
+  }
+  assert.equal(running, 3, 'all three choices ran while streaming');
+  const t0 = Date.now();
+  let now;
+  do {
+    now = await info();
+  } while ((now.running_requests || now.queued_requests) && Date.now() - t0 < 5000 &&
+           (await new Promise((r) => setTimeout(r, 10)), true));
+  assert.equal(now.running_requests, 0);
+  assert.equal(now.queued_requests, 0);
+  figures.abort_to_idle_ms = Date.now() - t0;
+  assert.equal(await aborts(), abortsBefore + 3, 'three requests finished as aborted');
+});
+
 // ---- errors ---------------------------------------------------------------------------
 await check('errors: a field out of range is BadRequestError 400 naming the field', async () => {
   const e = await expectError(OpenAI.BadRequestError, 400,
