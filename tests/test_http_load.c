@@ -8,13 +8,15 @@
  * Memory: glibc keeps memory it has freed (per-thread arenas, trimmed only above
  * M_TRIM_THRESHOLD; cached thread stacks) and libmicrohttpd runs a thread per
  * connection, so RSS after a burst of 500 connections is not byte-equal to RSS before
- * it. The test therefore (1) runs a small warm-up before taking the baseline, (2)
- * allows MEMORY_TOLERANCE_MB over it after the load (measured: about 11 MB stays, the
- * malloc arenas of the connection threads), and (3) requires the second wave
- * to leave the server no bigger than the first did (plus LEAK_TOLERANCE_MB): a leak of
- * even 1 KiB per request would add 500 KiB per wave and show in (3) long before (2).
- * Under AddressSanitizer RSS is not checked (its allocator keeps freed memory); the
- * server's LeakSanitizer check at exit is the leak test there. */
+ * it. Measured on the default model: about 11 MB stays after the first wave, 1-3 MB
+ * more after the second, and from the fourth wave on RSS is flat (27.4, 30.0, 31.5,
+ * 32.2, 32.5, 32.5 MB after waves 1-6): arena fragmentation that saturates, not a leak.
+ * The test therefore (1) runs a small warm-up before taking the baseline, (2) allows
+ * MEMORY_TOLERANCE_MB over it after the load, and (3) allows the second wave to add at
+ * most LEAK_TOLERANCE_MB to what the first left, which a leak of 12 KiB or more per
+ * request would exceed. Smaller leaks are LeakSanitizer's to find: under
+ * AddressSanitizer RSS is not checked (its allocator keeps freed memory) and the
+ * server's own leak check at exit makes its exit status non-zero, which fails the test. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -52,7 +54,7 @@ extern char **environ;
 #define MAX_NEW_TOKENS_TEXT "12"
 #define DEADLINE_S 90.0
 #define MEMORY_TOLERANCE_MB 24.0
-#define LEAK_TOLERANCE_MB 4.0
+#define LEAK_TOLERANCE_MB 6.0
 
 static pid_t server_pid;
 static int port;
