@@ -88,7 +88,9 @@ void openai_handle_chat_completions(const struct http_request *req)
         free(text);
         return;
     }
-    r.prompts = calloc(1, sizeof *r.prompts);
+    if (!text && !(text = calloc(1, 1))) /* an empty rendering */
+        len = 0;
+    r.prompts = text ? calloc(1, sizeof *r.prompts) : NULL;
     if (!r.prompts) {
         http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the prompt");
     } else {
