@@ -62,6 +62,9 @@ int native_rid_abort(struct cinfer_engine *engine, const char *rid);
 /* A fresh rid as SGLang makes one: 32 lowercase hex digits of randomness. */
 void native_rid_new(char out[NATIVE_RID_BYTES]);
 
+/* 200 with body, or 500 when body is NULL (jansson ran out of memory building it). */
+void native_reply_ok(struct http_conn *c, json_t *body);
+
 /* ---- limits ------------------------------------------------------------------------ */
 /* The engine's limits that never change while it runs, asked once per engine. */
 struct native_limits {

@@ -51,6 +51,14 @@ int native_engine_limits(struct cinfer_engine *engine, struct native_limits *out
     return CINFER_OK;
 }
 
+void native_reply_ok(struct http_conn *c, json_t *body)
+{
+    if (body)
+        http_reply_json(c, 200, body);
+    else
+        http_reply_error(c, 500, "internal_error", NULL, "out of memory building the answer");
+}
+
 /* ---- /get_server_info -------------------------------------------------------------- */
 /* "--max-running-requests" -> "max_running_requests", SGLang's server-args spelling. */
 static void arg_key(const struct option *opt, char *out, size_t out_bytes)
@@ -141,7 +149,7 @@ void native_handle_server_info(const struct http_request *req)
     }
     json_object_set_new(o, "run_dir", json_string(info.run_dir));
     json_object_set_new(o, "created", json_integer(req->ctx->created_unix_s));
-    http_reply_json(req->conn, 200, o);
+    native_reply_ok(req->conn, o);
 }
 
 /* ---- /flush_cache ------------------------------------------------------------------ */
@@ -184,7 +192,7 @@ void native_handle_abort_request(const struct http_request *req)
     int n = native_rid_abort(req->ctx->engine, all ? NULL : rid);
     json_t *o = json_pack("{s:s?, s:i}", "rid", all ? NULL : rid, "aborted", n);
     json_decref(body);
-    http_reply_json(req->conn, 200, o);
+    native_reply_ok(req->conn, o);
 }
 
 /* ---- /health_generate -------------------------------------------------------------- */
@@ -240,7 +248,7 @@ void native_handle_health_generate(const struct http_request *req)
         http_reply_error(req->conn, 503, "service_unavailable", NULL, "health_generate failed: %s", err.message);
         return;
     }
-    http_reply_json(req->conn, 200,
+    native_reply_ok(req->conn,
                     json_pack("{s:b, s:i, s:f}", "healthy", 1, "generated_tokens", chunk.completion_tokens,
                               "latency_s", now_s() - start));
 }

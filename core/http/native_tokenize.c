@@ -95,7 +95,7 @@ void native_handle_tokenize(const struct http_request *req)
                          prompt ? http_json_type_words(prompt) : "none");
         goto out;
     }
-    http_reply_json(req->conn, 200, answer);
+    native_reply_ok(req->conn, answer);
 out:
     json_decref(body);
 }
@@ -181,7 +181,7 @@ void native_handle_detokenize(const struct http_request *req)
             goto out;
         answer = json_pack("{s:o}", "text", text);
     }
-    http_reply_json(req->conn, 200, answer);
+    native_reply_ok(req->conn, answer);
 out:
     json_decref(body);
 }
