@@ -393,12 +393,19 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
     }
     free(ref_text);
 
+    struct reply one;
     /* A list of prompts with n = 2 and a seed: four answers, each choice reproducible alone. */
     r = curl("POST", "/generate",
              "{\"text\": [\"And God said\", \"The LORD is\"], \"sampling_params\": {\"max_new_tokens\": 8, \"n\": 2,"
              " \"temperature\": 0.9, \"sampling_seed\": 7}}");
     ck_assert_msg(r.status == 200 && json_array_size(r.json) == 4, "%d %s", r.status, r.body);
-    struct reply one = curl("POST", "/generate",
+    /* one rid for a whole list names all of it */
+    one = curl("POST", "/generate", "{\"text\": [\"a\", \"b\"], \"rid\": \"both\", \"sampling_params\": {\"max_new_tokens\": 2}}");
+    ck_assert_msg(one.status == 200 && json_array_size(one.json) == 2, "%d %s", one.status, one.body);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(one.json, 1), "meta_info"), "id")),
+                     "both");
+    reply_free(&one);
+    one = curl("POST", "/generate",
                             "{\"text\": \"The LORD is\", \"sampling_params\": {\"max_new_tokens\": 8,"
                             " \"temperature\": 0.9, \"sampling_seed\": 8}}");
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(r.json, 3), "index")), 3);
@@ -503,7 +510,10 @@ START_TEST(abort_by_rid_and_by_disconnect)
     snprintf(body, sizeof body, long_stream, "long-abort", LONG_TOKENS);
     struct background b = curl_background("abort", body);
     wait_first_bytes(&b);
-    struct reply r = curl("POST", "/flush_cache", NULL); /* a request is running: refused, with the reason */
+    struct reply r = curl("POST", "/generate", "{\"text\": \"a\", \"rid\": \"long-abort\"}");
+    assert_error(&r, 400, "invalid_request_error", "rid", (const char *const[]){"already in flight", NULL});
+    reply_free(&r);
+    r = curl("POST", "/flush_cache", NULL); /* a request is running: refused, with the reason */
     ck_assert_msg(r.status == 400, "flush_cache while running: %d %s", r.status, r.body);
     reply_free(&r);
     r = curl("POST", "/abort_request", "{\"rid\": \"long-abort\"}");

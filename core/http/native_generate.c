@@ -231,6 +231,27 @@ static int prepare_prompts(const struct http_request *req, struct native_generat
     return 0;
 }
 
+/* Registers the rids: one entry per prompt, or one for the whole list when the client
+ * gave a single rid for all of its prompts. Returns 0 or -1 after replying. */
+static int register_rids(const struct http_request *req, struct run *r, const uint64_t *engine_ids)
+{
+    const struct native_generate_spec *spec = &r->spec;
+    size_t n = (size_t)spec->n;
+    int shared = spec->n_prompts > 1 && spec->prompts[0].rid && spec->prompts[0].rid == spec->prompts[1].rid;
+    for (size_t p = 0; p < (shared ? 1 : spec->n_prompts); p++) {
+        int rc = native_rid_register(r->ctx->engine, r->rids[p], engine_ids + p * n, shared ? r->n_slots : n);
+        if (rc == CINFER_ERR_STATE)
+            return http_field_error(req, "rid", "\"%s\" is already in flight; a rid names one request at a time",
+                                    r->rids[p]);
+        if (rc) {
+            http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory registering rid %s", r->rids[p]);
+            return -1;
+        }
+        r->rid_registered[p] = 1;
+    }
+    return 0;
+}
+
 /* Starts every generation and registers the rids. Returns 0 or -1 after replying. */
 static int start_all(const struct http_request *req, struct run *r)
 {
@@ -239,7 +260,7 @@ static int start_all(const struct http_request *req, struct run *r)
     r->slots = calloc(r->n_slots, sizeof *r->slots);
     r->rids = calloc(spec->n_prompts, sizeof *r->rids);
     r->rid_registered = calloc(spec->n_prompts, sizeof *r->rid_registered);
-    uint64_t *engine_ids = calloc((size_t)spec->n, sizeof *engine_ids);
+    uint64_t *engine_ids = calloc(r->n_slots, sizeof *engine_ids);
     if (!r->slots || !r->rids || !r->rid_registered || !engine_ids) {
         free(engine_ids);
         r->n_slots = 0;
@@ -253,9 +274,10 @@ static int start_all(const struct http_request *req, struct run *r)
         else
             native_rid_new(r->rids[p]);
         for (int c = 0; c < spec->n; c++) {
-            struct slot *s = &r->slots[p * (size_t)spec->n + (size_t)c];
+            size_t i = p * (size_t)spec->n + (size_t)c;
+            struct slot *s = &r->slots[i];
             s->rid = r->rids[p];
-            s->index = (int)(p * (size_t)spec->n + (size_t)c);
+            s->index = (int)i;
             if (spec->return_logprob) {
                 s->token_logprobs = json_array();
                 if (spec->top_logprobs_num > 0)
@@ -272,21 +294,12 @@ static int start_all(const struct http_request *req, struct run *r)
                 http_reply_engine_error(req->conn, &err);
                 return -1;
             }
-            engine_ids[c] = http_generation_request_id(s->g);
+            engine_ids[i] = http_generation_request_id(s->g);
         }
-        int rc = native_rid_register(r->ctx->engine, r->rids[p], engine_ids, (size_t)spec->n);
-        if (rc) {
-            free(engine_ids);
-            if (rc == CINFER_ERR_STATE)
-                return http_field_error(req, "rid", "\"%s\" is already in flight; a rid names one request at a time",
-                                        r->rids[p]);
-            http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory registering rid %s", r->rids[p]);
-            return -1;
-        }
-        r->rid_registered[p] = 1;
     }
+    int rc = register_rids(req, r, engine_ids);
     free(engine_ids);
-    return 0;
+    return rc;
 }
 
 /* Waits for the slot's next chunk up to timeout_ms (-1: no limit) and absorbs it. */
