@@ -163,7 +163,15 @@ void native_handle_flush_cache(const struct http_request *req)
         static const char done[] = "Cache flushed.\n";
         http_reply_text(req->conn, 200, "text/plain; charset=utf-8", done, sizeof done - 1);
     } else if (rc == CINFER_ERR_STATE) {
-        http_reply_error(req->conn, 400, "invalid_request_error", NULL, "cache not flushed: %s", err.message);
+        /* The scheduler's refusal arrives as its RPC answer, {"flushed":false,"error":"..."}:
+         * give the person the sentence inside. */
+        const char *brace = strchr(err.message, '{');
+        json_error_t jerr;
+        json_t *answer = brace ? json_loads(brace, 0, &jerr) : NULL;
+        const char *why = json_string_value(json_object_get(answer, "error"));
+        http_reply_error(req->conn, 400, "invalid_request_error", NULL, "cache not flushed: %s",
+                         why ? why : err.message);
+        json_decref(answer);
     } else {
         http_reply_engine_error(req->conn, &err);
     }
