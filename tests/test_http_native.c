@@ -690,9 +690,13 @@ START_TEST(queue_full_then_engine_down)
     snprintf(body, sizeof body, long_stream, "doomed", LONG_TOKENS);
     struct background doomed = curl_background("doomed", body);
     wait_first_bytes(&doomed);
-    struct cinfer_server_info info = server_info();
-    ck_assert_int_ge(info.n_workers, 2);
-    kill(info.worker_pids[1], SIGKILL); /* detokenizer first, then scheduler tp0 */
+    r = curl("GET", "/get_server_info", NULL);
+    const json_t *pids = json_object_get(r.json, "worker_pids");
+    ck_assert_uint_ge(json_array_size(pids), 2);
+    pid_t scheduler = (pid_t)json_integer_value(json_array_get(pids, 1)); /* detokenizer first, then scheduler tp0 */
+    reply_free(&r);
+    ck_assert_int_gt(scheduler, 0);
+    kill(scheduler, SIGKILL);
     ck_assert_int_eq(wait_exit(&doomed), 0);
     char *out = slurp(doomed.out);
     json_t *events = sse_events(out);
