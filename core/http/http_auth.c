@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/http_transport.h"
+#include "http/http_auth.h"
 
 static int equal_constant_time(const char *a, size_t a_len, const char *b, size_t b_len)
 {
@@ -31,10 +31,4 @@ int http_auth_header_ok(const char *h, const char *api_key)
     while (len && (token[len - 1] == ' ' || token[len - 1] == '\t'))
         len--;
     return equal_constant_time(token, len, api_key, strlen(api_key));
-}
-
-int http_auth_ok(struct MHD_Connection *mhd, const char *api_key)
-{
-    return http_auth_header_ok(MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                               api_key);
 }

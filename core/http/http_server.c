@@ -76,6 +76,12 @@ static void reply_too_large(struct http_conn *c, const char *declared)
                          "the request body is larger than server.max_request_body_bytes (%lld bytes)", limit);
 }
 
+static int auth_ok(struct MHD_Connection *mhd, const char *api_key)
+{
+    return http_auth_header_ok(MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                               api_key);
+}
+
 /* Decides from the headers alone; returns 1 when it answered (a refusal). */
 static int screen(struct http_conn *c, const char *url, const char *method)
 {
@@ -88,7 +94,7 @@ static int screen(struct http_conn *c, const char *url, const char *method)
     char allow[128];
     const struct http_route *route = http_route_find(url, method, &path_known, allow, sizeof allow);
     int needs_auth = route ? route->needs_auth : 1;
-    if (needs_auth && !http_auth_ok(c->mhd, srv->args.api_key)) {
+    if (needs_auth && !auth_ok(c->mhd, srv->args.api_key)) {
         int sent = MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
         http_reply_error_with_header(c, 401, "authentication_error", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
                                      sent ? "invalid API key in the Authorization header"

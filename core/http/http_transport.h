@@ -42,8 +42,6 @@ struct http_conn {
     size_t sse_sent;
 };
 
-/* http_auth.c: 1 when the request's Authorization header carries the key. */
-int http_auth_ok(struct MHD_Connection *mhd, const char *api_key);
 
 /* http_conn.c */
 double http_now_s(void);
