@@ -267,6 +267,15 @@ await check('errors: a prompt past the context is 400 with the numbers', async (
                     () => streamCompletion({ ...greedy, prompt: ids }), undefined);
 });
 
+await check('errors: more choices than the queue holds is 503 server_overloaded, and the engine recovers', async () => {
+  const e = await expectError(OpenAI.InternalServerError, 503,
+                              () => client.completions.create({ ...greedy, prompt: P1.text, n: 128, max_tokens: 4 }));
+  assert.equal(e.type, 'server_overloaded');
+  assert.match(e.message, /queue full/);
+  const r = await client.completions.create({ ...greedy, prompt: P1.text });
+  assert.equal(r.choices[0].text, P1.greedyText);
+});
+
 await check('errors: malformed JSON is 400 with its position', async () => {
   const res = await fetch(`${cfg.baseURL}/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
                                                           body: '{"prompt": "x",, }' });
