@@ -410,5 +410,29 @@ await check('chat: bad messages are BadRequestError naming messages', async () =
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 'response_format');
 });
 
+// Last, as it ends the engine: a lost worker makes every request 503 service_unavailable.
+await check('errors: with the scheduler killed, requests are 503 service_unavailable', async () => {
+  const root = cfg.baseURL.replace(/\/v1$/, '');
+  const info = await (await fetch(`${root}/get_server_info`)).json();
+  const scheduler = info.worker_pids[info.worker_pids.length - 1]; // detokenizer first, then the schedulers
+  process.kill(scheduler, 'SIGKILL');
+  const t0 = Date.now();
+  let e;
+  for (;;) {
+    try {
+      await client.completions.create({ ...greedy, prompt: P1.text, max_tokens: 1 });
+    } catch (err) {
+      e = err;
+      if (err.status === 503 || Date.now() - t0 > 10000) break;
+    }
+    if (Date.now() - t0 > 10000) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.ok(e instanceof OpenAI.InternalServerError, `got ${e?.constructor?.name}: ${e?.message}`);
+  assert.equal(e.status, 503);
+  assert.equal(e.type, 'service_unavailable');
+  figures.worker_loss_to_503_ms = Date.now() - t0;
+});
+
 console.log(JSON.stringify({ passed, failed, figures }));
 process.exit(failed.length ? 1 : 0);
