@@ -1,10 +1,14 @@
 /* The OpenAI-compatible API through the official OpenAI client (npm "openai", under
- * node): an engine on models/default and two HTTP servers in this process (one open,
- * one wanting an API key), references computed with the engine's C API (greedy text,
- * ids and logprobs of two prompts; the chat prompt as the model's template writes it,
- * by hand, and its greedy reply), then tests/reference/openai_client/openai_api.mjs
- * asserts what the client returns against them. Exits 77 (skip) where node or the
- * package is absent (the fixture test_http_openai_client_setup says why). */
+ * node): an engine on models/default and HTTP servers in this process (one open, one
+ * wanting an API key, one with a chat template of our own), references computed with
+ * the engine's C API (greedy text, ids and logprobs of two prompts; chat prompts as
+ * their templates write them, by hand, and their greedy replies), then
+ * tests/reference/openai_client/openai_api.mjs asserts what the client returns against
+ * them: completions and chat, streaming and not, n > 1, seeds, logprobs in both
+ * shapes, stop strings, usage, logit bias, a departing client, and every error as the
+ * client raises it (400 naming the field, 404, 401, 503 for a full queue and, last, a
+ * killed scheduler). Exits 77 (skip) where node or the package is absent (the fixture
+ * test_http_openai_client_setup says why). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
