@@ -2,7 +2,9 @@
  * socket where a client must hang up at an exact moment): /health; 404, 405 with Allow
  * and 401 in OpenAI's error shape; 413 for bodies over the limit, declared or chunked,
  * and the server still serving afterwards; 400 with the position of malformed JSON;
- * HTTPS with a certificate made by the openssl CLI; /metrics as valid Prometheus text
+ * HTTPS with a certificate made by the openssl CLI; --chat-template FILE used for chat
+ * (the prompt's token count is the engine tokenizer's on the text it must render) and
+ * a file that does not compile stopping the start; /metrics as valid Prometheus text
  * whose counters agree with what /generate reported; a client that hangs up mid-stream
  * aborts its request at once; /health turns 503 when the scheduler is killed; and
  * `cinfer serve` as a process: its listening line, SIGTERM, exit 0, nothing left. */
@@ -26,6 +28,7 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/http.h"
+#include "cinfer/tokenizer.h"
 #include "http/http_server.h"
 #include "support/engine_fixture.h"
 #include "support/procs.h"
@@ -316,6 +319,67 @@ START_TEST(https_with_a_self_signed_certificate)
     ck_assert_ptr_null(s.http);
     ck_assert_str_eq(err.message, "/nonexistent/key.pem: cannot read the server.ssl_keyfile (--ssl-keyfile) file: "
                                   "No such file or directory");
+    cinfer_engine_shutdown(&s.engine, 1000);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+/* ---- --chat-template ------------------------------------------------------------------ */
+
+static char template_path[400];
+
+static void with_template(struct cinfer_server_args *args)
+{
+    args->chat_template = strdup(template_path);
+}
+
+START_TEST(chat_template_file_overrides_the_model)
+{
+    if (!model)
+        return;
+    /* A template of our own: the prompt is exactly its text. */
+    snprintf(template_path, sizeof template_path, "%s", cinfer_test_tmp_path("chat.jinja"));
+    FILE *f = fopen(template_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}[assistant]", f);
+    fclose(f);
+    struct server s;
+    start(&s, with_template);
+    struct reply r;
+    curl(&r, "-H 'Content-Type: application/json' --data-binary '{\"model\": \"%s\", \"max_tokens\": 2, "
+             "\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}]}' "
+             "http://127.0.0.1:%d/v1/chat/completions",
+         cinfer_http_server_model_name(s.http), s.port);
+    ck_assert_msg(r.status == 200, "%d %.2000s", r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    int prompt_tokens = (int)json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+    json_decref(j);
+    /* The reference: the engine's own tokenizer on the text the template must give. */
+    const char *rendered = "[user] Once upon a time\n[assistant]";
+    const struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(s.engine);
+    struct cinfer_token_ids ids = {0};
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(tok->ops->encode(tok->tok, rendered, strlen(rendered), 0, &ids, &err), 0);
+    ck_assert_msg(prompt_tokens == (int)ids.len, "usage.prompt_tokens %d, the rendered text has %zu tokens",
+                  prompt_tokens, ids.len);
+    cinfer_token_ids_free(&ids);
+    stop(&s);
+
+    /* A file that does not compile stops the start, naming the file and the place. */
+    f = fopen(template_path, "w");
+    fputs("{% for m in messages %}{{ m.content }}", f);
+    fclose(f);
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.port = 0;
+    with_template(&args);
+    ck_assert_int_eq(cinfer_engine_create(&args, NULL, &s.engine, &err), 0);
+    ck_assert_int_ne(cinfer_http_server_start(s.engine, &args, &s.http, &err), 0);
+    ck_assert_ptr_null(s.http);
+    char want[1000];
+    snprintf(want, sizeof want, "--chat-template %s: %s:1:4: ", template_path, template_path);
+    ck_assert_msg(!strncmp(err.message, want, strlen(want)), "%s", err.message);
     cinfer_engine_shutdown(&s.engine, 1000);
     cinfer_server_args_free(&args);
 }
@@ -723,6 +787,7 @@ static Suite *suite_http_server(void)
     tcase_add_test(tc, api_key_is_checked_everywhere_but_health);
     tcase_add_test(tc, bodies_over_the_limit_get_413);
     tcase_add_test(tc, https_with_a_self_signed_certificate);
+    tcase_add_test(tc, chat_template_file_overrides_the_model);
     tcase_add_test(tc, metrics_are_prometheus_text_and_count_generations);
     tcase_add_test(tc, a_client_that_hangs_up_aborts_its_request);
     tcase_add_test(tc, health_turns_503_when_the_scheduler_dies);
