@@ -95,6 +95,9 @@ int openai_legacy_logprobs_append(json_t *obj, const struct cinfer_tokenizer_ctx
                 json_object_set_new(top, json_string_value(key), openai_logprob_value(lp[i].top_logprobs[k]));
             json_decref(key);
         }
+        /* OpenAI always reports the sampled token too: up to logprobs + 1 entries */
+        if (!json_object_get(top, json_string_value(text)))
+            json_object_set_new(top, json_string_value(text), openai_logprob_value(lp[i].logprob));
         size_t chars = utf8_chars(json_string_value(text));
         if (json_array_append_new(tokens, text) || json_array_append_new(values, openai_logprob_value(lp[i].logprob)) ||
             json_array_append_new(tops, top) || json_array_append_new(offsets, json_integer((json_int_t)*text_offset)))

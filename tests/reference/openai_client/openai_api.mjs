@@ -110,6 +110,11 @@ await check('completion: two prompts, two choices per prompt, indexes prompt*n+k
 await check('completion: stream text equals the JSON text; include_usage chunk; counts', async () => {
   const chunks = await streamCompletion({ ...greedy, prompt: P1.text, logprobs: 0,
                                           stream_options: { include_usage: true } });
+  for (const c of chunks)
+    for (const ch of c.choices)
+      for (let i = 0; i < (ch.logprobs?.tokens.length ?? 0); i++)
+        assert.deepEqual(ch.logprobs.top_logprobs[i], { [ch.logprobs.tokens[i]]: ch.logprobs.token_logprobs[i] },
+                         'logprobs 0: the sampled token alone');
   const { text, finish } = joinStream(chunks, 'text');
   assert.equal(text[0], P1.greedyText);
   assert.equal(finish[0], 'length');
@@ -143,7 +148,7 @@ await check('completion: legacy logprobs equal the C API and keep their shape', 
     assert.ok(Math.abs(lp.token_logprobs[i] - P1.logprobs[i]) <= 1e-5 * Math.max(1, Math.abs(P1.logprobs[i])),
               `token ${i}: ${lp.token_logprobs[i]} vs the C API's ${P1.logprobs[i]}`);
     const top = Object.entries(lp.top_logprobs[i]);
-    assert.ok(top.length >= 1 && top.length <= 2);
+    assert.ok(top.length >= 1 && top.length <= 3, 'the 2 likeliest and the sampled token');
     assert.equal(lp.top_logprobs[i][lp.tokens[i]], lp.token_logprobs[i], 'greedy: the sampled token is the top one');
     assert.ok(top.every(([, v]) => v <= lp.token_logprobs[i]));
     assert.equal(lp.text_offset[i], offset);
