@@ -288,11 +288,14 @@ static int start_all(const struct http_request *req, struct openai_run *run, str
 
 /* ---- streaming ------------------------------------------------------------------- */
 
+/* An error after the headers went out: OpenAI's error object as an event, with the
+ * status the request would have had as its code. */
 static int error_event(struct http_buffer *out, const struct cinfer_error *err)
 {
-    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", err->message, "type",
-                          err->code == CINFER_ERR_STATE ? "server_overloaded" : "internal_error", "param", "code",
-                          err->code);
+    const char *type = "internal_error";
+    int status = http_engine_error_status(err, &type);
+    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", err->message, "type", type, "param", "code",
+                          status);
     return e ? http_sse_event(out, e) : CINFER_ERR_NOMEM;
 }
 

@@ -415,12 +415,26 @@ await check('chat: bad messages are BadRequestError naming messages', async () =
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 'response_format');
 });
 
-// Last, as it ends the engine: a lost worker makes every request 503 service_unavailable.
-await check('errors: with the scheduler killed, requests are 503 service_unavailable', async () => {
+// Last, as it ends the engine: a lost worker ends a stream with an error event and
+// makes every later request 503 service_unavailable.
+await check('errors: with the scheduler killed, a stream ends in an error and requests are 503', async () => {
   const root = cfg.baseURL.replace(/\/v1$/, '');
   const info = await (await fetch(`${root}/get_server_info`)).json();
   const scheduler = info.worker_pids[info.worker_pids.length - 1]; // detokenizer first, then the schedulers
-  process.kill(scheduler, 'SIGKILL');
+  const stream = await client.completions.create({ ...greedy, prompt: P1.text, ignore_eos: true, stream: true,
+                                                   max_tokens: cfg.maxModelLen - P1.promptTokens - 1 });
+  let chunks = 0, streamError;
+  try {
+    for await (const chunk of stream) {
+      void chunk;
+      if (++chunks === 2) process.kill(scheduler, 'SIGKILL');
+    }
+  } catch (err) {
+    streamError = err;
+  }
+  assert.ok(streamError instanceof OpenAI.APIError, `the stream ended with ${streamError} after ${chunks} chunks`);
+  assert.equal(streamError.type, 'service_unavailable', streamError.message);
+  assert.match(streamError.message, /worker|healthy/);
   const t0 = Date.now();
   let e;
   for (;;) {
