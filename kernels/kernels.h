@@ -62,7 +62,8 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
  * from cinfer_kernel_prepare_rows) with vdpbf16ps, twice the products per instruction
  * of an FMA: bf16 x bf16 products are exact in f32, so the only extra error is x's
  * rounding (2^-9 relative per value, up to about 1e-2 in logits, as llama.cpp's bf16
- * path; issue 3's budget for 16-bit weights is 2e-2). Q8_0 weights (k a
+ * path; issue 3's budget for 16-bit weights is 2e-2); given no x_prepared they take
+ * the widening path, x unrounded. Q8_0 weights (k a
  * multiple of 32) multiply the activations prepared by cinfer_kernel_prepare_rows
  * (x_prepared) with integer dot products (int16 x int8). x_prepared is ignored for
  * F32 and F16. */

@@ -293,7 +293,9 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     job.chunk_rows = rows < 16 ? 16 : (rows + 15) / 16 * 16;
     for (int o = 0; o < n_outs; o++)
         job.first_chunk[o + 1] = job.first_chunk[o] + ((int)outs[o].w->rows + job.chunk_rows - 1) / job.chunk_rows;
-    size_t bytes = cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
+    /* BF16 weights without prepared x take the widening path: x unrounded */
+    size_t bytes =
+        outs[0].exact_x && job.wtype == CINFER_KW_BF16 ? 0 : cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
     if (bytes > 0) {
         if (bytes > be->prepared_bytes) {
             void *grown = realloc(be->prepared, bytes);
@@ -323,10 +325,12 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
 static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
                       struct cinfer_error *err)
 {
-    /* one call per run of outputs with the same weight type: they share x's preparation */
+    /* one call per run of outputs with the same weight type and exact_x: they share x's
+     * preparation */
     for (int first = 0, count; first < n_outs; first += count) {
         count = 1;
-        while (first + count < n_outs && count < MATMUL_MAX_OUTS && outs[first + count].w->type == outs[first].w->type)
+        while (first + count < n_outs && count < MATMUL_MAX_OUTS &&
+               outs[first + count].w->type == outs[first].w->type && outs[first + count].exact_x == outs[first].exact_x)
             count++;
         int rc = matmul_outs(state, x, n, outs + first, count, err);
         if (rc < 0)

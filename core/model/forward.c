@@ -93,9 +93,9 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     /* attention */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->attn_norm, c->rms_norm_eps); /* (T, hidden) */
     struct cinfer_backend_matmul_out qkv[3] = {
-        {&w->wq, w->bq, rt->q}, /* (T, heads * head_dim) */
-        {&w->wk, w->bk, rt->k}, /* (T, kv_heads * head_dim) */
-        {&w->wv, w->bv, rt->v}, /* (T, kv_heads * head_dim) */
+        {&w->wq, w->bq, rt->q, 0}, /* (T, heads * head_dim) */
+        {&w->wk, w->bk, rt->k, 0}, /* (T, kv_heads * head_dim) */
+        {&w->wv, w->bv, rt->v, 0}, /* (T, kv_heads * head_dim) */
     };
     if ((rc = ops->matmul(be, rt->xn, T, qkv, 3, err)) < 0)
         return rc;
@@ -111,7 +111,7 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,
                              c->num_kv_heads, rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj}; /* (T, hidden) */
+    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden) */
     if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
@@ -119,13 +119,13 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     /* SwiGLU MLP */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
     struct cinfer_backend_matmul_out gate_up[2] = {
-        {&w->w_gate, NULL, rt->gate}, /* (T, intermediate) */
-        {&w->w_up, NULL, rt->up},     /* (T, intermediate) */
+        {&w->w_gate, NULL, rt->gate, 0}, /* (T, intermediate) */
+        {&w->w_up, NULL, rt->up, 0},   /* (T, intermediate) */
     };
     if ((rc = ops->matmul(be, rt->xn, T, gate_up, 2, err)) < 0)
         return rc;
     ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
-    struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj}; /* (T, hidden) */
+    struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj, 0}; /* (T, hidden) */
     if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
@@ -146,7 +146,9 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
                       rt->x + (size_t)rt->logits_rows[first + i] * rt->hidden, hidden_bytes);
         ops->rmsnorm(be, rt->logits_x, rt->logits_x, n, rt->hidden, rt->output_norm,
                      rt->model->config.rms_norm_eps);                     /* (n, hidden) */
-        struct cinfer_backend_matmul_out head = {&rt->lm_head, NULL, rt->logits}; /* (n, vocab) */
+        /* (n, vocab); x unrounded: the logits decide greedy tokens, and this matmul is
+         * run for the asked rows only, so its speed hardly shows in prefill */
+        struct cinfer_backend_matmul_out head = {&rt->lm_head, NULL, rt->logits, 1};
         int rc = ops->matmul(be, rt->logits_x, n, &head, 1, err);
         if (rc < 0)
             return rc;

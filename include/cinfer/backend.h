@@ -78,6 +78,10 @@ struct cinfer_backend_matmul_out {
     const struct cinfer_backend_weight *w;
     const float *bias; /* NULL: none */
     float *y;
+    /* 1: x multiplies the weights unrounded even where the backend would round it for
+     * speed (the CPU's bf16 dot products): the logits, whose near-ties decide greedy
+     * tokens. 0 (default): the backend's fastest arithmetic within its error bound. */
+    int exact_x;
 };
 
 struct cinfer_backend_ops {

@@ -166,7 +166,7 @@ int main(int argc, char **argv)
     for (int type = 0; type < 4 && !decode_only; type++) {
         struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
                                            cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
-        struct cinfer_backend_matmul_out out = {&wt, NULL, y};
+        struct cinfer_backend_matmul_out out = {&wt, NULL, y, 0};
         size_t bytes = wt.row_bytes * (size_t)m;
         const int decode_n[] = {1, 4, 8};
         for (size_t d = 0; d < 3; d++) {
