@@ -25,7 +25,6 @@ void openai_handle_completions(const struct http_request *req)
             openai_request_free(&r);
             return;
         }
-        r.prompts[i].text = NULL;
     }
     openai_run(req, &r);
 }

@@ -23,7 +23,8 @@ static int field_present(const json_t *body, const char *name)
 
 /* Fields whose meaning this server does not implement: a clear 400 beats output that
  * silently ignores what the client asked for. */
-static int refuse_unsupported(const struct http_request *req, const json_t *body, enum openai_kind kind)
+static int refuse_unsupported(const struct http_request *req, const json_t *body, enum openai_kind kind,
+                              struct openai_request *out)
 {
     static const struct {
         const char *name;
@@ -37,12 +38,12 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (field_present(body, never[i].name))
             return http_field_error(req, never[i].name, "%s; leave it out", never[i].why);
-    int echo = 0;
-    if (http_field_bool(req, body, "echo", &echo) < 0)
+    if (kind == OPENAI_COMPLETIONS && http_field_bool(req, body, "echo", &out->echo) < 0)
         return -1;
-    if (echo)
-        return http_field_error(req, "echo", "echo is not supported by this server (the prompt is not repeated "
-                                             "in the output); leave it out or set it to false");
+    /* echo with logprobs would need the prompt's logprobs, which are not computed */
+    if (out->echo && field_present(body, "logprobs"))
+        return http_field_error(req, "echo", "echo together with logprobs is not supported by this server (the "
+                                             "prompt's logprobs are not computed); drop one of them");
     if (kind == OPENAI_CHAT) {
         const json_t *fmt = NULL;
         int rc = http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
@@ -570,7 +571,7 @@ int openai_request_parse(const struct http_request *req, json_t *body, enum open
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->body = body;
-    if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind) < 0 ||
+    if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind, out) < 0 ||
         read_response_options(req, body, out) < 0 || read_sampling(req, body, kind, vocab_size, out) < 0 ||
         (kind == OPENAI_COMPLETIONS ? read_prompts(req, body, vocab_size, out) : read_chat(req, body, out)) < 0) {
         openai_request_free(out);

@@ -26,7 +26,8 @@ enum openai_kind {
 #define OPENAI_MAX_PROMPTS 256
 #define OPENAI_MAX_GENERATIONS 512
 
-/* One prompt: text (borrowed from the body, may hold NUL) or token ids (owned). */
+/* One prompt: text (borrowed from the body, may hold NUL) or token ids (owned); a
+ * text prompt keeps its text once tokenized (for echo). */
 struct openai_prompt {
     const char *text;
     size_t text_len;
@@ -44,6 +45,7 @@ struct openai_request {
     /* completions: logprobs 0..5 as legacy {tokens, token_logprobs, top_logprobs,
      * text_offset} (want_logprobs set); chat: logprobs true plus top_logprobs 0..20 */
     int want_logprobs;
+    int echo;                              /* completions: the prompt's text before each choice's text */
     /* completions */
     struct openai_prompt *prompts;         /* (n_prompts) */
     size_t n_prompts;

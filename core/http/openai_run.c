@@ -24,6 +24,7 @@ struct openai_choice {
     int prompt_tokens;
     int completion_tokens;
     int role_sent;                /* chat stream: the {"role": "assistant"} delta went out */
+    int echoed;                   /* completions stream with echo: the prompt went out */
 };
 
 struct openai_run {
@@ -92,6 +93,25 @@ static void run_free(struct openai_run *run)
 }
 
 /* ---- JSON of choices and chunks --------------------------------------------------- */
+
+/* echo: the prompt as text, a token-id prompt decoded; appended to out. */
+static int append_prompt_text(const struct openai_run *run, size_t p, struct http_buffer *out)
+{
+    const struct openai_prompt *pr = &run->r.prompts[p];
+    if (pr->text)
+        return http_buffer_append(out, pr->text, pr->text_len);
+    const struct cinfer_tokenizer_ctx *tok = run->ctx->tokenizer;
+    char *text = NULL;
+    size_t len = 0;
+    struct cinfer_error err = {0};
+    int rc = tok ? tok->ops->decode(tok->tok, pr->ids, pr->n_ids, run->r.sampling.skip_special_tokens, &text, &len,
+                                    &err)
+                 : CINFER_ERR_STATE;
+    if (rc == CINFER_OK)
+        rc = http_buffer_append(out, text, len);
+    free(text);
+    return rc;
+}
 
 static json_t *matched_stop_json(const struct openai_choice *c)
 {
@@ -182,8 +202,20 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
         }
     }
     int last = ch->finish_reason != CINFER_FINISH_NONE;
-    if (!last && ch->text_len == 0 && json_is_null(logprobs))
+    int echo_now = run->r.echo && !c->echoed;
+    if (!last && ch->text_len == 0 && json_is_null(logprobs) && !echo_now)
         return CINFER_OK; /* nothing to say yet (a character still being spelled) */
+    struct http_buffer echoed = {0}; /* the prompt, then this chunk's text */
+    if (echo_now) {
+        c->echoed = 1;
+        if (append_prompt_text(run, c->prompt, &echoed) || http_buffer_append(&echoed, ch->text, ch->text_len)) {
+            free(echoed.data);
+            json_decref(logprobs);
+            return CINFER_ERR_NOMEM;
+        }
+    }
+    const char *text = echo_now ? echoed.data : ch->text;
+    size_t text_len = echo_now ? echoed.len : ch->text_len;
     json_t *choice;
     if (chat) {
         json_t *delta = json_object();
@@ -192,9 +224,10 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
         choice = json_pack("{s:I, s:o, s:o, s:o}", "index", (json_int_t)c->index, "delta", delta, "logprobs", logprobs,
                            "finish_reason", finish_json(c));
     } else {
-        choice = json_pack("{s:I, s:s#, s:o, s:o}", "index", (json_int_t)c->index, "text", ch->text,
-                           (int)ch->text_len, "logprobs", logprobs, "finish_reason", finish_json(c));
+        choice = json_pack("{s:I, s:s#, s:o, s:o}", "index", (json_int_t)c->index, "text", text ? text : "",
+                           (int)text_len, "logprobs", logprobs, "finish_reason", finish_json(c));
     }
+    free(echoed.data);
     if (choice && last)
         json_object_set_new(choice, "matched_stop", matched_stop_json(c));
     json_t *event = choice ? envelope(run, chat ? "chat.completion.chunk" : "text_completion", json_pack("[o]", choice))
@@ -269,6 +302,8 @@ static int start_all(const struct http_request *req, struct openai_run *run, str
             c->index = (int)(p * (size_t)r->n + (size_t)k);
             c->prompt = p;
             c->prompt_tokens = (int)r->prompts[p].n_ids;
+            if (r->echo && !r->stream && append_prompt_text(run, p, &c->text))
+                return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory echoing prompt %zu", p);
             struct cinfer_generate_request g = {.input_ids = r->prompts[p].ids,
                                                 .n_input_ids = r->prompts[p].n_ids,
                                                 .sampling = r->sampling,

@@ -169,6 +169,15 @@ await check('completion: stop string ends the text before it, finish "stop", mat
   assert.equal(s.finish[0], 'stop');
 });
 
+await check('completion: echo puts the prompt before the text (JSON and stream, text and token ids)', async () => {
+  const r = await client.completions.create({ ...greedy, prompt: [P1.text, P2.ids], echo: true });
+  assert.equal(r.choices[0].text, P1.text + P1.greedyText);
+  assert.equal(r.choices[1].text, P2.text + P2.greedyText);
+  assert.equal(r.usage.completion_tokens, P1.greedyIds.length + P2.greedyIds.length);
+  const s = joinStream(await streamCompletion({ ...greedy, prompt: [P1.text, P2.ids], echo: true, n: 2 }), 'text');
+  assert.deepEqual(s.text, { 0: r.choices[0].text, 1: r.choices[0].text, 2: r.choices[1].text, 3: r.choices[1].text });
+});
+
 await check('completion: max_tokens 3 finishes "length" after 3 tokens', async () => {
   const r = await client.completions.create({ ...greedy, prompt: P2.text, max_tokens: 3 });
   assert.equal(r.choices[0].finish_reason, 'length');
@@ -251,11 +260,14 @@ await check('errors: a field out of range is BadRequestError 400 naming the fiel
 });
 
 await check('errors: unsupported fields are refused by name', async () => {
-  for (const [field, value] of [['echo', true], ['suffix', 'x'], ['best_of', 3]]) {
+  for (const [field, value] of [['suffix', 'x'], ['best_of', 3]]) {
     const e = await expectError(OpenAI.BadRequestError, 400,
                                 () => client.completions.create({ ...greedy, prompt: 'x', [field]: value }), field);
     assert.match(e.message, new RegExp(field));
   }
+  const e = await expectError(OpenAI.BadRequestError, 400,
+                              () => client.completions.create({ ...greedy, prompt: 'x', echo: true, logprobs: 1 }), 'echo');
+  assert.match(e.message, /echo together with logprobs/);
 });
 
 await check('errors: an unknown model is NotFoundError 404', async () => {
