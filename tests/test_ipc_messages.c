@@ -103,6 +103,34 @@ START_TEST(tokens_and_text_round_trip)
 }
 END_TEST
 
+/* The decoder's size bound must admit the smallest real item: an abort (no ids, no
+ * error, no logprobs) riding in a frame with other requests' tokens. */
+START_TEST(frames_of_smallest_items_decode)
+{
+    int32_t one[] = {42};
+    struct cinfer_token_item items[9];
+    for (uint32_t k = 1; k < 9; k++) {
+        for (uint32_t i = 0; i < k; i++)
+            items[i] = (struct cinfer_token_item){.rid = 100 + i, .finish_reason = CINFER_FINISH_ABORT};
+        items[k] = (struct cinfer_token_item){.rid = 7, .ids = one, .n_ids = 1, .prompt_tokens = 4,
+                                              .completion_tokens = 1};
+        struct cinfer_msg_tokens in = {.items = items, .n_items = k + 1};
+        void *frame;
+        size_t len;
+        ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+        struct cinfer_msg_tokens out;
+        struct cinfer_error err = {0};
+        ck_assert_msg(cinfer_msg_decode_tokens(frame, len, &out, &err) == CINFER_OK, "%u aborts + 1 token: %s", k,
+                      err.message);
+        ck_assert_uint_eq(out.n_items, k + 1);
+        ck_assert_int_eq(out.items[0].finish_reason, CINFER_FINISH_ABORT);
+        ck_assert_int_eq(out.items[k].ids[0], 42);
+        cinfer_msg_tokens_free(&out);
+        free(frame);
+    }
+}
+END_TEST
+
 static struct cinfer_token_logprob make_logprob(int32_t token, float logprob, int n_top)
 {
     struct cinfer_token_logprob lp = {.token = token, .logprob = logprob, .n_top = n_top};
@@ -309,6 +337,7 @@ static Suite *suite_ipc_messages(void)
     TCase *tc = tcase_create("codec");
     tcase_add_test(tc, generate_round_trips);
     tcase_add_test(tc, tokens_and_text_round_trip);
+    tcase_add_test(tc, frames_of_smallest_items_decode);
     tcase_add_test(tc, logprobs_round_trip_in_tokens_and_text);
     tcase_add_test(tc, logprobs_beyond_their_limits_are_rejected);
     tcase_add_test(tc, headers_are_checked);
