@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
         if (!c)
             return MHD_NO;
         *con_cls = c;
+        atomic_fetch_add(&c->server->requests_open, 1);
         screen(c, url, method);
         return MHD_YES;
     }
@@ -185,10 +187,18 @@ static void on_completed(void *cls, struct MHD_Connection *mhd, void **con_cls, 
     (void)cls;
     (void)toe;
     struct http_conn *c = *con_cls;
-    if (c && c->dispatched)
+    if (!c)
+        return;
+    struct cinfer_http_server *srv = c->server;
+    if (c->dispatched)
         MHD_set_connection_option(mhd, MHD_CONNECTION_OPTION_TIMEOUT, IDLE_CONNECTION_TIMEOUT_S);
     http_conn_free(&c);
     *con_cls = NULL;
+    /* A burst of connections leaves freed memory in glibc's per-thread arenas (each
+     * connection has its own thread); once no request is open, hand it back to the
+     * system so the server's footprint returns to its idle size. */
+    if (atomic_fetch_sub(&srv->requests_open, 1) == 1)
+        malloc_trim(0);
 }
 
 /* ---- start ---------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@ struct cinfer_http_server {
     struct cinfer_chat_template *chat_template;
     char *tls_cert_pem, *tls_key_pem;         /* kept while the daemon runs (MHD borrows them) */
     atomic_int stopping;                      /* set first by stop: blocked handlers give up */
+    atomic_int requests_open;                 /* from headers to completion; at 0 memory is trimmed */
     int port;
 };
 
