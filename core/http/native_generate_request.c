@@ -3,14 +3,13 @@
  * top_logprobs_num, return_text_in_logprobs, rid. Every refusal is a 400 naming the
  * field; unknown sampling parameters are refused as SGLang's SamplingParams(**d)
  * refuses them, unknown top-level fields are ignored as its request model does. */
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "http/native_api.h"
 #include "http/request_fields.h"
+#include "http/sampling_fields.h"
 
 /* Sampling parameters SGLang defines that cinfer cannot honour: refused by name rather
  * than silently ignored (constrained decoding changes what comes out). */
@@ -142,89 +141,6 @@ static int read_prompts(const struct http_request *req, const json_t *body, stru
     return read_ids(req, "input_ids", ids, &spec->prompts[0].ids, &spec->prompts[0].n_ids);
 }
 
-/* stop: a string or a list of strings, each 1 to CINFER_MAX_STOP_STRING_BYTES bytes. */
-static int read_stop(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
-{
-    const json_t *stop = json_object_get(sp, "stop");
-    if (!stop || json_is_null(stop))
-        return 0;
-    if (json_is_string(stop)) {
-        if (json_string_length(stop) == 0 || json_string_length(stop) > CINFER_MAX_STOP_STRING_BYTES)
-            return http_field_error(req, "stop", "expected a string of 1 to %d bytes, found %zu bytes",
-                                    CINFER_MAX_STOP_STRING_BYTES, json_string_length(stop));
-        s->stop[0] = json_string_value(stop);
-        s->n_stop = 1;
-        return 0;
-    }
-    if (!json_is_array(stop))
-        return http_field_error(req, "stop", "expected a string or a list of strings, found %s",
-                                http_json_type_words(stop));
-    if (json_array_size(stop) > CINFER_MAX_STOP_STRINGS)
-        return http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
-                                json_array_size(stop));
-    for (size_t i = 0; i < json_array_size(stop); i++) {
-        const json_t *v = json_array_get(stop, i);
-        if (!json_is_string(v))
-            return http_field_error(req, "stop", "item %zu: expected a string, found %s", i, http_json_type_words(v));
-        if (json_string_length(v) == 0 || json_string_length(v) > CINFER_MAX_STOP_STRING_BYTES)
-            return http_field_error(req, "stop", "item %zu: expected a string of 1 to %d bytes, found %zu bytes", i,
-                                    CINFER_MAX_STOP_STRING_BYTES, json_string_length(v));
-        s->stop[s->n_stop++] = json_string_value(v);
-    }
-    return 0;
-}
-
-static int read_stop_token_ids(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
-{
-    const json_t *arr;
-    int rc = http_field_of_type(req, sp, "stop_token_ids", JSON_ARRAY, &arr);
-    if (rc <= 0)
-        return rc;
-    if (json_array_size(arr) > CINFER_MAX_STOP_TOKEN_IDS)
-        return http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
-                                CINFER_MAX_STOP_TOKEN_IDS, json_array_size(arr));
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        const json_t *v = json_array_get(arr, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-            return http_field_error(req, "stop_token_ids", "item %zu: expected a token id in [0, %d], found %s", i,
-                                    INT32_MAX, json_is_integer(v) ? "a number out of that range"
-                                                                  : http_json_type_words(v));
-        s->stop_token_ids[s->n_stop_token_ids++] = (int32_t)json_integer_value(v);
-    }
-    return 0;
-}
-
-/* logit_bias: {"<token id>": bias in [-100, 100]} as SGLang and OpenAI write it. */
-static int read_logit_bias(const struct http_request *req, const json_t *sp, struct cinfer_sampling_params *s)
-{
-    const json_t *obj;
-    int rc = http_field_of_type(req, sp, "logit_bias", JSON_OBJECT, &obj);
-    if (rc <= 0)
-        return rc;
-    if (json_object_size(obj) > CINFER_MAX_LOGIT_BIAS)
-        return http_field_error(req, "logit_bias", "expected at most %d entries, found %zu", CINFER_MAX_LOGIT_BIAS,
-                                json_object_size(obj));
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        char *end;
-        errno = 0;
-        long id = strtol(key, &end, 10);
-        if (!key[0] || *end || errno || id < 0 || id > INT32_MAX)
-            return http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id (digits), found other text",
-                                    key);
-        if (!json_is_number(v) || !isfinite(json_number_value(v)) || fabs(json_number_value(v)) > 100.0)
-            return http_field_error(req, "logit_bias", "token %ld: expected a number in [-100, 100], found %s", id,
-                                    json_is_number(v) ? "a number out of that range" : http_json_type_words(v));
-        for (int k = 0; k < s->n_logit_bias; k++)
-            if (s->logit_bias_ids[k] == (int32_t)id) /* "7" and "07" */
-                return http_field_error(req, "logit_bias", "token %ld appears twice; expected one bias per token", id);
-        s->logit_bias_ids[s->n_logit_bias] = (int32_t)id;
-        s->logit_bias_values[s->n_logit_bias++] = (float)json_number_value(v);
-    }
-    return 0;
-}
-
 static int read_sampling(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
 {
     struct cinfer_sampling_params *s = &spec->sampling;
@@ -258,37 +174,7 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
         return -1;
     if (rc)
         s->temperature = (float)d;
-    if ((rc = http_field_number(req, sp, "top_p", 0, 1, &d)) < 0)
-        return -1;
-    if (rc && (float)d == 0.0f)
-        return http_field_error(req, "top_p", "expected a number in (0, 1], found %g", d);
-    if (rc)
-        s->top_p = (float)d;
-    if ((rc = http_field_int(req, sp, "top_k", -1, INT32_MAX, &i64)) < 0)
-        return -1;
-    if (rc)
-        s->top_k = (int)i64;
-    if ((rc = http_field_number(req, sp, "min_p", 0, 1, &d)) < 0)
-        return -1;
-    if (rc)
-        s->min_p = (float)d;
-    if ((rc = http_field_number(req, sp, "repetition_penalty", 0, 2, &d)) < 0)
-        return -1;
-    if (rc && (float)d == 0.0f)
-        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found %g", d);
-    if (rc)
-        s->repetition_penalty = (float)d;
-    if ((rc = http_field_number(req, sp, "frequency_penalty", -2, 2, &d)) < 0)
-        return -1;
-    if (rc)
-        s->frequency_penalty = (float)d;
-    if ((rc = http_field_number(req, sp, "presence_penalty", -2, 2, &d)) < 0)
-        return -1;
-    if (rc)
-        s->presence_penalty = (float)d;
-    if (http_field_bool(req, sp, "ignore_eos", &s->ignore_eos) < 0 ||
-        http_field_bool(req, sp, "skip_special_tokens", &s->skip_special_tokens) < 0 ||
-        http_field_bool(req, sp, "no_stop_trim", &s->no_stop_trim) < 0)
+    if (http_read_shared_sampling(req, sp, 0, s) < 0)
         return -1;
     if ((rc = http_field_int(req, sp, "n", 1, NATIVE_MAX_GENERATIONS, &i64)) < 0)
         return -1;
@@ -304,8 +190,6 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
             s->has_seed = 1;
         }
     }
-    if (read_stop(req, sp, s) || read_stop_token_ids(req, sp, s) || read_logit_bias(req, sp, s))
-        return -1;
     return 0;
 }
 

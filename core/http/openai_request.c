@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "http/request_fields.h"
+#include "http/sampling_fields.h"
 
 /* max_tokens when the request gives none: OpenAI's 16 for completions; for chat the
  * rest of the context (the scheduler stops at the context limit with "length"). */
@@ -63,100 +64,6 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
     return 0;
 }
 
-static int add_stop(const struct http_request *req, const json_t *s, const char *where,
-                    struct cinfer_sampling_params *p)
-{
-    size_t len = json_string_length(s);
-    if (len == 0 || len > CINFER_MAX_STOP_STRING_BYTES)
-        return http_field_error(req, "stop", "%s: expected a string of 1 to %d bytes, found %zu bytes", where,
-                                CINFER_MAX_STOP_STRING_BYTES, len);
-    if (strlen(json_string_value(s)) != len)
-        return http_field_error(req, "stop", "%s: expected text without NUL characters", where);
-    p->stop[p->n_stop++] = json_string_value(s);
-    return 0;
-}
-
-static int read_stop(const struct http_request *req, const json_t *body, struct cinfer_sampling_params *p)
-{
-    const json_t *v = json_object_get(body, "stop");
-    if (!v || json_is_null(v))
-        return 0;
-    if (json_is_string(v))
-        return add_stop(req, v, "stop", p);
-    if (!json_is_array(v))
-        return http_field_error(req, "stop", "expected a string or an array of strings, found %s",
-                                http_json_type_words(v));
-    if (json_array_size(v) > CINFER_MAX_STOP_STRINGS)
-        return http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
-                                json_array_size(v));
-    size_t i;
-    const json_t *s;
-    json_array_foreach(v, i, s) {
-        char where[32];
-        snprintf(where, sizeof where, "stop[%zu]", i);
-        if (!json_is_string(s))
-            return http_field_error(req, "stop", "%s: expected a string, found %s", where, http_json_type_words(s));
-        if (add_stop(req, s, where, p) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int read_stop_token_ids(const struct http_request *req, const json_t *body, int vocab_size,
-                               struct cinfer_sampling_params *p)
-{
-    const json_t *v = NULL;
-    int rc = http_field_of_type(req, body, "stop_token_ids", JSON_ARRAY, &v);
-    if (rc <= 0)
-        return rc;
-    if (json_array_size(v) > CINFER_MAX_STOP_TOKEN_IDS)
-        return http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
-                                CINFER_MAX_STOP_TOKEN_IDS, json_array_size(v));
-    size_t i;
-    const json_t *id;
-    long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
-    json_array_foreach(v, i, id) {
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > hi)
-            return http_field_error(req, "stop_token_ids", "item %zu: expected a token id in [0, %lld], found %s", i,
-                                    hi, json_is_integer(id) ? "an id outside it" : http_json_type_words(id));
-        p->stop_token_ids[p->n_stop_token_ids++] = (int32_t)json_integer_value(id);
-    }
-    return 0;
-}
-
-/* OpenAI's logit_bias: {"token id as a string": bias in [-100, 100]}. */
-static int read_logit_bias(const struct http_request *req, const json_t *body, int vocab_size,
-                           struct cinfer_sampling_params *p)
-{
-    const json_t *v = NULL;
-    int rc = http_field_of_type(req, body, "logit_bias", JSON_OBJECT, &v);
-    if (rc <= 0)
-        return rc;
-    if (json_object_size(v) > CINFER_MAX_LOGIT_BIAS)
-        return http_field_error(req, "logit_bias", "expected at most %d entries, found %zu", CINFER_MAX_LOGIT_BIAS,
-                                json_object_size(v));
-    const char *key;
-    const json_t *bias;
-    long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
-    json_object_foreach((json_t *)v, key, bias) {
-        long long id = 0;
-        size_t digits = strspn(key, "0123456789");
-        if (digits > 0 && digits <= 10 && !key[digits])
-            id = strtoll(key, NULL, 10);
-        if (digits == 0 || digits > 10 || key[digits] || id > hi)
-            return http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id in [0, %lld]", key, hi);
-        for (int j = 0; j < p->n_logit_bias; j++)
-            if (p->logit_bias_ids[j] == id)
-                return http_field_error(req, "logit_bias", "token %lld appears twice (as \"%.64s\" too)", id, key);
-        if (!json_is_number(bias) || json_number_value(bias) < -100 || json_number_value(bias) > 100)
-            return http_field_error(req, "logit_bias", "token %lld: expected a number in [-100, 100], found %s", id,
-                                    json_is_number(bias) ? "a number outside it" : http_json_type_words(bias));
-        p->logit_bias_ids[p->n_logit_bias] = (int32_t)id;
-        p->logit_bias_values[p->n_logit_bias++] = (float)json_number_value(bias);
-    }
-    return 0;
-}
-
 static int read_sampling(const struct http_request *req, const json_t *body, enum openai_kind kind, int vocab_size,
                          struct openai_request *out)
 {
@@ -170,34 +77,8 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
         return -1;
     if (rc)
         p->temperature = (float)x;
-    if ((rc = http_field_number(req, body, "top_p", 0, 1, &x)) < 0)
+    if (http_read_shared_sampling(req, body, vocab_size, p) < 0)
         return -1;
-    if (rc && x <= 0)
-        return http_field_error(req, "top_p", "expected a number in (0, 1], found 0");
-    if (rc)
-        p->top_p = (float)x;
-    if ((rc = http_field_int(req, body, "top_k", -1, INT_MAX, &i)) < 0)
-        return -1;
-    if (rc)
-        p->top_k = (int)i;
-    if ((rc = http_field_number(req, body, "min_p", 0, 1, &x)) < 0)
-        return -1;
-    if (rc)
-        p->min_p = (float)x;
-    if ((rc = http_field_number(req, body, "presence_penalty", -2, 2, &x)) < 0)
-        return -1;
-    if (rc)
-        p->presence_penalty = (float)x;
-    if ((rc = http_field_number(req, body, "frequency_penalty", -2, 2, &x)) < 0)
-        return -1;
-    if (rc)
-        p->frequency_penalty = (float)x;
-    if ((rc = http_field_number(req, body, "repetition_penalty", 0, 2, &x)) < 0)
-        return -1;
-    if (rc && x <= 0)
-        return http_field_error(req, "repetition_penalty", "expected a number in (0, 2], found 0");
-    if (rc)
-        p->repetition_penalty = (float)x;
     if ((rc = http_field_int(req, body, "seed", LLONG_MIN, LLONG_MAX, &i)) < 0)
         return -1;
     if (rc) {
@@ -221,14 +102,6 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
         return -1;
     if (rc)
         p->min_new_tokens = (int)i;
-
-    if (http_field_bool(req, body, "ignore_eos", &p->ignore_eos) < 0 ||
-        http_field_bool(req, body, "skip_special_tokens", &p->skip_special_tokens) < 0 ||
-        http_field_bool(req, body, "no_stop_trim", &p->no_stop_trim) < 0)
-        return -1;
-    if (read_stop(req, body, p) < 0 || read_stop_token_ids(req, body, vocab_size, p) < 0 ||
-        read_logit_bias(req, body, vocab_size, p) < 0)
-        return -1;
 
     /* logprobs: an integer 0..5 in the legacy completions API, a boolean (with
      * top_logprobs 0..20 beside it) in chat */
