@@ -84,6 +84,12 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
 float cinfer_kernel_dot(const float *a, const float *b, int n);
 /* y (n) += a * x (n) */
 void cinfer_kernel_axpy(float *y, float a, const float *x, int n);
+/* y (n_y, len; rows packed) += coef (n_y, n_x; row r at coef + r * ld_coef) · x (n_x,
+ * len; row p at x + p * x_stride): every y element gets one axpy step per x row, in
+ * order, exactly as cinfer_kernel_axpy would (attention's P·V of a decode step, page by
+ * page), with the sums kept in registers where the level allows. */
+void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
+                                   size_t x_stride, int n_x);
 /* y (n) = x * rsqrt(mean(x²) + eps) * w; y may alias x. */
 void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 

@@ -28,6 +28,10 @@ void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, cons
                       enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 #define CINFER_GEMV_MAX_ROWS 2
 
+/* y (n_y, len) += coef (n_y, n_x) · x (n_x, len): see cinfer_kernel_accumulate_rows. */
+void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
+                                   size_t x_stride, int n_x);
+
 /* One row of k activations to Q8_0's int16 blocks, the same numbers as the scalar
  * quantizer (prepare_scalar.c). */
 void cinfer_prepare_q8_avx512(const float *x, int k, struct cinfer_kernel_xblock *out);

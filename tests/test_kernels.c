@@ -334,6 +334,36 @@ START_TEST(vector_kernels_every_level)
 }
 END_TEST
 
+/* Attention's P·V of a decode step: every level equals the same axpy steps one by one,
+ * bit for bit (y rows of odd lengths, x rows strided as a KV page's). */
+START_TEST(accumulate_rows_equals_axpy_steps)
+{
+    const int lens[] = {64, 128, 80, 5, 16, 33};
+    uint64_t rng = 13;
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (int n_y = 1; n_y <= 6; n_y++) {
+            int len = lens[l], n_x = 11, ld_coef = 19, stride = len + 7;
+            float coef[6 * 19], x[11 * (128 + 7)], y0[6 * 128], want[6 * 128], got[6 * 128];
+            fill_uniform(coef, sizeof coef / sizeof coef[0], 1.0f, &rng);
+            fill_uniform(x, sizeof x / sizeof x[0], 3.0f, &rng);
+            fill_uniform(y0, sizeof y0 / sizeof y0[0], 2.0f, &rng);
+            FOR_EACH_LEVEL(level)
+            {
+                memcpy(want, y0, sizeof want);
+                for (int p = 0; p < n_x; p++)
+                    for (int r = 0; r < n_y; r++)
+                        cinfer_kernel_axpy(want + r * len, coef[r * ld_coef + p], x + p * stride, len);
+                memcpy(got, y0, sizeof got);
+                cinfer_kernel_accumulate_rows(got, n_y, len, coef, ld_coef, x, (size_t)stride, n_x);
+                ck_assert_msg(memcmp(got, want, sizeof(float) * (size_t)n_y * len) == 0, "%s len %d n_y %d",
+                              cinfer_kernels_level_name(level), len, n_y);
+                ck_assert_mem_eq(got + n_y * len, y0 + n_y * len, sizeof(float) * (size_t)(6 * 128 - n_y * len));
+            }
+            restore_level();
+        }
+}
+END_TEST
+
 START_TEST(elementwise_kernels)
 {
     uint64_t rng = 11;
@@ -588,6 +618,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);
     tcase_add_test(tc, elementwise_kernels);
+    tcase_add_test(tc, accumulate_rows_equals_axpy_steps);
     tcase_add_test(tc, rope_both_pairings);
     tcase_add_test(tc, row_widening);
     suite_add_tcase(s, tc);

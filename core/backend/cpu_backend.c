@@ -433,11 +433,10 @@ static void attend_group(const struct attention_job *job, const struct cinfer_ba
         }
         if (decode) {
             memset(ob, 0, (size_t)nb * hd * sizeof(float));
-            for (int p = 0; p < block_ctx; p++) {
-                const float *v =
-                    kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
-                for (int r = 0; r < nb; r++)
-                    cinfer_kernel_axpy(ob + (size_t)r * hd, scores[(size_t)r * block_ctx + p], v, hd);
+            for (int page = 0; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
+                int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+                const float *v = kv_row(job->kv, job->layer, seq->page_table[page], 1, 0) + (size_t)kv_head * hd;
+                cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
             }
         } else {
             cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0,
