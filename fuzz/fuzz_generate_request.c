@@ -4,7 +4,6 @@
  * 400 (or 500 for memory) that names what is wrong; what it accepts is well formed
  * (one or more prompts, each text or a non-empty id list, n * prompts within the cap)
  * and the engine's own validation accepts its sampling parameters. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,28 +12,9 @@
 #include "http/native_api.h"
 #include "http/request_fields.h"
 #include "scheduler/sampling_validate.h"
+#include "http_stand_in.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* The transport's side, as the reader sees it: one reply, recorded. */
-struct http_conn {
-    int replies;
-    int status;
-    char message[1024];
-};
-
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->message, sizeof c->message, fmt, ap);
-    va_end(ap);
-    if (!type || !type[0])
-        abort();
-    (void)param;
-    c->status = status;
-    c->replies++;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,7 +10,6 @@
  *     400; malformed JSON is reported with its line and column;
  *   - an accepted object becomes one "data: <json>\n\n" event whose JSON reads back
  *     equal to the object. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,37 +19,9 @@
 #include "http/http_auth.h"
 #include "http/http_routes.h"
 #include "http/http_server.h"
+#include "http_stand_in.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* The transport's side, as the parser sees it: replies, recorded. */
-struct http_conn {
-    int replies;
-    int status;
-    char message[2048];
-};
-
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->message, sizeof c->message, fmt, ap);
-    va_end(ap);
-    if (!type || !type[0])
-        abort();
-    (void)param;
-    c->status = status;
-    c->replies++;
-}
-
-void http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len)
-{
-    (void)content_type;
-    (void)text;
-    (void)len;
-    c->status = status;
-    c->replies++;
-}
 
 /* The routes' handlers are never called here; they only have to exist. */
 #define UNUSED_HANDLER(fn)                          \

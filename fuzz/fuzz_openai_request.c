@@ -4,7 +4,6 @@
  * either accepts the body without replying, or replies exactly once with a 4xx that
  * names what is wrong; what it accepts, the engine's own validation accepts too
  * (sampling ranges, stop strings, logit bias, token ids inside the vocabulary). */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,31 +12,11 @@
 #include "http/openai_request.h"
 #include "http/request_fields.h"
 #include "scheduler/sampling_validate.h"
+#include "http_stand_in.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum { VOCAB = 512 };
-
-/* The transport's side, as the reader sees it: one reply, recorded. */
-struct http_conn {
-    int replies;
-    int status;
-    char param[64];
-    char message[1024];
-};
-
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->message, sizeof c->message, fmt, ap);
-    va_end(ap);
-    if (!type || !type[0])
-        abort();
-    snprintf(c->param, sizeof c->param, "%s", param ? param : "");
-    c->status = status;
-    c->replies++;
-}
 
 static void check_accepted(const struct openai_request *r, enum openai_kind kind)
 {
