@@ -3,18 +3,14 @@
  * SIGINT while choices run exits 0 with no worker left, and bad values are refused
  * naming the flag and the range. */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "support/engine_fixture.h"
-#include "support/procs.h"
+#include "support/generate_sigint.h"
 #include "support/run_command.h"
 #include "support/runner.h"
 
@@ -120,38 +116,7 @@ START_TEST(sigint_while_choices_run_exits_0)
 {
     if (!model)
         return;
-    int out[2];
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t cli = fork();
-    if (cli == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        execl(CINFER_BINARY_DIR "/bin/cinfer", "cinfer", "generate", "--model", model, "--max-new-tokens", "100000",
-              "--ignore-eos", "--n", "2", "--log-level", "error", "--kv-cache-bytes", "67108864", "--context-length",
-              "60000", PROMPT, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char buf[256];
-    ck_assert_int_gt(read(out[0], buf, sizeof buf), 0); /* choice 0 is streaming */
-    usleep(100000);
-    pid_t workers[8];
-    int n = cinfer_test_children_of(cli, workers, 8);
-    ck_assert_int_eq(n, 2);
-    kill(cli, SIGINT);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (read(out[0], buf, sizeof buf) > 0)
-        ;
-    int status = 0;
-    waitpid(cli, &status, 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
-    ck_assert_msg(took < 10.0, "exit took %.1f s", took);
-    ck_assert_int_eq(cinfer_test_wait_gone(workers, n, 2000), 0);
-    close(out[0]);
+    cinfer_test_generate_sigint(model, (const char *const[]){"--n", "2", NULL}, PROMPT);
 }
 END_TEST
 

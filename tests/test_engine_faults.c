@@ -19,6 +19,7 @@
 #include "engine/hooks.h"
 #include "engine/worker_link.h"
 #include "support/engine_fixture.h"
+#include "support/generate_sigint.h"
 #include "support/procs.h"
 #include "support/runner.h"
 
@@ -257,35 +258,7 @@ START_TEST(sigint_to_cinfer_generate_drains_and_exits_0)
 {
     if (!model)
         return;
-    int out[2];
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t cli = fork();
-    if (cli == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        execl(CINFER_BINARY_DIR "/bin/cinfer", "cinfer", "generate", "--model", model, "--max-new-tokens", "100000",
-              "--ignore-eos", "--log-level", "error", "--kv-cache-bytes", "67108864", "--context-length", "60000",
-              "Once upon a time", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char buf[256];
-    ck_assert_int_gt(read(out[0], buf, sizeof buf), 0); /* it is streaming */
-    usleep(100000);
-    pid_t workers[8];
-    int n = cinfer_test_children_of(cli, workers, 8);
-    ck_assert_int_eq(n, 2);
-    kill(cli, SIGINT);
-    double t0 = now_s();
-    while (read(out[0], buf, sizeof buf) > 0)
-        ;
-    int status = 0;
-    waitpid(cli, &status, 0);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
-    ck_assert_msg(now_s() - t0 < 10.0, "exit took %.1f s", now_s() - t0);
-    ck_assert_int_eq(cinfer_test_wait_gone(workers, n, 2000), 0);
-    close(out[0]);
+    cinfer_test_generate_sigint(model, (const char *const[]){NULL}, "Once upon a time");
 }
 END_TEST
 
