@@ -12,7 +12,8 @@
  *   bench_serving --model models/default --num-prompts 200 --request-rate 20
  *   bench_serving --url http://127.0.0.1:30000 --backend completions --max-concurrency 16
  *
- * Every request asks for ignore_eos, so the output lengths are the ones drawn. */
+ * Every request asks for ignore_eos (and, through /v1/completions, min_tokens = max_tokens),
+ * so the output lengths are the ones drawn. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -304,9 +305,11 @@ static char *make_body(const struct options *o, int vocab, char **lines, int n_l
         body = json_pack("{s:o, s:b, s:{s:i, s:b, s:f}}", lines ? "text" : "input_ids", prompt, "stream", 1,
                          "sampling_params", "max_new_tokens", out_len, "ignore_eos", 1, "temperature", 0.0);
     } else {
-        body = json_pack("{s:s, s:o, s:i, s:b, s:b, s:{s:b}, s:f}", "model", "default", "prompt", prompt,
-                         "max_tokens", out_len, "ignore_eos", 1, "stream", 1, "stream_options", "include_usage", 1,
-                         "temperature", 0.0);
+        /* min_tokens beside ignore_eos: servers that know only one of them (vLLM-style
+         * min_tokens, SGLang-style ignore_eos) still produce the drawn length */
+        body = json_pack("{s:s, s:o, s:i, s:i, s:b, s:b, s:{s:b}, s:f}", "model", "default", "prompt", prompt,
+                         "max_tokens", out_len, "min_tokens", out_len, "ignore_eos", 1, "stream", 1, "stream_options",
+                         "include_usage", 1, "temperature", 0.0);
     }
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
