@@ -17,24 +17,19 @@
  * request would exceed. Smaller leaks are LeakSanitizer's to find: under
  * AddressSanitizer RSS is not checked (its allocator keeps freed memory) and the
  * server's own leak check at exit makes its exit status non-zero, which fails the test. */
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "support/http_client.h"
 #include "support/runner.h"
-
-extern char **environ;
+#include "support/serve_process.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -88,29 +83,16 @@ static void *drain_stderr(void *arg)
 /* Starts `cinfer serve --port 0` and reads the port from its "listening on" line. */
 static void start_server(void)
 {
-    int pipefd[2];
-    ck_assert_int_eq(pipe(pipefd), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
     char *argv[] = {CINFER_BINARY_DIR "/bin/cinfer", "serve", "--model-path", MODEL, "--port", "0", "--num-threads",
                     "1", "--kv-cache-bytes", "64M", "--max-running-requests", MAX_RUNNING, "--max-queued-requests",
                     MAX_QUEUED, "--log-level", "error", NULL};
-    ck_assert_int_eq(posix_spawn(&server_pid, argv[0], &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(pipefd[1]);
-    FILE *err = fdopen(pipefd[0], "r");
-    char line[512];
-    port = 0;
-    while (!port && fgets(line, sizeof line, err)) {
-        const char *at = strstr(line, "listening on http://127.0.0.1:");
-        if (at)
-            port = atoi(at + strlen("listening on http://127.0.0.1:"));
-        else
-            fprintf(stderr, "cinfer serve: %s", line);
-    }
-    ck_assert_msg(port > 0, "cinfer serve did not say where it listens");
+    int err_fd;
+    server_pid = cinfer_test_spawn_serve(argv, &err_fd);
+    char log[16384], name[256];
+    port = cinfer_test_read_listening_line(err_fd, log, sizeof log, name, sizeof name);
+    ck_assert_msg(port > 0, "cinfer serve did not say where it listens:\n%s", log);
+    FILE *err = fdopen(err_fd, "r");
+    ck_assert_ptr_nonnull(err);
     pthread_t drain;
     ck_assert_int_eq(pthread_create(&drain, NULL, drain_stderr, err), 0);
     pthread_detach(drain);
@@ -119,15 +101,9 @@ static void start_server(void)
 static void stop_server(void)
 {
     kill(server_pid, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 300 && waitpid(server_pid, &status, WNOHANG) == 0; i++)
-        usleep(100000);
-    if (waitpid(server_pid, &status, WNOHANG) == 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, &status, 0);
-        ck_abort_msg("cinfer serve did not stop within 30 s of SIGTERM");
-    }
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "cinfer serve exited with status %d", status);
+    int code = cinfer_test_wait_exit(server_pid, 30);
+    ck_assert_msg(code != -1, "cinfer serve did not stop within 30 s of SIGTERM");
+    ck_assert_msg(code == 0, "cinfer serve exited with %d", code);
 }
 
 /* Samples the server's RSS while a wave runs. */

@@ -10,12 +10,9 @@
  * `cinfer serve` as a process: its listening line, SIGTERM, exit 0, nothing left. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +30,8 @@
 #include "support/engine_fixture.h"
 #include "support/procs.h"
 #include "support/runner.h"
+#include "support/serve_process.h"
 #include "support/tmp_dir.h"
-
-extern char **environ;
 
 static const char *model;
 
@@ -653,66 +649,6 @@ END_TEST
 
 /* ---- cinfer serve ------------------------------------------------------------------------- */
 
-/* Reads the child's stderr until the listening line; returns the port or -1. */
-static int read_listening_line(int fd, char *log, size_t log_bytes, char *name, size_t name_bytes)
-{
-    size_t used = 0;
-    double deadline = now_s() + 60;
-    while (now_s() < deadline && used + 1 < log_bytes) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0)
-            continue;
-        ssize_t n = read(fd, log + used, log_bytes - 1 - used);
-        if (n <= 0)
-            break;
-        used += (size_t)n;
-        log[used] = '\0';
-        const char *line = strstr(log, "cinfer serve: listening on http://127.0.0.1:");
-        if (line && strchr(line, '\n')) {
-            int port = 0;
-            char model_name[256];
-            if (sscanf(line, "cinfer serve: listening on http://127.0.0.1:%d (model %255[^)])", &port, model_name) == 2) {
-                snprintf(name, name_bytes, "%s", model_name);
-                return port;
-            }
-        }
-    }
-    log[used] = '\0';
-    return -1;
-}
-
-static pid_t spawn_serve(char *const argv[], int *err_fd)
-{
-    int pipefd[2];
-    ck_assert_int_eq(pipe(pipefd), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(pipefd[1]);
-    *err_fd = pipefd[0];
-    return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    int status;
-    while (now_s() < deadline) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        usleep(20000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-}
-
 START_TEST(cinfer_serve_runs_until_sigterm)
 {
     if (!model)
@@ -720,9 +656,9 @@ START_TEST(cinfer_serve_runs_until_sigterm)
     char *const argv[] = {CINFER_BINARY_DIR "/bin/cinfer", "serve", "--model", (char *)model, "--port", "0",
                           "--kv-cache-bytes", "64M", "--num-threads", "1", "--served-model-name", "tiny-test", NULL};
     int err_fd;
-    pid_t pid = spawn_serve(argv, &err_fd);
+    pid_t pid = cinfer_test_spawn_serve(argv, &err_fd);
     char log[16384], name[256] = "";
-    int port = read_listening_line(err_fd, log, sizeof log, name, sizeof name);
+    int port = cinfer_test_read_listening_line(err_fd, log, sizeof log, name, sizeof name);
     ck_assert_msg(port > 0, "no listening line:\n%s", log);
     ck_assert_str_eq(name, "tiny-test");
     pid_t children[16];
@@ -733,7 +669,7 @@ START_TEST(cinfer_serve_runs_until_sigterm)
     curl(&r, "http://127.0.0.1:%d/health", port);
     ck_assert_int_eq(r.status, 200);
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
-    int code = wait_exit(pid, 60);
+    int code = cinfer_test_wait_exit(pid, 60);
     ck_assert_msg(code == 0, "cinfer serve exited with %d", code);
     ck_assert_int_eq(cinfer_test_wait_gone(children, n_children, 5000), 0);
     close(err_fd);
@@ -748,7 +684,7 @@ START_TEST(cinfer_serve_start_up_errors_exit_1)
                           "--kv-cache-bytes", "64M", "--num-threads", "1", "--ssl-certfile", "/nonexistent/cert.pem",
                           "--ssl-keyfile", "/nonexistent/key.pem", NULL};
     int err_fd;
-    pid_t pid = spawn_serve(argv, &err_fd);
+    pid_t pid = cinfer_test_spawn_serve(argv, &err_fd);
     char log[16384];
     size_t used = 0;
     ssize_t n;
@@ -756,7 +692,7 @@ START_TEST(cinfer_serve_start_up_errors_exit_1)
         used += (size_t)n;
     log[used] = '\0';
     close(err_fd);
-    ck_assert_int_eq(wait_exit(pid, 60), 1);
+    ck_assert_int_eq(cinfer_test_wait_exit(pid, 60), 1);
     ck_assert_msg(strstr(log, "cinfer serve: /nonexistent/cert.pem: cannot read the server.ssl_certfile "
                               "(--ssl-certfile) file: No such file or directory") != NULL,
                   "%s", log);
@@ -764,13 +700,13 @@ START_TEST(cinfer_serve_start_up_errors_exit_1)
 
     /* Half a TLS configuration is refused before anything starts. */
     char *const half[] = {CINFER_BINARY_DIR "/bin/cinfer", "serve", "--ssl-certfile", "/tmp/x.pem", NULL};
-    pid = spawn_serve(half, &err_fd);
+    pid = cinfer_test_spawn_serve(half, &err_fd);
     used = 0;
     while (used + 1 < sizeof log && (n = read(err_fd, log + used, sizeof log - 1 - used)) > 0)
         used += (size_t)n;
     log[used] = '\0';
     close(err_fd);
-    ck_assert_int_eq(wait_exit(pid, 30), 1);
+    ck_assert_int_eq(cinfer_test_wait_exit(pid, 30), 1);
     ck_assert_msg(strstr(log, "server.ssl_certfile (--ssl-certfile) is set but server.ssl_keyfile (--ssl-keyfile) "
                               "is not") != NULL,
                   "%s", log);
