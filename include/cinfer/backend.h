@@ -22,8 +22,10 @@
 extern "C" {
 #endif
 
-/* Bump on any change to struct cinfer_backend_ops; slots are only appended. */
-#define CINFER_BACKEND_OPS_VERSION 1u
+/* Bump on any change to struct cinfer_backend_ops or to a struct its ops take (an
+ * array of them changes stride); slots and fields are only appended.
+ * 2: struct cinfer_backend_matmul_out gained exact_x. */
+#define CINFER_BACKEND_OPS_VERSION 2u
 
 /* Stored element types of weights; numbered like the model's dtype enum. */
 enum cinfer_tensor_type {
