@@ -286,7 +286,8 @@ static char **read_lines(const char *path, int *n_out)
 }
 
 /* The body of request i: its prompt (random ids or a line of the file) and output length. */
-static char *make_body(const struct options *o, int vocab, char **lines, int n_lines, int *input_len)
+static char *make_body(const struct options *o, const char *model_name, int vocab, char **lines, int n_lines,
+                       int *input_len)
 {
     json_t *prompt;
     if (lines) {
@@ -307,7 +308,7 @@ static char *make_body(const struct options *o, int vocab, char **lines, int n_l
     } else {
         /* min_tokens beside ignore_eos: servers that know only one of them (vLLM-style
          * min_tokens, SGLang-style ignore_eos) still produce the drawn length */
-        body = json_pack("{s:s, s:o, s:i, s:i, s:b, s:b, s:{s:b}, s:f}", "model", "default", "prompt", prompt,
+        body = json_pack("{s:s, s:o, s:i, s:i, s:b, s:b, s:{s:b}, s:f}", "model", model_name, "prompt", prompt,
                          "max_tokens", out_len, "min_tokens", out_len, "ignore_eos", 1, "stream", 1, "stream_options",
                          "include_usage", 1, "temperature", 0.0);
     }
@@ -418,6 +419,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int vocab = (int)json_integer_value(json_object_get(info, "vocab_size"));
+    /* /v1/completions names the model; cinfer serves the model folder's name unless told */
+    const char *served = json_string_value(json_object_get(info, "served_model_name"));
+    char model_name[256];
+    snprintf(model_name, sizeof model_name, "%s", served && served[0] ? served : "default");
     json_decref(info);
     if (vocab < 16) {
         fprintf(stderr, "bench_serving: the server reports a vocabulary of %d ids\n", vocab);
@@ -443,7 +448,7 @@ int main(int argc, char **argv)
     const char *path = strcmp(o.backend, "generate") == 0 ? "/generate" : "/v1/completions";
     double t0 = http_client_now_s() + 0.05, at = t0;
     for (int i = 0; i < n; i++) {
-        bodies[i] = make_body(&o, vocab, lines, n_lines, &input_lens[i]);
+        bodies[i] = make_body(&o, model_name, vocab, lines, n_lines, &input_lens[i]);
         if (isfinite(o.request_rate))
             at += -log(1.0 - uniform01()) / o.request_rate; /* Poisson arrivals */
         stats[i].backend = o.backend;

@@ -7,12 +7,20 @@
 #   - the SmolLM-135M-shaped random-weight GGUF file (made with
 #     bench/make_smollm_shaped.py, kept in the build folder) at a concurrency of 8.
 #
+#   - the same SmolLM-shaped file through /v1/completions against cinfer serve and
+#     against a llama.cpp peer (bench/peers/llama_cpp_server.mjs: llama.cpp through
+#     node-llama-cpp's binding behind node's HTTP server, not llama-server), both
+#     started once and measured in turns (cinfer, peer, cinfer, peer, ...); it prints
+#     each side's median over the rounds and the ratios cinfer / peer.
+#
 #   scripts/bench-serving.sh                  # the documented set
+#   scripts/bench-serving.sh --peer           # only the cinfer / llama.cpp comparison
 #   scripts/bench-serving.sh --url http://127.0.0.1:30000 --num-prompts 100   # one run of yours
 #
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench), CINFER_BENCH_TYPE
 # (weights of the SmolLM-shaped file, default q8_0), CINFER_BENCH_THREADS (compute
-# threads of the server, default 2), CINFER_BENCH_NICE (default -20 as root; 0 leaves
+# threads of each server, default 2), CINFER_BENCH_ROUNDS (rounds of the peer
+# comparison, default 3), CINFER_BENCH_NICE (default -20 as root; 0 leaves
 # priorities alone). As scripts/bench-scheduler.sh, it re-runs itself in a session of
 # its own and sets that session's autogroup nice, since the kernel shares CPU between
 # sessions before nice applies.
@@ -36,13 +44,128 @@ cmake --build "$build" -j2 --target bench_serving >"$build/build-serving.log" 2>
   { grep -E 'error' "$build/build-serving.log" | head -20; exit 1; }
 bench=$build/bin/bench_serving
 run() { echo "+ bench_serving $*"; nice -n "$nice_level" "$bench" "$@"; echo; }
+rounds=${CINFER_BENCH_ROUNDS:-3}
+root=$PWD
+peer_dir=$root/.cache/bench
 
+smollm_model() {
+  model=$build/models/smollm-shaped-$type.gguf
+  if [ ! -f "$model" ] && [ -f "build-bench/models/smollm-shaped-$type.gguf" ]; then
+    model=build-bench/models/smollm-shaped-$type.gguf # made by another bench script already
+  fi
+  if [ ! -f "$model" ]; then
+    /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$type" >/dev/null
+  fi
+}
+
+# Starts "$@" in the background with stderr to $1's log; sets started_pid and
+# started_url once its "listening on URL" line appears.
+start_server() {
+  local log=$1
+  shift
+  nice -n "$nice_level" "$@" 2>"$log" &
+  started_pid=$!
+  started_url=
+  for _ in $(seq 600); do
+    started_url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -1)
+    [ -n "$started_url" ] && return 0
+    kill -0 "$started_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench-serving: $1 did not start listening; its log $log:" >&2
+  cat "$log" >&2
+  return 1
+}
+
+url_of() { if [ "$1" = cinfer ]; then echo "$cinfer_url"; else echo "$peer_url"; fi; }
+
+# One figure of a bench_serving report: the number after its label.
+figure() { awk -v label="$2" 'index($0, label) == 1 { print $NF; exit }' "$1"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# cinfer serve and the llama.cpp peer on the same file and workload, in turns.
+peer_comparison() {
+  smollm_model
+  mkdir -p "$peer_dir"
+  if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
+    cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
+    npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
+  fi
+  export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+  local out=$build/serving-peer parallel=8
+  rm -rf "$out" && mkdir -p "$out"
+  cinfer_pid='' peer_pid='' # global: the EXIT trap reads them after this function is gone
+  # shellcheck disable=SC2064
+  trap 'kill $cinfer_pid $peer_pid 2>/dev/null; wait $cinfer_pid $peer_pid 2>/dev/null' EXIT
+  start_server "$out/cinfer.log" "$build/bin/cinfer" serve --model-path "$model" --port 0 --log-level error \
+    --num-threads "$threads"
+  cinfer_pid=$started_pid cinfer_url=$started_url
+  start_server "$out/peer.log" node bench/peers/llama_cpp_server.mjs --model "$model" --threads "$threads" \
+    --parallel "$parallel"
+  peer_pid=$started_pid peer_url=$started_url
+  local work=(--backend completions --num-prompts 32 --max-concurrency "$parallel" --random-input-len 128
+              --random-output-len 32 --random-range-ratio 0.5 --seed 1)
+  echo "== cinfer serve vs llama.cpp on $model, /v1/completions, 2 x $rounds rounds in turns"
+  echo "   cinfer: cinfer serve --num-threads $threads (max_running_requests 64; the workload keeps $parallel in flight)"
+  echo "   peer:   llama.cpp through node-llama-cpp 3.21.1's binding (prebuilt CPU build) behind node's HTTP"
+  echo "           server (bench/peers/llama_cpp_server.mjs), $threads threads, $parallel sequences in one context;"
+  echo "           not llama-server: its batching and HTTP layer are node-llama-cpp's and node's"
+  echo "   workload: bench_serving ${work[*]}"
+  # a few requests each first, so neither side's first round pays for cold caches
+  for side in cinfer peer; do
+    nice -n "$nice_level" "$bench" --url "$(url_of "$side")" --backend completions --num-prompts 8 --max-concurrency "$parallel" \
+      --random-input-len 128 --random-output-len 8 --seed 2 >"$out/$side-warmup.txt" ||
+      { cat "$out/$side-warmup.txt"; return 1; }
+  done
+  for r in $(seq "$rounds"); do
+    for side in cinfer peer; do
+      nice -n "$nice_level" "$bench" --url "$(url_of "$side")" "${work[@]}" --timeout 120 >"$out/$side-$r.txt" ||
+        { cat "$out/$side-$r.txt"; return 1; }
+      printf '   round %d %-6s  %s req/s, %s out tok/s, median TTFT %s ms, median ITL %s ms (load %s)\n' "$r" "$side" \
+        "$(figure "$out/$side-$r.txt" 'Request throughput')" "$(figure "$out/$side-$r.txt" 'Output token throughput')" \
+        "$(figure "$out/$side-$r.txt" 'Median TTFT')" "$(figure "$out/$side-$r.txt" 'Median ITL')" \
+        "$(cut -d' ' -f1 /proc/loadavg)"
+    done
+  done
+  local tokens_cinfer tokens_peer
+  tokens_cinfer=$(figure "$out/cinfer-1.txt" 'Total generated tokens')
+  tokens_peer=$(figure "$out/peer-1.txt" 'Total generated tokens')
+  if [ "$tokens_cinfer" != "$tokens_peer" ]; then
+    echo "bench-serving: the sides generated $tokens_cinfer and $tokens_peer tokens for the same requests" >&2
+    return 1
+  fi
+  echo "   both sides: $(figure "$out/cinfer-1.txt" 'Total input tokens') prompt tokens," \
+       "$tokens_cinfer generated tokens per round; medians over $rounds rounds:"
+  printf '   %-28s %12s %12s %14s\n' "" cinfer llama.cpp "cinfer/peer"
+  local label
+  for label in 'Request throughput (req/s)' 'Output token throughput (tok/s)' 'Median TTFT (ms)' 'P99 TTFT (ms)' \
+               'Median ITL (ms)' 'Median E2E Latency (ms)'; do
+    local c p
+    c=$(for r in $(seq "$rounds"); do figure "$out/cinfer-$r.txt" "$label"; done | median)
+    p=$(for r in $(seq "$rounds"); do figure "$out/peer-$r.txt" "$label"; done | median)
+    printf '   %-28s %12s %12s %13.2fx\n' "$label" "$c" "$p" "$(awk -v c="$c" -v p="$p" 'BEGIN { print c / p }')"
+  done
+  echo "   (throughput: above 1x is cinfer faster; latency: below 1x is cinfer faster)"
+  kill "$cinfer_pid" "$peer_pid"
+  wait "$cinfer_pid" "$peer_pid" 2>/dev/null || true
+  trap - EXIT
+}
+
+header() {
+  echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores;" \
+       "load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD); nice $nice_level"
+}
+
+if [ "${1:-}" = --peer ]; then
+  header
+  peer_comparison
+  exit
+fi
 if (($# > 0)); then
   run "$@"
   exit
 fi
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores;" \
-     "load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD)"
+header
 serve=(--serve-arg --num-threads --serve-arg "$threads")
 for rate in 16 64 inf; do
   run --model models/default "${serve[@]}" --num-prompts 128 --request-rate "$rate" \
@@ -50,9 +173,7 @@ for rate in 16 64 inf; do
 done
 run --model models/default "${serve[@]}" --backend completions --num-prompts 128 --max-concurrency 16 \
     --random-input-len 128 --random-output-len 64 --random-range-ratio 0.5 --seed 1
-model=$build/models/smollm-shaped-$type.gguf
-if [ ! -f "$model" ]; then
-  /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$type" >/dev/null
-fi
+smollm_model
 run --model "$model" "${serve[@]}" --num-prompts 32 --max-concurrency 8 \
     --random-input-len 128 --random-output-len 32 --random-range-ratio 0.5 --seed 1
+peer_comparison

@@ -23,6 +23,7 @@ import process from "node:process";
 // Installed by the bench scripts with `npm ci --prefix <cache dir>`; NODE_PATH does not
 // apply to ES modules, so resolve from that folder explicitly.
 const moduleDir = process.env.CINFER_BENCH_NODE_MODULES;
+const trace = process.env.CINFER_PEER_TRACE === "1"; // per request: queue wait, first token, stalls
 const require = createRequire(moduleDir ? `${moduleDir}/` : import.meta.url);
 const { getLlama, LlamaLogLevel } = await import(require.resolve("node-llama-cpp"));
 
@@ -114,13 +115,17 @@ async function main() {
             id, object: "text_completion", created, model: r.modelName,
             choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
         });
+        const tArrive = performance.now();
         const seq = await pool.take();
+        const tTaken = performance.now();
         let aborted = false;
         res.on("close", () => { aborted = !res.writableFinished; });
         const out = [];
         let sent = 0, finish = "length";
         try {
             await seq.clearHistory();
+            const tCleared = performance.now();
+            let tPrev = tCleared;
             if (r.stream) {
                 res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
             }
@@ -131,6 +136,13 @@ async function main() {
                 if (aborted) break;
                 if (model.isEogToken(token) && out.length >= r.minTokens) { finish = "stop"; break; }
                 out.push(token);
+                if (trace) {
+                    const t = performance.now();
+                    if (out.length === 1)
+                        process.stderr.write(`${id}: wait ${(tTaken - tArrive).toFixed(0)} ms, clear ${(tCleared - tTaken).toFixed(0)} ms, prompt ${r.prompt.length} -> first token ${(t - tCleared).toFixed(0)} ms\n`);
+                    else if (t - tPrev > 500) process.stderr.write(`${id}: token ${out.length} after ${(t - tPrev).toFixed(0)} ms\n`);
+                    tPrev = t;
+                }
                 if (out.length >= r.maxTokens) break; // its text goes with the finish, as cinfer sends it
                 if (!r.stream) continue;
                 // the text so far, less a character still being spelled (U+FFFD at the end)
@@ -183,6 +195,7 @@ async function main() {
         });
     });
     server.keepAliveTimeout = 5000;
+    server.requestTimeout = 0; // a long benchmark stream must not be cut at node's 300 s default
     const stop = async () => {
         server.close();
         server.closeAllConnections?.();
