@@ -686,11 +686,7 @@ START_TEST(cinfer_serve_start_up_errors_exit_1)
     int err_fd;
     pid_t pid = cinfer_test_spawn_serve(argv, &err_fd);
     char log[16384];
-    size_t used = 0;
-    ssize_t n;
-    while (used + 1 < sizeof log && (n = read(err_fd, log + used, sizeof log - 1 - used)) > 0)
-        used += (size_t)n;
-    log[used] = '\0';
+    cinfer_test_read_to_eof(err_fd, log, sizeof log);
     close(err_fd);
     ck_assert_int_eq(cinfer_test_wait_exit(pid, 60), 1);
     ck_assert_msg(strstr(log, "cinfer serve: /nonexistent/cert.pem: cannot read the server.ssl_certfile "
@@ -701,10 +697,7 @@ START_TEST(cinfer_serve_start_up_errors_exit_1)
     /* Half a TLS configuration is refused before anything starts. */
     char *const half[] = {CINFER_BINARY_DIR "/bin/cinfer", "serve", "--ssl-certfile", "/tmp/x.pem", NULL};
     pid = cinfer_test_spawn_serve(half, &err_fd);
-    used = 0;
-    while (used + 1 < sizeof log && (n = read(err_fd, log + used, sizeof log - 1 - used)) > 0)
-        used += (size_t)n;
-    log[used] = '\0';
+    cinfer_test_read_to_eof(err_fd, log, sizeof log);
     close(err_fd);
     ck_assert_int_eq(cinfer_test_wait_exit(pid, 30), 1);
     ck_assert_msg(strstr(log, "server.ssl_certfile (--ssl-certfile) is set but server.ssl_keyfile (--ssl-keyfile) "

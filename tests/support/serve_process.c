@@ -64,6 +64,15 @@ int cinfer_test_read_listening_line(int fd, char *log, size_t log_bytes, char *n
     return -1;
 }
 
+void cinfer_test_read_to_eof(int fd, char *log, size_t log_bytes)
+{
+    size_t used = 0;
+    ssize_t n;
+    while (used + 1 < log_bytes && (n = read(fd, log + used, log_bytes - 1 - used)) > 0)
+        used += (size_t)n;
+    log[used] = '\0';
+}
+
 int cinfer_test_wait_exit(pid_t pid, int timeout_s)
 {
     double deadline = now_s() + timeout_s;

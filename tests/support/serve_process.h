@@ -16,6 +16,10 @@ pid_t cinfer_test_spawn_serve(char *const argv[], int *err_fd);
  * copies NAME to name, or returns -1. log holds what was read either way. */
 int cinfer_test_read_listening_line(int fd, char *log, size_t log_bytes, char *name, size_t name_bytes);
 
+/* Reads fd to its end (every process holding the pipe gone) into log, NUL-terminated,
+ * cut at log_bytes - 1. */
+void cinfer_test_read_to_eof(int fd, char *log, size_t log_bytes);
+
 /* Waits up to timeout_s for pid to exit: its exit code, 128 + the signal that ended
  * it, or -1 when it was still running (it is then killed). */
 int cinfer_test_wait_exit(pid_t pid, int timeout_s);
