@@ -92,7 +92,10 @@ peer_comparison() {
     npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
   fi
   export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
-  local out=$build/serving-peer parallel=8
+  # the workload keeps 8 requests in flight; the peer holds twice as many sequences, so
+  # a request never waits for a finished one's KV cells to be cleared (which waits for
+  # the batch in flight); cinfer serve admits up to its max_running_requests (64)
+  local out=$build/serving-peer parallel=8 sequences=16
   rm -rf "$out" && mkdir -p "$out"
   cinfer_pid='' peer_pid='' # global: the EXIT trap reads them after this function is gone
   # shellcheck disable=SC2064
@@ -101,14 +104,14 @@ peer_comparison() {
     --num-threads "$threads"
   cinfer_pid=$started_pid cinfer_url=$started_url
   start_server "$out/peer.log" node bench/peers/llama_cpp_server.mjs --model "$model" --threads "$threads" \
-    --parallel "$parallel"
+    --parallel "$sequences"
   peer_pid=$started_pid peer_url=$started_url
   local work=(--backend completions --num-prompts 32 --max-concurrency "$parallel" --random-input-len 128
               --random-output-len 32 --random-range-ratio 0.5 --seed 1)
   echo "== cinfer serve vs llama.cpp on $model, /v1/completions, 2 x $rounds rounds in turns"
   echo "   cinfer: cinfer serve --num-threads $threads (max_running_requests 64; the workload keeps $parallel in flight)"
   echo "   peer:   llama.cpp through node-llama-cpp 3.21.1's binding (prebuilt CPU build) behind node's HTTP"
-  echo "           server (bench/peers/llama_cpp_server.mjs), $threads threads, $parallel sequences in one context;"
+  echo "           server (bench/peers/llama_cpp_server.mjs), $threads threads, $sequences sequences in one context;"
   echo "           not llama-server: its batching and HTTP layer are node-llama-cpp's and node's"
   echo "   workload: bench_serving ${work[*]}"
   # a few requests each first, so neither side's first round pays for cold caches

@@ -123,7 +123,6 @@ async function main() {
         const out = [];
         let sent = 0, finish = "length";
         try {
-            await seq.clearHistory();
             const tCleared = performance.now();
             let tPrev = tCleared;
             if (r.stream) {
@@ -139,7 +138,7 @@ async function main() {
                 if (trace) {
                     const t = performance.now();
                     if (out.length === 1)
-                        process.stderr.write(`${id}: wait ${(tTaken - tArrive).toFixed(0)} ms, clear ${(tCleared - tTaken).toFixed(0)} ms, prompt ${r.prompt.length} -> first token ${(t - tCleared).toFixed(0)} ms\n`);
+                        process.stderr.write(`${id}: wait ${(tTaken - tArrive).toFixed(0)} ms, prompt ${r.prompt.length} -> first token ${(t - tCleared).toFixed(0)} ms\n`);
                     else if (t - tPrev > 500) process.stderr.write(`${id}: token ${out.length} after ${(t - tPrev).toFixed(0)} ms\n`);
                     tPrev = t;
                 }
@@ -165,7 +164,11 @@ async function main() {
                 res.end(JSON.stringify(answer));
             }
         } finally {
-            pool.give(seq);
+            // cleared before it goes back: clearing waits for the batch in flight, which
+            // a request taking the sequence would otherwise wait for on its way in
+            seq.clearHistory().then(() => pool.give(seq), (e) => {
+                process.stderr.write(`llama_cpp_server: clearing sequence of ${id}: ${e.message}\n`);
+            });
         }
     }
 
