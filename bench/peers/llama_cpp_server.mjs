@@ -15,7 +15,9 @@
 //        stream_options.include_usage, then "data: [DONE]"); stream false answers one JSON.
 // One context holds --parallel sequences and node-llama-cpp folds the pending tokens of
 // all of them into one llama_decode per step (continuous batching); a request beyond
-// --parallel waits for a free sequence, first come first served.
+// --parallel waits for a free sequence, first come first served. A sequence's KV cells
+// are cleared when its request ends, before it goes back to the pool.
+// CINFER_PEER_TRACE=1 logs each request's queue wait, first-token time and stalls.
 import { createRequire } from "node:module";
 import http from "node:http";
 import process from "node:process";
