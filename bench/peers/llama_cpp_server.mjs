@@ -201,13 +201,12 @@ async function main() {
     });
     server.keepAliveTimeout = 5000;
     server.requestTimeout = 0; // a long benchmark stream must not be cut at node's 300 s default
-    const stop = async () => {
+    const stop = () => {
         server.close();
         server.closeAllConnections?.();
-        await context.dispose();
-        await model.dispose();
-        await llama.dispose();
-        process.exit(0);
+        // disposing waits for a batch in flight; whoever stops the peer should not
+        setTimeout(() => process.exit(0), 1000).unref();
+        context.dispose().then(() => model.dispose()).then(() => llama.dispose()).finally(() => process.exit(0));
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
