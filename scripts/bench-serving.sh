@@ -20,7 +20,8 @@
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench), CINFER_BENCH_TYPE
 # (weights of the SmolLM-shaped file, default q8_0), CINFER_BENCH_THREADS (compute
 # threads of each server, default 2), CINFER_BENCH_ROUNDS (rounds of the peer
-# comparison, default 3), CINFER_BENCH_NICE (default -20 as root; 0 leaves
+# comparison, default 3), CINFER_BENCH_PEER_SEQUENCES (the peer's sequences, default
+# 16), CINFER_BENCH_NICE (default -20 as root; 0 leaves
 # priorities alone). As scripts/bench-scheduler.sh, it re-runs itself in a session of
 # its own and sets that session's autogroup nice, since the kernel shares CPU between
 # sessions before nice applies.
@@ -95,7 +96,7 @@ peer_comparison() {
   # the workload keeps 8 requests in flight; the peer holds twice as many sequences, so
   # a request never waits for a finished one's KV cells to be cleared (which waits for
   # the batch in flight); cinfer serve admits up to its max_running_requests (64)
-  local out=$build/serving-peer parallel=8 sequences=16
+  local out=$build/serving-peer parallel=8 sequences=${CINFER_BENCH_PEER_SEQUENCES:-16}
   rm -rf "$out" && mkdir -p "$out"
   cinfer_pid='' peer_pid='' # global: the EXIT trap reads them after this function is gone
   # shellcheck disable=SC2064
@@ -139,14 +140,14 @@ peer_comparison() {
   fi
   echo "   both sides: $(figure "$out/cinfer-1.txt" 'Total input tokens') prompt tokens," \
        "$tokens_cinfer generated tokens per round; medians over $rounds rounds:"
-  printf '   %-28s %12s %12s %14s\n' "" cinfer llama.cpp "cinfer/peer"
+  printf '   %-32s %12s %12s %14s\n' "" cinfer llama.cpp "cinfer/peer"
   local label
   for label in 'Request throughput (req/s)' 'Output token throughput (tok/s)' 'Median TTFT (ms)' 'P99 TTFT (ms)' \
                'Median ITL (ms)' 'Median E2E Latency (ms)'; do
     local c p
     c=$(for r in $(seq "$rounds"); do figure "$out/cinfer-$r.txt" "$label"; done | median)
     p=$(for r in $(seq "$rounds"); do figure "$out/peer-$r.txt" "$label"; done | median)
-    printf '   %-28s %12s %12s %13.2fx\n' "$label" "$c" "$p" "$(awk -v c="$c" -v p="$p" 'BEGIN { print c / p }')"
+    printf '   %-32s %12s %12s %13.2fx\n' "$label" "$c" "$p" "$(awk -v c="$c" -v p="$p" 'BEGIN { print c / p }')"
   done
   echo "   (throughput: above 1x is cinfer faster; latency: below 1x is cinfer faster)"
   kill "$cinfer_pid" "$peer_pid"
