@@ -64,8 +64,10 @@ smollm_model() {
 start_server() {
   local log=$1
   shift
+  : >"$log" # exists before the first look at it
   nice -n "$nice_level" "$@" 2>"$log" &
   started_pid=$!
+  server_pids+=("$started_pid") # the EXIT trap stops it whatever happens next
   started_url=
   for _ in $(seq 600); do
     started_url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -1)
@@ -98,9 +100,8 @@ peer_comparison() {
   # the batch in flight); cinfer serve admits up to its max_running_requests (64)
   local out=$build/serving-peer parallel=8 sequences=${CINFER_BENCH_PEER_SEQUENCES:-16}
   rm -rf "$out" && mkdir -p "$out"
-  cinfer_pid='' peer_pid='' # global: the EXIT trap reads them after this function is gone
-  # shellcheck disable=SC2064
-  trap 'kill $cinfer_pid $peer_pid 2>/dev/null; wait $cinfer_pid $peer_pid 2>/dev/null' EXIT
+  server_pids=() # global: the EXIT trap reads it after this function is gone
+  trap 'if ((${#server_pids[@]})); then kill "${server_pids[@]}" 2>/dev/null; wait "${server_pids[@]}" 2>/dev/null; fi' EXIT
   start_server "$out/cinfer.log" "$build/bin/cinfer" serve --model-path "$model" --port 0 --log-level error \
     --num-threads "$threads"
   cinfer_pid=$started_pid cinfer_url=$started_url
