@@ -22,32 +22,21 @@ int cinfer_cmd_config(int argc, char **argv)
 {
     static const struct cinfer_command_flag own_flags[] = {
         {"--help", 0}, {"-h", 0}, {"--markdown", 0}, {NULL, 0}};
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (!rest) {
-        fprintf(stderr, "cinfer config: out of memory\n");
-        return 1;
-    }
-    struct cinfer_server_args args;
-    struct cinfer_error err = {0};
-    int n_rest = 0;
     /* --help and --markdown need no valid settings: look for them before parsing. */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            free(rest);
-            return 0;
-        }
+    if (cinfer_cli_asks_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--markdown")) {
             cinfer_server_args_print_markdown(stdout);
-            free(rest);
             return 0;
         }
-    }
-    if (cinfer_server_args_parse_command_line(&args, argc, argv, own_flags, rest, &n_rest, &err)) {
-        fprintf(stderr, "cinfer config: %s\n", err.message);
-        free(rest);
+    char **rest;
+    int n_rest;
+    struct cinfer_server_args args;
+    if (cinfer_cli_parse_server_args("config", argc, argv, own_flags, &args, &rest, &n_rest))
         return 1;
-    }
     int status = 0;
     if (n_rest > 0) {
         fprintf(stderr, "cinfer config: unexpected argument '%s' (cinfer config takes only flags)\n", rest[0]);

@@ -174,20 +174,16 @@ int cinfer_cmd_generate(int argc, char **argv)
         {"--min-p", 1},          {"--stop", 1},        {"--ignore-eos", 0}, {"--help", 0},  {"-h", 0},
         {"--min-new-tokens", 1}, {"--repetition-penalty", 1}, {"--frequency-penalty", 1},
         {"--presence-penalty", 1}, {"--n", 1}, {"--logprobs", 0}, {"--top-logprobs", 1}, {NULL, 0}};
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    struct cinfer_server_args args;
-    struct cinfer_error err = {0};
-    int n_rest = 0;
-    if (!rest || cinfer_server_args_parse_command_line(&args, argc, argv, own_flags, rest, &n_rest, &err)) {
-        fprintf(stderr, "cinfer generate: %s\n", rest ? err.message : "out of memory");
-        free(rest);
-        return 1;
+    if (cinfer_cli_asks_help(argc, argv)) {
+        usage(stdout);
+        return 0;
     }
+    char **rest;
+    int n_rest;
+    struct cinfer_server_args args;
+    if (cinfer_cli_parse_server_args("generate", argc, argv, own_flags, &args, &rest, &n_rest))
+        return 1;
+    struct cinfer_error err = {0};
     struct cinfer_generate_request req = {0};
     cinfer_sampling_params_init(&req.sampling);
     req.sampling.temperature = 0.0f;

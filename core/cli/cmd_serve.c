@@ -32,20 +32,16 @@ static void usage(FILE *out)
 int cinfer_cmd_serve(int argc, char **argv)
 {
     static const struct cinfer_command_flag own_flags[] = {{"--help", 0}, {"-h", 0}, {NULL, 0}};
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    struct cinfer_server_args args;
-    struct cinfer_error err = {0};
-    int n_rest = 0;
-    if (!rest || cinfer_server_args_parse_command_line(&args, argc, argv, own_flags, rest, &n_rest, &err)) {
-        fprintf(stderr, "cinfer serve: %s\n", rest ? err.message : "out of memory");
-        free(rest);
-        return 1;
+    if (cinfer_cli_asks_help(argc, argv)) {
+        usage(stdout);
+        return 0;
     }
+    char **rest;
+    int n_rest;
+    struct cinfer_server_args args;
+    if (cinfer_cli_parse_server_args("serve", argc, argv, own_flags, &args, &rest, &n_rest))
+        return 1;
+    struct cinfer_error err = {0};
     if (n_rest > 0) {
         fprintf(stderr, "cinfer serve: unexpected argument '%s' (cinfer serve takes flags only; see --help)\n",
                 rest[0]);
