@@ -20,19 +20,11 @@
 # $CINFER_BENCH_BUILD/bench-model.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nice_level=${CINFER_BENCH_NICE:--20}
-if [ "$(id -u)" -eq 0 ] && [ "$nice_level" != 0 ] && [ -z "${CINFER_BENCH_OWN_SESSION:-}" ]; then
-  export CINFER_BENCH_OWN_SESSION=1
-  exec setsid --wait "$0" "$@"
-fi
-if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ] && [ -w /proc/self/autogroup ]; then
-  echo "$nice_level" >/proc/self/autogroup || true
-fi
-root=$PWD
+. scripts/bench-common.sh
+bench_own_session "$@"
 build=${CINFER_BENCH_BUILD:-build-bench}
 types=${CINFER_BENCH_TYPES:-f32,f16,bf16,q8_0}
 threads=${CINFER_BENCH_THREADS:-2}
-peer_dir=$root/.cache/bench
 
 mkdir -p "$build"
 cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
@@ -43,12 +35,7 @@ cmake --build "$build" -j2 --target bench_model
 # llama.cpp through node-llama-cpp: reinstall only when the lock file changed. Scripts
 # are skipped: its postinstall would try to build llama.cpp when no prebuilt binary
 # fits, and the prebuilt linux-x64 package is a direct dependency.
-mkdir -p "$peer_dir"
-if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
-  cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
-  npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
-fi
-export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+bench_install_peer
 
 models=""
 IFS=, read -r -a type_list <<<"$types"

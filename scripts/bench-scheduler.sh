@@ -20,19 +20,11 @@
 # $CINFER_BENCH_BUILD/bench-scheduler.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nice_level=${CINFER_BENCH_NICE:--20}
-if [ "$(id -u)" -eq 0 ] && [ "$nice_level" != 0 ] && [ -z "${CINFER_BENCH_OWN_SESSION:-}" ]; then
-  export CINFER_BENCH_OWN_SESSION=1
-  exec setsid --wait "$0" "$@"
-fi
-if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ] && [ -w /proc/self/autogroup ]; then
-  echo "$nice_level" >/proc/self/autogroup || true
-fi
-root=$PWD
+. scripts/bench-common.sh
+bench_own_session "$@"
 build=${CINFER_BENCH_BUILD:-build-bench}
 type=${CINFER_BENCH_TYPE:-q8_0}
 threads=${CINFER_BENCH_THREADS:-2}
-peer_dir=$root/.cache/bench
 
 mkdir -p "$build"
 cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
@@ -44,12 +36,7 @@ if [ ! -f "$model" ]; then
 fi
 
 # llama.cpp through node-llama-cpp, installed as scripts/bench-model.sh does (same cache).
-mkdir -p "$peer_dir"
-if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
-  cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
-  npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
-fi
-export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+bench_install_peer
 
 {
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD), nice $nice_level"

@@ -27,14 +27,8 @@
 # sessions before nice applies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nice_level=${CINFER_BENCH_NICE:--20}
-if [ "$(id -u)" -eq 0 ] && [ "$nice_level" != 0 ] && [ -z "${CINFER_BENCH_OWN_SESSION:-}" ]; then
-  export CINFER_BENCH_OWN_SESSION=1
-  exec setsid --wait "$0" "$@"
-fi
-if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ] && [ -w /proc/self/autogroup ]; then
-  echo "$nice_level" >/proc/self/autogroup || true
-fi
+. scripts/bench-common.sh
+bench_own_session "$@"
 build=${CINFER_BENCH_BUILD:-build-bench}
 type=${CINFER_BENCH_TYPE:-q8_0}
 threads=${CINFER_BENCH_THREADS:-2}
@@ -46,8 +40,6 @@ cmake --build "$build" -j2 --target bench_serving >"$build/build-serving.log" 2>
 bench=$build/bin/bench_serving
 run() { echo "+ bench_serving $*"; nice -n "$nice_level" "$bench" "$@"; echo; }
 rounds=${CINFER_BENCH_ROUNDS:-3}
-root=$PWD
-peer_dir=$root/.cache/bench
 
 smollm_model() {
   model=$build/models/smollm-shaped-$type.gguf
@@ -89,12 +81,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # cinfer serve and the llama.cpp peer on the same file and workload, in turns.
 peer_comparison() {
   smollm_model
-  mkdir -p "$peer_dir"
-  if ! cmp -s bench/peers/package-lock.json "$peer_dir/package-lock.json" || [ ! -d "$peer_dir/node_modules" ]; then
-    cp bench/peers/package.json bench/peers/package-lock.json "$peer_dir/"
-    npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
-  fi
-  export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+  bench_install_peer
   # the workload keeps 8 requests in flight; the peer holds twice as many sequences, so
   # a request never waits for a finished one's KV cells to be cleared (which waits for
   # the batch in flight); cinfer serve admits up to its max_running_requests (64)
