@@ -8,11 +8,9 @@
  * together by transposing shuffles.
  *
  * Batch invariance: every output element gets exactly the operations the tile path
- * (matmul_avx512.c, q8_tile.h) gives it — one 16-lane f32 accumulator fed in k order
- * (8 lanes per Q8_0 block), the same masked tail, and a reduction whose tree is the
- * one _mm512_reduce_add_ps / the q8 hsum use (halves, quarters, pairs, neighbours).
- * IEEE addition is commutative, so pairing the same operands in another lane or
- * order gives the same bits; only the tree's shape matters, and it is kept. */
+ * (matmul_avx512.c) gives it — one 16-lane f32 accumulator fed in k order, the same
+ * masked tail, and reduce8's tree (reduce_avx512.h), which the tile uses too. Q8_0
+ * weights go to q8_avx512.c. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -154,77 +152,6 @@ static BF16_ATTR void gemv_bf16_dot(const uint16_t *x, int n, int k, const uint8
     }
 }
 
-/* Q8_0: per weight row and block, exactly the tile's operations (q8_tile.h): 8 exact
- * int32 sums of the int16 activations times the sign-extended int8 weights, to f32,
- * times (x scale * w scale) into an 8-lane accumulator; 8 rows in flight. */
-#define Q8_GEMV(name, ATTR, DOT)                                                                                  \
-    static inline __attribute__((always_inline)) ATTR void name##_group(                                        \
-        const struct cinfer_kernel_xblock *xq, int blocks, int mr, const uint8_t *w, size_t w_row_bytes, int nr, \
-        float *y, int ldy)                                                                                      \
-    {                                                                                                           \
-        const uint8_t *rows[ROWS];                                                                              \
-        for (int j = 0; j < ROWS; j++)                                                                          \
-            rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;                                          \
-        const size_t ahead = PREFETCH_GROUPS * ROWS * w_row_bytes;                                                                \
-        __m256 acc[MAX_X_ROWS][ROWS];                                                                           \
-        for (int i = 0; i < mr; i++)                                                                            \
-            for (int j = 0; j < ROWS; j++)                                                                      \
-                acc[i][j] = _mm256_setzero_ps();                                                                \
-        for (int b = 0; b < blocks; b++) {                                                                      \
-            size_t at = (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;                                               \
-            __m256i x_lo[MAX_X_ROWS], x_hi[MAX_X_ROWS];                                                         \
-            float dx[MAX_X_ROWS];                                                                               \
-            for (int i = 0; i < mr; i++) {                                                                      \
-                const struct cinfer_kernel_xblock *xb = xq + (size_t)i * blocks + b;                            \
-                x_lo[i] = _mm256_loadu_si256((const __m256i *)xb->q);                                           \
-                x_hi[i] = _mm256_loadu_si256((const __m256i *)(xb->q + 16));                                    \
-                dx[i] = xb->d;                                                                                  \
-            }                                                                                                   \
-            for (int j = 0; j < ROWS; j++) {                                                                    \
-                const uint8_t *blk = rows[j] + at;                                                              \
-                /* 34-byte blocks: one prefetch per block touches every line of a later group */           \
-                _mm_prefetch((const char *)blk + ahead, PREFETCH_HINT);                                           \
-                uint16_t d_bits;                                                                                \
-                memcpy(&d_bits, blk, 2);                                                                        \
-                float dw = _cvtsh_ss(d_bits);                                                                   \
-                __m256i w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));               \
-                __m256i w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));              \
-                for (int i = 0; i < mr; i++) {                                                                  \
-                    __m256 products = _mm256_cvtepi32_ps(DOT(x_lo[i], x_hi[i], w_lo, w_hi));                    \
-                    acc[i][j] = _mm256_fmadd_ps(products, _mm256_set1_ps(dx[i] * dw), acc[i][j]);               \
-                }                                                                                               \
-            }                                                                                                   \
-        }                                                                                                       \
-        for (int i = 0; i < mr; i++) {                                                                          \
-            __m512 p[ROWS / 2]; /* [row 2p | row 2p+1] */                                                       \
-            for (int q = 0; q < ROWS / 2; q++)                                                                  \
-                p[q] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(acc[i][2 * q])), \
-                                                           _mm256_castps_pd(acc[i][2 * q + 1]), 1));            \
-            store_rows(y + (size_t)i * ldy,                                                                     \
-                       reduce_quarters(reduce_halves_of_pairs(p[0], p[1]), reduce_halves_of_pairs(p[2], p[3])), \
-                       nr);                                                                                     \
-        }                                                                                                       \
-    }                                                                                                           \
-                                                                                                                \
-    static ATTR void name(const struct cinfer_kernel_xblock *xq, int n, int k, const uint8_t *w,               \
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)                                \
-    {                                                                                                           \
-        int blocks = k / CINFER_KERNEL_Q8_BLOCK;                                                                \
-        for (int j = j0; j < j1; j += ROWS) {                                                                   \
-            int nr = j1 - j < ROWS ? j1 - j : ROWS;                                                             \
-            const uint8_t *wj = w + (size_t)j * w_row_bytes;                                                    \
-            if (n == 2)                                                                                         \
-                name##_group(xq, blocks, 2, wj, w_row_bytes, nr, y + j, ldy);                                   \
-            else                                                                                                \
-                name##_group(xq, blocks, 1, wj, w_row_bytes, nr, y + j, ldy);                                   \
-        }                                                                                                       \
-    }
-
-#define Q8_DOT_MADD(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
-#define Q8_DOT_VNNI(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
-Q8_GEMV(gemv_q8, , Q8_DOT_MADD)
-Q8_GEMV(gemv_q8_vnni, __attribute__((target("avx512vnni"))), Q8_DOT_VNNI)
-
 void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
                         enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
@@ -239,11 +166,6 @@ void cinfer_gemv_avx512(const float *x, const void *x_prepared, int n, int k, co
         else
             gemv_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy);
         break;
-    case CINFER_KW_Q8_0:
-        if (has_vnni())
-            gemv_q8_vnni(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
-        else
-            gemv_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
-        break;
+    case CINFER_KW_Q8_0: cinfer_q8_gemv_avx512(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy); break;
     }
 }

@@ -65,8 +65,11 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
  * path; issue 3's budget for 16-bit weights is 2e-2); given no x_prepared they take
  * the widening path, x unrounded. Q8_0 weights (k a
  * multiple of 32) multiply the activations prepared by cinfer_kernel_prepare_rows
- * (x_prepared) with integer dot products (int16 x int8). x_prepared is ignored for
- * F32 and F16. */
+ * (x_prepared), each output defined per block b as
+ *     acc = 0; for each b: acc = fmaf((float)S_b, dx_b * dw_b, acc)
+ * with S_b the exact int32 dot product of the block's int16 activations and int8
+ * weights: every level and path (GEMV, tile, scalar) gives the same bits.
+ * x_prepared is ignored for F32 and F16. */
 void cinfer_kernel_matmul(const float *x, const void *x_prepared, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 

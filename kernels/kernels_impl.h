@@ -28,6 +28,17 @@ void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, cons
                       enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 #define CINFER_GEMV_MAX_ROWS 2
 
+/* Q8_0 weights x prepared int16 activation blocks at the AVX-512 level (q8_avx512.c):
+ * the GEMV (8 weight rows in flight, for n <= 2) and the tile (16 activation rows per
+ * vector, for n >= 3); both give every output the same bits (see kernels.h). */
+void cinfer_q8_gemv_avx512(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
+                           float *y, int ldy);
+void cinfer_q8_tiles_avx512(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
+                            float *y, int ldy);
+/* The same at the AVX2 level, for any n (gemv_avx2.c). */
+void cinfer_q8_rows_avx2(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
+                         float *y, int ldy);
+
 /* y (n_y, len) += coef (n_y, n_x) · x (n_x, len): see cinfer_kernel_accumulate_rows. */
 void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
                                    size_t x_stride, int n_x);

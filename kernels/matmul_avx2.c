@@ -87,15 +87,6 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
     }
 }
 
-/* Q8_0 weights: integer dot products with madd (s16 pairs -> s32); a 2 x 2 tile keeps
- * accumulators, widened weights and activations in the 16 ymm registers. */
-#define Q8_TILE_M 2
-#define Q8_TILE_N 2
-#define Q8_FN(name) avx2_q8_##name
-#define Q8_ATTR
-#define Q8_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
-#include "q8_tile.h"
-
 void cinfer_matmul_avx2(const float *x, const void *x_prepared, int n, int k, const void *w,
                         enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
@@ -103,6 +94,8 @@ void cinfer_matmul_avx2(const float *x, const void *x_prepared, int n, int k, co
     case CINFER_KW_F32: matmul_typed(x, n, k, w, CINFER_KW_F32, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_F16: matmul_typed(x, n, k, w, CINFER_KW_F16, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_BF16: matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy); break;
-    case CINFER_KW_Q8_0: avx2_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy); break;
+    case CINFER_KW_Q8_0: /* 8 weight rows in flight per activation row, as the GEMV */
+        cinfer_q8_rows_avx2(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
+        break;
     }
 }

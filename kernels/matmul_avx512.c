@@ -187,22 +187,6 @@ static BF16_ATTR void matmul_bf16_dot(const uint16_t *x, int n, int k, const uin
     }
 }
 
-/* Q8_0 weights: integer dot products on 256-bit vectors (32 registers allow a 4 x 4
- * tile), with vpdpwssd where the CPU has AVX-512 VNNI and madd + add where not. */
-#define Q8_TILE_M 4
-#define Q8_TILE_N 4
-#define Q8_FN(name) avx512_q8_##name
-#define Q8_ATTR
-#define Q8_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
-#include "q8_tile.h"
-#undef Q8_FN
-#undef Q8_ATTR
-#undef Q8_DOT
-#define Q8_FN(name) avx512_vnni_q8_##name
-#define Q8_ATTR __attribute__((target("avx512vnni")))
-#define Q8_DOT(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
-#include "q8_tile.h"
-
 void cinfer_matmul_avx512(const float *x, const void *x_prepared, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
@@ -215,11 +199,6 @@ void cinfer_matmul_avx512(const float *x, const void *x_prepared, int n, int k, 
         else
             matmul_typed(x, n, k, w, CINFER_KW_BF16, w_row_bytes, j0, j1, y, ldy);
         break;
-    case CINFER_KW_Q8_0:
-        if (has_vnni())
-            avx512_vnni_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
-        else
-            avx512_q8_matmul_q8(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy);
-        break;
+    case CINFER_KW_Q8_0: cinfer_q8_tiles_avx512(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy); break;
     }
 }

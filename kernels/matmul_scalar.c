@@ -1,5 +1,6 @@
 /* kernels/matmul_scalar.c — the reference-shaped matmul every CPU can run: one dot
  * product per (activation row, weight row), weights widened as they are read. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels_impl.h"
@@ -36,8 +37,8 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
     return acc;
 }
 
-/* One Q8_0 weight row · one prepared activation row: an exact integer dot product per
- * block, scaled by both blocks' scales. */
+/* One Q8_0 weight row · one prepared activation row, as kernels.h defines it for every
+ * level: per block an exact integer dot product S, then acc = fma(S, dx * dw, acc). */
 static float dot_q8_row(const struct cinfer_kernel_xblock *xq, const uint8_t *wrow, int k)
 {
     float acc = 0.0f;
@@ -49,7 +50,8 @@ static float dot_q8_row(const struct cinfer_kernel_xblock *xq, const uint8_t *wr
         int32_t sum = 0;
         for (int i = 0; i < CINFER_KERNEL_Q8_BLOCK; i++)
             sum += (int32_t)xq[b].q[i] * q[i];
-        acc += xq[b].d * cinfer_kernel_f16_to_f32(dh) * (float)sum;
+        float scale = xq[b].d * cinfer_kernel_f16_to_f32(dh);
+        acc = fmaf((float)sum, scale, acc);
     }
     return acc;
 }

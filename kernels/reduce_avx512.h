@@ -15,7 +15,7 @@
 
 /* The last two levels of the tree for 8 rows whose 4-value partial sums sit one row
  * per 128-bit chunk: q0123 holds rows 0-3, q4567 rows 4-7. Returns the 8 row sums in
- * order: lanes (u0 + u2) + (u1 + u3), as _mm512_reduce_add_ps and the q8 hsum end. */
+ * order: lanes (u0 + u2) + (u1 + u3), as _mm512_reduce_add_ps ends. */
 AI __m256 reduce_quarters(__m512 q0123, __m512 q4567)
 {
     /* per chunk c: [row c: u0+u2, u1+u3, row c+4: u0+u2, u1+u3] */

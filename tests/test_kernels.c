@@ -90,7 +90,8 @@ END_TEST
 START_TEST(matmul_every_type_and_level)
 {
     const int shapes[][3] = {/* n, k, m */ {1, 64, 9}, {2, 32, 4}, {3, 96, 13}, {4, 256, 8}, {5, 128, 17},
-                             {9, 512, 33}, {1, 4096, 5}, {7, 37, 6}, {6, 100, 11}, {1, 15, 3}};
+                             {9, 512, 33}, {1, 4096, 5}, {7, 37, 6}, {6, 100, 11}, {1, 15, 3},
+                             {37, 576, 29}, {18, 2112, 7}};
     uint64_t rng = 42;
     double worst_exact[3][4] = {{0}}, worst_budget[3][4] = {{0}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -160,6 +161,7 @@ START_TEST(matmul_every_type_and_level)
                     ref_orig[i * m + j] = b;
                     bound[i * m + j] = bnd;
                 }
+            float *y_scalar = malloc(sizeof(float) * n * m);
             FOR_EACH_LEVEL(level)
             {
                 for (int i = 0; i < n * m; i++)
@@ -168,6 +170,14 @@ START_TEST(matmul_every_type_and_level)
                 int split = m / 2;
                 cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, 0, split, y, m);
                 cinfer_kernel_matmul(x, xq, n, k, stored, type, row_bytes, split, m, y, m);
+                /* Q8_0 is defined per block (an exact integer sum, then one FMA), so every
+                 * level gives the scalar level's bits */
+                if (level == CINFER_KERNEL_SCALAR)
+                    memcpy(y_scalar, y, sizeof(float) * n * m);
+                else if (type == CINFER_KW_Q8_0)
+                    ck_assert_msg(memcmp(y, y_scalar, sizeof(float) * n * m) == 0,
+                                  "%s Q8_0 n=%d k=%d m=%d: not the scalar level's bits",
+                                  cinfer_kernels_level_name(level), n, k, m);
                 double norm_diff = 0, norm_ref = 0;
                 int rounded = cinfer_kernel_rounds_x_to_bf16(type);
                 const double *ref = rounded ? ref_rounded : ref_exact, *bnd = rounded ? bound_rounded : bound;
@@ -194,6 +204,7 @@ START_TEST(matmul_every_type_and_level)
             restore_level();
             free(stored);
             free(xq);
+            free(y_scalar);
         }
         free(x), free(w), free(wq), free(y), free(row), free(ref_exact), free(ref_orig), free(bound);
         free(ref_rounded), free(bound_rounded), free(x_bf16);
