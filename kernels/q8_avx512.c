@@ -15,7 +15,8 @@
  * 16 rows; a weight row's pair p is broadcast against it (vpdpwssd, 32 products per
  * instruction), 8 weight rows at a time. Each block then costs 16 integer dot steps
  * per weight row and one conversion, one product and one FMA for 16 outputs, where a
- * k-in-lanes tile pays a conversion and an FMA per output and block. */
+ * k-in-lanes tile pays a conversion and an FMA per output and block. A group of at
+ * most 8 rows (batched decode) uses 8 lanes on 256-bit vectors. */
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 #define GEMV_ROWS 8   /* weight rows in flight in the GEMV */
 #define GEMV_X_ROWS 2 /* activation rows per GEMV pass */
 #define TILE_X 16     /* activation rows per tile: one per lane */
-#define TILE_W 8      /* weight rows per tile */
+#define TILE_W 12     /* weight rows per tile */
 #define PAIRS (CINFER_KERNEL_Q8_BLOCK / 2)
 #define PREFETCH_GROUPS 2 /* GEMV: rows ahead / GEMV_ROWS, into L2 (as gemv_avx512.c) */
 #define STACK_GROUP_BLOCKS 64 /* transposed activation groups up to this many blocks live on the stack */
@@ -133,28 +134,62 @@ static void q8_gemv(const struct cinfer_kernel_xblock *xq, int n, int blocks, co
 }
 
 /* Activation rows [i0, i0 + rows) transposed for the tile:
- *   pairs (blocks, PAIRS, TILE_X): value pair p of block b of row r as one int32
- *   scales (blocks, TILE_X): the rows' block scales
+ *   pairs (blocks, PAIRS, lanes): value pair p of block b of row r as one int32
+ *   scales (blocks, lanes): the rows' block scales
+ * with lanes 16, or 8 (rows <= 8: only the low half of each transposed vector is kept).
  * Rows past `rows` are zero (their outputs are not stored). */
-static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, int i0, int rows, int32_t *pairs,
-                            float *scales)
+static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, int i0, int rows, int lanes,
+                            int32_t *pairs, float *scales)
 {
     for (int b = 0; b < blocks; b++) {
-        int32_t *pb = pairs + (size_t)b * PAIRS * TILE_X;
-        float *sb = scales + (size_t)b * TILE_X;
-        for (int r = 0; r < TILE_X; r++) {
-            if (r >= rows) {
-                for (int p = 0; p < PAIRS; p++)
-                    pb[p * TILE_X + r] = 0;
-                sb[r] = 0.0f;
-                continue;
+        /* r[i]: row i's 16 value pairs; a 16 x 16 transpose of 32-bit elements by
+         * unpacks and 128-bit shuffles (4 stages of 16) */
+        __m512i r[TILE_X], t[TILE_X];
+        float *sb = scales + (size_t)b * lanes;
+        float row_scales[TILE_X];
+        for (int i = 0; i < TILE_X; i++) {
+            if (i < rows) {
+                const struct cinfer_kernel_xblock *xb = xq + (size_t)(i0 + i) * blocks + b;
+                r[i] = _mm512_loadu_si512(xb->q);
+                row_scales[i] = xb->d;
+            } else {
+                r[i] = _mm512_setzero_si512();
+                row_scales[i] = 0.0f;
             }
-            const struct cinfer_kernel_xblock *xb = xq + (size_t)(i0 + r) * blocks + b;
-            int32_t row_pairs[PAIRS];
-            memcpy(row_pairs, xb->q, sizeof row_pairs);
-            for (int p = 0; p < PAIRS; p++)
-                pb[p * TILE_X + r] = row_pairs[p];
-            sb[r] = xb->d;
+        }
+        memcpy(sb, row_scales, sizeof(float) * (size_t)lanes);
+        for (int i = 0; i < TILE_X; i += 2) {
+            t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < TILE_X; i += 4) {
+            r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+            r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+            r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+            r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+        /* r[4q + c] now holds, per 128-bit chunk h, pair 4h + c of rows 4q .. 4q+3 */
+        for (int c = 0; c < 4; c++) {
+            t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], _MM_SHUFFLE(2, 0, 2, 0));      /* chunks 0, 2 */
+            t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], _MM_SHUFFLE(3, 1, 3, 1));  /* chunks 1, 3 */
+            t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+            t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        }
+        int32_t *pb = pairs + (size_t)b * PAIRS * lanes;
+        for (int c = 0; c < 4; c++) {
+            /* pair c: chunk 0 of rows 0-3, 4-7, 8-11, 12-15; pair 4 + c: chunk 1; ... */
+            __m512i even_lo = t[c], odd_lo = t[4 + c], even_hi = t[8 + c], odd_hi = t[12 + c];
+            __m512i out[4] = {_mm512_shuffle_i32x4(even_lo, even_hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i32x4(odd_lo, odd_hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i32x4(even_lo, even_hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm512_shuffle_i32x4(odd_lo, odd_hi, _MM_SHUFFLE(3, 1, 3, 1))};
+            for (int h = 0; h < 4; h++) { /* out[h] is pair 4h + c */
+                int32_t *dst = pb + (size_t)(4 * h + c) * lanes;
+                if (lanes == TILE_X)
+                    _mm512_storeu_si512(dst, out[h]);
+                else
+                    _mm256_storeu_si256((__m256i *)dst, _mm512_castsi512_si256(out[h]));
+            }
         }
     }
 }
@@ -189,7 +224,7 @@ static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, i
             for (int p = 1; p < PAIRS; p++) {                                                                   \
                 xv = _mm512_loadu_si512(pb + p * TILE_X);                                                       \
                 for (int j = 0; j < nw; j++)                                                                    \
-                    sums[j] = DOT(sums[j], xv, _mm512_set1_epi32(wide[j][p]));                                  \
+                    sums[j] = DOT(sums[j], xv, &wide[j][p]);                                                    \
             }                                                                                                   \
             __m512 dx = _mm512_loadu_ps(scales + (size_t)b * TILE_X);                                           \
             for (int j = 0; j < nw; j++)                                                                        \
@@ -204,10 +239,76 @@ static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, i
                 y[(size_t)r * ldy + j] = out[j][r];                                                             \
     }
 
-#define DOT_MADD(acc, x, w) _mm512_add_epi32((acc), _mm512_madd_epi16((x), (w)))
-#define DOT_VNNI(acc, x, w) _mm512_dpwssd_epi32((acc), (x), (w))
+/* The same for a group of at most 8 activation rows on 256-bit vectors (lanes 8): on
+ * CPUs that split 512-bit operations in two (Zen 4) as many products per cycle. */
+#define Q8_TILE8_FN(name, ATTR, DOT)                                                                               \
+    static inline __attribute__((always_inline)) ATTR void name(const int32_t *pairs, const float *scales,      \
+                                                                int blocks, const uint8_t *w, size_t w_row_bytes, \
+                                                                int nw, float *y, int ldy, int rows)            \
+    {                                                                                                           \
+        __m256 acc[TILE_W];                                                                                     \
+        for (int j = 0; j < nw; j++)                                                                            \
+            acc[j] = _mm256_setzero_ps();                                                                       \
+        for (int b = 0; b < blocks; b++) {                                                                      \
+            /* the weight rows' block, widened to int16: pair p of row j is wide[j][p] */                       \
+            int32_t wide[TILE_W][PAIRS] __attribute__((aligned(64)));                                           \
+            float dw[TILE_W];                                                                                   \
+            for (int j = 0; j < nw; j++) {                                                                      \
+                const uint8_t *blk = w + (size_t)j * w_row_bytes + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;    \
+                _mm512_store_si512(wide[j], _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)))); \
+                dw[j] = weight_scale(blk);                                                                      \
+            }                                                                                                   \
+            /* from memory from here on: broadcast loads fold into the dot instruction */                       \
+            __asm__ volatile("" ::: "memory");                                                                  \
+            const int32_t *pb = pairs + (size_t)b * PAIRS * 8;                                             \
+            __m256i sums[TILE_W];                                                                               \
+            __m256i xv = _mm256_loadu_si256((const __m256i *)pb);                                                                \
+            for (int j = 0; j < nw; j++)                                                                        \
+                sums[j] = _mm256_madd_epi16(xv, _mm256_set1_epi32(wide[j][0]));                                  \
+            for (int p = 1; p < PAIRS; p++) {                                                                   \
+                xv = _mm256_loadu_si256((const __m256i *)(pb + p * 8));                                                       \
+                for (int j = 0; j < nw; j++)                                                                    \
+                    sums[j] = DOT(sums[j], xv, &wide[j][p]);                                                    \
+            }                                                                                                   \
+            __m256 dx = _mm256_loadu_ps(scales + (size_t)b * 8);                                           \
+            for (int j = 0; j < nw; j++)                                                                        \
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dx, _mm256_set1_ps(dw[j])), \
+                                         acc[j]);                                                               \
+        }                                                                                                       \
+        float out[TILE_W][8];                                                                              \
+        for (int j = 0; j < nw; j++)                                                                            \
+            _mm256_storeu_ps(out[j], acc[j]);                                                                   \
+        for (int r = 0; r < rows; r++)                                                                          \
+            for (int j = 0; j < nw; j++)                                                                        \
+                y[(size_t)r * ldy + j] = out[j][r];                                                             \
+    }
+
+/* acc += the pair products of x and the pair at w broadcast to every lane */
+#define DOT_MADD(acc, x, w) _mm512_add_epi32((acc), _mm512_madd_epi16((x), _mm512_set1_epi32(*(w))))
+#define DOT_VNNI(acc, x, w) dpwssd_broadcast((acc), (x), (w))
+
+/* vpdpwssd with the weight pair as an embedded broadcast operand ({1to16}): compilers
+ * emit a separate broadcast instruction for _mm512_set1_epi32 of a load, one more
+ * instruction per 32 products. */
+static inline __attribute__((always_inline, target("avx512vnni"))) __m512i dpwssd_broadcast(__m512i acc, __m512i x,
+                                                                                          const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*w));
+    return acc;
+}
+static inline __attribute__((always_inline, target("avx512vnni"))) __m256i dpwssd_broadcast8(__m256i acc, __m256i x,
+                                                                                           const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*w));
+    return acc;
+}
+#define DOT8_MADD(acc, x, w) _mm256_add_epi32((acc), _mm256_madd_epi16((x), _mm256_set1_epi32(*(w))))
+#define DOT8_VNNI(acc, x, w) dpwssd_broadcast8((acc), (x), (w))
+
 Q8_TILE_FN(tile_madd, , DOT_MADD)
 Q8_TILE_FN(tile_vnni, __attribute__((target("avx512vnni"))), DOT_VNNI)
+Q8_TILE8_FN(tile8_madd, , DOT8_MADD)
+Q8_TILE8_FN(tile8_vnni, __attribute__((target("avx512vnni"))), DOT8_VNNI)
 
 /* One group of activation rows against weight rows [j0, j1). */
 #define Q8_GROUP_FN(name, ATTR, TILE)                                                                            \
@@ -225,6 +326,8 @@ Q8_TILE_FN(tile_vnni, __attribute__((target("avx512vnni"))), DOT_VNNI)
 
 Q8_GROUP_FN(group_madd, , tile_madd)
 Q8_GROUP_FN(group_vnni, __attribute__((target("avx512vnni"))), tile_vnni)
+Q8_GROUP_FN(group8_madd, , tile8_madd)
+Q8_GROUP_FN(group8_vnni, __attribute__((target("avx512vnni"))), tile8_vnni)
 
 static void q8_tiles(const struct cinfer_kernel_xblock *xq, int n, int blocks, const uint8_t *w, size_t w_row_bytes,
                      int j0, int j1, float *y, int ldy)
@@ -247,9 +350,14 @@ static void q8_tiles(const struct cinfer_kernel_xblock *xq, int n, int blocks, c
     int vnni = has_vnni();
     for (int i = 0; i < n; i += TILE_X) {
         int rows = n - i < TILE_X ? n - i : TILE_X;
-        transpose_group(xq, blocks, i, rows, pairs, scales);
+        int lanes = rows <= 8 ? 8 : TILE_X;
+        transpose_group(xq, blocks, i, rows, lanes, pairs, scales);
         float *yi = y + (size_t)i * ldy;
-        if (vnni)
+        if (lanes == 8 && vnni)
+            group8_vnni(pairs, scales, blocks, w, w_row_bytes, j0, j1, yi, ldy, rows);
+        else if (lanes == 8)
+            group8_madd(pairs, scales, blocks, w, w_row_bytes, j0, j1, yi, ldy, rows);
+        else if (vnni)
             group_vnni(pairs, scales, blocks, w, w_row_bytes, j0, j1, yi, ldy, rows);
         else
             group_madd(pairs, scales, blocks, w, w_row_bytes, j0, j1, yi, ldy, rows);
