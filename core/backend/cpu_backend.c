@@ -25,6 +25,11 @@ struct cpu_backend {
     size_t prepared_bytes;
     float *attn_scratch;    /* (n_threads, attn_floats_per_thread) see attention_part */
     size_t attn_floats_per_thread;
+    int *attn_first_item; /* (attn_item_seqs + 1): each sequence's first attention work item */
+    size_t *attn_vt_at;   /* (attn_item_seqs): where each prefill sequence's V transposed starts */
+    int attn_item_seqs;
+    float *attn_vt; /* (attn_vt_floats) V transposed, per prefill sequence and KV head */
+    size_t attn_vt_floats;
 };
 
 struct cpu_kv {
@@ -60,6 +65,9 @@ static void cpu_destroy(void *state)
         return;
     cinfer_thread_pool_destroy(&be->pool);
     free(be->attn_scratch);
+    free(be->attn_first_item);
+    free(be->attn_vt_at);
+    free(be->attn_vt);
     free(be->prepared);
     free(be);
 }
@@ -288,8 +296,11 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     for (int o = 0; o < n_outs; o++)
         total_rows += (int)outs[o].w->rows;
     job.wtype = (enum cinfer_kernel_wtype)outs[0].w->type;
-    /* chunks of whole 16-row groups, about MATMUL_CHUNKS_PER_THREAD per thread */
-    int rows = total_rows / (n_threads * MATMUL_CHUNKS_PER_THREAD);
+    /* chunks of whole 16-row groups, about MATMUL_CHUNKS_PER_THREAD per thread; fewer
+     * for Q8_0 weights and more than 2 activation rows, whose tile transposes all of x
+     * at every call (kernels/q8_avx512.c): at 8 chunks that was 5% of prefill */
+    int per_thread = job.wtype == CINFER_KW_Q8_0 && n > 2 ? MATMUL_CHUNKS_PER_THREAD / 4 : MATMUL_CHUNKS_PER_THREAD;
+    int rows = total_rows / (n_threads * per_thread);
     job.chunk_rows = rows < 16 ? 16 : (rows + 15) / 16 * 16;
     for (int o = 0; o < n_outs; o++)
         job.first_chunk[o + 1] = job.first_chunk[o] + ((int)outs[o].w->rows + job.chunk_rows - 1) / job.chunk_rows;
@@ -374,89 +385,129 @@ struct attention_job {
     float *out;
     const struct cinfer_backend_attn_seq *seqs;
     int n_seqs, n_heads, n_kv_heads, head_dim;
+    const int *first_item; /* (n_seqs + 1) */
+    float *vt;             /* V transposed: sequence s's KV head h at vt_at[s] + h * head_dim * context */
+    const size_t *vt_at;
 };
 
-/* Query rows one prefill block of attention takes at a time: bounds the scores
- * scratch at ATTN_QUERY_BLOCK x context. */
+/* Query rows one block of attention takes at a time: bounds the scores scratch at
+ * ATTN_QUERY_BLOCK x context, and is the unit of work handed to threads. */
 #define ATTN_QUERY_BLOCK 32
 
-/* Every query head of one KV head's group, every new token of the chunk, so K and V
- * are read once per group rather than once per query head. Per block of query rows:
- * scores = Q Kᵀ as a matmul read page by page from the cache (a page's K rows of one
- * head are evenly strided, which the matmul takes as a weight); softmax; then out = P V,
- * for a prefill chunk as a matmul against V transposed once into scratch, for a
- * decode step (one token: the transpose would cost as much as the product) by
- * accumulating V rows in place. Masked positions get probability exactly 0. */
-static void attend_group(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head,
-                         float *scratch)
+/* Query rows of a sequence's KV-head group: row r is token r / group, query head
+ * kv_head * group + r % group. */
+static int attention_rows(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq)
+{
+    return seq->n_tokens * (job->n_heads / job->n_kv_heads);
+}
+
+static int attention_blocks(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq)
+{
+    return (attention_rows(job, seq) + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
+}
+
+/* One block of query rows [r0, r0 + ATTN_QUERY_BLOCK) of one KV head's group: every
+ * query head of the group shares the block, so K and V are read once per group rather
+ * than once per query head. scores = Q Kᵀ as a matmul read page by page from the cache
+ * (a page's K rows of one head are evenly strided, which the matmul takes as a weight);
+ * softmax; then out = P V, for a prefill chunk as a matmul against V transposed once per
+ * sequence and KV head (transpose_values), for a decode step (one token: the transpose would cost
+ * as much as the product) by accumulating V rows in place. Masked positions get
+ * probability exactly 0. Blocks are separate work items so that a single sequence's
+ * prefill spreads over every thread (3 KV heads on 2 threads left one idle a third
+ * of the time). */
+static void attend_block(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head,
+                         int r0, float *scratch)
 {
     int hd = job->head_dim;
     int q_dim = job->n_heads * hd;
     int group = job->n_heads / job->n_kv_heads;
     int kv_dim = job->kv->layout.kv_dim;
     int pt = job->kv->layout.page_tokens;
-    int n_ctx = seq->start_pos + seq->n_tokens;
     float scale = 1.0f / sqrtf((float)hd);
-    float *vt = scratch;                                  /* (head_dim, n_ctx) V transposed */
-    float *qb = vt + (size_t)hd * n_ctx;                  /* (ATTN_QUERY_BLOCK, head_dim) */
+    int n_rows = attention_rows(job, seq);
+    int nb = n_rows - r0 < ATTN_QUERY_BLOCK ? n_rows - r0 : ATTN_QUERY_BLOCK;
+    int block_ctx = seq->start_pos + (r0 + nb - 1) / group + 1; /* the last row's positions [0, pos] */
+    float *qb = scratch;                                  /* (ATTN_QUERY_BLOCK, head_dim) */
     float *ob = qb + (size_t)ATTN_QUERY_BLOCK * hd;       /* (ATTN_QUERY_BLOCK, head_dim) */
-    float *scores = ob + (size_t)ATTN_QUERY_BLOCK * hd;   /* (ATTN_QUERY_BLOCK, n_ctx) */
-
+    float *scores = ob + (size_t)ATTN_QUERY_BLOCK * hd;   /* (ATTN_QUERY_BLOCK, block_ctx) */
     int decode = seq->n_tokens == 1;
-    for (int p = 0; !decode && p < n_ctx; p++) {
+    for (int r = 0; r < nb; r++) {
+        int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
+        memcpy(qb + (size_t)r * hd, job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd,
+               (size_t)hd * sizeof(float));
+    }
+    for (int page = 0; page * pt < block_ctx; page++) {
+        int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+        const float *k = kv_row(job->kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * hd;
+        cinfer_kernel_matmul(qb, NULL, nb, hd, k, CINFER_KW_F32, (size_t)kv_dim * sizeof(float), 0, p1 - p0,
+                             scores + p0, block_ctx); /* (nb, block_ctx) */
+    }
+    for (int r = 0; r < nb; r++) {
+        float *row = scores + (size_t)r * block_ctx;
+        int valid = seq->start_pos + (r0 + r) / group + 1;
+        for (int p = 0; p < valid; p++)
+            row[p] *= scale;
+        cinfer_kernel_softmax(row, valid);
+        memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
+    }
+    if (decode) {
+        memset(ob, 0, (size_t)nb * hd * sizeof(float));
+        for (int page = 0; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
+            int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+            const float *v = kv_row(job->kv, job->layer, seq->page_table[page], 1, 0) + (size_t)kv_head * hd;
+            cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
+        }
+    } else {
+        int n_ctx = seq->start_pos + seq->n_tokens;
+        const float *vt = job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * hd * n_ctx; /* (hd, n_ctx) */
+        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
+                             ob, hd); /* (nb, head_dim) */
+    }
+    for (int r = 0; r < nb; r++) {
+        int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
+        memcpy(job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd, ob + (size_t)r * hd,
+               (size_t)hd * sizeof(float));
+    }
+}
+
+/* Before the blocks of a prefill chunk: V of one (sequence, KV head) transposed, every
+ * position of its context, for all of that pair's blocks to share. */
+static void transpose_values(void *arg, int item, int thread)
+{
+    const struct attention_job *job = arg;
+    (void)thread;
+    const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_kv_heads];
+    if (seq->n_tokens == 1)
+        return;
+    int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
+    int n_ctx = seq->start_pos + seq->n_tokens;
+    float *vt = job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * hd * n_ctx; /* (hd, n_ctx) */
+    for (int p = 0; p < n_ctx; p++) {
         const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
         for (int d = 0; d < hd; d++)
             vt[(size_t)d * n_ctx + p] = v[d];
     }
-    int n_rows = seq->n_tokens * group; /* row r: token r / group, query head kv_head * group + r % group */
-    for (int r0 = 0; r0 < n_rows; r0 += ATTN_QUERY_BLOCK) {
-        int nb = n_rows - r0 < ATTN_QUERY_BLOCK ? n_rows - r0 : ATTN_QUERY_BLOCK;
-        for (int r = 0; r < nb; r++) {
-            int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
-            memcpy(qb + (size_t)r * hd, job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd,
-                   (size_t)hd * sizeof(float));
-        }
-        int block_ctx = seq->start_pos + (r0 + nb - 1) / group + 1; /* the last row's positions [0, pos] */
-        for (int page = 0; page * pt < block_ctx; page++) {
-            int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-            const float *k = kv_row(job->kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * hd;
-            cinfer_kernel_matmul(qb, NULL, nb, hd, k, CINFER_KW_F32, (size_t)kv_dim * sizeof(float), 0, p1 - p0,
-                                 scores + p0, block_ctx); /* (nb, block_ctx) */
-        }
-        for (int r = 0; r < nb; r++) {
-            float *row = scores + (size_t)r * block_ctx;
-            int valid = seq->start_pos + (r0 + r) / group + 1;
-            for (int p = 0; p < valid; p++)
-                row[p] *= scale;
-            cinfer_kernel_softmax(row, valid);
-            memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
-        }
-        if (decode) {
-            memset(ob, 0, (size_t)nb * hd * sizeof(float));
-            for (int page = 0; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
-                int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-                const float *v = kv_row(job->kv, job->layer, seq->page_table[page], 1, 0) + (size_t)kv_head * hd;
-                cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
-            }
-        } else {
-            cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0,
-                                 hd, ob, hd); /* (nb, head_dim) */
-        }
-        for (int r = 0; r < nb; r++) {
-            int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
-            memcpy(job->out + (size_t)(seq->row + t) * q_dim + (size_t)h * hd, ob + (size_t)r * hd,
-                   (size_t)hd * sizeof(float));
-        }
-    }
 }
 
-/* Chunks are (sequence, KV head) pairs, handed out as threads ask (sequences differ
- * in length). */
+/* Work items are (sequence, KV head, block of query rows), handed out as threads ask
+ * (blocks differ in cost: later ones see more context). Sequence s owns items
+ * [first_item[s], first_item[s + 1]), KV head by KV head. */
 static void attention_part(void *arg, int item, int thread)
 {
     struct attention_job *job = arg;
     float *scratch = job->be->attn_scratch + (size_t)thread * job->be->attn_floats_per_thread;
-    attend_group(job, &job->seqs[item / job->n_kv_heads], item % job->n_kv_heads, scratch);
+    int lo = 0, hi = job->n_seqs - 1; /* the last sequence whose first item is <= item */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (job->first_item[mid] <= item)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const struct cinfer_backend_attn_seq *seq = &job->seqs[lo];
+    int within = item - job->first_item[lo], blocks = attention_blocks(job, seq);
+    attend_block(job, seq, within / blocks, (within % blocks) * ATTN_QUERY_BLOCK, scratch);
 }
 
 static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
@@ -468,8 +519,8 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
     for (int s = 0; s < n_seqs; s++)
         if ((size_t)(seqs[s].start_pos + seqs[s].n_tokens) > max_ctx)
             max_ctx = (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
-    /* attend_group's scratch */
-    size_t floats = max_ctx * ((size_t)head_dim + ATTN_QUERY_BLOCK) + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim;
+    /* attend_block's scratch */
+    size_t floats = max_ctx * ATTN_QUERY_BLOCK + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim;
     if (floats > be->attn_floats_per_thread) {
         /* grows to the longest context seen so far */
         size_t bytes = floats * (size_t)cinfer_thread_pool_size(be->pool) * sizeof(float);
@@ -481,8 +532,44 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         be->attn_scratch = grown;
         be->attn_floats_per_thread = floats;
     }
-    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim};
-    cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, n_seqs * n_kv_heads);
+    if (n_seqs > be->attn_item_seqs) {
+        int *first = realloc(be->attn_first_item, sizeof(int) * ((size_t)n_seqs + 1));
+        if (first)
+            be->attn_first_item = first;
+        size_t *at = realloc(be->attn_vt_at, sizeof(size_t) * (size_t)n_seqs);
+        if (at)
+            be->attn_vt_at = at;
+        if (!first || !at)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate attention work for %d sequences",
+                                    n_seqs);
+        be->attn_item_seqs = n_seqs;
+    }
+    size_t vt_floats = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        be->attn_vt_at[s] = vt_floats;
+        if (seqs[s].n_tokens > 1)
+            vt_floats += (size_t)n_kv_heads * head_dim * (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
+    }
+    if (vt_floats > be->attn_vt_floats) {
+        float *grown = realloc(be->attn_vt, vt_floats * sizeof(float));
+        if (!grown)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                    "cpu backend: cannot allocate %zu bytes for the prefill's values transposed",
+                                    vt_floats * sizeof(float));
+        be->attn_vt = grown;
+        be->attn_vt_floats = vt_floats;
+    }
+    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim,
+                                be->attn_first_item, be->attn_vt, be->attn_vt_at};
+    int items = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        be->attn_first_item[s] = items;
+        items += n_kv_heads * attention_blocks(&job, &seqs[s]);
+    }
+    be->attn_first_item[n_seqs] = items;
+    if (vt_floats > 0)
+        cinfer_thread_pool_run_chunks(be->pool, transpose_values, &job, n_seqs * n_kv_heads);
+    cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, items);
     return 0;
 }
 
