@@ -79,62 +79,18 @@ AI void gemv_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer_k
     }
 }
 
-/* 8 vectors of 8 int32 -> their 8 sums in order (exact, so any tree will do). */
-AI __m256i reduce8_epi32(const __m256i v[ROWS])
-{
-    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-    /* per 128-bit half: [rows 0..3 | rows 4..7], one partial sum per row and half */
-    __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
-}
-
-/* Q8_0, 8 weight rows in flight for one activation row: per block the 8 exact integer
- * sums, then acc = fma((float)S, dx * dw, acc), as kernels.h defines every level's Q8_0
- * result. The AVX2 tile (matmul_avx2.c) calls this for every activation row. */
-AI void q8_group(const struct cinfer_kernel_xblock *xq, int blocks, const uint8_t *w, size_t w_row_bytes, int nr,
-                 float *y)
-{
-    const uint8_t *rows[ROWS];
-    for (int j = 0; j < ROWS; j++)
-        rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;
-    const size_t ahead = PREFETCH_GROUPS * ROWS * w_row_bytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < blocks; b++) {
-        size_t at = (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;
-        __m256i x_lo = _mm256_loadu_si256((const __m256i *)xq[b].q);
-        __m256i x_hi = _mm256_loadu_si256((const __m256i *)(xq[b].q + 16));
-        __m256i sums[ROWS];
-        uint16_t d_bits[ROWS];
-        for (int j = 0; j < ROWS; j++) {
-            const uint8_t *blk = rows[j] + at;
-            _mm_prefetch((const char *)blk + ahead, _MM_HINT_T1);
-            memcpy(&d_bits[j], blk, 2);
-            __m256i w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
-            __m256i w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
-            sums[j] = _mm256_add_epi32(_mm256_madd_epi16(x_lo, w_lo), _mm256_madd_epi16(x_hi, w_hi));
-        }
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d_bits));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(sums)), _mm256_mul_ps(_mm256_set1_ps(xq[b].d), dw),
-                              acc);
-    }
-    float out[ROWS];
-    _mm256_storeu_ps(out, acc);
-    memcpy(y, out, sizeof(float) * (size_t)nr);
-}
+/* Q8_0: the shared 256-bit GEMV (q8_gemv.h), one activation row per pass (16 ymm
+ * registers); the AVX2 tile (matmul_avx2.c) calls it for every activation row too. */
+#define Q8G_FN(name) avx2_q8_##name
+#define Q8G_ATTR
+#define Q8G_X_ROWS 1
+#define Q8G_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
+#include "q8_gemv.h"
 
 void cinfer_q8_rows_avx2(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
                          float *y, int ldy)
 {
-    const struct cinfer_kernel_xblock *xq = x_prepared;
-    const uint8_t *wb = w;
-    int blocks = k / CINFER_KERNEL_Q8_BLOCK;
-    for (int j = j0; j < j1; j += ROWS) {
-        int nr = j1 - j < ROWS ? j1 - j : ROWS;
-        for (int i = 0; i < n; i++)
-            q8_group(xq + (size_t)i * blocks, blocks, wb + (size_t)j * w_row_bytes, w_row_bytes, nr,
-                     y + (size_t)i * ldy + j);
-    }
+    avx2_q8_rows(x_prepared, n, k / CINFER_KERNEL_Q8_BLOCK, w, w_row_bytes, j0, j1, y, ldy);
 }
 
 void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, const void *w,

@@ -7,8 +7,7 @@
  * the order in which the integer products are summed is free and the float steps are
  * one per block. Both paths here produce exactly those bits.
  *
- * GEMV: 8 weight rows in flight; per block, 8 int32 vectors of 16 pair-sums
- * (vpmaddwd) are reduced together to the 8 blocks' sums, then one 8-lane FMA.
+ * GEMV: q8_gemv.h, shared with the AVX2 level.
  *
  * Tile: lanes are 16 activation rows. The activations of a group of 16 rows are
  * transposed once per call so that one vector holds value pair p of block b for all
@@ -25,12 +24,9 @@
 #include "weight_load_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
-#define GEMV_ROWS 8   /* weight rows in flight in the GEMV */
-#define GEMV_X_ROWS 2 /* activation rows per GEMV pass */
 #define TILE_X 16     /* activation rows per tile: one per lane */
 #define TILE_W 12     /* weight rows per tile */
 #define PAIRS (CINFER_KERNEL_Q8_BLOCK / 2)
-#define PREFETCH_GROUPS 2 /* GEMV: rows ahead / GEMV_ROWS, into L2 (as gemv_avx512.c) */
 #define STACK_GROUP_BLOCKS 64 /* transposed activation groups up to this many blocks live on the stack */
 
 AI float weight_scale(const uint8_t *blk)
@@ -40,97 +36,31 @@ AI float weight_scale(const uint8_t *blk)
     return _cvtsh_ss(d_bits);
 }
 
-/* 8 vectors of 8 int32 -> their 8 sums in order (exact, so any tree will do). */
-AI __m256i reduce8_epi32(const __m256i v[8])
-{
-    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-    /* per 128-bit half: [rows 0..3 | rows 4..7], one partial sum per row and half */
-    __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
-}
-
-/* y (mr, ldy)[0:nr] for activation rows xq (mr rows of blocks) and nr <= 8 weight rows;
- * rows past nr repeat the last one, unstored. 256-bit vectors: on CPUs that split
- * 512-bit operations in two (Zen 4) the block's 8 pair sums and their reduction cost
- * half of what 16-lane vectors would. DOT(xl, xh, wl, wh): 8 int32 sums of 4 products. */
-#define Q8_GEMV_FN(name, ATTR, DOT)                                                                              \
-    static inline __attribute__((always_inline)) ATTR void name(const struct cinfer_kernel_xblock *xq,          \
-                                                                int blocks, int mr, const uint8_t *w,           \
-                                                                size_t w_row_bytes, int nr, float *y, int ldy)  \
-    {                                                                                                           \
-        const uint8_t *rows[GEMV_ROWS];                                                                         \
-        for (int j = 0; j < GEMV_ROWS; j++)                                                                     \
-            rows[j] = w + (size_t)(j < nr ? j : nr - 1) * w_row_bytes;                                          \
-        const size_t ahead = PREFETCH_GROUPS * GEMV_ROWS * w_row_bytes;                                         \
-        __m256i row_offsets = _mm256_mullo_epi32(_mm256_min_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),   \
-                                                                  _mm256_set1_epi32(nr - 1)),                   \
-                                                 _mm256_set1_epi32((int)w_row_bytes));                          \
-        __m256 acc[GEMV_X_ROWS];                                                                                \
-        for (int i = 0; i < mr; i++)                                                                            \
-            acc[i] = _mm256_setzero_ps();                                                                       \
-        for (int b = 0; b < blocks; b++) {                                                                      \
-            size_t at = (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;                                               \
-            __m256i x_lo[GEMV_X_ROWS], x_hi[GEMV_X_ROWS];                                                       \
-            float dx[GEMV_X_ROWS];                                                                              \
-            for (int i = 0; i < mr; i++) {                                                                      \
-                const struct cinfer_kernel_xblock *xb = xq + (size_t)i * blocks + b;                            \
-                x_lo[i] = _mm256_loadu_si256((const __m256i *)xb->q);                                           \
-                x_hi[i] = _mm256_loadu_si256((const __m256i *)(xb->q + 16));                                    \
-                dx[i] = xb->d;                                                                                  \
-            }                                                                                                   \
-            __m256i sums[GEMV_X_ROWS][GEMV_ROWS];                                                               \
-            for (int j = 0; j < GEMV_ROWS; j++) {                                                               \
-                const uint8_t *blk = rows[j] + at;                                                              \
-                /* 34-byte blocks: one prefetch per block touches every line of a later group */               \
-                _mm_prefetch((const char *)blk + ahead, _MM_HINT_T1);                                           \
-                __m256i w_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));               \
-                __m256i w_hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));              \
-                for (int i = 0; i < mr; i++)                                                                    \
-                    sums[i][j] = DOT(x_lo[i], x_hi[i], w_lo, w_hi);                                             \
-            }                                                                                                   \
-            /* the 8 rows' scales by one gather (8 small stores and a wide load would stall on                   \
-             * store forwarding); each 32-bit load's low half is the f16 scale */                              \
-            __m256i d_words = _mm256_i32gather_epi32((const int *)(w + at), row_offsets, 1);                     \
-            __m256 dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d_words));                                        \
-            for (int i = 0; i < mr; i++)                                                                        \
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(sums[i])),                            \
-                                         _mm256_mul_ps(_mm256_set1_ps(dx[i]), dw), acc[i]);                     \
-        }                                                                                                       \
-        for (int i = 0; i < mr; i++)                                                                            \
-            _mm256_mask_storeu_ps(y + (size_t)i * ldy, (__mmask8)((1u << nr) - 1u), acc[i]);                    \
-    }
-
-#define DOT2_MADD(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
-#define DOT2_VNNI(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
-Q8_GEMV_FN(gemv_group_madd, , DOT2_MADD)
-Q8_GEMV_FN(gemv_group_vnni, __attribute__((target("avx512vnni"))), DOT2_VNNI)
-
-#define Q8_GEMV_ROWS_FN(name, ATTR, GROUP)                                                                       \
-    static ATTR void name(const struct cinfer_kernel_xblock *xq, int n, int blocks, const uint8_t *w,          \
-                          size_t w_row_bytes, int j0, int j1, float *y, int ldy)                               \
-    {                                                                                                         \
-        for (int j = j0; j < j1; j += GEMV_ROWS) {                                                            \
-            int nr = j1 - j < GEMV_ROWS ? j1 - j : GEMV_ROWS;                                                 \
-            const uint8_t *wj = w + (size_t)j * w_row_bytes;                                                  \
-            int i = 0;                                                                                        \
-            for (; i + 2 <= n; i += 2)                                                                        \
-                GROUP(xq + (size_t)i * blocks, blocks, 2, wj, w_row_bytes, nr, y + (size_t)i * ldy + j, ldy); \
-            if (i < n)                                                                                        \
-                GROUP(xq + (size_t)i * blocks, blocks, 1, wj, w_row_bytes, nr, y + (size_t)i * ldy + j, ldy); \
-        }                                                                                                     \
-    }
-Q8_GEMV_ROWS_FN(gemv_rows_madd, , gemv_group_madd)
-Q8_GEMV_ROWS_FN(gemv_rows_vnni, __attribute__((target("avx512vnni"))), gemv_group_vnni)
+/* The GEMV: q8_gemv.h (shared with the AVX2 level) with two activation rows per pass,
+ * and vpdpwssd where the CPU has AVX-512 VNNI. 256-bit vectors: on CPUs that split
+ * 512-bit operations in two (Zen 4) a block's pair sums and their reduction cost half
+ * of what 16-lane vectors would. */
+#define Q8G_FN(name) avx512_q8_##name
+#define Q8G_ATTR
+#define Q8G_X_ROWS 2
+#define Q8G_DOT(xl, xh, wl, wh) _mm256_add_epi32(_mm256_madd_epi16((xl), (wl)), _mm256_madd_epi16((xh), (wh)))
+#include "q8_gemv.h"
+#undef Q8G_FN
+#undef Q8G_ATTR
+#undef Q8G_DOT
+#define Q8G_FN(name) avx512_vnni_q8_##name
+#define Q8G_ATTR __attribute__((target("avx512vnni")))
+#define Q8G_DOT(xl, xh, wl, wh) _mm256_dpwssd_epi32(_mm256_madd_epi16((xl), (wl)), (xh), (wh))
+#include "q8_gemv.h"
 
 /* Any number of activation rows, two at a time over each group of 8 weight rows. */
 static void q8_gemv(const struct cinfer_kernel_xblock *xq, int n, int blocks, const uint8_t *w, size_t w_row_bytes,
                     int j0, int j1, float *y, int ldy)
 {
     if (has_vnni())
-        gemv_rows_vnni(xq, n, blocks, w, w_row_bytes, j0, j1, y, ldy);
+        avx512_vnni_q8_rows(xq, n, blocks, w, w_row_bytes, j0, j1, y, ldy);
     else
-        gemv_rows_madd(xq, n, blocks, w, w_row_bytes, j0, j1, y, ldy);
+        avx512_q8_rows(xq, n, blocks, w, w_row_bytes, j0, j1, y, ldy);
 }
 
 /* Activation rows [i0, i0 + rows) transposed for the tile:
@@ -194,61 +124,40 @@ static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, i
     }
 }
 
-/* Outputs (rows, ldy)[0:nw] of one group of transposed activation rows against nw <= 8
- * weight rows; nw is a constant after inlining, so the 2 x nw accumulators stay in
- * registers. DOT(acc, x, w) adds the pair products of x and w to acc. */
-#define Q8_TILE_FN(name, ATTR, DOT)                                                                               \
-    static inline __attribute__((always_inline)) ATTR void name(const int32_t *pairs, const float *scales,      \
-                                                                int blocks, const uint8_t *w, size_t w_row_bytes, \
-                                                                int nw, float *y, int ldy, int rows)            \
-    {                                                                                                           \
-        __m512 acc[TILE_W];                                                                                     \
-        for (int j = 0; j < nw; j++)                                                                            \
-            acc[j] = _mm512_setzero_ps();                                                                       \
-        for (int b = 0; b < blocks; b++) {                                                                      \
-            /* the weight rows' block, widened to int16: pair p of row j is wide[j][p] */                       \
-            int32_t wide[TILE_W][PAIRS] __attribute__((aligned(64)));                                           \
-            float dw[TILE_W];                                                                                   \
-            for (int j = 0; j < nw; j++) {                                                                      \
-                const uint8_t *blk = w + (size_t)j * w_row_bytes + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;    \
-                _mm512_store_si512(wide[j], _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)))); \
-                dw[j] = weight_scale(blk);                                                                      \
-            }                                                                                                   \
-            /* from memory from here on: broadcast loads fold into the dot instruction */                       \
-            __asm__ volatile("" ::: "memory");                                                                  \
-            const int32_t *pb = pairs + (size_t)b * PAIRS * TILE_X;                                             \
-            __m512i sums[TILE_W];                                                                               \
-            __m512i xv = _mm512_loadu_si512(pb);                                                                \
-            for (int j = 0; j < nw; j++)                                                                        \
-                sums[j] = _mm512_madd_epi16(xv, _mm512_set1_epi32(wide[j][0]));                                  \
-            for (int p = 1; p < PAIRS; p++) {                                                                   \
-                xv = _mm512_loadu_si512(pb + p * TILE_X);                                                       \
-                for (int j = 0; j < nw; j++)                                                                    \
-                    sums[j] = DOT(sums[j], xv, &wide[j][p]);                                                    \
-            }                                                                                                   \
-            __m512 dx = _mm512_loadu_ps(scales + (size_t)b * TILE_X);                                           \
-            for (int j = 0; j < nw; j++)                                                                        \
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[j]), _mm512_mul_ps(dx, _mm512_set1_ps(dw[j])), \
-                                         acc[j]);                                                               \
-        }                                                                                                       \
-        float out[TILE_W][TILE_X];                                                                              \
-        for (int j = 0; j < nw; j++)                                                                            \
-            _mm512_storeu_ps(out[j], acc[j]);                                                                   \
-        for (int r = 0; r < rows; r++)                                                                          \
-            for (int j = 0; j < nw; j++)                                                                        \
-                y[(size_t)r * ldy + j] = out[j][r];                                                             \
-    }
+/* The tile's vector operations at each width: 16 lanes on 512-bit vectors, 8 lanes on
+ * 256-bit ones (groups of at most 8 rows: on CPUs that split 512-bit operations in two,
+ * Zen 4, as many products per cycle). */
+#define V16_INT __m512i
+#define V16_FLOAT __m512
+#define V16_LOAD_INT(p) _mm512_loadu_si512(p)
+#define V16_PAIR_PRODUCTS(x, pair) _mm512_madd_epi16((x), _mm512_set1_epi32(pair))
+#define V16_ZERO() _mm512_setzero_ps()
+#define V16_SCALE_ADD(acc, sums, dx, dw) \
+    _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps((dx), _mm512_set1_ps(dw)), (acc))
+#define V16_LOAD_FLOAT(p) _mm512_loadu_ps(p)
+#define V16_STORE_FLOAT(p, v) _mm512_storeu_ps((p), (v))
+#define V8_INT __m256i
+#define V8_FLOAT __m256
+#define V8_LOAD_INT(p) _mm256_loadu_si256((const __m256i *)(p))
+#define V8_PAIR_PRODUCTS(x, pair) _mm256_madd_epi16((x), _mm256_set1_epi32(pair))
+#define V8_ZERO() _mm256_setzero_ps()
+#define V8_SCALE_ADD(acc, sums, dx, dw) \
+    _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps((dx), _mm256_set1_ps(dw)), (acc))
+#define V8_LOAD_FLOAT(p) _mm256_loadu_ps(p)
+#define V8_STORE_FLOAT(p, v) _mm256_storeu_ps((p), (v))
 
-/* The same for a group of at most 8 activation rows on 256-bit vectors (lanes 8): on
- * CPUs that split 512-bit operations in two (Zen 4) as many products per cycle. */
-#define Q8_TILE8_FN(name, ATTR, DOT)                                                                               \
+/* Outputs (rows, ldy)[0:nw] of one group of transposed activation rows (LANES of them,
+ * V the matching vector operations) against nw <= TILE_W weight rows; nw is a constant
+ * after inlining, so the 2 x nw accumulators stay in registers. DOT(acc, x, w) adds
+ * the products of x and the pair at w broadcast to every lane. */
+#define Q8_TILE_FN(name, ATTR, V, LANES, DOT)                                                                    \
     static inline __attribute__((always_inline)) ATTR void name(const int32_t *pairs, const float *scales,      \
                                                                 int blocks, const uint8_t *w, size_t w_row_bytes, \
                                                                 int nw, float *y, int ldy, int rows)            \
     {                                                                                                           \
-        __m256 acc[TILE_W];                                                                                     \
+        V##_FLOAT acc[TILE_W];                                                                                  \
         for (int j = 0; j < nw; j++)                                                                            \
-            acc[j] = _mm256_setzero_ps();                                                                       \
+            acc[j] = V##_ZERO();                                                                                \
         for (int b = 0; b < blocks; b++) {                                                                      \
             /* the weight rows' block, widened to int16: pair p of row j is wide[j][p] */                       \
             int32_t wide[TILE_W][PAIRS] __attribute__((aligned(64)));                                           \
@@ -260,24 +169,23 @@ static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, i
             }                                                                                                   \
             /* from memory from here on: broadcast loads fold into the dot instruction */                       \
             __asm__ volatile("" ::: "memory");                                                                  \
-            const int32_t *pb = pairs + (size_t)b * PAIRS * 8;                                             \
-            __m256i sums[TILE_W];                                                                               \
-            __m256i xv = _mm256_loadu_si256((const __m256i *)pb);                                                                \
+            const int32_t *pb = pairs + (size_t)b * PAIRS * (LANES);                                            \
+            V##_INT sums[TILE_W];                                                                               \
+            V##_INT xv = V##_LOAD_INT(pb);                                                                      \
             for (int j = 0; j < nw; j++)                                                                        \
-                sums[j] = _mm256_madd_epi16(xv, _mm256_set1_epi32(wide[j][0]));                                  \
+                sums[j] = V##_PAIR_PRODUCTS(xv, wide[j][0]);                                                    \
             for (int p = 1; p < PAIRS; p++) {                                                                   \
-                xv = _mm256_loadu_si256((const __m256i *)(pb + p * 8));                                                       \
+                xv = V##_LOAD_INT(pb + p * (LANES));                                                            \
                 for (int j = 0; j < nw; j++)                                                                    \
                     sums[j] = DOT(sums[j], xv, &wide[j][p]);                                                    \
             }                                                                                                   \
-            __m256 dx = _mm256_loadu_ps(scales + (size_t)b * 8);                                           \
+            V##_FLOAT dx = V##_LOAD_FLOAT(scales + (size_t)b * (LANES));                                        \
             for (int j = 0; j < nw; j++)                                                                        \
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dx, _mm256_set1_ps(dw[j])), \
-                                         acc[j]);                                                               \
+                acc[j] = V##_SCALE_ADD(acc[j], sums[j], dx, dw[j]);                                             \
         }                                                                                                       \
-        float out[TILE_W][8];                                                                              \
+        float out[TILE_W][LANES];                                                                               \
         for (int j = 0; j < nw; j++)                                                                            \
-            _mm256_storeu_ps(out[j], acc[j]);                                                                   \
+            V##_STORE_FLOAT(out[j], acc[j]);                                                                    \
         for (int r = 0; r < rows; r++)                                                                          \
             for (int j = 0; j < nw; j++)                                                                        \
                 y[(size_t)r * ldy + j] = out[j][r];                                                             \
@@ -305,10 +213,10 @@ static inline __attribute__((always_inline, target("avx512vnni"))) __m256i dpwss
 #define DOT8_MADD(acc, x, w) _mm256_add_epi32((acc), _mm256_madd_epi16((x), _mm256_set1_epi32(*(w))))
 #define DOT8_VNNI(acc, x, w) dpwssd_broadcast8((acc), (x), (w))
 
-Q8_TILE_FN(tile_madd, , DOT_MADD)
-Q8_TILE_FN(tile_vnni, __attribute__((target("avx512vnni"))), DOT_VNNI)
-Q8_TILE8_FN(tile8_madd, , DOT8_MADD)
-Q8_TILE8_FN(tile8_vnni, __attribute__((target("avx512vnni"))), DOT8_VNNI)
+Q8_TILE_FN(tile_madd, , V16, 16, DOT_MADD)
+Q8_TILE_FN(tile_vnni, __attribute__((target("avx512vnni"))), V16, 16, DOT_VNNI)
+Q8_TILE_FN(tile8_madd, , V8, 8, DOT8_MADD)
+Q8_TILE_FN(tile8_vnni, __attribute__((target("avx512vnni"))), V8, 8, DOT8_VNNI)
 
 /* One group of activation rows against weight rows [j0, j1). */
 #define Q8_GROUP_FN(name, ATTR, TILE)                                                                            \
