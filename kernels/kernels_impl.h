@@ -29,8 +29,9 @@ void cinfer_gemv_avx2(const float *x, const void *x_prepared, int n, int k, cons
 #define CINFER_GEMV_MAX_ROWS 2
 
 /* Q8_0 weights x prepared int16 activation blocks at the AVX-512 level (q8_avx512.c):
- * the GEMV (8 weight rows in flight, for n <= 2) and the tile (16 activation rows per
- * vector, for n >= 3); both give every output the same bits (see kernels.h). */
+ * the GEMV (8 weight rows in flight, for n <= 2) and the tile (16, or for groups of at
+ * most 8 rows 8, activation rows per vector, for n >= 3); both give every output the
+ * same bits (see kernels.h). */
 void cinfer_q8_gemv_avx512(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
                            float *y, int ldy);
 void cinfer_q8_tiles_avx512(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
