@@ -12,7 +12,7 @@
  * Tile: lanes are 16 activation rows. The activations of a group of 16 rows are
  * transposed once per call so that one vector holds value pair p of block b for all
  * 16 rows; a weight row's pair p is broadcast against it (vpdpwssd, 32 products per
- * instruction), 8 weight rows at a time. Each block then costs 16 integer dot steps
+ * instruction), TILE_W weight rows at a time. Each block then costs 16 integer dot steps
  * per weight row and one conversion, one product and one FMA for 16 outputs, where a
  * k-in-lanes tile pays a conversion and an FMA per output and block. A group of at
  * most 8 rows (batched decode) uses 8 lanes on 256-bit vectors. */
