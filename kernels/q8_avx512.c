@@ -164,6 +164,10 @@ static void transpose_group(const struct cinfer_kernel_xblock *xq, int blocks, i
             float dw[TILE_W];                                                                                   \
             for (int j = 0; j < nw; j++) {                                                                      \
                 const uint8_t *blk = w + (size_t)j * w_row_bytes + (size_t)b * CINFER_KERNEL_Q8_BLOCK_BYTES;    \
+                /* the same block of the next tile's rows: with one group (batched decode) the         \
+                 * weights come from memory once, in TILE_W short streams the hardware prefetcher      \
+                 * does not keep ahead of */                                                           \
+                _mm_prefetch((const char *)blk + TILE_W * w_row_bytes, _MM_HINT_T0);                  \
                 _mm512_store_si512(wide[j], _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)))); \
                 dw[j] = weight_scale(blk);                                                                      \
             }                                                                                                   \
