@@ -208,7 +208,8 @@ START_TEST(a_worker_that_never_reports_ready)
     double t0 = now_s();
     ck_assert_int_eq(cinfer_engine_create(&args, &hooks, &e, &err), CINFER_ERR_TIMEOUT);
     ck_assert_msg(now_s() - t0 < 6.0, "create took %.1f s", now_s() - t0);
-    ck_assert_str_eq(err.message, "scheduler tp0 did not report READY within the start deadline of 1500 ms");
+    ck_assert_str_eq(err.message, "scheduler tp0 did not report READY within the start deadline of 1500 ms "
+                                    "(READY came from: detokenizer)");
     pid_t left[64];
     ck_assert_int_eq(cinfer_test_children_of(getpid(), left, 64), 0);
     ck_assert_int_eq(count_run_dirs(), dirs_before);

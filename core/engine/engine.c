@@ -159,11 +159,11 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     }
     free(settings);
 
+    /* No socket yet: zmq starts its threads with the first one, and the workers are
+     * forked before that (engine_start_workers opens the engine's sockets). */
     e->zmq_context = zmq_ctx_new();
-    if (!e->zmq_context ||
-        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)) ||
-        !(e->from_detokenizer = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.tokenizer_input, 1, NULL, err))) {
-        rc = e->zmq_context ? err->code : cinfer_error_set(err, CINFER_ERR_IO, "zmq_ctx_new failed");
+    if (!e->zmq_context) {
+        rc = cinfer_error_set(err, CINFER_ERR_IO, "zmq_ctx_new failed");
         destroy(e);
         return rc;
     }

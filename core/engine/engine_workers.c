@@ -136,11 +136,17 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
         if (engine_check_workers(e, why, sizeof why))
             return cinfer_error_set(err, CINFER_ERR_CHILD, "%s before it was ready", why);
         if (now_ms() > deadline) {
-            for (int i = 0; i < e->n_workers; i++)
-                if (!e->workers[i].ready)
-                    return cinfer_error_set(err, CINFER_ERR_TIMEOUT,
-                                            "%s did not report READY within the start deadline of %d ms", e->workers[i].name,
-                                            e->args.start_timeout_ms);
+            /* Name every worker still silent and every one that did answer: which side
+             * of the status channel failed is the first question on a report. */
+            char silent[256] = "", answered[256] = "";
+            for (int i = 0; i < e->n_workers; i++) {
+                char *list = e->workers[i].ready ? answered : silent;
+                size_t used = strlen(list);
+                snprintf(list + used, 256 - used, "%s%s", used ? ", " : "", e->workers[i].name);
+            }
+            return cinfer_error_set(err, CINFER_ERR_TIMEOUT,
+                                    "%s did not report READY within the start deadline of %d ms (READY came from: %s)",
+                                    silent, e->args.start_timeout_ms, answered[0] ? answered : "none");
         }
     }
     return CINFER_OK;
@@ -154,6 +160,16 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
     int rc = spawn_one(e, CINFER_WORKER_DETOKENIZER, 0, err);
     for (int rank = 0; rc == CINFER_OK && rank < e->args.tp_size; rank++)
         rc = spawn_one(e, CINFER_WORKER_SCHEDULER, rank, err);
+    /* The engine's own sockets are bound after the first spawn: a worker forked without
+     * exec (custom hooks) then copies a process without zmq's threads, whose locks it
+     * could otherwise inherit held. The workers connect before the bind and zmq retries
+     * (worker_link.c keeps that interval short). A restart finds them open. */
+    if (rc == CINFER_OK && !e->status &&
+        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)))
+        rc = err->code;
+    if (rc == CINFER_OK && !e->from_detokenizer &&
+        !(e->from_detokenizer = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.tokenizer_input, 1, NULL, err)))
+        rc = err->code;
     if (rc == CINFER_OK)
         rc = wait_ready(e, err);
     /* Callers' threads use these sockets under send_lock / rpc_lock; the watchdog

@@ -21,6 +21,13 @@ void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int
         int mandatory = 1; /* a reply to a peer that went away is an error, not a silent drop */
         zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     }
+    if (!bind) {
+        /* A peer may bind after we connect (workers start before the engine binds):
+         * retry soon, backing off to a second. */
+        int retry_ms = 10, retry_max_ms = 1000;
+        zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &retry_ms, sizeof retry_ms);
+        zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &retry_max_ms, sizeof retry_max_ms);
+    }
     int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
     if (rc != 0) {
         cinfer_error_set(err, CINFER_ERR_IO, "cannot %s %s: %s", bind ? "bind" : "connect to", endpoint,
