@@ -13,7 +13,10 @@
  * figures: other load on a shared machine only ever slows a run down.
  * and, once before and once after, the machine's read bandwidth: every thread streams
  * through its share of a buffer far larger than the caches. Decode at batch 1 is then
- * set against its floor: the weight bytes one token must read / that bandwidth.
+ * set against its floor: the weight bytes one token must read / that bandwidth. On
+ * cinfer's side it is also set against a paired floor: each decode step right after a
+ * plain read of as many bytes, the median of read time / step time (see
+ * cinfer_paired_floor: the bandwidth here moves by 2x within a minute).
  *
  * llama.cpp runs as `node bench/peers/llama_cpp_bench.mjs` (node-llama-cpp's prebuilt
  * CPU build); its JSON answer is read with jansson.
@@ -75,6 +78,7 @@ struct side_result {
     double decode_tok_s[MAX_BATCHES];
     double peak_rss_bytes;
     double baseline_rss_bytes; /* the peer's node runtime before it loads anything */
+    double paired_floor_fraction; /* cinfer only: median of plain-read time / decode step time */
     int32_t greedy[MAX_GREEDY];
     int n_greedy;
 };
@@ -107,13 +111,25 @@ static double median(double *xs, int n)
 
 /* ---- read bandwidth ------------------------------------------------------- */
 
-struct stream_job {
-    const uint8_t *begin;
-    size_t bytes;
-    pthread_barrier_t *start;
+/* n_threads threads that each stream through their slice of one buffer, one pass per
+ * reader_pass(); created once, so a pass costs no thread start. */
+struct reader {
+    uint8_t *buf;
+    size_t bytes, slice;
+    int n_threads, stop;
+    pthread_barrier_t start;
+    pthread_t threads[64];
+    uint64_t checksums[64]; /* keeps the loads alive */
+    double began[64], ended[64]; /* of each thread's last pass */
+    uint64_t expected;      /* the sum of the buffer's 64-bit words, mod 2^64 */
     int passes;
-    uint64_t checksum; /* keeps the loads alive */
 };
+
+struct reader_arg {
+    struct reader *r;
+    int t;
+};
+static struct reader_arg reader_args[64];
 
 __attribute__((target("avx2"))) static uint64_t stream_read_avx2(const uint8_t *p, size_t bytes)
 {
@@ -140,57 +156,106 @@ static uint64_t stream_read_scalar(const uint8_t *p, size_t bytes)
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
-static void *stream_worker(void *arg)
+static void *reader_main(void *p)
 {
-    struct stream_job *job = arg;
+    struct reader_arg *a = p;
+    struct reader *r = a->r;
     int avx2 = __builtin_cpu_supports("avx2");
-    for (int p = 0; p < job->passes; p++) {
-        pthread_barrier_wait(job->start);
-        job->checksum += avx2 ? stream_read_avx2(job->begin, job->bytes) : stream_read_scalar(job->begin, job->bytes);
-        pthread_barrier_wait(job->start);
+    const uint8_t *begin = r->buf + (size_t)a->t * r->slice;
+    for (;;) {
+        pthread_barrier_wait(&r->start);
+        if (r->stop)
+            return NULL;
+        r->began[a->t] = now_s();
+        r->checksums[a->t] += avx2 ? stream_read_avx2(begin, r->slice) : stream_read_scalar(begin, r->slice);
+        r->ended[a->t] = now_s();
+        pthread_barrier_wait(&r->start);
     }
-    return NULL;
 }
 
-/* Best of several passes in bytes/s, all threads reading their own slice at once;
- * the caller's thread times each pass between two barriers. */
+/* A buffer of about `bytes` (whole pages per thread), filled. */
+static int reader_open(struct reader *r, size_t bytes, int n_threads, struct cinfer_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->n_threads = n_threads;
+    r->slice = (bytes / (size_t)n_threads + 4095) / 4096 * 4096;
+    r->bytes = r->slice * (size_t)n_threads;
+    r->buf = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r->buf == MAP_FAILED)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "read bandwidth: mmap of %zu bytes failed: %s", r->bytes,
+                                strerror(errno));
+    /* Real pages, and no two alike (pages of equal bytes can be merged by the host's
+     * same-page merging); their sum is the checksum. */
+    uint64_t *words = (uint64_t *)r->buf;
+    r->expected = 0;
+    for (size_t i = 0; i < r->bytes / 8; i++) {
+        uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; /* splitmix64 */
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        words[i] = z ^ (z >> 31);
+        r->expected += words[i];
+    }
+    pthread_barrier_init(&r->start, NULL, (unsigned)n_threads + 1);
+    for (int t = 0; t < n_threads; t++) {
+        reader_args[t] = (struct reader_arg){r, t};
+        pthread_create(&r->threads[t], NULL, reader_main, &reader_args[t]);
+    }
+    return 0;
+}
+
+/* One pass of every thread over its slice; returns its wall time in seconds, from the
+ * first thread's start to the last one's end as the readers clock them. The caller's
+ * clock would not do: with as many readers as cores, it is released from the barrier
+ * but may get a core only when a reader is done, and the pass then looks shorter than
+ * it was (passes of 143 MB "took" 0.04 ms that way, and a read rate of 93 GB/s came
+ * out of 2 cores). */
+static double reader_pass(struct reader *r)
+{
+    pthread_barrier_wait(&r->start);
+    pthread_barrier_wait(&r->start);
+    r->passes++;
+    double first = r->began[0], last = r->ended[0];
+    for (int t = 1; t < r->n_threads; t++) {
+        first = r->began[t] < first ? r->began[t] : first;
+        last = r->ended[t] > last ? r->ended[t] : last;
+    }
+    return last - first;
+}
+
+static int reader_close(struct reader *r, struct cinfer_error *err)
+{
+    r->stop = 1;
+    pthread_barrier_wait(&r->start);
+    uint64_t checksum = 0;
+    for (int t = 0; t < r->n_threads; t++) {
+        pthread_join(r->threads[t], NULL);
+        checksum += r->checksums[t];
+    }
+    pthread_barrier_destroy(&r->start);
+    munmap(r->buf, r->bytes);
+    /* the sum proves each slice was read in full, every pass */
+    uint64_t expected = r->expected * (uint64_t)r->passes;
+    if (checksum != expected)
+        return cinfer_error_set(err, CINFER_ERR_INTERNAL, "read bandwidth: checksum %llu does not match the buffer",
+                                (unsigned long long)checksum);
+    return 0;
+}
+
+/* Best of several passes in bytes/s, all threads reading their own slice at once. */
 static int measure_read_bandwidth(size_t bytes, int n_threads, double *best_bytes_s, struct cinfer_error *err)
 {
     enum { PASSES = 8 };
-    uint8_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED)
-        return cinfer_error_set(err, CINFER_ERR_NOMEM, "read bandwidth: mmap of %zu bytes failed: %s", bytes,
-                                strerror(errno));
-    memset(buf, 1, bytes); /* real pages, not the shared zero page */
-    size_t slice = bytes / (size_t)n_threads / 4096 * 4096;
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, (unsigned)n_threads + 1);
-    struct stream_job jobs[64];
-    pthread_t threads[64];
-    for (int t = 0; t < n_threads; t++) {
-        jobs[t] = (struct stream_job){.begin = buf + (size_t)t * slice, .bytes = slice, .start = &start, .passes = PASSES};
-        pthread_create(&threads[t], NULL, stream_worker, &jobs[t]);
-    }
+    struct reader r;
+    if (reader_open(&r, bytes, n_threads, err) < 0)
+        return -1;
     double best = 0;
     for (int p = 0; p < PASSES; p++) {
-        pthread_barrier_wait(&start);
-        double t0 = now_s();
-        pthread_barrier_wait(&start);
-        double rate = (double)slice * n_threads / (now_s() - t0);
+        double rate = (double)r.bytes / reader_pass(&r);
         if (rate > best)
             best = rate;
     }
-    uint64_t checksum = 0;
-    for (int t = 0; t < n_threads; t++) {
-        pthread_join(threads[t], NULL);
-        checksum += jobs[t].checksum;
-    }
-    pthread_barrier_destroy(&start);
-    munmap(buf, bytes);
-    /* every byte is 1: the sum proves each slice was read in full, every pass */
-    if (checksum != (uint64_t)slice / 8 * 0x0101010101010101ull * (uint64_t)n_threads * PASSES)
-        return cinfer_error_set(err, CINFER_ERR_INTERNAL, "read bandwidth: checksum %llu does not match the buffer",
-                                (unsigned long long)checksum);
+    if (reader_close(&r, err) < 0)
+        return -1;
     *best_bytes_s = best;
     return 0;
 }
@@ -329,6 +394,45 @@ static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int
     return 0;
 }
 
+/* Batch-1 decode against its floor at the same moment. This machine's read bandwidth
+ * moves by 2x within a minute with the other guests' load, so a floor measured before
+ * and after the runs compares different moments. Here each decode step is paired with
+ * a plain read, just before it, of as many bytes as the step's weights, from a buffer of
+ * its own (so the read leaves none of the weights in cache); the fraction of a pair is
+ * read time / step time, and the median over the steps is kept. */
+static int cinfer_paired_floor(struct cinfer_runtime *rt, const struct options *o, double weight_bytes,
+                               int32_t first_token, int vocab, float *logits, struct seq_pages *pages,
+                               double *fraction, struct cinfer_error *err)
+{
+    struct reader rd;
+    if (reader_open(&rd, (size_t)weight_bytes, o->n_threads, err) < 0)
+        return -1;
+    double ratios[MAX_GREEDY];
+    int32_t next = first_token;
+    int rc = 0, n = 0;
+    for (int step = 0; step < WARM_STEPS + o->decode_steps && rc == 0; step++) {
+        rc = pages_cover(rt, pages, step + 1, err);
+        struct cinfer_seq_chunk chunk = {.tokens = &next, .n_tokens = 1, .start_pos = step,
+                                         .page_table = pages->table, .n_pages = pages->n_pages,
+                                         .logits = CINFER_LOGITS_LAST, .logits_out = logits};
+        double read_s = reader_pass(&rd);
+        double t0 = now_s();
+        if (rc == 0)
+            rc = cinfer_runtime_forward(rt, &chunk, 1, err);
+        double step_s = now_s() - t0;
+        next = argmax(logits, vocab);
+        if (step >= WARM_STEPS)
+            ratios[n++] = read_s / step_s;
+    }
+    pages_release(rt, pages);
+    if (reader_close(&rd, rc == 0 ? err : NULL) < 0 && rc == 0)
+        rc = -1;
+    if (rc < 0)
+        return cinfer_error_prefix(err, "decode paired with plain reads");
+    *fraction = median(ratios, n);
+    return 0;
+}
+
 static int cinfer_measure(const struct options *o, const char *path, struct side_result *r, struct model_facts *f,
                           struct cinfer_error *err)
 {
@@ -380,6 +484,13 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
     for (int i = 0; i < o->n_batches && rc == 0; i++)
         rc = cinfer_decode(rt, o, o->batches[i], prompt[0], c->vocab_size, logits, pages, r, &r->decode_tok_s[i],
                            err);
+    /* the peak so far is the runtime's; the paired reads' buffer comes after */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
+    if (rc == 0)
+        rc = cinfer_paired_floor(rt, o, f->weight_bytes_per_token, prompt[0], c->vocab_size, logits, pages,
+                                 &r->paired_floor_fraction, err);
 out:
     cinfer_runtime_destroy(&rt);
     for (int s = 0; s < max_batch; s++)
@@ -425,14 +536,11 @@ static void cinfer_side(const struct options *o, const char *path, struct side_r
     int got = read(fds[0], r, sizeof *r) == (ssize_t)sizeof *r && read(fds[0], f, sizeof *f) == (ssize_t)sizeof *f;
     close(fds[0]);
     int status = 0;
-    struct rusage ru;
-    wait4(pid, &status, 0, &ru);
+    waitpid(pid, &status, 0);
     if (!got) {
         memset(r, 0, sizeof *r);
         snprintf(r->error, sizeof r->error, "the measuring child died (status 0x%x) before it answered", status);
-        return;
     }
-    r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
 }
 
 /* ---- llama.cpp's side -------------------------------------------------------- */
@@ -542,6 +650,8 @@ static void keep_best(struct side_result *best, const struct side_result *r, int
             best->decode_tok_s[i] = r->decode_tok_s[i];
     if (r->peak_rss_bytes > best->peak_rss_bytes)
         best->peak_rss_bytes = r->peak_rss_bytes;
+    if (r->paired_floor_fraction > best->paired_floor_fraction)
+        best->paired_floor_fraction = r->paired_floor_fraction;
 }
 
 /* ---- report ------------------------------------------------------------------ */
@@ -564,8 +674,12 @@ static void print_row(const struct options *o, const char *label, const char *si
     printf("| %s | %s | %.0f |", label, side, r->prefill_tok_s);
     for (int i = 0; i < o->n_batches; i++)
         printf(" %.1f |", r->decode_tok_s[i]);
-    printf(" %.0f%% | %.0f |\n", o->batches[0] == 1 ? 100.0 * r->decode_tok_s[0] / floor_tok_s : 0.0,
-           r->peak_rss_bytes / 1048576.0);
+    printf(" %.0f%% |", o->batches[0] == 1 ? 100.0 * r->decode_tok_s[0] / floor_tok_s : 0.0);
+    if (r->paired_floor_fraction > 0)
+        printf(" %.0f%% |", 100.0 * r->paired_floor_fraction);
+    else
+        printf(" — |");
+    printf(" %.0f |\n", r->peak_rss_bytes / 1048576.0);
 }
 
 static void print_ratio_row(const struct options *o, const char *label, const struct side_result *a,
@@ -576,7 +690,7 @@ static void print_ratio_row(const struct options *o, const char *label, const st
     printf("| %s | **ours/llama.cpp** | **%.2f×** |", label, a->prefill_tok_s / b->prefill_tok_s);
     for (int i = 0; i < o->n_batches; i++)
         printf(" **%.2f×** |", a->decode_tok_s[i] / b->decode_tok_s[i]);
-    printf(" | %.2f× |\n", a->peak_rss_bytes / b->peak_rss_bytes);
+    printf(" | | %.2f× |\n", a->peak_rss_bytes / b->peak_rss_bytes);
 }
 
 static json_t *side_json(const struct options *o, const struct side_result *r)
@@ -586,8 +700,8 @@ static json_t *side_json(const struct options *o, const struct side_result *r)
     json_t *decode = json_array();
     for (int i = 0; i < o->n_batches; i++)
         json_array_append_new(decode, json_pack("{s:i,s:f}", "batch", o->batches[i], "tok_s", r->decode_tok_s[i]));
-    return json_pack("{s:f,s:o,s:f}", "prefill_tok_s", r->prefill_tok_s, "decode", decode, "peak_rss_bytes",
-                     r->peak_rss_bytes);
+    return json_pack("{s:f,s:o,s:f,s:f}", "prefill_tok_s", r->prefill_tok_s, "decode", decode, "peak_rss_bytes",
+                     r->peak_rss_bytes, "b1_paired_floor_fraction", r->paired_floor_fraction);
 }
 
 /* ---- options ----------------------------------------------------------------- */
@@ -721,10 +835,10 @@ int main(int argc, char **argv)
     printf("| model | side | prefill tok/s |");
     for (int b = 0; b < o.n_batches; b++)
         printf(" decode b%d tok/s |", o.batches[b]);
-    printf(" b1 / floor | peak RSS MiB |\n|---|---|---:|");
+    printf(" b1 / floor | b1 / paired floor | peak RSS MiB |\n|---|---|---:|");
     for (int b = 0; b < o.n_batches; b++)
         printf("---:|");
-    printf("---:|---:|\n");
+    printf("---:|---:|---:|\n");
     json_t *jmodels = json_array();
     for (int i = 0; i < o.n_models; i++) {
         const char *base = strrchr(o.models[i], '/') ? strrchr(o.models[i], '/') + 1 : o.models[i];
