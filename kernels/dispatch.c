@@ -125,6 +125,16 @@ void cinfer_kernel_softmax(float *x, int n)
     cinfer_softmax_scalar(x, n);
 }
 
+int cinfer_kernel_argmax(const float *x, int n)
+{
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: return cinfer_argmax_avx512(x, n);
+    case CINFER_KERNEL_AVX2: return cinfer_argmax_avx2(x, n);
+    case CINFER_KERNEL_SCALAR: break;
+    }
+    return cinfer_argmax_scalar(x, n);
+}
+
 int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype)
 {
     __builtin_cpu_init();

@@ -104,6 +104,10 @@ void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n);
 void cinfer_kernel_add(float *y, const float *x, size_t n);
 /* x (n) = softmax(x) in place; returns nothing, max-subtracted for range. */
 void cinfer_kernel_softmax(float *x, int n);
+/* The first index of x's largest value (n >= 1): the greedy token. NaNs never win,
+ * except a NaN at index 0, which is returned as is (as the plain loop
+ * `if (x[i] > x[best]) best = i` does, which every level matches). */
+int cinfer_kernel_argmax(const float *x, int n);
 /* RoPE angles of one position: cos and sin (head_dim / 2 each) of pos * inv_freq[i],
  * computed in double (large positions times small frequencies lose digits in f32).
  * Computed once per token and shared by every head of every layer. */

@@ -14,7 +14,8 @@
     void cinfer_axpy_##suffix(float *y, float a, const float *x, int n);                            \
     void cinfer_rmsnorm_##suffix(float *y, const float *x, const float *w, int n, float eps);              \
     void cinfer_silu_mul_##suffix(float *gate, const float *up, size_t n);                            \
-    void cinfer_softmax_##suffix(float *x, int n);
+    void cinfer_softmax_##suffix(float *x, int n);                                                  \
+    int cinfer_argmax_##suffix(const float *x, int n);
 
 CINFER_KERNEL_LEVEL_FNS(scalar)
 CINFER_KERNEL_LEVEL_FNS(avx2)

@@ -1,4 +1,4 @@
-/* kernels/vector_avx2.c — dot, axpy and RMSNorm with AVX2 + FMA; tails in scalar. */
+/* kernels/vector_avx2.c — dot, axpy, RMSNorm and argmax with AVX2 + FMA; tails in scalar. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -57,4 +57,37 @@ void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float 
     }
     for (; i < n; i++)
         y[i] = x[i] * inv_rms * w[i];
+}
+
+/* As cinfer_argmax_avx512: the largest value, then its first index; max_ps with the
+ * running maximum second keeps NaNs out of it. */
+int cinfer_argmax_avx2(const float *x, int n)
+{
+    if (x[0] != x[0])
+        return 0;
+    __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    float max = x[0];
+    float lanes[8];
+    _mm256_storeu_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (int l = 0; l < 8; l++)
+        max = lanes[l] > max ? lanes[l] : max;
+    for (; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    __m256 mv = _mm256_set1_ps(max);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+        if (hit)
+            return i + __builtin_ctz((unsigned)hit);
+    }
+    for (; i < n; i++)
+        if (x[i] == max)
+            return i;
+    return 0; /* not reached: max is one of x's values */
 }

@@ -1,4 +1,4 @@
-/* kernels/vector_avx512.c — dot, axpy and RMSNorm with AVX-512; tails by mask. */
+/* kernels/vector_avx512.c — dot, axpy, RMSNorm and argmax with AVX-512; tails by mask. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -98,4 +98,35 @@ void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef
             }
         }
     }
+}
+
+/* Two passes: the largest value over 4 independent 16-lane maxima, then the first
+ * index holding it. max_ps returns its second operand when either is NaN, so with
+ * the running maximum second a NaN in x never enters it; a NaN at index 0 is the
+ * scalar loop's answer and is returned first. */
+int cinfer_argmax_avx512(const float *x, int n)
+{
+    if (x[0] != x[0])
+        return 0;
+    __m512 m0 = _mm512_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+        m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+        m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n - i);
+        m0 = _mm512_mask_max_ps(m0, m, _mm512_maskz_loadu_ps(m, x + i), m0);
+    }
+    float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    __m512 mv = _mm512_set1_ps(max);
+    for (i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n - i);
+        __mmask16 hit = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), mv, _CMP_EQ_OQ);
+        if (hit)
+            return i + __builtin_ctz(hit);
+    }
+    return 0; /* not reached: max is one of x's values */
 }

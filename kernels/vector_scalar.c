@@ -1,4 +1,4 @@
-/* kernels/vector_scalar.c — dot, axpy and RMSNorm in plain C. */
+/* kernels/vector_scalar.c — dot, axpy, RMSNorm and argmax in plain C. */
 #include <math.h>
 
 #include "kernels_impl.h"
@@ -25,4 +25,13 @@ void cinfer_rmsnorm_scalar(float *y, const float *x, const float *w, int n, floa
     float inv_rms = 1.0f / sqrtf(sum_sq / (float)n + eps);
     for (int i = 0; i < n; i++)
         y[i] = x[i] * inv_rms * w[i];
+}
+
+int cinfer_argmax_scalar(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
 }

@@ -345,6 +345,60 @@ START_TEST(vector_kernels_every_level)
 }
 END_TEST
 
+/* The greedy token: every level gives the first index of the largest value, as the
+ * plain loop does, on lengths around every vector width and with ties, infinities,
+ * signed zeros and NaNs placed at the front, inside and at the tail. */
+static int argmax_reference(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+START_TEST(argmax_every_level)
+{
+    const int sizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 49152};
+    uint64_t rng = 11;
+    float *x = malloc(sizeof(float) * 49152);
+    int cases = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s];
+        for (int variant = 0; variant < 12; variant++) {
+            fill_uniform(x, (size_t)n, 4.0f, &rng);
+            uint64_t pick = rng;
+            int a = (int)((pick >> 7) % (uint64_t)n), b = (int)((pick >> 29) % (uint64_t)n);
+            switch (variant) {
+            case 1: x[a] = x[b] = 9.0f; break;                        /* a tie: the lower index wins */
+            case 2: x[a] = INFINITY; x[b] = INFINITY; break;          /* tied infinities */
+            case 3: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
+            case 4: x[a] = NAN; break;                                /* a NaN never wins ... */
+            case 5: x[0] = NAN; break;                                /* ... unless it is first */
+            case 6: x[n - 1] = 50.0f; break;                          /* the tail */
+            case 7: for (int i = 0; i < n; i++) x[i] = (i & 1) ? 0.0f : -0.0f; break;
+            case 8: for (int i = 0; i < n; i++) x[i] = NAN; break;
+            case 9: x[a] = NAN; x[b] = 60.0f; break;
+            case 10: for (int i = 0; i < n; i++) x[i] = 1.0f; break;  /* all equal */
+            case 11: x[0] = 70.0f; break;
+            default: break;
+            }
+            int expected = argmax_reference(x, n);
+            FOR_EACH_LEVEL(level)
+            {
+                int got = cinfer_kernel_argmax(x, n);
+                ck_assert_msg(got == expected, "argmax at %s, n %d, case %d: %d, the plain loop says %d",
+                              cinfer_kernels_level_name(level), n, variant, got, expected);
+            }
+            restore_level();
+            cases++;
+        }
+    }
+    printf("argmax: %d arrays at every level, equal to the plain loop\n", cases);
+    free(x);
+}
+END_TEST
+
 /* Attention's P·V of a decode step: every level equals the same axpy steps one by one,
  * bit for bit (y rows of odd lengths, x rows strided as a KV page's). */
 START_TEST(accumulate_rows_equals_axpy_steps)
@@ -628,6 +682,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);
+    tcase_add_test(tc, argmax_every_level);
     tcase_add_test(tc, elementwise_kernels);
     tcase_add_test(tc, accumulate_rows_equals_axpy_steps);
     tcase_add_test(tc, rope_both_pairings);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
+
 /* ---- random numbers --------------------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *x)
@@ -160,13 +162,11 @@ static int by_rank(const void *a, const void *b)
     return ranks_before(x, y) ? -1 : ranks_before(y, x) ? 1 : 0;
 }
 
+/* The greedy pick, vectorized (kernels.h): at 32 sequences a step the plain loop was
+ * 3% of the scheduler's time, run on one core while the other waited. */
 static int32_t argmax(const float *logits, int vocab)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < vocab; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    return cinfer_kernel_argmax(logits, vocab);
 }
 
 /* log(sum(exp(logits))) in double; -inf entries add nothing. */
