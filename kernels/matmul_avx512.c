@@ -40,10 +40,26 @@
         }                                                                                      \
     } while (0)
 
+/* Which weights a tile prefetches. The first pass of activation rows over a weight
+ * block reads the block from memory: it prefetches the next tile's rows into L1 (a
+ * short row ends before the hardware prefetcher has ramped up). The later passes find
+ * the block in L2 and share out the next block among them, each prefetching every
+ * (passes - 1)th tile's worth of it into L2, so that the next block's first pass
+ * finds it there too. */
+#define PREFETCH_NEXT_TILE 1
+#define PREFETCH_NEXT_BLOCK 2
+
+AI int prefetch_kind(int pass, int n_passes, int tile_index)
+{
+    if (pass == 0)
+        return PREFETCH_NEXT_TILE;
+    return tile_index % (n_passes - 1) == pass - 1 ? PREFETCH_NEXT_BLOCK : 0;
+}
+
 /* y (mr, ldy)[0:nr] = x (mr, k) · W (nr rows)ᵀ; mr, nr and wtype are constants after
  * inlining, so the accumulators live in registers. */
 AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
-             enum cinfer_kernel_wtype wtype, float *y, int ldy)
+             enum cinfer_kernel_wtype wtype, int prefetch, size_t block_bytes, float *y, int ldy)
 {
     __m512 acc[TILE_M][TILE_N];
     for (int i = 0; i < mr; i++)
@@ -54,10 +70,11 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
         __m512 wv[TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes;
-            /* the same place in the next tile's row: a short row ends before the
-             * hardware prefetcher has ramped up */
-            _mm_prefetch((const char *)wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2) + TILE_N * w_row_bytes,
-                         _MM_HINT_T0);
+            const char *at = (const char *)wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2);
+            if (prefetch == PREFETCH_NEXT_TILE)
+                _mm_prefetch(at + TILE_N * w_row_bytes, _MM_HINT_T0);
+            else if (prefetch == PREFETCH_NEXT_BLOCK)
+                _mm_prefetch(at + block_bytes, _MM_HINT_T1);
             wv[j] = load_weights(wrow, kk, wtype);
         }
         for (int i = 0; i < mr; i++) {
@@ -88,6 +105,8 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
     block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
     for (int jb = j0; jb < j1; jb += block_rows) {
         int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
+        int n_passes = (n + TILE_M - 1) / TILE_M;
+        size_t block_bytes = (size_t)block_rows * w_row_bytes;
         for (int i = 0; i < n; i += TILE_M) {
             int mr = n - i < TILE_M ? n - i : TILE_M;
             const float *xi = x + (size_t)i * k;
@@ -95,20 +114,21 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
             int j = jb;
             for (; j + TILE_N <= jb_end; j += TILE_N) {
                 const uint8_t *wj = w + (size_t)j * w_row_bytes;
+                int pf = prefetch_kind(i / TILE_M, n_passes, (j - jb) / TILE_N);
                 switch (mr) {
-                case 4: tile(xi, k, 4, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
-                case 3: tile(xi, k, 3, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
-                case 2: tile(xi, k, 2, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
-                default: tile(xi, k, 1, wj, w_row_bytes, TILE_N, wtype, yi + j, ldy); break;
+                case 4: tile(xi, k, 4, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
+                case 3: tile(xi, k, 3, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
+                case 2: tile(xi, k, 2, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
+                default: tile(xi, k, 1, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
                 }
             }
             for (; j < jb_end; j++) {
                 const uint8_t *wj = w + (size_t)j * w_row_bytes;
                 switch (mr) {
-                case 4: tile(xi, k, 4, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
-                case 3: tile(xi, k, 3, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
-                case 2: tile(xi, k, 2, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
-                default: tile(xi, k, 1, wj, w_row_bytes, 1, wtype, yi + j, ldy); break;
+                case 4: tile(xi, k, 4, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
+                case 3: tile(xi, k, 3, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
+                case 2: tile(xi, k, 2, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
+                default: tile(xi, k, 1, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
                 }
             }
         }
@@ -121,7 +141,8 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
  * _mm512_reduce_add_ps; the decode GEMV (gemv_avx512.c) does exactly the same. */
 static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint16_t *x, int k, int mr,
                                                                      const uint8_t *w, size_t w_row_bytes, int nr,
-                                                                     float *y, int ldy)
+                                                                     int prefetch, size_t block_bytes, float *y,
+                                                                     int ldy)
 {
     __m512 acc[TILE_M][TILE_N];
     for (int i = 0; i < mr; i++)
@@ -132,7 +153,10 @@ static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint
         __m512i wv[TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes + 2 * (size_t)kk;
-            _mm_prefetch((const char *)wrow + TILE_N * w_row_bytes, _MM_HINT_T0);
+            if (prefetch == PREFETCH_NEXT_TILE)
+                _mm_prefetch((const char *)wrow + TILE_N * w_row_bytes, _MM_HINT_T0);
+            else if (prefetch == PREFETCH_NEXT_BLOCK)
+                _mm_prefetch((const char *)wrow + block_bytes, _MM_HINT_T1);
             wv[j] = _mm512_loadu_si512(wrow);
         }
         for (int i = 0; i < mr; i++) {
@@ -157,13 +181,14 @@ static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint
 
 static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16_rows(const uint16_t *x, int k, int mr,
                                                                           const uint8_t *w, size_t w_row_bytes,
-                                                                          int nr, float *y, int ldy)
+                                                                          int nr, int prefetch, size_t block_bytes,
+                                                                          float *y, int ldy)
 {
     switch (mr) {
-    case 4: tile_bf16(x, k, 4, w, w_row_bytes, nr, y, ldy); break;
-    case 3: tile_bf16(x, k, 3, w, w_row_bytes, nr, y, ldy); break;
-    case 2: tile_bf16(x, k, 2, w, w_row_bytes, nr, y, ldy); break;
-    default: tile_bf16(x, k, 1, w, w_row_bytes, nr, y, ldy); break;
+    case 4: tile_bf16(x, k, 4, w, w_row_bytes, nr, prefetch, block_bytes, y, ldy); break;
+    case 3: tile_bf16(x, k, 3, w, w_row_bytes, nr, prefetch, block_bytes, y, ldy); break;
+    case 2: tile_bf16(x, k, 2, w, w_row_bytes, nr, prefetch, block_bytes, y, ldy); break;
+    default: tile_bf16(x, k, 1, w, w_row_bytes, nr, prefetch, block_bytes, y, ldy); break;
     }
 }
 
@@ -174,15 +199,18 @@ static BF16_ATTR void matmul_bf16_dot(const uint16_t *x, int n, int k, const uin
     block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
     for (int jb = j0; jb < j1; jb += block_rows) {
         int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
+        int n_passes = (n + TILE_M - 1) / TILE_M;
+        size_t block_bytes = (size_t)block_rows * w_row_bytes;
         for (int i = 0; i < n; i += TILE_M) {
             int mr = n - i < TILE_M ? n - i : TILE_M;
             const uint16_t *xi = x + (size_t)i * k;
             float *yi = y + (size_t)i * ldy;
             int j = jb;
             for (; j + TILE_N <= jb_end; j += TILE_N)
-                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, TILE_N, yi + j, ldy);
+                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, TILE_N,
+                               prefetch_kind(i / TILE_M, n_passes, (j - jb) / TILE_N), block_bytes, yi + j, ldy);
             for (; j < jb_end; j++)
-                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, 1, yi + j, ldy);
+                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, 1, 0, 0, yi + j, ldy);
         }
     }
 }
