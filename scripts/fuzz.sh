@@ -180,4 +180,4 @@ if ((${#failed[@]})); then
     echo "fuzz.sh: failures in: ${failed[*]}" >&2
     exit 1
 fi
-echo "fuzz.sh: all ${#targets[@]} targets ran ${seconds}s each without a failure"
+echo "fuzz.sh: all ${#targets[@]} targets ran without a failure (each for up to ${seconds}s${FUZZ_RUNS:+ or $FUZZ_RUNS inputs, whichever came first})"

@@ -163,7 +163,7 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
     /* The engine's own sockets are bound after the first spawn: a worker forked without
      * exec (custom hooks) then copies a process without zmq's threads, whose locks it
      * could otherwise inherit held. The workers connect before the bind and zmq retries
-     * (worker_link.c keeps that interval short). A restart finds them open. */
+     * (cinfer_channel_open keeps that interval short). A restart finds them open. */
     if (rc == CINFER_OK && !e->status &&
         !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)))
         rc = err->code;
