@@ -123,13 +123,11 @@ struct reader {
     double began[64], ended[64]; /* of each thread's last pass */
     uint64_t expected;      /* the sum of the buffer's 64-bit words, mod 2^64 */
     int passes;
+    struct reader_arg {
+        struct reader *r;
+        int t;
+    } args[64]; /* each thread's start argument */
 };
-
-struct reader_arg {
-    struct reader *r;
-    int t;
-};
-static struct reader_arg reader_args[64];
 
 __attribute__((target("avx2"))) static uint64_t stream_read_avx2(const uint8_t *p, size_t bytes)
 {
@@ -185,20 +183,17 @@ static int reader_open(struct reader *r, size_t bytes, int n_threads, struct cin
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "read bandwidth: mmap of %zu bytes failed: %s", r->bytes,
                                 strerror(errno));
     /* Real pages, and no two alike (pages of equal bytes can be merged by the host's
-     * same-page merging); their sum is the checksum. */
+     * same-page merging): every word differs. Their sum is the checksum. */
     uint64_t *words = (uint64_t *)r->buf;
     r->expected = 0;
     for (size_t i = 0; i < r->bytes / 8; i++) {
-        uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; /* splitmix64 */
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        words[i] = z ^ (z >> 31);
+        words[i] = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
         r->expected += words[i];
     }
     pthread_barrier_init(&r->start, NULL, (unsigned)n_threads + 1);
     for (int t = 0; t < n_threads; t++) {
-        reader_args[t] = (struct reader_arg){r, t};
-        pthread_create(&r->threads[t], NULL, reader_main, &reader_args[t]);
+        r->args[t] = (struct reader_arg){r, t};
+        pthread_create(&r->threads[t], NULL, reader_main, &r->args[t]);
     }
     return 0;
 }

@@ -56,6 +56,15 @@ AI int prefetch_kind(int pass, int n_passes, int tile_index)
     return tile_index % (n_passes - 1) == pass - 1 ? PREFETCH_NEXT_BLOCK : 0;
 }
 
+/* at: a place in one of the tile's weight rows. */
+AI void prefetch_weights(const uint8_t *at, int kind, size_t w_row_bytes, size_t block_bytes)
+{
+    if (kind == PREFETCH_NEXT_TILE)
+        _mm_prefetch((const char *)at + TILE_N * w_row_bytes, _MM_HINT_T0);
+    else if (kind == PREFETCH_NEXT_BLOCK)
+        _mm_prefetch((const char *)at + block_bytes, _MM_HINT_T1);
+}
+
 /* y (mr, ldy)[0:nr] = x (mr, k) · W (nr rows)ᵀ; mr, nr and wtype are constants after
  * inlining, so the accumulators live in registers. */
 AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
@@ -70,11 +79,8 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
         __m512 wv[TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes;
-            const char *at = (const char *)wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2);
-            if (prefetch == PREFETCH_NEXT_TILE)
-                _mm_prefetch(at + TILE_N * w_row_bytes, _MM_HINT_T0);
-            else if (prefetch == PREFETCH_NEXT_BLOCK)
-                _mm_prefetch(at + block_bytes, _MM_HINT_T1);
+            prefetch_weights(wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2), prefetch, w_row_bytes,
+                             block_bytes);
             wv[j] = load_weights(wrow, kk, wtype);
         }
         for (int i = 0; i < mr; i++) {
@@ -103,10 +109,10 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
 {
     int block_rows = (int)(WEIGHT_BLOCK_BYTES / (w_row_bytes ? w_row_bytes : 1));
     block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
+    int n_passes = (n + TILE_M - 1) / TILE_M;
+    size_t block_bytes = (size_t)block_rows * w_row_bytes;
     for (int jb = j0; jb < j1; jb += block_rows) {
         int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
-        int n_passes = (n + TILE_M - 1) / TILE_M;
-        size_t block_bytes = (size_t)block_rows * w_row_bytes;
         for (int i = 0; i < n; i += TILE_M) {
             int mr = n - i < TILE_M ? n - i : TILE_M;
             const float *xi = x + (size_t)i * k;
@@ -153,10 +159,7 @@ static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint
         __m512i wv[TILE_N];
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes + 2 * (size_t)kk;
-            if (prefetch == PREFETCH_NEXT_TILE)
-                _mm_prefetch((const char *)wrow + TILE_N * w_row_bytes, _MM_HINT_T0);
-            else if (prefetch == PREFETCH_NEXT_BLOCK)
-                _mm_prefetch((const char *)wrow + block_bytes, _MM_HINT_T1);
+            prefetch_weights(wrow, prefetch, w_row_bytes, block_bytes);
             wv[j] = _mm512_loadu_si512(wrow);
         }
         for (int i = 0; i < mr; i++) {
@@ -197,10 +200,10 @@ static BF16_ATTR void matmul_bf16_dot(const uint16_t *x, int n, int k, const uin
 {
     int block_rows = (int)(WEIGHT_BLOCK_BYTES / (w_row_bytes ? w_row_bytes : 1));
     block_rows = block_rows < TILE_N ? TILE_N : block_rows - block_rows % TILE_N;
+    int n_passes = (n + TILE_M - 1) / TILE_M;
+    size_t block_bytes = (size_t)block_rows * w_row_bytes;
     for (int jb = j0; jb < j1; jb += block_rows) {
         int jb_end = jb + block_rows < j1 ? jb + block_rows : j1;
-        int n_passes = (n + TILE_M - 1) / TILE_M;
-        size_t block_bytes = (size_t)block_rows * w_row_bytes;
         for (int i = 0; i < n; i += TILE_M) {
             int mr = n - i < TILE_M ? n - i : TILE_M;
             const uint16_t *xi = x + (size_t)i * k;

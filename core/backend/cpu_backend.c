@@ -406,6 +406,14 @@ static int attention_blocks(const struct attention_job *job, const struct cinfer
     return (attention_rows(job, seq) + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
 }
 
+/* V transposed of one (prefill sequence, KV head): (head_dim, context). */
+static float *values_transposed(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq,
+                                int kv_head)
+{
+    size_t n_ctx = (size_t)(seq->start_pos + seq->n_tokens);
+    return job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * job->head_dim * n_ctx;
+}
+
 /* One block of query rows [r0, r0 + ATTN_QUERY_BLOCK) of one KV head's group: every
  * query head of the group shares the block, so K and V are read once per group rather
  * than once per query head. scores = Q Kᵀ as a matmul read page by page from the cache
@@ -460,8 +468,7 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
         }
     } else {
         int n_ctx = seq->start_pos + seq->n_tokens;
-        const float *vt = job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * hd * n_ctx; /* (hd, n_ctx) */
-        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, vt, CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
+        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, values_transposed(job, seq, kv_head), CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
                              ob, hd); /* (nb, head_dim) */
     }
     for (int r = 0; r < nb; r++) {
@@ -482,7 +489,7 @@ static void transpose_values(void *arg, int item, int thread)
         return;
     int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
     int n_ctx = seq->start_pos + seq->n_tokens;
-    float *vt = job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * hd * n_ctx; /* (hd, n_ctx) */
+    float *vt = values_transposed(job, seq, kv_head); /* (hd, n_ctx) */
     for (int p = 0; p < n_ctx; p++) {
         const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
         for (int d = 0; d < hd; d++)
