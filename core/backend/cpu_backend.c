@@ -30,6 +30,8 @@ struct cpu_backend {
     int attn_item_seqs;
     float *attn_vt; /* (attn_vt_floats) V transposed, per prefill sequence and KV head */
     size_t attn_vt_floats;
+    struct matmul_chunk *matmul_chunks; /* (matmul_chunks_cap) the current matmul's chunks */
+    size_t matmul_chunks_cap;
 };
 
 struct cpu_kv {
@@ -68,6 +70,7 @@ static void cpu_destroy(void *state)
     free(be->attn_first_item);
     free(be->attn_vt_at);
     free(be->attn_vt);
+    free(be->matmul_chunks);
     free(be->prepared);
     free(be);
 }
@@ -204,19 +207,35 @@ static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, co
 
 /* Matmul work is handed out in chunks of weight rows, not in fixed shares: on a machine
  * whose cores are also busy with other work, a fixed half would make every call wait
- * for the slowest core. The chunks are cut into one contiguous region per thread; a
+ * for the slowest core. The rows are cut into one contiguous region per thread; a
  * thread takes its own region's chunks from the front and, when it is done, other
  * regions' chunks from the back. So in the usual case each thread streams one run of
  * consecutive weight rows (what the hardware and software prefetchers need: chunks
  * claimed in turn from one counter interleave the threads every chunk and cost a
- * quarter of decode's bandwidth), and a descheduled thread's share is still taken. */
+ * quarter of decode's bandwidth), and a descheduled thread's share is still taken.
+ *
+ * Batched calls cut each region into chunks of one size. Decode calls (n <= 2: one
+ * pass over the weights, bound by memory) cut it into shrinking chunks, a quarter of
+ * what is left each time down to 16 rows: the owner's stream is the same run of rows
+ * either way, but the chunks at a region's back, the ones left when the threads meet,
+ * are small, so the thread that finishes first waits a fraction of a chunk rather than
+ * a whole one. A decode step joins the pool about 5 times per layer: with even chunks
+ * the threads' spinning at the joins was about 7% of an f16 step's samples under perf,
+ * with shrinking ones about 3.5%. */
 #define MATMUL_CHUNKS_PER_THREAD 8
 #define MATMUL_MAX_OUTS 8
 #define MATMUL_MAX_REGIONS 64
+#define MATMUL_GROUP_ROWS 16 /* chunks are whole groups of rows (the kernels' tiles) */
+#define MATMUL_SHRINK_DIVISOR 4 /* a decode chunk is this fraction of its region's rest */
 
 /* A region's unclaimed chunks [front, back), one cache line each. */
 struct matmul_region {
     _Alignas(64) _Atomic uint64_t span; /* back << 32 | front */
+};
+
+/* Rows [j0, j1) of output `out`. */
+struct matmul_chunk {
+    int out, j0, j1;
 };
 
 struct matmul_job {
@@ -226,27 +245,23 @@ struct matmul_job {
     int n, k;
     const struct cinfer_backend_matmul_out *outs;
     int n_outs;
-    int chunk_rows;
-    int first_chunk[MATMUL_MAX_OUTS + 1]; /* chunk numbers where each output starts */
     int n_prepare_parts;
     int n_regions;
     struct matmul_region regions[MATMUL_MAX_REGIONS];
+    int n_chunks;
+    struct matmul_chunk *chunks; /* (n_chunks) the backend's, reused from call to call */
 };
 
 static void matmul_chunk(const struct matmul_job *job, int chunk)
 {
-    int o = 0;
-    while (chunk >= job->first_chunk[o + 1])
-        o++;
-    const struct cinfer_backend_matmul_out *out = &job->outs[o];
+    const struct matmul_chunk *c = &job->chunks[chunk];
+    const struct cinfer_backend_matmul_out *out = &job->outs[c->out];
     int m = (int)out->w->rows;
-    int j0 = (chunk - job->first_chunk[o]) * job->chunk_rows;
-    int j1 = j0 + job->chunk_rows < m ? j0 + job->chunk_rows : m;
     cinfer_kernel_matmul(job->x, job->prepared, job->n, job->k, out->w->data, (enum cinfer_kernel_wtype)out->w->type,
-                         out->w->row_bytes, j0, j1, out->y, m);
+                         out->w->row_bytes, c->j0, c->j1, out->y, m);
     if (out->bias)
         for (int i = 0; i < job->n; i++)
-            cinfer_kernel_add(out->y + (size_t)i * m + j0, out->bias + j0, (size_t)(j1 - j0));
+            cinfer_kernel_add(out->y + (size_t)i * m + c->j0, out->bias + c->j0, (size_t)(c->j1 - c->j0));
 }
 
 /* Claims a chunk of region r from its front (owner) or back (thief); -1 when empty. */
@@ -279,6 +294,45 @@ static void matmul_part(void *arg, int region, int thread)
     }
 }
 
+/* Cuts the outputs' rows, laid end to end, into job->n_regions regions of whole groups
+ * and each region into chunks: of chunk_rows rows, or (chunk_rows 0) shrinking ones. A
+ * chunk never crosses from one output into the next. With chunks NULL it only counts
+ * them. Returns the chunk count. */
+static int plan_chunks(struct matmul_job *job, int chunk_rows, struct matmul_chunk *chunks)
+{
+    int first_row[MATMUL_MAX_OUTS + 1] = {0};
+    for (int o = 0; o < job->n_outs; o++)
+        first_row[o + 1] = first_row[o] + (int)job->outs[o].w->rows;
+    int total = first_row[job->n_outs];
+    int n_chunks = 0, o = 0;
+    for (int r = 0; r < job->n_regions; r++) {
+        int g0, g1;
+        cinfer_split_range(total, MATMUL_GROUP_ROWS, r, job->n_regions, &g0, &g1);
+        int first = n_chunks;
+        for (int g = g0; g < g1;) {
+            while (g >= first_row[o + 1])
+                o++;
+            int rest = g1 - g, size = chunk_rows;
+            if (size == 0) {
+                size = (rest / MATMUL_SHRINK_DIVISOR + MATMUL_GROUP_ROWS - 1) / MATMUL_GROUP_ROWS * MATMUL_GROUP_ROWS;
+                if (size < MATMUL_GROUP_ROWS)
+                    size = MATMUL_GROUP_ROWS;
+            }
+            if (size > rest)
+                size = rest;
+            if (size > first_row[o + 1] - g)
+                size = first_row[o + 1] - g;
+            if (chunks)
+                chunks[n_chunks] = (struct matmul_chunk){o, g - first_row[o], g - first_row[o] + size};
+            n_chunks++;
+            g += size;
+        }
+        if (chunks)
+            atomic_init(&job->regions[r].span, (uint64_t)n_chunks << 32 | (uint32_t)first);
+    }
+    return n_chunks;
+}
+
 static void prepare_part(void *arg, int part, int thread)
 {
     const struct matmul_job *job = arg;
@@ -296,14 +350,17 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     for (int o = 0; o < n_outs; o++)
         total_rows += (int)outs[o].w->rows;
     job.wtype = (enum cinfer_kernel_wtype)outs[0].w->type;
-    /* chunks of whole 16-row groups, about MATMUL_CHUNKS_PER_THREAD per thread; fewer
-     * for Q8_0 weights and more than 2 activation rows, whose tile transposes all of x
-     * at every call (kernels/q8_avx512.c): at 8 chunks that was 5% of prefill */
-    int per_thread = job.wtype == CINFER_KW_Q8_0 && n > 2 ? MATMUL_CHUNKS_PER_THREAD / 4 : MATMUL_CHUNKS_PER_THREAD;
-    int rows = total_rows / (n_threads * per_thread);
-    job.chunk_rows = rows < 16 ? 16 : (rows + 15) / 16 * 16;
-    for (int o = 0; o < n_outs; o++)
-        job.first_chunk[o + 1] = job.first_chunk[o] + ((int)outs[o].w->rows + job.chunk_rows - 1) / job.chunk_rows;
+    /* batched: chunks of whole groups, about MATMUL_CHUNKS_PER_THREAD per thread; fewer
+     * for Q8_0 weights, whose tile transposes all of x at every call (kernels/q8_avx512.c):
+     * at 8 chunks that was 5% of prefill */
+    int chunk_rows = 0;
+    if (n > 2) {
+        int per_thread = job.wtype == CINFER_KW_Q8_0 ? MATMUL_CHUNKS_PER_THREAD / 4 : MATMUL_CHUNKS_PER_THREAD;
+        int rows = total_rows / (n_threads * per_thread);
+        chunk_rows = rows < MATMUL_GROUP_ROWS
+                         ? MATMUL_GROUP_ROWS
+                         : (rows + MATMUL_GROUP_ROWS - 1) / MATMUL_GROUP_ROWS * MATMUL_GROUP_ROWS;
+    }
     /* BF16 weights without prepared x take the widening path: x unrounded */
     size_t bytes =
         outs[0].exact_x && job.wtype == CINFER_KW_BF16 ? 0 : cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
@@ -320,15 +377,22 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
         job.n_prepare_parts = n >= 4 * n_threads ? 4 * n_threads : 1;
         cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
     }
-    int n_chunks = job.first_chunk[n_outs];
-    job.n_regions = n_threads < n_chunks ? n_threads : n_chunks;
+    /* a region per thread, as long as there are groups of rows for it */
+    int groups = (total_rows + MATMUL_GROUP_ROWS - 1) / MATMUL_GROUP_ROWS;
+    job.n_regions = n_threads < groups ? n_threads : groups;
     if (job.n_regions > MATMUL_MAX_REGIONS)
         job.n_regions = MATMUL_MAX_REGIONS;
-    for (int r = 0; r < job.n_regions; r++) {
-        int c0, c1;
-        cinfer_split_range(n_chunks, 1, r, job.n_regions, &c0, &c1);
-        atomic_init(&job.regions[r].span, (uint64_t)c1 << 32 | (uint32_t)c0);
+    job.n_chunks = plan_chunks(&job, chunk_rows, NULL);
+    if ((size_t)job.n_chunks > be->matmul_chunks_cap) {
+        struct matmul_chunk *grown = realloc(be->matmul_chunks, sizeof *grown * (size_t)job.n_chunks);
+        if (!grown)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate %d matmul chunks",
+                                    job.n_chunks);
+        be->matmul_chunks = grown;
+        be->matmul_chunks_cap = (size_t)job.n_chunks;
     }
+    job.chunks = be->matmul_chunks;
+    plan_chunks(&job, chunk_rows, job.chunks);
     cinfer_thread_pool_run_chunks(be->pool, matmul_part, &job, job.n_regions);
     return 0;
 }
