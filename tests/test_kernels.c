@@ -671,6 +671,64 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
 }
 END_TEST
 
+/* A batch of 40 rows makes 10 passes of the tile over each weight block, a batch of 8
+ * two, a single row takes the decode GEMV: every row of the batch of 40 must equal, bit
+ * for bit, the same row computed in a batch of 8 and alone, so a sequence's logits do
+ * not depend on how many others share its step (whatever order a kernel walks the
+ * weights in). */
+START_TEST(batch_orders_agree_bit_for_bit)
+{
+    const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {37, 11}, {100, 13}};
+    enum { BIG = 40, SMALL = 8 };
+    uint64_t rng = 91;
+    long compared = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int k = shapes[s][0], m = shapes[s][1];
+        float *x = malloc(sizeof(float) * BIG * k), *w = malloc(sizeof(float) * m * k);
+        float *y_big = malloc(sizeof(float) * BIG * m), *y_small = malloc(sizeof(float) * SMALL * m);
+        fill_uniform(x, (size_t)BIG * k, 2.0f, &rng);
+        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
+        for (size_t t = 0; t < 4; t++) {
+            enum cinfer_kernel_wtype type = all_types[t];
+            if (type == CINFER_KW_Q8_0 && k % 32 != 0)
+                continue;
+            size_t row_bytes = cinfer_kernel_row_bytes(type, k);
+            uint8_t *stored = malloc(row_bytes * m);
+            for (int j = 0; j < m; j++)
+                random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+            size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, BIG, k);
+            size_t prepared_row_bytes = prepared_bytes / BIG;
+            uint8_t *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
+            cinfer_kernel_prepare_rows(type, x, k, 0, BIG, xq);
+            FOR_EACH_LEVEL(level)
+            {
+                cinfer_kernel_matmul(x, xq, BIG, k, stored, type, row_bytes, 0, m, y_big, m);
+                for (int i = 0; i < BIG; i += SMALL) {
+                    cinfer_kernel_matmul(x + (size_t)i * k, xq ? xq + i * prepared_row_bytes : NULL, SMALL, k,
+                                         stored, type, row_bytes, 0, m, y_small, m);
+                    ck_assert_msg(memcmp(y_small, y_big + (size_t)i * m, sizeof(float) * SMALL * m) == 0,
+                                  "%s %s k=%d m=%d rows %d-%d: the batch of %d differs from the batch of %d",
+                                  cinfer_kernels_level_name(level), type_names[t], k, m, i, i + SMALL - 1, SMALL,
+                                  BIG);
+                    compared += SMALL * m;
+                }
+                cinfer_kernel_matmul(x + (size_t)(BIG - 1) * k, xq ? xq + (BIG - 1) * prepared_row_bytes : NULL, 1,
+                                     k, stored, type, row_bytes, 0, m, y_small, m);
+                ck_assert_msg(memcmp(y_small, y_big + (size_t)(BIG - 1) * m, sizeof(float) * m) == 0,
+                              "%s %s k=%d m=%d: the last row alone differs from the batch of %d",
+                              cinfer_kernels_level_name(level), type_names[t], k, m, BIG);
+            }
+            restore_level();
+            free(stored);
+            free(xq);
+        }
+        free(x), free(w), free(y_big), free(y_small);
+    }
+    printf("batch orders: %ld outputs of batches of %d equal to batches of %d and to single rows\n", compared, BIG,
+           SMALL);
+}
+END_TEST
+
 static Suite *suite_kernels(void)
 {
     Suite *s = suite_create("kernels");
@@ -679,6 +737,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, f16_and_bf16_conversions);
     tcase_add_test(tc, matmul_every_type_and_level);
     tcase_add_test(tc, decode_gemv_matches_tile_bit_for_bit);
+    tcase_add_test(tc, batch_orders_agree_bit_for_bit);
     tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);
