@@ -82,6 +82,15 @@ START_TEST(f16_and_bf16_conversions)
 }
 END_TEST
 
+/* w (m, k) stored as `type` rows row_bytes apart, as a model file holds them (malloc'd). */
+static uint8_t *store_rows(const float *w, int m, int k, enum cinfer_kernel_wtype type, size_t row_bytes)
+{
+    uint8_t *stored = malloc(row_bytes * m);
+    for (int j = 0; j < m; j++)
+        random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+    return stored;
+}
+
 /* The matmul of every type against double loops over the very numbers it multiplies
  * (dequantized weights; for Q8_0 also the Q8-quantized activations, whose block dot
  * products are exact integers): each element within 1e-5 of the sum of |products|
@@ -611,9 +620,7 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
             if (type == CINFER_KW_Q8_0 && k % 32 != 0)
                 continue;
             size_t row_bytes = cinfer_kernel_row_bytes(type, k) + 10; /* rows need not be packed or aligned */
-            uint8_t *stored = malloc(row_bytes * m);
-            for (int j = 0; j < m; j++)
-                random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+            uint8_t *stored = store_rows(w, m, k, type, row_bytes);
             size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, BATCH, k);
             size_t prepared_row_bytes = prepared_bytes / BATCH;
             struct cinfer_kernel_xblock *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
@@ -693,9 +700,7 @@ START_TEST(batch_orders_agree_bit_for_bit)
             if (type == CINFER_KW_Q8_0 && k % 32 != 0)
                 continue;
             size_t row_bytes = cinfer_kernel_row_bytes(type, k);
-            uint8_t *stored = malloc(row_bytes * m);
-            for (int j = 0; j < m; j++)
-                random_model_store_row(w + (size_t)j * k, k, (enum cinfer_dtype)type, stored + j * row_bytes);
+            uint8_t *stored = store_rows(w, m, k, type, row_bytes);
             size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, BIG, k);
             size_t prepared_row_bytes = prepared_bytes / BIG;
             uint8_t *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
