@@ -433,6 +433,11 @@ int main(int argc, char **argv)
         at1 = o.levels[i] == 1 ? i : at1;
         at_goal = o.levels[i] == GOAL_LEVEL ? i : at_goal;
     }
+    json_t *by_round = json_array(); /* the ratio of each round, null where a side failed */
+    for (int r = 0; r < o.rounds && at1 >= 0 && at_goal >= 0; r++)
+        json_array_append_new(by_round, per_round[r][at1] > 0 && per_round[r][at_goal] > 0
+                                            ? json_real(per_round[r][at_goal] / per_round[r][at1])
+                                            : json_null());
     if (at1 >= 0 && at_goal >= 0 && o.rounds > 1) {
         int met = 0, counted = 0;
         printf("cinfer(%d) / cinfer(1) round by round:", GOAL_LEVEL);
@@ -449,14 +454,16 @@ int main(int argc, char **argv)
         printf("; at least %.0f× in %d of %d rounds\n", GOAL_SCALING, met, counted);
     }
     if (o.json_path) {
-        json_t *root = json_pack("{s:s,s:i,s:i,s:i,s:i,s:o,s:f}", "model", o.model, "threads", o.n_threads,
+        json_t *root = json_pack("{s:s,s:i,s:i,s:i,s:i,s:o,s:f,s:o}", "model", o.model, "threads", o.n_threads,
                                  "prompt_tokens", o.prompt_tokens, "new_tokens", o.tokens, "rounds", o.rounds,
-                                 "levels", rows, "scaling_32_over_1", goal_scaling);
+                                 "levels", rows, "scaling_32_over_1", goal_scaling, "scaling_32_over_1_by_round",
+                                 by_round);
         if (json_dump_file(root, o.json_path, JSON_INDENT(2)) != 0)
             fprintf(stderr, "bench_scheduler: could not write %s\n", o.json_path);
         json_decref(root);
     } else {
         json_decref(rows);
+        json_decref(by_round);
     }
     free(prompts);
     cinfer_server_args_free(&args);
