@@ -2,9 +2,16 @@
  * decode-shaped (n = 1..8 rows: GB/s of weights streamed, against a plain read of the
  * same bytes) and prefill-shaped (n = 128..512 rows: GFLOP/s).
  *   bench_matmul [threads] [m] [k] [decode]
+ *   bench_matmul [threads] [m] [k] paired [rows per matrix] [pairs]
  * Then, on one core, batch-1 decode on SmolLM-135M's weight shapes (576 wide): the
  * tile matmul against the decode GEMV at AVX-512 and AVX2 ("decode": only these).
- * One thread is timed by its CPU time, so a busy machine skews it less. */
+ * One thread is timed by its CPU time, so a busy machine skews it less.
+ * "paired": for each weight type, the (m, k) buffer is cut into matrices of the given
+ * rows (a model's layers) and each pair is a plain read of the buffer, then n = 1
+ * through the backend over every matrix in turn; it prints the median (and quartiles)
+ * of read time / matmul time. The host's bandwidth moves from minute to minute, and a
+ * pair compares two moments seconds apart: the quietest way found to see how close a
+ * decode kernel streams to the read (docs/benchmarks.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +130,51 @@ static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x
     use_cpu_time = saved;
 }
 
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The "paired" mode (see the top of the file). */
+static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct cinfer_thread_pool *pool,
+                         struct read_job *rj, const uint8_t *w, int m, int k, int rows_per, int pairs,
+                         const float *x, float *y)
+{
+    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
+    double *ratios = malloc(sizeof(double) * (size_t)pairs);
+    struct cinfer_error err;
+    printf("paired: plain read of the buffer, then n = 1 over (%d, %d) matrices; read time / matmul time\n",
+           rows_per, k);
+    for (int type = 0; type < 4 && ratios; type++) {
+        enum cinfer_kernel_wtype wtype = (enum cinfer_kernel_wtype)type;
+        size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
+        int matrices = m / rows_per;
+        if ((wtype == CINFER_KW_Q8_0 && k % CINFER_KERNEL_Q8_BLOCK) || matrices < 1)
+            continue;
+        size_t matrix_bytes = row_bytes * (size_t)rows_per;
+        rj->words = matrix_bytes * (size_t)matrices / 8; /* the read covers what the matmuls read */
+        for (int p = 0; p < pairs; p++) {
+            double t0 = now_s();
+            cinfer_thread_pool_run_chunks(pool, read_part, rj, READ_PARTS);
+            double read_s = now_s() - t0;
+            t0 = now_s();
+            for (int i = 0; i < matrices; i++) {
+                struct cinfer_backend_weight wt = {(uint32_t)type, rows_per, k, w + (size_t)i * matrix_bytes,
+                                                   row_bytes};
+                struct cinfer_backend_matmul_out out = {&wt, NULL, y, 0};
+                ops->matmul(be, x, 1, &out, 1, &err);
+            }
+            ratios[p] = read_s / (now_s() - t0);
+        }
+        qsort(ratios, (size_t)pairs, sizeof *ratios, compare_doubles);
+        printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
+               names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
+               100 * ratios[pairs / 4], 100 * ratios[3 * pairs / 4]);
+    }
+    free(ratios);
+}
+
 int main(int argc, char **argv)
 {
     int n_threads = argc > 1 ? atoi(argv[1]) : 0;
@@ -161,6 +213,19 @@ int main(int argc, char **argv)
     double read_gbs = max_bytes * (double)reps / (now_s() - t0) / 1e9;
     printf("plain read of %zu MB: %.1f GB/s\n", max_bytes >> 20, read_gbs);
 
+    if (argc > 4 && strcmp(argv[4], "paired") == 0) {
+        int rows_per = argc > 5 ? atoi(argv[5]) : 576, pairs = argc > 6 ? atoi(argv[6]) : 30;
+        if (rows_per < 1 || rows_per > m || pairs < 4) {
+            fprintf(stderr, "bench_matmul: paired needs 1 <= rows per matrix (%d) <= m (%d) and pairs >= 4 (%d)\n",
+                    rows_per, m, pairs);
+            return 2;
+        }
+        bench_paired(ops, be, pool, &rj, w, m, k, rows_per, pairs, x, y);
+        cinfer_thread_pool_destroy(&pool);
+        ops->destroy(be);
+        free(w), free(x), free(y);
+        return 0;
+    }
     const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
     int decode_only = argc > 4 && strcmp(argv[4], "decode") == 0;
     for (int type = 0; type < 4 && !decode_only; type++) {
