@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "cinfer/error.h"
+#include "kernels.h" /* cinfer_kernel_argmax: the greedy pick, as the sampler makes it */
 #include "model/model.h"
 #include "model/runtime.h"
 
@@ -291,15 +292,6 @@ static double decode_bytes_per_token(const struct cinfer_model *m)
     return sum;
 }
 
-static int32_t argmax(const float *logits, int n) /* (n) */
-{
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
-}
-
 /* A sequence's pages, grown as its length grows. */
 struct seq_pages {
     int32_t *table; /* (max_pages) */
@@ -376,7 +368,7 @@ static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int
         if (rc == 0)
             rc = cinfer_runtime_forward(rt, chunks, batch, err);
         for (int s = 0; s < batch && rc == 0; s++)
-            next[s] = argmax(logits + (size_t)s * (size_t)vocab, vocab); /* (vocab) per sequence */
+            next[s] = cinfer_kernel_argmax(logits + (size_t)s * (size_t)vocab, vocab); /* (vocab) per sequence */
         if (rc == 0 && batch == 1 && r->n_greedy < MAX_GREEDY)
             r->greedy[r->n_greedy++] = next[0];
     }
@@ -415,7 +407,7 @@ static int cinfer_paired_floor(struct cinfer_runtime *rt, const struct options *
         if (rc == 0)
             rc = cinfer_runtime_forward(rt, &chunk, 1, err);
         double step_s = now_s() - t0;
-        next = argmax(logits, vocab);
+        next = cinfer_kernel_argmax(logits, vocab);
         if (step >= WARM_STEPS)
             ratios[n++] = read_s / step_s;
     }

@@ -248,8 +248,7 @@ struct matmul_job {
     int n_prepare_parts;
     int n_regions;
     struct matmul_region regions[MATMUL_MAX_REGIONS];
-    int n_chunks;
-    struct matmul_chunk *chunks; /* (n_chunks) the backend's, reused from call to call */
+    struct matmul_chunk *chunks; /* (max_chunks) the backend's, reused from call to call */
 };
 
 static void matmul_chunk(const struct matmul_job *job, int chunk)
@@ -294,11 +293,17 @@ static void matmul_part(void *arg, int region, int thread)
     }
 }
 
+/* At most this many chunks for `total` rows: every chunk is a whole group of rows
+ * except the last of each region and of each output. */
+static size_t max_chunks(int total, int n_regions, int n_outs)
+{
+    return (size_t)total / MATMUL_GROUP_ROWS + (size_t)n_regions + (size_t)n_outs;
+}
+
 /* Cuts the outputs' rows, laid end to end, into job->n_regions regions of whole groups
- * and each region into chunks: of chunk_rows rows, or (chunk_rows 0) shrinking ones. A
- * chunk never crosses from one output into the next. With chunks NULL it only counts
- * them. Returns the chunk count. */
-static int plan_chunks(struct matmul_job *job, int chunk_rows, struct matmul_chunk *chunks)
+ * and each region into chunks (at most max_chunks of them): of chunk_rows rows, or
+ * (chunk_rows 0) shrinking ones. A chunk never crosses from one output into the next. */
+static void plan_chunks(struct matmul_job *job, int chunk_rows, struct matmul_chunk *chunks)
 {
     int first_row[MATMUL_MAX_OUTS + 1] = {0};
     for (int o = 0; o < job->n_outs; o++)
@@ -322,15 +327,11 @@ static int plan_chunks(struct matmul_job *job, int chunk_rows, struct matmul_chu
                 size = rest;
             if (size > first_row[o + 1] - g)
                 size = first_row[o + 1] - g;
-            if (chunks)
-                chunks[n_chunks] = (struct matmul_chunk){o, g - first_row[o], g - first_row[o] + size};
-            n_chunks++;
+            chunks[n_chunks++] = (struct matmul_chunk){o, g - first_row[o], g - first_row[o] + size};
             g += size;
         }
-        if (chunks)
-            atomic_init(&job->regions[r].span, (uint64_t)n_chunks << 32 | (uint32_t)first);
+        atomic_init(&job->regions[r].span, (uint64_t)n_chunks << 32 | (uint32_t)first);
     }
-    return n_chunks;
 }
 
 static void prepare_part(void *arg, int part, int thread)
@@ -382,14 +383,13 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     job.n_regions = n_threads < groups ? n_threads : groups;
     if (job.n_regions > MATMUL_MAX_REGIONS)
         job.n_regions = MATMUL_MAX_REGIONS;
-    job.n_chunks = plan_chunks(&job, chunk_rows, NULL);
-    if ((size_t)job.n_chunks > be->matmul_chunks_cap) {
-        struct matmul_chunk *grown = realloc(be->matmul_chunks, sizeof *grown * (size_t)job.n_chunks);
+    size_t most = max_chunks(total_rows, job.n_regions, n_outs);
+    if (most > be->matmul_chunks_cap) {
+        struct matmul_chunk *grown = realloc(be->matmul_chunks, sizeof *grown * most);
         if (!grown)
-            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate %d matmul chunks",
-                                    job.n_chunks);
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate %zu matmul chunks", most);
         be->matmul_chunks = grown;
-        be->matmul_chunks_cap = (size_t)job.n_chunks;
+        be->matmul_chunks_cap = most;
     }
     job.chunks = be->matmul_chunks;
     plan_chunks(&job, chunk_rows, job.chunks);
@@ -532,8 +532,8 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
         }
     } else {
         int n_ctx = seq->start_pos + seq->n_tokens;
-        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, values_transposed(job, seq, kv_head), CINFER_KW_F32, (size_t)n_ctx * sizeof(float), 0, hd,
-                             ob, hd); /* (nb, head_dim) */
+        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, values_transposed(job, seq, kv_head), CINFER_KW_F32,
+                             (size_t)n_ctx * sizeof(float), 0, hd, ob, hd); /* (nb, head_dim) */
     }
     for (int r = 0; r < nb; r++) {
         int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;

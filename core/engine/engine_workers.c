@@ -138,11 +138,12 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
         if (now_ms() > deadline) {
             /* Name every worker still silent and every one that did answer: which side
              * of the status channel failed is the first question on a report. */
-            char silent[256] = "", answered[256] = "";
+            enum { LIST_BYTES = 256 };
+            char silent[LIST_BYTES] = "", answered[LIST_BYTES] = "";
             for (int i = 0; i < e->n_workers; i++) {
                 char *list = e->workers[i].ready ? answered : silent;
                 size_t used = strlen(list);
-                snprintf(list + used, 256 - used, "%s%s", used ? ", " : "", e->workers[i].name);
+                snprintf(list + used, LIST_BYTES - used, "%s%s", used ? ", " : "", e->workers[i].name);
             }
             return cinfer_error_set(err, CINFER_ERR_TIMEOUT,
                                     "%s did not report READY within the start deadline of %d ms (READY came from: %s)",
