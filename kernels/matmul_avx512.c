@@ -43,17 +43,42 @@
 /* Which weights a tile prefetches. The first pass of activation rows over a weight
  * block reads the block from memory: it prefetches the next tile's rows into L1 (a
  * short row ends before the hardware prefetcher has ramped up). The later passes find
- * the block in L2 and share out the next block among them, each prefetching every
- * (passes - 1)th tile's worth of it into L2, so that the next block's first pass
- * finds it there too. */
+ * the block in L2 and share out the next block among them so that its first pass finds
+ * it there too: every tile of every later pass prefetches the lines of the same tile
+ * in the next block at one k-step in (passes - 1), each pass at other steps. Spread so,
+ * the requests reach memory at an even pace while the tiles compute. Giving each tile
+ * the whole of its counterpart in one pass instead (every (passes - 1)th tile) sends
+ * them in bursts, faster than memory serves them: n = 32, f32, 2 threads, weights from
+ * memory (`bench_matmul 2 115200 576 paired ROWS 6 32`), 3072-row matrices ran at
+ * 184-185 GFLOP/s that way and 190-200 spread; 28800-row ones at 183-190 and 202-205
+ * (docs/benchmarks.md). */
 #define PREFETCH_NEXT_TILE 1
 #define PREFETCH_NEXT_BLOCK 2
 
-AI int prefetch_kind(int pass, int n_passes, int tile_index)
+struct prefetch_plan {
+    int kind;   /* 0, PREFETCH_NEXT_TILE (every k-step) or PREFETCH_NEXT_BLOCK: */
+    int phase;  /* at k-steps phase, phase + period, ... */
+    int period;
+};
+
+/* Over passes 1 .. n_passes - 1 a tile's phase takes every value below the period
+ * once, so each line of the next block is prefetched exactly once. */
+AI struct prefetch_plan prefetch_plan(int pass, int n_passes, int tile_index)
 {
     if (pass == 0)
-        return PREFETCH_NEXT_TILE;
-    return tile_index % (n_passes - 1) == pass - 1 ? PREFETCH_NEXT_BLOCK : 0;
+        return (struct prefetch_plan){PREFETCH_NEXT_TILE, 0, 1};
+    int period = n_passes - 1;
+    return (struct prefetch_plan){PREFETCH_NEXT_BLOCK, (pass - 1 + tile_index) % period, period};
+}
+
+static const struct prefetch_plan NO_PREFETCH = {0, 0, 1};
+
+/* Whether the tile prefetches at this k-step; *countdown starts at the plan's phase. */
+AI int prefetch_now(struct prefetch_plan plan, int *countdown)
+{
+    int now = plan.kind == PREFETCH_NEXT_TILE || *countdown == 0;
+    *countdown = *countdown == 0 ? plan.period - 1 : *countdown - 1;
+    return now;
 }
 
 /* at: a place in one of the tile's weight rows. */
@@ -68,19 +93,21 @@ AI void prefetch_weights(const uint8_t *at, int kind, size_t w_row_bytes, size_t
 /* y (mr, ldy)[0:nr] = x (mr, k) · W (nr rows)ᵀ; mr, nr and wtype are constants after
  * inlining, so the accumulators live in registers. */
 AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
-             enum cinfer_kernel_wtype wtype, int prefetch, size_t block_bytes, float *y, int ldy)
+             enum cinfer_kernel_wtype wtype, struct prefetch_plan prefetch, size_t block_bytes, float *y, int ldy)
 {
     __m512 acc[TILE_M][TILE_N];
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
             acc[i][j] = _mm512_setzero_ps();
-    int kk = 0;
+    int kk = 0, countdown = prefetch.phase;
     for (; kk + LANES <= k; kk += LANES) {
         __m512 wv[TILE_N];
+        int prefetching = prefetch_now(prefetch, &countdown);
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes;
-            prefetch_weights(wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2), prefetch, w_row_bytes,
-                             block_bytes);
+            if (prefetching)
+                prefetch_weights(wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2), prefetch.kind, w_row_bytes,
+                                 block_bytes);
             wv[j] = load_weights(wrow, kk, wtype);
         }
         for (int i = 0; i < mr; i++) {
@@ -120,7 +147,7 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
             int j = jb;
             for (; j + TILE_N <= jb_end; j += TILE_N) {
                 const uint8_t *wj = w + (size_t)j * w_row_bytes;
-                int pf = prefetch_kind(i / TILE_M, n_passes, (j - jb) / TILE_N);
+                struct prefetch_plan pf = prefetch_plan(i / TILE_M, n_passes, (j - jb) / TILE_N);
                 switch (mr) {
                 case 4: tile(xi, k, 4, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
                 case 3: tile(xi, k, 3, wj, w_row_bytes, TILE_N, wtype, pf, block_bytes, yi + j, ldy); break;
@@ -131,10 +158,10 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
             for (; j < jb_end; j++) {
                 const uint8_t *wj = w + (size_t)j * w_row_bytes;
                 switch (mr) {
-                case 4: tile(xi, k, 4, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
-                case 3: tile(xi, k, 3, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
-                case 2: tile(xi, k, 2, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
-                default: tile(xi, k, 1, wj, w_row_bytes, 1, wtype, 0, 0, yi + j, ldy); break;
+                case 4: tile(xi, k, 4, wj, w_row_bytes, 1, wtype, NO_PREFETCH, 0, yi + j, ldy); break;
+                case 3: tile(xi, k, 3, wj, w_row_bytes, 1, wtype, NO_PREFETCH, 0, yi + j, ldy); break;
+                case 2: tile(xi, k, 2, wj, w_row_bytes, 1, wtype, NO_PREFETCH, 0, yi + j, ldy); break;
+                default: tile(xi, k, 1, wj, w_row_bytes, 1, wtype, NO_PREFETCH, 0, yi + j, ldy); break;
                 }
             }
         }
@@ -147,19 +174,21 @@ AI void matmul_typed(const float *x, int n, int k, const uint8_t *w, enum cinfer
  * _mm512_reduce_add_ps; the decode GEMV (gemv_avx512.c) does exactly the same. */
 static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint16_t *x, int k, int mr,
                                                                      const uint8_t *w, size_t w_row_bytes, int nr,
-                                                                     int prefetch, size_t block_bytes, float *y,
-                                                                     int ldy)
+                                                                     struct prefetch_plan prefetch,
+                                                                     size_t block_bytes, float *y, int ldy)
 {
     __m512 acc[TILE_M][TILE_N];
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
             acc[i][j] = _mm512_setzero_ps();
-    int kk = 0;
+    int kk = 0, countdown = prefetch.phase;
     for (; kk + BF16_PAIRS <= k; kk += BF16_PAIRS) {
         __m512i wv[TILE_N];
+        int prefetching = prefetch_now(prefetch, &countdown);
         for (int j = 0; j < nr; j++) {
             const uint8_t *wrow = w + (size_t)j * w_row_bytes + 2 * (size_t)kk;
-            prefetch_weights(wrow, prefetch, w_row_bytes, block_bytes);
+            if (prefetching)
+                prefetch_weights(wrow, prefetch.kind, w_row_bytes, block_bytes);
             wv[j] = _mm512_loadu_si512(wrow);
         }
         for (int i = 0; i < mr; i++) {
@@ -184,7 +213,8 @@ static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16(const uint
 
 static inline __attribute__((always_inline)) BF16_ATTR void tile_bf16_rows(const uint16_t *x, int k, int mr,
                                                                           const uint8_t *w, size_t w_row_bytes,
-                                                                          int nr, int prefetch, size_t block_bytes,
+                                                                          int nr, struct prefetch_plan prefetch,
+                                                                          size_t block_bytes,
                                                                           float *y, int ldy)
 {
     switch (mr) {
@@ -211,9 +241,9 @@ static BF16_ATTR void matmul_bf16_dot(const uint16_t *x, int n, int k, const uin
             int j = jb;
             for (; j + TILE_N <= jb_end; j += TILE_N)
                 tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, TILE_N,
-                               prefetch_kind(i / TILE_M, n_passes, (j - jb) / TILE_N), block_bytes, yi + j, ldy);
+                               prefetch_plan(i / TILE_M, n_passes, (j - jb) / TILE_N), block_bytes, yi + j, ldy);
             for (; j < jb_end; j++)
-                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, 1, 0, 0, yi + j, ldy);
+                tile_bf16_rows(xi, k, mr, w + (size_t)j * w_row_bytes, w_row_bytes, 1, NO_PREFETCH, 0, yi + j, ldy);
         }
     }
 }

@@ -2,7 +2,7 @@
  * decode-shaped (n = 1..8 rows: GB/s of weights streamed, against a plain read of the
  * same bytes) and prefill-shaped (n = 128..512 rows: GFLOP/s).
  *   bench_matmul [threads] [m] [k] [decode]
- *   bench_matmul [threads] [m] [k] paired [rows per matrix] [pairs]
+ *   bench_matmul [threads] [m] [k] paired [rows per matrix] [pairs] [n]
  * Then, on one core, batch-1 decode on SmolLM-135M's weight shapes (576 wide): the
  * tile matmul against the decode GEMV at AVX-512 and AVX2 ("decode": only these).
  * One thread is timed by its CPU time, so a busy machine skews it less.
@@ -11,7 +11,9 @@
  * through the backend over every matrix in turn; it prints the median (and quartiles)
  * of read time / matmul time. The host's bandwidth moves from minute to minute, and a
  * pair compares two moments seconds apart: the quietest way found to see how close a
- * decode kernel streams to the read (docs/benchmarks.md). */
+ * decode kernel streams to the read (docs/benchmarks.md). With n > 1 (a batched
+ * decode step: n activation rows against weights that come from memory, as in a
+ * model) it prints the median GFLOP/s of the matmuls instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,14 +140,14 @@ static int compare_doubles(const void *a, const void *b)
 
 /* The "paired" mode (see the top of the file). */
 static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct cinfer_thread_pool *pool,
-                         struct read_job *rj, const uint8_t *w, int m, int k, int rows_per, int pairs,
+                         struct read_job *rj, const uint8_t *w, int m, int k, int rows_per, int pairs, int n,
                          const float *x, float *y)
 {
     const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
-    double *ratios = malloc(sizeof(double) * (size_t)pairs);
+    double *ratios = malloc(sizeof(double) * (size_t)pairs); /* read time / matmul time, or GFLOP/s */
     struct cinfer_error err;
-    printf("paired: plain read of the buffer, then n = 1 over (%d, %d) matrices; read time / matmul time\n",
-           rows_per, k);
+    printf("paired: plain read of the buffer, then n = %d over (%d, %d) matrices; %s\n", n, rows_per, k,
+           n == 1 ? "read time / matmul time" : "GFLOP/s of the matmuls");
     for (int type = 0; type < 4 && ratios; type++) {
         enum cinfer_kernel_wtype wtype = (enum cinfer_kernel_wtype)type;
         size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
@@ -163,14 +165,20 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
                 struct cinfer_backend_weight wt = {(uint32_t)type, rows_per, k, w + (size_t)i * matrix_bytes,
                                                    row_bytes};
                 struct cinfer_backend_matmul_out out = {&wt, NULL, y, 0};
-                ops->matmul(be, x, 1, &out, 1, &err);
+                ops->matmul(be, x, n, &out, 1, &err);
             }
-            ratios[p] = read_s / (now_s() - t0);
+            double matmul_s = now_s() - t0;
+            ratios[p] = n == 1 ? read_s / matmul_s : 2.0 * n * (double)rows_per * matrices * k / matmul_s / 1e9;
         }
         qsort(ratios, (size_t)pairs, sizeof *ratios, compare_doubles);
-        printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
-               names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
-               100 * ratios[pairs / 4], 100 * ratios[3 * pairs / 4]);
+        if (n == 1)
+            printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
+                   names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
+                   100 * ratios[pairs / 4], 100 * ratios[3 * pairs / 4]);
+        else
+            printf("%-4s %d matrices, %.1f MB: median %.1f GFLOP/s (quartiles %.1f, %.1f)\n", names[type], matrices,
+                   matrix_bytes * (double)matrices / 1e6, ratios[pairs / 2], ratios[pairs / 4],
+                   ratios[3 * pairs / 4]);
     }
     free(ratios);
 }
@@ -215,12 +223,15 @@ int main(int argc, char **argv)
 
     if (argc > 4 && strcmp(argv[4], "paired") == 0) {
         int rows_per = argc > 5 ? atoi(argv[5]) : 576, pairs = argc > 6 ? atoi(argv[6]) : 30;
-        if (rows_per < 1 || rows_per > m || pairs < 4) {
-            fprintf(stderr, "bench_matmul: paired needs 1 <= rows per matrix (%d) <= m (%d) and pairs >= 4 (%d)\n",
-                    rows_per, m, pairs);
+        int n = argc > 7 ? atoi(argv[7]) : 1;
+        if (rows_per < 1 || rows_per > m || pairs < 4 || n < 1 || n > max_n) {
+            fprintf(stderr,
+                    "bench_matmul: paired needs 1 <= rows per matrix (%d) <= m (%d), pairs >= 4 (%d) and "
+                    "1 <= n (%d) <= %d\n",
+                    rows_per, m, pairs, n, max_n);
             return 2;
         }
-        bench_paired(ops, be, pool, &rj, w, m, k, rows_per, pairs, x, y);
+        bench_paired(ops, be, pool, &rj, w, m, k, rows_per, pairs, n, x, y);
         cinfer_thread_pool_destroy(&pool);
         ops->destroy(be);
         free(w), free(x), free(y);
