@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "backend/cpu_backend.h"
@@ -202,7 +203,12 @@ int main(int argc, char **argv)
            cinfer_thread_pool_size(pool), m, k, use_cpu_time ? "thread CPU" : "wall");
 
     size_t max_bytes = (size_t)m * k * 4;
-    uint8_t *w = aligned_alloc(64, max_bytes);
+    /* in huge pages, as the model loader maps weights (core/util/mmap_file.c) */
+    size_t huge = (size_t)2 << 20;
+    uint8_t *w = aligned_alloc(huge, (max_bytes + huge - 1) / huge * huge);
+#ifdef MADV_HUGEPAGE
+    madvise(w, (max_bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
     for (size_t i = 0; i < max_bytes; i++)
         w[i] = (uint8_t)(i * 2654435761u >> 13) & 0x3f; /* small finite values in every type */
     int max_n = 512;
