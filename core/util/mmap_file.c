@@ -13,10 +13,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <stdint.h>
 #include <unistd.h>
 
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)

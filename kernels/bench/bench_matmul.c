@@ -204,10 +204,10 @@ int main(int argc, char **argv)
 
     size_t max_bytes = (size_t)m * k * 4;
     /* in huge pages, as the model loader maps weights (core/util/mmap_file.c) */
-    size_t huge = (size_t)2 << 20;
-    uint8_t *w = aligned_alloc(huge, (max_bytes + huge - 1) / huge * huge);
+    const size_t huge = (size_t)2 << 20, w_bytes = (max_bytes + huge - 1) / huge * huge;
+    uint8_t *w = aligned_alloc(huge, w_bytes);
 #ifdef MADV_HUGEPAGE
-    madvise(w, (max_bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    madvise(w, w_bytes, MADV_HUGEPAGE);
 #endif
     for (size_t i = 0; i < max_bytes; i++)
         w[i] = (uint8_t)(i * 2654435761u >> 13) & 0x3f; /* small finite values in every type */
