@@ -438,12 +438,12 @@ int main(int argc, char **argv)
     printf("| concurrency | cinfer tok/s, steady | cinfer tok/s with the ramp | llama.cpp tok/s | cinfer / llama.cpp "
            "| cinfer scaling vs 1 |\n");
     printf("|---:|---:|---:|---:|---:|---:|\n");
-    double base = 0, base_ramp = 0;
-    for (int i = 0; i < o.n_levels; i++)
-        if (o.levels[i] == 1) {
-            base = ours[i];
-            base_ramp = ours_ramp[i];
-        }
+    int at1 = -1, at_goal = -1; /* the columns of concurrency 1 and GOAL_LEVEL, -1 if not run */
+    for (int i = 0; i < o.n_levels; i++) {
+        at1 = o.levels[i] == 1 ? i : at1;
+        at_goal = o.levels[i] == GOAL_LEVEL ? i : at_goal;
+    }
+    double base = at1 >= 0 ? ours[at1] : 0, base_ramp = at1 >= 0 ? ours_ramp[at1] : 0;
     json_t *rows = json_array();
     for (int i = 0; i < o.n_levels; i++) {
         char peer_text[32] = "-", ratio_text[32] = "-", scaling_text[32] = "-";
@@ -462,11 +462,10 @@ int main(int argc, char **argv)
     if (o.peer_script && peer_error[0])
         printf("llama.cpp: %s\n", peer_error);
     double goal_scaling = 0, ramp_scaling = 0;
-    for (int i = 0; i < o.n_levels; i++)
-        if (o.levels[i] == GOAL_LEVEL && base > 0) {
-            goal_scaling = ours[i] / base;
-            ramp_scaling = base_ramp > 0 ? ours_ramp[i] / base_ramp : 0;
-        }
+    if (at_goal >= 0 && base > 0) {
+        goal_scaling = ours[at_goal] / base;
+        ramp_scaling = base_ramp > 0 ? ours_ramp[at_goal] / base_ramp : 0;
+    }
     if (goal_scaling > 0) {
         printf("goal: cinfer(%d) / cinfer(1) = %.2f× against %.0f×: %s\n", GOAL_LEVEL, goal_scaling, GOAL_SCALING,
                goal_scaling >= GOAL_SCALING ? "met" : "NOT met");
@@ -475,11 +474,6 @@ int main(int argc, char **argv)
     /* The same ratio within each round, seconds apart: concurrency 1 is bound by memory
      * and concurrency 32 by arithmetic, and the host's memory speed moves between
      * rounds, so the best-of figures above can pair moments that never met. */
-    int at1 = -1, at_goal = -1;
-    for (int i = 0; i < o.n_levels; i++) {
-        at1 = o.levels[i] == 1 ? i : at1;
-        at_goal = o.levels[i] == GOAL_LEVEL ? i : at_goal;
-    }
     json_t *by_round = json_array(); /* the ratio of each round, null where a side failed */
     for (int r = 0; r < o.rounds && at1 >= 0 && at_goal >= 0; r++)
         json_array_append_new(by_round, per_round[r][at1] > 0 && per_round[r][at_goal] > 0

@@ -76,7 +76,7 @@ static const struct prefetch_plan NO_PREFETCH = {0, 0, 1};
 /* Whether the tile prefetches at this k-step; *countdown starts at the plan's phase. */
 AI int prefetch_now(struct prefetch_plan plan, int *countdown)
 {
-    int now = plan.kind == PREFETCH_NEXT_TILE || *countdown == 0;
+    int now = plan.kind == PREFETCH_NEXT_TILE || (plan.kind == PREFETCH_NEXT_BLOCK && *countdown == 0);
     *countdown = *countdown == 0 ? plan.period - 1 : *countdown - 1;
     return now;
 }

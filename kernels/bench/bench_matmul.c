@@ -25,6 +25,8 @@
 #include "kernels_impl.h"
 #include "util/thread_pool.h"
 
+static const char *const type_names[] = {"F32", "F16", "BF16", "Q8_0"}; /* by cinfer_kernel_wtype */
+
 /* With one thread, CPU time of this thread (a shared machine's other load does not
  * count); with more, wall time. */
 static int use_cpu_time;
@@ -92,7 +94,6 @@ static void bench_decode_level(enum cinfer_kernel_level level, const uint8_t *w,
                                int x_cols, float *y, size_t y_len, double read_gbs)
 {
     const int shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}}; /* m, k */
-    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
     printf("decode n=1, one thread, kernel only, %s: tile -> gemv (GB/s of weights, %% of plain read)\n",
            cinfer_kernels_level_name(level));
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -112,7 +113,7 @@ static void bench_decode_level(enum cinfer_kernel_level level, const uint8_t *w,
             double tile_s = time_kernel(level, 0, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
             double gemv_s = time_kernel(level, 1, x, xq, 1, k, w, w_bytes, wtype, row_bytes, m, y);
             printf("W (%5d, %4d) %-4s %8.1f us %6.1f GB/s (%3.0f%%) -> %8.1f us %6.1f GB/s (%3.0f%%)  x%.2f\n", m,
-                   k, names[type], tile_s * 1e6, bytes / tile_s / 1e9, 100 * bytes / tile_s / 1e9 / read_gbs,
+                   k, type_names[type], tile_s * 1e6, bytes / tile_s / 1e9, 100 * bytes / tile_s / 1e9 / read_gbs,
                    gemv_s * 1e6, bytes / gemv_s / 1e9, 100 * bytes / gemv_s / 1e9 / read_gbs, tile_s / gemv_s);
             free(xq);
         }
@@ -144,7 +145,6 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
                          struct read_job *rj, const uint8_t *w, int m, int k, int rows_per, int pairs, int n,
                          const float *x, float *y)
 {
-    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
     double *ratios = malloc(sizeof(double) * (size_t)pairs); /* read time / matmul time, or GFLOP/s */
     struct cinfer_error err;
     printf("paired: plain read of the buffer, then n = %d over (%d, %d) matrices; %s\n", n, rows_per, k,
@@ -174,11 +174,11 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
         qsort(ratios, (size_t)pairs, sizeof *ratios, compare_doubles);
         if (n == 1)
             printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
-                   names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
+                   type_names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
                    100 * ratios[pairs / 4], 100 * ratios[3 * pairs / 4]);
         else
-            printf("%-4s %d matrices, %.1f MB: median %.1f GFLOP/s (quartiles %.1f, %.1f)\n", names[type], matrices,
-                   matrix_bytes * (double)matrices / 1e6, ratios[pairs / 2], ratios[pairs / 4],
+            printf("%-4s %d matrices, %.1f MB: median %.1f GFLOP/s (quartiles %.1f, %.1f)\n", type_names[type],
+                   matrices, matrix_bytes * (double)matrices / 1e6, ratios[pairs / 2], ratios[pairs / 4],
                    ratios[3 * pairs / 4]);
     }
     free(ratios);
@@ -243,7 +243,6 @@ int main(int argc, char **argv)
         free(w), free(x), free(y);
         return 0;
     }
-    const char *names[] = {"F32", "F16", "BF16", "Q8_0"};
     int decode_only = argc > 4 && strcmp(argv[4], "decode") == 0;
     for (int type = 0; type < 4 && !decode_only; type++) {
         struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
@@ -262,8 +261,9 @@ int main(int argc, char **argv)
                 iters++;
             } while ((t1 = now_s()) - t0 < 0.5);
             double s = (t1 - t0) / iters;
-            printf("%-4s n=%-3d %7.3f ms  %6.1f GB/s weights (%3.0f%% of plain read)  %6.1f GFLOP/s\n", names[type],
-                   n, s * 1e3, bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbs, 2.0 * n * m * k / s / 1e9);
+            printf("%-4s n=%-3d %7.3f ms  %6.1f GB/s weights (%3.0f%% of plain read)  %6.1f GFLOP/s\n",
+                   type_names[type], n, s * 1e3, bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbs,
+                   2.0 * n * m * k / s / 1e9);
         }
         const int prefill_n[] = {128, 512};
         for (size_t p = 0; p < 2; p++) {
@@ -276,7 +276,7 @@ int main(int argc, char **argv)
                 iters++;
             } while ((t1 = now_s()) - t0 < 1.0);
             double s = (t1 - t0) / iters;
-            printf("%-4s n=%-3d %7.2f ms  %6.1f GFLOP/s\n", names[type], n, s * 1e3, 2.0 * n * m * k / s / 1e9);
+            printf("%-4s n=%-3d %7.2f ms  %6.1f GFLOP/s\n", type_names[type], n, s * 1e3, 2.0 * n * m * k / s / 1e9);
         }
     }
     bench_decode_shapes(w, max_bytes, x, k, y, (size_t)max_n * m, read_gbs);
