@@ -54,9 +54,21 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
     return "unknown";
 }
 
+enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored)
+{
+    return stored == CINFER_KW_Q8_0 && cinfer_kernels_level() == CINFER_KERNEL_AVX512 ? CINFER_KW_Q8_0_PANELS : stored;
+}
+
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
+    if (wtype == CINFER_KW_Q8_0_PANELS) { /* one kernel for any n: lanes are weight rows */
+        if (cinfer_kernels_level() == CINFER_KERNEL_AVX512)
+            cinfer_q8_panels_avx512(xp, n, k, w, j0, j1, y, ldy);
+        else
+            cinfer_q8_panels_scalar(xp, n, k, w, j0, j1, y, ldy);
+        return;
+    }
     switch (cinfer_kernels_level()) {
     case CINFER_KERNEL_AVX512:
         if (n <= CINFER_GEMV_MAX_ROWS)

@@ -23,9 +23,33 @@ enum cinfer_kernel_wtype {
     CINFER_KW_F16 = 1,
     CINFER_KW_BF16 = 2,
     CINFER_KW_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 int8 q; value = d * q */
+    CINFER_KW_Q8_0_PANELS = 4, /* Q8_0 repacked in panels of 16 rows (below) */
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34
+
+/* Q8_0 panels: the same numbers as Q8_0, laid out so that a decode GEMV reads one
+ * sequential stream and a vector lane holds one weight row. Rows go in panels of 16
+ * (the last padded with zero rows); panel g holds, for each block b in order, 544
+ * bytes:
+ *     16 f16 scales (row 16g + r's d at 2r), then for each value pair p in [0, 16):
+ *     32 bytes, row r's q[2p] and q[2p + 1] at 32 + 32p + 2r.
+ * A panel is 16 packed rows' bytes (rows of k / 32 * 34 bytes), so panel g starts
+ * where packed row 16g would; functions taking a row stride ignore it for panels. The
+ * matmul computes whole panels and stores the asked rows [j0, j1) only. The layout
+ * exists to be fast at the AVX-512 level (kernels/q8_panels_avx512.c); every other
+ * level reads it with the scalar loop, and prefers weights as stored. */
+#define CINFER_KERNEL_PANEL_ROWS 16
+#define CINFER_KERNEL_PANEL_BLOCK_BYTES (CINFER_KERNEL_PANEL_ROWS * CINFER_KERNEL_Q8_BLOCK_BYTES)
+
+/* The type the level in use reads weights stored as `stored` fastest in: Q8_0 ->
+ * Q8_0 panels at the AVX-512 level, otherwise `stored` itself. */
+enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored);
+/* Bytes of `rows` rows of k values as Q8_0 panels (rows rounded up to 16). */
+size_t cinfer_kernel_q8_panels_bytes(int64_t rows, int64_t k);
+/* panels = Q8_0 weights (rows, k) (w_row_bytes from one row to the next) repacked;
+ * panel rows past `rows` are zero. */
+void cinfer_kernel_q8_pack_panels(const void *w, size_t w_row_bytes, int64_t rows, int64_t k, void *panels);
 
 /* The best level this CPU supports. */
 enum cinfer_kernel_level cinfer_kernels_best_level(void);
@@ -68,7 +92,9 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
  * (x_prepared), each output defined per block b as
  *     acc = 0; for each b: acc = fmaf((float)S_b, dx_b * dw_b, acc)
  * with S_b the exact int32 dot product of the block's int16 activations and int8
- * weights: every level and path (GEMV, tile, scalar) gives the same bits.
+ * weights: every level and path (GEMV, tile, scalar) gives the same bits, and Q8_0
+ * panels give the bits the same weights as stored do. For panels w is the first
+ * panel's start, w_row_bytes is ignored, and any [j0, j1) may be asked (see above).
  * x_prepared is ignored for F32 and F16. */
 void cinfer_kernel_matmul(const float *x, const void *x_prepared, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy);
@@ -78,11 +104,17 @@ void cinfer_kernel_matmul(const float *x, const void *x_prepared, int n, int k, 
  * error bound of such a matmul is that of bf16 activations (see above). */
 int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype);
 
-/* Bytes of one row of k values of type wtype (Q8_0: k a multiple of 32). */
+/* Bytes of one row of k values of type wtype (Q8_0 and its panels: k a multiple of
+ * 32). */
 size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k);
 
-/* out (k) = one row of type wtype widened to f32 (embedding lookup, 1-D weights). */
+/* out (k) = one row of type wtype widened to f32 (embedding lookup, 1-D weights); not
+ * for Q8_0 panels, whose rows are not contiguous: see the next function. */
 void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out);
+/* out (k) = row `row` of the weight matrix w of type wtype (any, panels too), with
+ * w_row_bytes from one row to the next (ignored for panels), widened to f32. */
+void cinfer_kernel_weight_row_to_f32(const void *w, enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int64_t row,
+                                     int k, float *out);
 
 float cinfer_kernel_dot(const float *a, const float *b, int n);
 /* y (n) += a * x (n) */

@@ -41,6 +41,16 @@ void cinfer_q8_tiles_avx512(const void *x_prepared, int n, int k, const void *w,
 void cinfer_q8_rows_avx2(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
                          float *y, int ldy);
 
+/* Q8_0 panels (kernels.h) x prepared int16 activation blocks, any n, any rows
+ * [j0, j1): the loop every level can run (q8_panels.c), and the
+ * AVX-512 kernel (q8_panels_avx512.c). Both give the bits of the stored-layout paths. */
+void cinfer_q8_panels_scalar(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,
+                             int ldy);
+void cinfer_q8_panels_avx512(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,
+                             int ldy);
+/* out (k) = row `row` of Q8_0 panels, widened. */
+void cinfer_q8_panel_row_to_f32(const void *panels, int64_t row, int k, float *out);
+
 /* y (n_y, len) += coef (n_y, n_x) · x (n_x, len): see cinfer_kernel_accumulate_rows. */
 void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
                                    size_t x_stride, int n_x);

@@ -32,6 +32,7 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
         }
         break;
     case CINFER_KW_Q8_0: /* through dot_q8_row */
+    case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to q8_panels.c */
         break;
     }
     return acc;

@@ -14,7 +14,7 @@ size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k
 {
     if (wtype == CINFER_KW_BF16)
         return (size_t)n * (size_t)k * sizeof(uint16_t);
-    if (wtype != CINFER_KW_Q8_0)
+    if (wtype != CINFER_KW_Q8_0 && wtype != CINFER_KW_Q8_0_PANELS)
         return 0;
     return (size_t)n * (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_kernel_xblock);
 }
@@ -64,7 +64,7 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
             round_row_bf16(x + (size_t)i * k, k, (uint16_t *)prepared + (size_t)i * k);
         return;
     }
-    if (wtype != CINFER_KW_Q8_0)
+    if (wtype != CINFER_KW_Q8_0 && wtype != CINFER_KW_Q8_0_PANELS)
         return;
     struct cinfer_kernel_xblock *blocks = prepared;
     int per_row = k / CINFER_KERNEL_Q8_BLOCK;

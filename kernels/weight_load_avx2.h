@@ -20,7 +20,8 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
         __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wrow + 2 * (size_t)kk)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
-    case CINFER_KW_Q8_0: /* integer path: q8_avx512.c, gemv_avx2.c */
+    case CINFER_KW_Q8_0: /* integer path: q8_avx512.c, gemv_avx2.c, q8_panels*.c */
+    case CINFER_KW_Q8_0_PANELS:
         break;
     }
     return _mm256_setzero_ps();

@@ -21,7 +21,8 @@ AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
         __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wrow + 2 * (size_t)kk)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
-    case CINFER_KW_Q8_0: /* integer path: q8_avx512.c, gemv_avx2.c */
+    case CINFER_KW_Q8_0: /* integer path: q8_avx512.c, gemv_avx2.c, q8_panels*.c */
+    case CINFER_KW_Q8_0_PANELS:
         break;
     }
     return _mm512_setzero_ps();
@@ -40,6 +41,7 @@ AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfe
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
     case CINFER_KW_Q8_0:
+    case CINFER_KW_Q8_0_PANELS:
         break;
     }
     return _mm512_setzero_ps();

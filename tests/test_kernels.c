@@ -227,6 +227,76 @@ START_TEST(matmul_every_type_and_level)
 }
 END_TEST
 
+/* Q8_0 weights repacked in panels of 16 rows (the AVX-512 level's layout): every level
+ * gives, for every batch size and any column range, the bits the same weights give as
+ * stored (so a model reads the same numbers whichever layout its level picked); the
+ * panels read back row by row as the stored rows; the last panel's padding is zero;
+ * and only the AVX-512 level prefers them. */
+START_TEST(q8_panels_give_the_stored_bits)
+{
+    const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {32, 1}, {64, 16}, {33 * 32, 17}, {96, 15}};
+    const int batches[] = {1, 2, 3, 5, 8, 9, 13, 40};
+    enum { MOST = 40 };
+    uint64_t rng = 131;
+    long compared = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int k = shapes[s][0], m = shapes[s][1];
+        float *x = malloc(sizeof(float) * MOST * k), *w = malloc(sizeof(float) * m * k);
+        float *y_stored = malloc(sizeof(float) * MOST * m), *y_panels = malloc(sizeof(float) * MOST * m);
+        float *row_stored = malloc(sizeof(float) * k), *row_panels = malloc(sizeof(float) * k);
+        fill_uniform(x, (size_t)MOST * k, 2.0f, &rng);
+        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
+        size_t row_bytes = cinfer_kernel_row_bytes(CINFER_KW_Q8_0, k) + 6; /* stored rows with gaps */
+        uint8_t *stored = store_rows(w, m, k, CINFER_KW_Q8_0, row_bytes);
+        size_t panel_bytes = cinfer_kernel_q8_panels_bytes(m, k);
+        ck_assert_uint_eq(panel_bytes, (size_t)((m + 15) / 16) * 16 * (k / 32) * 34);
+        uint8_t *panels = malloc(panel_bytes);
+        memset(panels, 0xa5, panel_bytes);
+        cinfer_kernel_q8_pack_panels(stored, row_bytes, m, k, panels);
+        for (int j = 0; j < m; j++) {
+            cinfer_kernel_weight_row_to_f32(stored, CINFER_KW_Q8_0, row_bytes, j, k, row_stored);
+            cinfer_kernel_weight_row_to_f32(panels, CINFER_KW_Q8_0_PANELS, 0, j, k, row_panels);
+            ck_assert_mem_eq(row_stored, row_panels, sizeof(float) * k);
+        }
+        for (int j = m; j < (m + 15) / 16 * 16; j++) { /* padding rows: zero scales and values */
+            cinfer_kernel_weight_row_to_f32(panels, CINFER_KW_Q8_0_PANELS, 0, j, k, row_panels);
+            for (int q = 0; q < k; q++)
+                ck_assert_float_eq(row_panels[q], 0.0f);
+        }
+        uint8_t *xq = malloc(cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0_PANELS, MOST, k));
+        ck_assert_uint_eq(cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0_PANELS, MOST, k),
+                          cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0, MOST, k));
+        cinfer_kernel_prepare_rows(CINFER_KW_Q8_0_PANELS, x, k, 0, MOST, xq);
+        FOR_EACH_LEVEL(level)
+        {
+            ck_assert_int_eq(cinfer_kernel_preferred_wtype(CINFER_KW_Q8_0),
+                             level == CINFER_KERNEL_AVX512 ? CINFER_KW_Q8_0_PANELS : CINFER_KW_Q8_0);
+            ck_assert_int_eq(cinfer_kernel_preferred_wtype(CINFER_KW_F16), CINFER_KW_F16);
+            for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+                int n = batches[b];
+                cinfer_kernel_matmul(NULL, xq, n, k, stored, CINFER_KW_Q8_0, row_bytes, 0, m, y_stored, m);
+                for (int c = 0; c < n * m; c++)
+                    y_panels[c] = NAN;
+                /* three column ranges, cut inside panels (as threads' chunks never are, but
+                 * the contract allows) */
+                int cut1 = m / 3, cut2 = m - m / 4;
+                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, 0, cut1, y_panels, m);
+                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, cut1, cut2, y_panels, m);
+                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, cut2, m, y_panels, m);
+                ck_assert_msg(memcmp(y_stored, y_panels, sizeof(float) * n * m) == 0,
+                              "%s k=%d m=%d n=%d: panels differ from the stored layout",
+                              cinfer_kernels_level_name(level), k, m, n);
+                compared += (long)n * m;
+            }
+        }
+        restore_level();
+        free(x), free(w), free(y_stored), free(y_panels), free(row_stored), free(row_panels);
+        free(stored), free(panels), free(xq);
+    }
+    printf("q8 panels: %ld outputs bit-identical to the stored layout at every level\n", compared);
+}
+END_TEST
+
 /* Activation blocks for Q8_0 weights: d = max|x| / 32767, q = x / d rounded to nearest. */
 START_TEST(q8_activation_quantizer)
 {
@@ -743,6 +813,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, matmul_every_type_and_level);
     tcase_add_test(tc, decode_gemv_matches_tile_bit_for_bit);
     tcase_add_test(tc, batch_orders_agree_bit_for_bit);
+    tcase_add_test(tc, q8_panels_give_the_stored_bits);
     tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);
