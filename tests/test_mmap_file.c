@@ -1,6 +1,7 @@
 /* Whole-file read-only mappings (core/util/mmap_file.c): the bytes are the file's, the
  * mapping starts on a 2 MiB boundary and, where the kernel offers transparent huge
- * pages, carries the huge-page advice; bad paths give errors that name the file. */
+ * pages, carries the huge-page advice; dropped bytes leave memory and read back; bad
+ * paths give errors that name the file. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +101,60 @@ START_TEST(maps_the_file_on_a_huge_page_boundary)
 }
 END_TEST
 
+/* kB of the /proc/self/smaps entry starting at addr that are resident ("Rss:"), or -1 */
+static long rss_kb_of(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512], start[32];
+    snprintf(start, sizeof start, "%lx-", (unsigned long)(uintptr_t)addr);
+    int in_entry = 0;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, start, strlen(start)))
+            in_entry = 1;
+        else if (in_entry && sscanf(line, "Rss: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* Dropped bytes leave the resident set (the whole pages inside the range, not the
+ * partial ones at its ends) and read back as the file's bytes. */
+START_TEST(dropped_bytes_leave_memory_and_read_back)
+{
+    cinfer_test_make_tmp_dir("test_mmap_file");
+    const size_t size = 3 * (size_t)HUGE_PAGE + 12345;
+    const char *path = cinfer_test_tmp_path("weights.bin");
+    write_file(path, size);
+    struct cinfer_mapped_file mf;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_mapped_file_open(path, &mf, &err), 0);
+    unsigned char *expect = malloc(size);
+    FILE *f = fopen(path, "rb");
+    ck_assert_uint_eq(fread(expect, 1, size, f), size);
+    fclose(f);
+    ck_assert_int_eq(memcmp(mf.data, expect, size), 0); /* every page touched */
+    long before = rss_kb_of(mf.data);
+    ck_assert_int_ge(before, (long)(size / 1024) - 4);
+    size_t from = 5000, bytes = size - 9000; /* partial pages at both ends stay */
+    cinfer_mapped_bytes_drop(mf.data + from, bytes);
+    long after = rss_kb_of(mf.data);
+    printf("mmap_file: %ld kB resident, %ld kB after dropping %zu bytes\n", before, after, bytes);
+    ck_assert_int_le(after, 12);                 /* the two partial pages, at most */
+    ck_assert_int_eq(memcmp(mf.data, expect, size), 0); /* faulted back in from the file */
+    ck_assert_int_ge(rss_kb_of(mf.data), before - 4);
+    cinfer_mapped_bytes_drop(mf.data + 10, 100); /* inside one page: nothing to drop */
+    ck_assert_int_eq(memcmp(mf.data, expect, size), 0);
+    free(expect);
+    cinfer_mapped_file_close(&mf);
+    unlink(path);
+    cinfer_test_remove_tmp_dir();
+}
+END_TEST
+
 START_TEST(empty_missing_and_odd_files)
 {
     cinfer_test_make_tmp_dir("test_mmap_file");
@@ -131,6 +186,7 @@ static Suite *suite_mmap_file(void)
     Suite *s = suite_create("mmap_file");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, maps_the_file_on_a_huge_page_boundary);
+    tcase_add_test(tc, dropped_bytes_leave_memory_and_read_back);
     tcase_add_test(tc, empty_missing_and_odd_files);
     suite_add_tcase(s, tc);
     return s;

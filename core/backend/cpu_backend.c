@@ -10,17 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu_weights.h"
 #include "kernels.h"
 #include "util/thread_pool.h"
 
 _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TENSOR_BF16 == (int)CINFER_KW_BF16 &&
-                   (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32,
+                   (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32 &&
+                   (int)CINFER_TENSOR_Q8_0_PANELS == (int)CINFER_KW_Q8_0_PANELS,
                "tensor types and kernel weight types are numbered alike");
 
 #define BUFFER_ALIGN_BYTES 64
 
 struct cpu_backend {
     struct cinfer_thread_pool *pool;
+    struct cpu_weight_store weights; /* copies of weights in the kernels' layout */
     void *prepared;         /* activations prepared for the weight type (Q8 blocks) */
     size_t prepared_bytes;
     float *attn_scratch;    /* (n_threads, attn_floats_per_thread) see attention_part */
@@ -66,6 +69,7 @@ static void cpu_destroy(void *state)
     if (!be)
         return;
     cinfer_thread_pool_destroy(&be->pool);
+    cpu_weights_free_all(&be->weights);
     free(be->attn_scratch);
     free(be->attn_first_item);
     free(be->attn_vt_at);
@@ -164,8 +168,8 @@ static void rows_part(void *arg, int part, int thread)
     switch (job->op) {
     case ROWS_EMBEDDING:
         for (int r = r0; r < r1; r++)
-            cinfer_kernel_row_to_f32((const uint8_t *)job->table->data + (size_t)job->ids[r] * job->table->row_bytes,
-                                     (enum cinfer_kernel_wtype)job->table->type, (int)len, job->y + r * len);
+            cinfer_kernel_weight_row_to_f32(job->table->data, (enum cinfer_kernel_wtype)job->table->type,
+                                            job->table->row_bytes, job->ids[r], (int)len, job->y + r * len);
         break;
     case ROWS_RMSNORM:
         for (int r = r0; r < r1; r++)
@@ -644,6 +648,19 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
     return 0;
 }
 
+static int cpu_weight_prepare(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                              struct cinfer_error *err)
+{
+    struct cpu_backend *be = state;
+    return cpu_weights_prepare(&be->weights, be->pool, w, out, err);
+}
+
+static void cpu_weight_release(void *state, const struct cinfer_backend_weight *w)
+{
+    struct cpu_backend *be = state;
+    cpu_weights_release(&be->weights, w);
+}
+
 static const struct cinfer_backend_ops cpu_ops = {
     .version = CINFER_BACKEND_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_backend_ops),
@@ -664,6 +681,8 @@ static const struct cinfer_backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .attention = cpu_attention,
+    .weight_prepare = cpu_weight_prepare,
+    .weight_release = cpu_weight_release,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

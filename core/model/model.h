@@ -96,5 +96,10 @@ struct cinfer_model_load_options {
 int cinfer_model_load(const char *path, const struct cinfer_model_load_options *opts,
                       struct cinfer_model **out, struct cinfer_error *err);
 void cinfer_model_free(struct cinfer_model **m);
+/* The runtime no longer reads matrix weight w as stored (its backend made its own
+ * copy): its pages leave the process's memory, so the model is not held twice. A
+ * loaded model's matrices are read-only file mappings, which a later read faults back
+ * in; a model built in memory (no loader storage) is left alone. */
+void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w);
 
 #endif

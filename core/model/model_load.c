@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "model/model_load_internal.h"
+#include "util/mmap_file.h"
 #include "util/log.h"
 #include "util/progress.h"
 
@@ -222,6 +223,13 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
             (long long)(cinfer_monotonic_ms() - start_ms));
     *out = m;
     return CINFER_OK;
+}
+
+void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w)
+{
+    /* only vectors are widened into owned buffers; matrices stay in the mappings */
+    if (m->storage && w->data && w->rows > 1)
+        cinfer_mapped_bytes_drop(w->data, (size_t)w->rows * w->row_bytes);
 }
 
 void cinfer_model_free(struct cinfer_model **mp)

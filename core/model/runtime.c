@@ -171,6 +171,62 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
     return 0;
 }
 
+/* The runtime's matrix weights in a fixed order: tok_embeddings, lm_head, then each
+ * layer's seven; index i of runtime_weight_count(rt). */
+#define LAYER_MATRICES 7
+
+static int runtime_weight_count(const struct cinfer_runtime *rt)
+{
+    return 2 + LAYER_MATRICES * rt->model->config.num_layers;
+}
+
+static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, int i)
+{
+    if (i < 2)
+        return i == 0 ? &rt->tok_embeddings : &rt->lm_head;
+    struct runtime_layer *w = &rt->layers[(i - 2) / LAYER_MATRICES];
+    struct cinfer_backend_weight *layer[LAYER_MATRICES] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
+                                                           &w->w_gate, &w->w_up, &w->w_down};
+    return layer[(i - 2) % LAYER_MATRICES];
+}
+
+/* Every matrix weight through the backend's weight_prepare (the CPU repacks Q8_0 for
+ * its AVX-512 kernels). Tied embeddings are prepared once. A weight the backend
+ * copied is not read as stored again, so its file pages leave memory. */
+static int prepare_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
+{
+    rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
+    for (int i = 0; i < runtime_weight_count(rt); i++) {
+        struct cinfer_backend_weight *w = runtime_weight(rt, i);
+        if (w == &rt->lm_head && rt->lm_head_tied) {
+            rt->lm_head = rt->tok_embeddings;
+            rt->n_prepared++;
+            continue;
+        }
+        struct cinfer_backend_weight stored = *w;
+        int rc = rt->ops->weight_prepare(rt->backend, &stored, w, err);
+        if (rc < 0)
+            return rc;
+        rt->n_prepared++;
+        if (w->data != stored.data) {
+            struct cinfer_weight as_stored = {(enum cinfer_dtype)stored.type, stored.rows, stored.cols, stored.data,
+                                              stored.row_bytes};
+            cinfer_model_drop_stored(rt->model, &as_stored);
+        }
+    }
+    return 0;
+}
+
+static void release_weights(struct cinfer_runtime *rt)
+{
+    for (int i = 0; i < rt->n_prepared; i++) {
+        struct cinfer_backend_weight *w = runtime_weight(rt, i);
+        if (!(w == &rt->lm_head && rt->lm_head_tied))
+            rt->ops->weight_release(rt->backend, w);
+    }
+    rt->n_prepared = 0;
+}
+
 static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     size_t t = (size_t)rt->max_batch_tokens;
@@ -261,6 +317,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
         goto fail;
+    if ((rc = prepare_weights(rt, err)) < 0)
+        goto fail;
     struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim};
     if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
         goto fail;
@@ -279,6 +337,7 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     if (!rt)
         return;
     if (rt->backend) {
+        release_weights(rt);
         float *bufs[] = {rt->x, rt->xn, rt->q, rt->k, rt->v, rt->attn, rt->proj, rt->gate, rt->up, rt->logits_x,
                          rt->logits};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

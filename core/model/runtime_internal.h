@@ -29,8 +29,11 @@ struct cinfer_runtime {
     void *kv_storage;             /* the backend's KV pages */
     struct cinfer_kv_pages pages; /* which pages are held, by how many */
 
+    /* matrix weights as the backend prepared them (weight_prepare) */
     struct runtime_layer *layers;
     struct cinfer_backend_weight tok_embeddings, lm_head;
+    int lm_head_tied;     /* lm_head is tok_embeddings' prepared weight, released once */
+    int n_prepared;       /* weights prepared so far, in runtime_weight's order (runtime.c) */
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
 

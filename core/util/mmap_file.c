@@ -84,6 +84,16 @@ int cinfer_mapped_file_open(const char *path, struct cinfer_mapped_file *out, st
     return CINFER_OK;
 }
 
+void cinfer_mapped_bytes_drop(const void *p, size_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + bytes) & ~(page - 1);
+    /* a read-only private file mapping: the pages were never written, so dropping them
+     * leaves the file's bytes to fault in again */
+    if (end > first)
+        madvise((void *)first, end - first, MADV_DONTNEED);
+}
+
 void cinfer_mapped_file_close(struct cinfer_mapped_file *f)
 {
     if (f->data)

@@ -13,6 +13,10 @@ struct cinfer_mapped_file {
 
 /* Maps path read-only. Errors name the file and the system's reason. */
 int cinfer_mapped_file_open(const char *path, struct cinfer_mapped_file *out, struct cinfer_error *err);
+/* The whole pages inside [p, p + bytes), which lie in a mapping this file made, leave
+ * the process's memory (its resident set): for bytes a reader will not touch again
+ * soon. They are not lost: a later read faults them back in from the file. */
+void cinfer_mapped_bytes_drop(const void *p, size_t bytes);
 /* Unmaps and zeroes f; safe on a zeroed or already closed f. */
 void cinfer_mapped_file_close(struct cinfer_mapped_file *f);
 

@@ -7,9 +7,10 @@
  * the CPU backend's.
  *
  * Memory: float pointers passed to ops are backend buffers (buffer_alloc); weights
- * are host views of the model as stored (a device backend uploads and caches them by
- * data pointer); small integer arrays (tokens, positions, page tables, slots) are host
- * memory the backend copies in as it needs. */
+ * pass through weight_prepare once, at load, and the ops then get the prepared ones
+ * (the backend may keep its own copy, in its own layout or device memory); small
+ * integer arrays (tokens, positions, page tables, slots) are host memory the backend
+ * copies in as it needs. */
 #ifndef CINFER_BACKEND_H
 #define CINFER_BACKEND_H
 
@@ -24,8 +25,9 @@ extern "C" {
 
 /* Bump on any change to struct cinfer_backend_ops or to a struct its ops take (an
  * array of them changes stride); slots and fields are only appended.
- * 2: struct cinfer_backend_matmul_out gained exact_x. */
-#define CINFER_BACKEND_OPS_VERSION 2u
+ * 2: struct cinfer_backend_matmul_out gained exact_x.
+ * 3: weight_prepare and weight_release. */
+#define CINFER_BACKEND_OPS_VERSION 3u
 
 /* Stored element types of weights; numbered like the model's dtype enum. */
 enum cinfer_tensor_type {
@@ -33,6 +35,9 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_F16 = 1,
     CINFER_TENSOR_BF16 = 2,
     CINFER_TENSOR_Q8_0 = 3, /* blocks of 32 along a row: f16 scale d + 32 int8 q; value d*q */
+    /* Q8_0 as the CPU backend repacks it for its AVX-512 kernels: rows in panels of 16
+     * (kernels/kernels.h). Only its weight_prepare makes these; no file stores them. */
+    CINFER_TENSOR_Q8_0_PANELS = 4,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
@@ -134,6 +139,16 @@ struct cinfer_backend_ops {
     int (*attention)(void *state, void *kv, int layer, const float *q, float *out,
                      const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
                      int head_dim, struct cinfer_error *err);
+
+    /* The weight as this backend's ops will read it, from the weight as stored (a host
+     * view of the model file): *out is either *w itself or a copy the backend made (the
+     * CPU repacks Q8_0 into panels where its kernels read those faster; a device
+     * backend uploads). Every prepared weight goes back through weight_release. Fails
+     * only when the copy cannot be allocated (the error says how many bytes). */
+    int (*weight_prepare)(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                          struct cinfer_error *err);
+    /* Frees what weight_prepare made for w (nothing when it returned the stored weight). */
+    void (*weight_release)(void *state, const struct cinfer_backend_weight *w);
 };
 
 #ifdef __cplusplus

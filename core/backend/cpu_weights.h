@@ -1,0 +1,26 @@
+/* core/backend/cpu_weights.h — the CPU backend's own copies of weights (Q8_0 repacked
+ * into panels for the AVX-512 kernels), kept in slabs of huge-page memory. */
+#ifndef CINFER_BACKEND_CPU_WEIGHTS_H
+#define CINFER_BACKEND_CPU_WEIGHTS_H
+
+#include "cinfer/backend.h"
+#include "util/thread_pool.h"
+
+struct cpu_weight_slab;
+
+struct cpu_weight_store {
+    struct cpu_weight_slab *slabs; /* newest first; new copies go to the newest */
+};
+
+/* The weight as the kernels at the level in use read it fastest: *out = *w, or a copy
+ * in the store (repacked with the pool's threads). */
+int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
+                        const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                        struct cinfer_error *err);
+/* Gives back a copy cpu_weights_prepare made (nothing for a weight it returned as is);
+ * a slab is freed with its last copy. */
+void cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w);
+/* Frees every slab (the backend's end). */
+void cpu_weights_free_all(struct cpu_weight_store *store);
+
+#endif

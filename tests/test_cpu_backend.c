@@ -1,0 +1,161 @@
+/* The CPU backend's weight preparation (core/backend/cpu_weights.c through
+ * weight_prepare / weight_release): at the AVX-512 level Q8_0 weights become a copy in
+ * 16-row panels, elsewhere every weight is returned as stored; matmuls and embedding
+ * lookups through a prepared weight give the stored weight's bits; copies are carved
+ * one after another from shared slabs, a copy larger than a slab gets its own, and
+ * releasing every copy in any order frees them all (ASan's leak check sees the rest). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu_backend.h"
+#include "kernels.h"
+#include "support/random_model.h"
+#include "support/runner.h"
+
+#define K 576
+
+/* A (rows, k) weight of type `type` with random values, rows packed. */
+static struct cinfer_backend_weight make_weight(enum cinfer_tensor_type type, int64_t rows, int k, uint64_t *rng)
+{
+    size_t row_bytes = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k);
+    uint8_t *data = malloc(row_bytes * (size_t)rows);
+    ck_assert_ptr_nonnull(data);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int q = 0; q < k; q++)
+            row[q] = 0.5f * random_uniform(rng);
+        random_model_store_row(row, k, (enum cinfer_dtype)type, data + (size_t)r * row_bytes);
+    }
+    free(row);
+    return (struct cinfer_backend_weight){(uint32_t)type, rows, k, data, row_bytes};
+}
+
+START_TEST(prepared_weights_give_the_stored_bits)
+{
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    uint64_t rng = 5;
+    const enum cinfer_tensor_type types[] = {CINFER_TENSOR_F32, CINFER_TENSOR_F16, CINFER_TENSOR_BF16,
+                                             CINFER_TENSOR_Q8_0};
+    const int batches[] = {1, 2, 3, 17};
+    float *x = malloc(sizeof(float) * 17 * K);
+    for (int i = 0; i < 17 * K; i++)
+        x[i] = 2.0f * random_uniform(&rng);
+    const int32_t tokens[] = {0, 44, 17, 3, 44};
+    for (enum cinfer_kernel_level level = CINFER_KERNEL_SCALAR;
+         level <= cinfer_kernels_best_level() && cinfer_kernels_force_level(level) == 0; level++) {
+        void *be;
+        struct cinfer_error err = {0};
+        ck_assert_int_eq(ops->create(2, &be, &err), 0);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            struct cinfer_backend_weight stored = make_weight(types[t], 45, K, &rng), prepared;
+            ck_assert_int_eq(ops->weight_prepare(be, &stored, &prepared, &err), 0);
+            int panels = types[t] == CINFER_TENSOR_Q8_0 && level == CINFER_KERNEL_AVX512;
+            if (panels) {
+                ck_assert_uint_eq(prepared.type, CINFER_TENSOR_Q8_0_PANELS);
+                ck_assert_ptr_ne(prepared.data, stored.data);
+                ck_assert_uint_eq((uintptr_t)prepared.data % 64, 0);
+            } else {
+                ck_assert_mem_eq(&prepared, &stored, sizeof stored);
+            }
+            ck_assert_int_eq(prepared.rows, stored.rows);
+            ck_assert_int_eq(prepared.cols, stored.cols);
+            /* (17, 45) matmul outputs or (5, K) embedding rows */
+            float *y_stored = malloc(sizeof(float) * 5 * K), *y_prepared = malloc(sizeof(float) * 5 * K);
+            for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+                int n = batches[b];
+                struct cinfer_backend_matmul_out out_s = {&stored, NULL, y_stored, 0};
+                struct cinfer_backend_matmul_out out_p = {&prepared, NULL, y_prepared, 0};
+                ck_assert_int_eq(ops->matmul(be, x, n, &out_s, 1, &err), 0);
+                ck_assert_int_eq(ops->matmul(be, x, n, &out_p, 1, &err), 0);
+                ck_assert_msg(memcmp(y_stored, y_prepared, sizeof(float) * n * 45) == 0,
+                              "%s type %d n %d: the prepared weight's matmul differs",
+                              cinfer_kernels_level_name(level), (int)types[t], n);
+            }
+            ops->embedding(be, &stored, tokens, 5, y_stored);
+            ops->embedding(be, &prepared, tokens, 5, y_prepared);
+            ck_assert_mem_eq(y_stored, y_prepared, sizeof(float) * 5 * K);
+            ops->weight_release(be, &prepared);
+            free(y_stored);
+            free(y_prepared);
+            free((void *)stored.data);
+        }
+        ops->destroy(be);
+    }
+    cinfer_kernels_force_level(cinfer_kernels_best_level());
+    free(x);
+}
+END_TEST
+
+/* Copies share slabs in the order they were made; one past a slab's 64 MiB gets a slab
+ * of its own; releases in any order, interleaved with new copies, leave nothing. */
+START_TEST(copies_share_slabs_and_are_all_freed)
+{
+    if (cinfer_kernels_best_level() != CINFER_KERNEL_AVX512) {
+        printf("cpu backend: no AVX-512 here, so no weight is copied: nothing to check\n");
+        return;
+    }
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    void *be;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(ops->create(2, &be, &err), 0);
+    uint64_t rng = 6;
+    enum { SMALL = 12 };
+    struct cinfer_backend_weight stored[SMALL], prepared[SMALL];
+    for (int i = 0; i < SMALL; i++) {
+        stored[i] = make_weight(CINFER_TENSOR_Q8_0, 16 + 7 * i, K, &rng);
+        ck_assert_int_eq(ops->weight_prepare(be, &stored[i], &prepared[i], &err), 0);
+    }
+    for (int i = 1; i < SMALL; i++) { /* one after another, 64-byte aligned */
+        size_t bytes = cinfer_kernel_q8_panels_bytes(stored[i - 1].rows, K);
+        ck_assert_ptr_eq(prepared[i].data, (const uint8_t *)prepared[i - 1].data + (bytes + 63) / 64 * 64);
+    }
+    /* 65536 rows of 1024: 71.3 MB of panels, more than a slab */
+    size_t big_row = cinfer_kernel_row_bytes(CINFER_KW_Q8_0, 1024);
+    uint8_t *big_data = malloc(big_row * 65536);
+    ck_assert_ptr_nonnull(big_data);
+    for (size_t i = 0; i < big_row * 65536; i++)
+        big_data[i] = (uint8_t)(i * 2654435761u >> 11);
+    struct cinfer_backend_weight big = {CINFER_TENSOR_Q8_0, 65536, 1024, big_data, big_row}, big_prepared;
+    ck_assert_int_eq(ops->weight_prepare(be, &big, &big_prepared, &err), 0);
+    float row_stored[1024], row_prepared[1024];
+    for (int64_t r = 0; r < 65536; r += 4099) {
+        cinfer_kernel_weight_row_to_f32(big.data, CINFER_KW_Q8_0, big_row, r, 1024, row_stored);
+        cinfer_kernel_weight_row_to_f32(big_prepared.data, CINFER_KW_Q8_0_PANELS, 0, r, 1024, row_prepared);
+        ck_assert_mem_eq(row_stored, row_prepared, sizeof row_stored);
+    }
+    /* a copy made after the big one goes to the newest slab with room */
+    struct cinfer_backend_weight late = make_weight(CINFER_TENSOR_Q8_0, 32, K, &rng), late_prepared;
+    ck_assert_int_eq(ops->weight_prepare(be, &late, &late_prepared, &err), 0);
+    for (int i = 0; i < SMALL; i += 2)
+        ops->weight_release(be, &prepared[i]);
+    ops->weight_release(be, &big_prepared);
+    for (int i = 1; i < SMALL; i += 2)
+        ops->weight_release(be, &prepared[i]);
+    /* a weight returned as stored is released as a no-op */
+    struct cinfer_backend_weight f16 = make_weight(CINFER_TENSOR_F16, 4, K, &rng), f16_prepared;
+    ck_assert_int_eq(ops->weight_prepare(be, &f16, &f16_prepared, &err), 0);
+    ops->weight_release(be, &f16_prepared);
+    ops->weight_release(be, &late_prepared);
+    ops->destroy(be);
+    for (int i = 0; i < SMALL; i++)
+        free((void *)stored[i].data);
+    free((void *)late.data);
+    free((void *)f16.data);
+    free(big_data);
+    printf("cpu backend: %d copies carved in order, a %.1f MB copy past a slab, all released\n", SMALL,
+           cinfer_kernel_q8_panels_bytes(65536, 1024) / 1e6);
+}
+END_TEST
+
+static Suite *suite_cpu_backend(void)
+{
+    Suite *s = suite_create("cpu_backend");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, prepared_weights_give_the_stored_bits);
+    tcase_add_test(tc, copies_share_slabs_and_are_all_freed);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+CINFER_TEST_MAIN(suite_cpu_backend)
