@@ -13,7 +13,10 @@
  * pair compares two moments seconds apart: the quietest way found to see how close a
  * decode kernel streams to the read (docs/benchmarks.md). With n > 1 (a batched
  * decode step: n activation rows against weights that come from memory, as in a
- * model) it prints the median GFLOP/s of the matmuls instead. */
+ * model) it prints the median GFLOP/s of the matmuls instead.
+ * The backend matmuls get the weights as a model's runtime hands them over, through
+ * weight_prepare (Q8_0 repacked into panels at the AVX-512 level); "decode" times the
+ * kernels on weights as stored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,20 +160,32 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
             continue;
         size_t matrix_bytes = row_bytes * (size_t)rows_per;
         rj->words = matrix_bytes * (size_t)matrices / 8; /* the read covers what the matmuls read */
-        for (int p = 0; p < pairs; p++) {
+        /* the weights as a model's runtime hands them to the backend: prepared (Q8_0
+         * repacked into panels at the AVX-512 level) */
+        struct cinfer_backend_weight *prepared = malloc(sizeof *prepared * (size_t)matrices);
+        for (int i = 0; prepared && i < matrices; i++) {
+            struct cinfer_backend_weight stored = {(uint32_t)type, rows_per, k, w + (size_t)i * matrix_bytes,
+                                                   row_bytes};
+            if (ops->weight_prepare(be, &stored, &prepared[i], &err) < 0) {
+                fprintf(stderr, "bench_matmul: %s\n", err.message);
+                exit(1);
+            }
+        }
+        for (int p = 0; p < pairs && prepared; p++) {
             double t0 = now_s();
             cinfer_thread_pool_run_chunks(pool, read_part, rj, READ_PARTS);
             double read_s = now_s() - t0;
             t0 = now_s();
             for (int i = 0; i < matrices; i++) {
-                struct cinfer_backend_weight wt = {(uint32_t)type, rows_per, k, w + (size_t)i * matrix_bytes,
-                                                   row_bytes};
-                struct cinfer_backend_matmul_out out = {&wt, NULL, y, 0};
+                struct cinfer_backend_matmul_out out = {&prepared[i], NULL, y, 0};
                 ops->matmul(be, x, n, &out, 1, &err);
             }
             double matmul_s = now_s() - t0;
             ratios[p] = n == 1 ? read_s / matmul_s : 2.0 * n * (double)rows_per * matrices * k / matmul_s / 1e9;
         }
+        for (int i = 0; prepared && i < matrices; i++)
+            ops->weight_release(be, &prepared[i]);
+        free(prepared);
         qsort(ratios, (size_t)pairs, sizeof *ratios, compare_doubles);
         if (n == 1)
             printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
@@ -245,8 +260,13 @@ int main(int argc, char **argv)
     }
     int decode_only = argc > 4 && strcmp(argv[4], "decode") == 0;
     for (int type = 0; type < 4 && !decode_only; type++) {
-        struct cinfer_backend_weight wt = {(uint32_t)type, m, k, w,
-                                           cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
+        struct cinfer_backend_weight stored = {(uint32_t)type, m, k, w,
+                                               cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)type, k)};
+        struct cinfer_backend_weight wt; /* as a model's runtime hands it to the backend */
+        if (ops->weight_prepare(be, &stored, &wt, &err) < 0) {
+            fprintf(stderr, "bench_matmul: %s\n", err.message);
+            return 1;
+        }
         struct cinfer_backend_matmul_out out = {&wt, NULL, y, 0};
         size_t bytes = wt.row_bytes * (size_t)m;
         const int decode_n[] = {1, 4, 8};
@@ -278,6 +298,7 @@ int main(int argc, char **argv)
             double s = (t1 - t0) / iters;
             printf("%-4s n=%-3d %7.2f ms  %6.1f GFLOP/s\n", type_names[type], n, s * 1e3, 2.0 * n * m * k / s / 1e9);
         }
+        ops->weight_release(be, &wt);
     }
     bench_decode_shapes(w, max_bytes, x, k, y, (size_t)max_n * m, read_gbs);
     cinfer_thread_pool_destroy(&pool);
