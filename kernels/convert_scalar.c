@@ -74,6 +74,8 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_F32: return (size_t)k * 4;
     case CINFER_KW_F16:
     case CINFER_KW_BF16: return (size_t)k * 2;
+    case CINFER_KW_F16_PANELS:
+    case CINFER_KW_BF16_PANELS: return (size_t)k * 2;
     case CINFER_KW_Q8_0:
     case CINFER_KW_Q8_0_PANELS: return (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * CINFER_KERNEL_Q8_BLOCK_BYTES;
     }
@@ -113,6 +115,8 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
         }
         break;
     case CINFER_KW_Q8_0_PANELS: /* rows are not contiguous: cinfer_kernel_weight_row_to_f32 */
+    case CINFER_KW_F16_PANELS:
+    case CINFER_KW_BF16_PANELS:
         break;
     }
 }
@@ -120,8 +124,8 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
 void cinfer_kernel_weight_row_to_f32(const void *w, enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int64_t row,
                                      int k, float *out)
 {
-    if (wtype == CINFER_KW_Q8_0_PANELS)
-        cinfer_q8_panel_row_to_f32(w, row, k, out);
+    if (wtype >= CINFER_KW_Q8_0_PANELS)
+        cinfer_panel_row_to_f32(w, wtype, row, k, out);
     else
         cinfer_kernel_row_to_f32((const uint8_t *)w + (size_t)row * w_row_bytes, wtype, k, out);
 }

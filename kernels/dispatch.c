@@ -56,17 +56,19 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
 
 enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored)
 {
-    return stored == CINFER_KW_Q8_0 && cinfer_kernels_level() == CINFER_KERNEL_AVX512 ? CINFER_KW_Q8_0_PANELS : stored;
+    return cinfer_kernels_level() == CINFER_KERNEL_AVX512 ? cinfer_kernel_panel_type(stored) : stored;
 }
 
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
-    if (wtype == CINFER_KW_Q8_0_PANELS) { /* one kernel for any n: lanes are weight rows */
-        if (cinfer_kernels_level() == CINFER_KERNEL_AVX512)
+    if (wtype >= CINFER_KW_Q8_0_PANELS) { /* one kernel for any n: lanes are weight rows */
+        if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
+            cinfer_panels_scalar(x, xp, n, k, w, wtype, j0, j1, y, ldy);
+        else if (wtype == CINFER_KW_Q8_0_PANELS)
             cinfer_q8_panels_avx512(xp, n, k, w, j0, j1, y, ldy);
         else
-            cinfer_q8_panels_scalar(xp, n, k, w, j0, j1, y, ldy);
+            cinfer_panels16_avx512(x, xp, n, k, w, wtype, j0, j1, y, ldy);
         return;
     }
     switch (cinfer_kernels_level()) {
@@ -150,8 +152,8 @@ int cinfer_kernel_argmax(const float *x, int n)
 int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype)
 {
     __builtin_cpu_init();
-    return wtype == CINFER_KW_BF16 && cinfer_kernels_level() == CINFER_KERNEL_AVX512 &&
-           __builtin_cpu_supports("avx512bf16");
+    return (wtype == CINFER_KW_BF16 || wtype == CINFER_KW_BF16_PANELS) &&
+           cinfer_kernels_level() == CINFER_KERNEL_AVX512 && __builtin_cpu_supports("avx512bf16");
 }
 
 void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,

@@ -23,33 +23,48 @@ enum cinfer_kernel_wtype {
     CINFER_KW_F16 = 1,
     CINFER_KW_BF16 = 2,
     CINFER_KW_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 int8 q; value = d * q */
-    CINFER_KW_Q8_0_PANELS = 4, /* Q8_0 repacked in panels of 16 rows (below) */
+    CINFER_KW_Q8_0_PANELS = 4, /* the stored types repacked in panels of 16 rows (below) */
+    CINFER_KW_F16_PANELS = 5,
+    CINFER_KW_BF16_PANELS = 6,
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34
 
-/* Q8_0 panels: the same numbers as Q8_0, laid out so that a decode GEMV reads one
- * sequential stream and a vector lane holds one weight row. Rows go in panels of 16
- * (the last padded with zero rows); panel g holds, for each block b in order, 544
- * bytes:
- *     16 f16 scales (row 16g + r's d at 2r), then for each value pair p in [0, 16):
- *     32 bytes, row r's q[2p] and q[2p + 1] at 32 + 32p + 2r.
- * A panel is 16 packed rows' bytes (rows of k / 32 * 34 bytes), so panel g starts
- * where packed row 16g would; functions taking a row stride ignore it for panels. The
- * matmul computes whole panels and stores the asked rows [j0, j1) only. The layout
- * exists to be fast at the AVX-512 level (kernels/q8_panels_avx512.c); every other
- * level reads it with the scalar loop, and prefers weights as stored. */
+/* Panels: the numbers of a stored type, laid out so that a vector lane holds one weight
+ * row and a decode GEMV reads the weights as one sequential stream, with no per-row
+ * reduction. Rows go in panels of 16 (the last padded with zero rows); panel g holds,
+ * in order along the row:
+ *   Q8_0 panels, per block b (544 bytes): 16 f16 scales (row 16g + r's d at 2r), then
+ *     per value pair p in [0, 16) 32 bytes, row r's q[2p] and q[2p + 1] at 32 + 32p + 2r;
+ *   F16 panels, per value q (32 bytes): row r's value at 2r;
+ *   BF16 panels, per value pair p (64 bytes; k even): row r's values 2p and 2p + 1 at
+ *     4r and 4r + 2 (the operand order of vdpbf16ps).
+ * A panel is 16 packed rows' bytes (cinfer_kernel_row_bytes of the stored type), so
+ * panel g starts where packed row 16g would; functions taking a row stride ignore it
+ * for panels. The matmul computes whole panels and stores the asked rows [j0, j1)
+ * only. Q8_0 panels give the stored type's bits (the per-block definition below); F16
+ * and BF16 panels sum each output in two chains, values of even and of odd index,
+ * added at the end, for every n (so a row's bits do not depend on its batch). The
+ * layouts exist to be fast at the AVX-512 level (q8_panels_avx512.c and
+ * panels16_avx512.c); every other level reads them with a scalar loop (panels.c)
+ * and prefers weights as stored. */
 #define CINFER_KERNEL_PANEL_ROWS 16
 #define CINFER_KERNEL_PANEL_BLOCK_BYTES (CINFER_KERNEL_PANEL_ROWS * CINFER_KERNEL_Q8_BLOCK_BYTES)
 
-/* The type the level in use reads weights stored as `stored` fastest in: Q8_0 ->
- * Q8_0 panels at the AVX-512 level, otherwise `stored` itself. */
+/* The type the level in use reads weights stored as `stored` fastest in: Q8_0, F16 and
+ * BF16 -> their panels at the AVX-512 level, otherwise `stored` itself. */
 enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored);
-/* Bytes of `rows` rows of k values as Q8_0 panels (rows rounded up to 16). */
-size_t cinfer_kernel_q8_panels_bytes(int64_t rows, int64_t k);
-/* panels = Q8_0 weights (rows, k) (w_row_bytes from one row to the next) repacked;
- * panel rows past `rows` are zero. */
-void cinfer_kernel_q8_pack_panels(const void *w, size_t w_row_bytes, int64_t rows, int64_t k, void *panels);
+/* The panel type of a stored type (Q8_0, F16, BF16), or the type itself for F32. */
+enum cinfer_kernel_wtype cinfer_kernel_panel_type(enum cinfer_kernel_wtype stored);
+/* Whether `rows` x k weights of type stored can be packed (Q8_0: k a multiple of 32;
+ * BF16: k even; F16: any k; F32: no). */
+int cinfer_kernel_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k);
+/* Bytes of `rows` rows of k values of type `stored` in panels (rows rounded up to 16). */
+size_t cinfer_kernel_panels_bytes(enum cinfer_kernel_wtype stored, int64_t rows, int64_t k);
+/* panels = weights (rows, k) of type `stored` (w_row_bytes from one row to the next)
+ * repacked; panel rows past `rows` are zero. */
+void cinfer_kernel_pack_panels(enum cinfer_kernel_wtype stored, const void *w, size_t w_row_bytes, int64_t rows,
+                               int64_t k, void *panels);
 
 /* The best level this CPU supports. */
 enum cinfer_kernel_level cinfer_kernels_best_level(void);

@@ -41,15 +41,19 @@ void cinfer_q8_tiles_avx512(const void *x_prepared, int n, int k, const void *w,
 void cinfer_q8_rows_avx2(const void *x_prepared, int n, int k, const void *w, size_t w_row_bytes, int j0, int j1,
                          float *y, int ldy);
 
-/* Q8_0 panels (kernels.h) x prepared int16 activation blocks, any n, any rows
- * [j0, j1): the loop every level can run (q8_panels.c), and the
- * AVX-512 kernel (q8_panels_avx512.c). Both give the bits of the stored-layout paths. */
-void cinfer_q8_panels_scalar(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,
-                             int ldy);
+/* Weights in panels (kernels.h) times activations, any n, any rows [j0, j1): the loop
+ * every level can run (panels.c, x unrounded for F16/BF16), and the AVX-512 kernels
+ * for Q8_0 panels (q8_panels_avx512.c: the stored layout's bits) and for F16/BF16
+ * panels (panels16_avx512.c: BF16 with x_prepared on CPUs with AVX512_BF16 multiplies
+ * x rounded to bf16, as the stored type's kernels do). */
+void cinfer_panels_scalar(const float *x, const void *x_prepared, int n, int k, const void *panels,
+                          enum cinfer_kernel_wtype type, int j0, int j1, float *y, int ldy);
 void cinfer_q8_panels_avx512(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,
                              int ldy);
-/* out (k) = row `row` of Q8_0 panels, widened. */
-void cinfer_q8_panel_row_to_f32(const void *panels, int64_t row, int k, float *out);
+void cinfer_panels16_avx512(const float *x, const void *x_prepared, int n, int k, const void *panels,
+                            enum cinfer_kernel_wtype type, int j0, int j1, float *y, int ldy);
+/* out (k) = row `row` of weights in panels of type `type`, widened. */
+void cinfer_panel_row_to_f32(const void *panels, enum cinfer_kernel_wtype type, int64_t row, int k, float *out);
 
 /* y (n_y, len) += coef (n_y, n_x) · x (n_x, len): see cinfer_kernel_accumulate_rows. */
 void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,

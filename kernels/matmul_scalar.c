@@ -32,7 +32,9 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
         }
         break;
     case CINFER_KW_Q8_0: /* through dot_q8_row */
-    case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to q8_panels.c */
+    case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to panels.c */
+    case CINFER_KW_F16_PANELS:
+    case CINFER_KW_BF16_PANELS:
         break;
     }
     return acc;

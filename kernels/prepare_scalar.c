@@ -12,6 +12,8 @@
 
 size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k)
 {
+    if (wtype == CINFER_KW_BF16_PANELS)
+        wtype = CINFER_KW_BF16; /* panels take activations as the stored type does */
     if (wtype == CINFER_KW_BF16)
         return (size_t)n * (size_t)k * sizeof(uint16_t);
     if (wtype != CINFER_KW_Q8_0 && wtype != CINFER_KW_Q8_0_PANELS)
@@ -59,6 +61,8 @@ static void round_row_bf16(const float *x, int k, uint16_t *out)
 void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, int k, int i0, int i1,
                                 void *prepared)
 {
+    if (wtype == CINFER_KW_BF16_PANELS)
+        wtype = CINFER_KW_BF16;
     if (wtype == CINFER_KW_BF16) {
         for (int i = i0; i < i1; i++)
             round_row_bf16(x + (size_t)i * k, k, (uint16_t *)prepared + (size_t)i * k);

@@ -22,6 +22,8 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
     }
     case CINFER_KW_Q8_0: /* integer path: q8_avx512.c, gemv_avx2.c, q8_panels*.c */
     case CINFER_KW_Q8_0_PANELS:
+    case CINFER_KW_F16_PANELS:
+    case CINFER_KW_BF16_PANELS:
         break;
     }
     return _mm256_setzero_ps();

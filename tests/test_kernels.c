@@ -227,76 +227,6 @@ START_TEST(matmul_every_type_and_level)
 }
 END_TEST
 
-/* Q8_0 weights repacked in panels of 16 rows (the AVX-512 level's layout): every level
- * gives, for every batch size and any column range, the bits the same weights give as
- * stored (so a model reads the same numbers whichever layout its level picked); the
- * panels read back row by row as the stored rows; the last panel's padding is zero;
- * and only the AVX-512 level prefers them. */
-START_TEST(q8_panels_give_the_stored_bits)
-{
-    const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {32, 1}, {64, 16}, {33 * 32, 17}, {96, 15}};
-    const int batches[] = {1, 2, 3, 5, 8, 9, 13, 40};
-    enum { MOST = 40 };
-    uint64_t rng = 131;
-    long compared = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int k = shapes[s][0], m = shapes[s][1];
-        float *x = malloc(sizeof(float) * MOST * k), *w = malloc(sizeof(float) * m * k);
-        float *y_stored = malloc(sizeof(float) * MOST * m), *y_panels = malloc(sizeof(float) * MOST * m);
-        float *row_stored = malloc(sizeof(float) * k), *row_panels = malloc(sizeof(float) * k);
-        fill_uniform(x, (size_t)MOST * k, 2.0f, &rng);
-        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
-        size_t row_bytes = cinfer_kernel_row_bytes(CINFER_KW_Q8_0, k) + 6; /* stored rows with gaps */
-        uint8_t *stored = store_rows(w, m, k, CINFER_KW_Q8_0, row_bytes);
-        size_t panel_bytes = cinfer_kernel_q8_panels_bytes(m, k);
-        ck_assert_uint_eq(panel_bytes, (size_t)((m + 15) / 16) * 16 * (k / 32) * 34);
-        uint8_t *panels = malloc(panel_bytes);
-        memset(panels, 0xa5, panel_bytes);
-        cinfer_kernel_q8_pack_panels(stored, row_bytes, m, k, panels);
-        for (int j = 0; j < m; j++) {
-            cinfer_kernel_weight_row_to_f32(stored, CINFER_KW_Q8_0, row_bytes, j, k, row_stored);
-            cinfer_kernel_weight_row_to_f32(panels, CINFER_KW_Q8_0_PANELS, 0, j, k, row_panels);
-            ck_assert_mem_eq(row_stored, row_panels, sizeof(float) * k);
-        }
-        for (int j = m; j < (m + 15) / 16 * 16; j++) { /* padding rows: zero scales and values */
-            cinfer_kernel_weight_row_to_f32(panels, CINFER_KW_Q8_0_PANELS, 0, j, k, row_panels);
-            for (int q = 0; q < k; q++)
-                ck_assert_float_eq(row_panels[q], 0.0f);
-        }
-        uint8_t *xq = malloc(cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0_PANELS, MOST, k));
-        ck_assert_uint_eq(cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0_PANELS, MOST, k),
-                          cinfer_kernel_prepared_bytes(CINFER_KW_Q8_0, MOST, k));
-        cinfer_kernel_prepare_rows(CINFER_KW_Q8_0_PANELS, x, k, 0, MOST, xq);
-        FOR_EACH_LEVEL(level)
-        {
-            ck_assert_int_eq(cinfer_kernel_preferred_wtype(CINFER_KW_Q8_0),
-                             level == CINFER_KERNEL_AVX512 ? CINFER_KW_Q8_0_PANELS : CINFER_KW_Q8_0);
-            ck_assert_int_eq(cinfer_kernel_preferred_wtype(CINFER_KW_F16), CINFER_KW_F16);
-            for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
-                int n = batches[b];
-                cinfer_kernel_matmul(NULL, xq, n, k, stored, CINFER_KW_Q8_0, row_bytes, 0, m, y_stored, m);
-                for (int c = 0; c < n * m; c++)
-                    y_panels[c] = NAN;
-                /* three column ranges, cut inside panels (as threads' chunks never are, but
-                 * the contract allows) */
-                int cut1 = m / 3, cut2 = m - m / 4;
-                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, 0, cut1, y_panels, m);
-                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, cut1, cut2, y_panels, m);
-                cinfer_kernel_matmul(NULL, xq, n, k, panels, CINFER_KW_Q8_0_PANELS, 0, cut2, m, y_panels, m);
-                ck_assert_msg(memcmp(y_stored, y_panels, sizeof(float) * n * m) == 0,
-                              "%s k=%d m=%d n=%d: panels differ from the stored layout",
-                              cinfer_kernels_level_name(level), k, m, n);
-                compared += (long)n * m;
-            }
-        }
-        restore_level();
-        free(x), free(w), free(y_stored), free(y_panels), free(row_stored), free(row_panels);
-        free(stored), free(panels), free(xq);
-    }
-    printf("q8 panels: %ld outputs bit-identical to the stored layout at every level\n", compared);
-}
-END_TEST
-
 /* Activation blocks for Q8_0 weights: d = max|x| / 32767, q = x / d rounded to nearest. */
 START_TEST(q8_activation_quantizer)
 {
@@ -748,6 +678,124 @@ START_TEST(decode_gemv_matches_tile_bit_for_bit)
 }
 END_TEST
 
+/* Weights repacked in panels of 16 rows (the AVX-512 level's layout, kernels.h), Q8_0,
+ * F16 and BF16, at every level: the panels read back row by row as the stored rows and
+ * pad with zero rows; each output is within 1e-5 of sum|products| of the double
+ * product of the numbers multiplied; a row's outputs have the same bits in a batch of
+ * 1, 2, 3, 5, 8, 9, 13 or 40 and whatever column ranges the call is cut into; Q8_0
+ * panels give the stored layout's bits, and F16 and BF16 panels with x unrounded the
+ * scalar loop's bits at every level (the same FMAs in the same two chains). Only the
+ * AVX-512 level prefers panels. */
+START_TEST(panels_every_type_and_level)
+{
+    const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {32, 1}, {64, 16}, {33 * 32, 17}, {96, 15}, {37, 19}};
+    const enum cinfer_kernel_wtype stored_types[] = {CINFER_KW_Q8_0, CINFER_KW_F16, CINFER_KW_BF16};
+    const int batches[] = {1, 2, 3, 5, 8, 9, 13, 40};
+    enum { MOST = 40 };
+    uint64_t rng = 131;
+    long compared = 0;
+    double worst = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int k = shapes[s][0], m = shapes[s][1];
+        float *x = malloc(sizeof(float) * MOST * k), *w = malloc(sizeof(float) * m * k);
+        float *y_whole = malloc(sizeof(float) * MOST * m), *y_cut = malloc(sizeof(float) * MOST * m);
+        float *y_stored = malloc(sizeof(float) * MOST * m), *y_scalar = malloc(sizeof(float) * MOST * m);
+        float *row_stored = malloc(sizeof(float) * k), *row_panels = malloc(sizeof(float) * k);
+        fill_uniform(x, (size_t)MOST * k, 2.0f, &rng);
+        fill_uniform(w, (size_t)m * k, 0.5f, &rng);
+        for (size_t t = 0; t < sizeof stored_types / sizeof stored_types[0]; t++) {
+            enum cinfer_kernel_wtype stored_type = stored_types[t], type = cinfer_kernel_panel_type(stored_type);
+            if (!cinfer_kernel_can_pack_panels(stored_type, k))
+                continue;
+            size_t row_bytes = cinfer_kernel_row_bytes(stored_type, k) + 6; /* stored rows with gaps */
+            uint8_t *stored = store_rows(w, m, k, stored_type, row_bytes);
+            size_t panel_bytes = cinfer_kernel_panels_bytes(stored_type, m, k);
+            ck_assert_uint_eq(panel_bytes, (size_t)((m + 15) / 16) * 16 * cinfer_kernel_row_bytes(stored_type, k));
+            ck_assert_uint_eq(cinfer_kernel_row_bytes(type, k), cinfer_kernel_row_bytes(stored_type, k));
+            uint8_t *panels = malloc(panel_bytes);
+            memset(panels, 0xa5, panel_bytes);
+            cinfer_kernel_pack_panels(stored_type, stored, row_bytes, m, k, panels);
+            for (int j = 0; j < m; j++) {
+                cinfer_kernel_weight_row_to_f32(stored, stored_type, row_bytes, j, k, row_stored);
+                cinfer_kernel_weight_row_to_f32(panels, type, 0, j, k, row_panels);
+                ck_assert_mem_eq(row_stored, row_panels, sizeof(float) * k);
+            }
+            for (int j = m; j < (m + 15) / 16 * 16; j++) { /* padding rows */
+                cinfer_kernel_weight_row_to_f32(panels, type, 0, j, k, row_panels);
+                for (int q = 0; q < k; q++)
+                    ck_assert_float_eq(row_panels[q], 0.0f);
+            }
+            size_t prepared_bytes = cinfer_kernel_prepared_bytes(type, MOST, k);
+            ck_assert_uint_eq(prepared_bytes, cinfer_kernel_prepared_bytes(stored_type, MOST, k));
+            size_t prepared_row_bytes = prepared_bytes / MOST;
+            uint8_t *xq = prepared_bytes ? malloc(prepared_bytes) : NULL;
+            cinfer_kernel_prepare_rows(type, x, k, 0, MOST, xq);
+            FOR_EACH_LEVEL(level)
+            {
+                ck_assert_int_eq(cinfer_kernel_preferred_wtype(stored_type),
+                                 level == CINFER_KERNEL_AVX512 ? type : stored_type);
+                int rounded = xq && cinfer_kernel_rounds_x_to_bf16(type);
+                cinfer_kernel_matmul(x, xq, MOST, k, panels, type, 0, 0, m, y_whole, m);
+                for (int i = 0; i < MOST; i++)
+                    for (int j = 0; j < m; j++) {
+                        double dot, bnd;
+                        exact_dot(stored_type, rounded, x + (size_t)i * k,
+                                  xq ? (const void *)(xq + i * prepared_row_bytes) : NULL, stored + j * row_bytes, k,
+                                  &dot, &bnd);
+                        double err = fabs(y_whole[(size_t)i * m + j] - dot) / bnd;
+                        worst = fmax(worst, err);
+                        ck_assert_msg(err <= 1e-5, "%s %s panels k=%d m=%d [%d, %d]: %g vs %g",
+                                      cinfer_kernels_level_name(level), type_names[stored_type], k, m, i, j,
+                                      (double)y_whole[(size_t)i * m + j], dot);
+                    }
+                if (stored_type == CINFER_KW_Q8_0) {
+                    cinfer_kernel_matmul(x, xq, MOST, k, stored, stored_type, row_bytes, 0, m, y_stored, m);
+                    ck_assert_msg(memcmp(y_stored, y_whole, sizeof(float) * MOST * m) == 0,
+                                  "%s k=%d m=%d: Q8_0 panels differ from the stored layout",
+                                  cinfer_kernels_level_name(level), k, m);
+                } else { /* x unrounded: the scalar loop's bits */
+                    cinfer_kernel_matmul(x, NULL, MOST, k, panels, type, 0, 0, m, y_stored, m);
+                    if (level == CINFER_KERNEL_SCALAR)
+                        memcpy(y_scalar, y_stored, sizeof(float) * MOST * m);
+                    else
+                        ck_assert_msg(memcmp(y_scalar, y_stored, sizeof(float) * MOST * m) == 0,
+                                      "%s %s panels, x unrounded, k=%d m=%d: not the scalar loop's bits",
+                                      cinfer_kernels_level_name(level), type_names[stored_type], k, m);
+                }
+                for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+                    int n = batches[b];
+                    for (int first = 0; first + n <= MOST; first += 13) {
+                        const float *xi = x + (size_t)first * k;
+                        const uint8_t *xqi = xq ? xq + first * prepared_row_bytes : NULL;
+                        for (int c = 0; c < n * m; c++)
+                            y_cut[c] = NAN;
+                        /* three column ranges, cut inside panels (threads' chunks never are,
+                         * but the contract allows it) */
+                        int cut1 = m / 3, cut2 = m - m / 4;
+                        cinfer_kernel_matmul(xi, xqi, n, k, panels, type, 0, 0, cut1, y_cut, m);
+                        cinfer_kernel_matmul(xi, xqi, n, k, panels, type, 0, cut1, cut2, y_cut, m);
+                        cinfer_kernel_matmul(xi, xqi, n, k, panels, type, 0, cut2, m, y_cut, m);
+                        ck_assert_msg(memcmp(y_cut, y_whole + (size_t)first * m, sizeof(float) * n * m) == 0,
+                                      "%s %s panels k=%d m=%d: rows %d-%d in a batch of %d differ from the batch "
+                                      "of %d",
+                                      cinfer_kernels_level_name(level), type_names[stored_type], k, m, first,
+                                      first + n - 1, n, MOST);
+                        compared += (long)n * m;
+                    }
+                }
+            }
+            restore_level();
+            free(stored), free(panels), free(xq);
+        }
+        free(x), free(w), free(y_whole), free(y_cut), free(y_stored), free(y_scalar), free(row_stored);
+        free(row_panels);
+    }
+    printf("panels: %ld outputs equal to the same rows in a batch of %d (any cut); all within 1e-5 of "
+           "sum|products| (worst %.3g)\n",
+           compared, MOST, worst);
+}
+END_TEST
+
 /* A batch of 40 rows makes 10 passes of the tile over each weight block, a batch of 8
  * two, a single row takes the decode GEMV: every row of the batch of 40 must equal, bit
  * for bit, the same row computed in a batch of 8 and alone, so a sequence's logits do
@@ -813,7 +861,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, matmul_every_type_and_level);
     tcase_add_test(tc, decode_gemv_matches_tile_bit_for_bit);
     tcase_add_test(tc, batch_orders_agree_bit_for_bit);
-    tcase_add_test(tc, q8_panels_give_the_stored_bits);
+    tcase_add_test(tc, panels_every_type_and_level);
     tcase_add_test(tc, q8_activation_quantizer);
     tcase_add_test(tc, bf16_activation_rounding);
     tcase_add_test(tc, vector_kernels_every_level);

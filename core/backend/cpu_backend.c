@@ -16,7 +16,9 @@
 
 _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TENSOR_BF16 == (int)CINFER_KW_BF16 &&
                    (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32 &&
-                   (int)CINFER_TENSOR_Q8_0_PANELS == (int)CINFER_KW_Q8_0_PANELS,
+                   (int)CINFER_TENSOR_Q8_0_PANELS == (int)CINFER_KW_Q8_0_PANELS &&
+                   (int)CINFER_TENSOR_F16_PANELS == (int)CINFER_KW_F16_PANELS &&
+                   (int)CINFER_TENSOR_BF16_PANELS == (int)CINFER_KW_BF16_PANELS,
                "tensor types and kernel weight types are numbered alike");
 
 #define BUFFER_ALIGN_BYTES 64
@@ -368,7 +370,9 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     }
     /* BF16 weights without prepared x take the widening path: x unrounded */
     size_t bytes =
-        outs[0].exact_x && job.wtype == CINFER_KW_BF16 ? 0 : cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
+        outs[0].exact_x && (job.wtype == CINFER_KW_BF16 || job.wtype == CINFER_KW_BF16_PANELS)
+            ? 0
+            : cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
     if (bytes > 0) {
         if (bytes > be->prepared_bytes) {
             void *grown = realloc(be->prepared, bytes);

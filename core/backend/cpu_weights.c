@@ -1,6 +1,6 @@
 /* core/backend/cpu_weights.c — the CPU backend's weight copies.
  *
- * At the AVX-512 level Q8_0 weights are repacked into panels of 16 rows
+ * At the AVX-512 level Q8_0, F16 and BF16 weights are repacked into panels of 16 rows
  * (kernels/kernels.h), which the decode GEMV streams as one sequential read. The copies
  * are carved one after another out of slabs of 2 MiB pages: a decode step streams
  * every byte, and 4 KiB pages read 6-17% slower on the development machine
@@ -68,10 +68,11 @@ static void pack_part(void *arg, int part, int thread)
     int64_t r1 = panels * (part + 1) / job->n_parts * CINFER_KERNEL_PANEL_ROWS;
     if (r1 > rows)
         r1 = rows;
+    enum cinfer_kernel_wtype stored = (enum cinfer_kernel_wtype)job->w->type;
     if (r1 > r0)
-        cinfer_kernel_q8_pack_panels((const uint8_t *)job->w->data + (size_t)r0 * job->w->row_bytes,
-                                     job->w->row_bytes, r1 - r0, job->w->cols,
-                                     job->panels + cinfer_kernel_q8_panels_bytes(r0, job->w->cols));
+        cinfer_kernel_pack_panels(stored, (const uint8_t *)job->w->data + (size_t)r0 * job->w->row_bytes,
+                                  job->w->row_bytes, r1 - r0, job->w->cols,
+                                  job->panels + cinfer_kernel_panels_bytes(stored, r0, job->w->cols));
 }
 
 int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
@@ -79,27 +80,28 @@ int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_poo
                         struct cinfer_error *err)
 {
     *out = *w;
-    if (w->type != CINFER_TENSOR_Q8_0 || w->cols % CINFER_KERNEL_Q8_BLOCK != 0 ||
-        cinfer_kernel_preferred_wtype(CINFER_KW_Q8_0) != CINFER_KW_Q8_0_PANELS)
+    enum cinfer_kernel_wtype stored = (enum cinfer_kernel_wtype)w->type;
+    if (w->type > CINFER_TENSOR_Q8_0 || cinfer_kernel_preferred_wtype(stored) == stored ||
+        !cinfer_kernel_can_pack_panels(stored, w->cols))
         return 0;
-    size_t bytes = cinfer_kernel_q8_panels_bytes(w->rows, w->cols), slab_bytes = 0;
+    size_t bytes = cinfer_kernel_panels_bytes(stored, w->rows, w->cols), slab_bytes = 0;
     uint8_t *panels = carve(store, bytes, &slab_bytes);
     if (!panels)
         return cinfer_error_set(err, CINFER_ERR_NOMEM,
-                                "cpu backend: cannot allocate a %zu-byte slab to repack a (%lld, %lld) Q8_0 weight",
+                                "cpu backend: cannot allocate a %zu-byte slab to repack a (%lld, %lld) weight",
                                 slab_bytes, (long long)w->rows, (long long)w->cols);
     int64_t n_panels = (w->rows + CINFER_KERNEL_PANEL_ROWS - 1) / CINFER_KERNEL_PANEL_ROWS;
     struct pack_job job = {w, panels, (int)((n_panels + PACK_PANELS_PER_PART - 1) / PACK_PANELS_PER_PART)};
     cinfer_thread_pool_run_chunks(pool, pack_part, &job, job.n_parts);
-    out->type = CINFER_TENSOR_Q8_0_PANELS;
+    out->type = (uint32_t)cinfer_kernel_preferred_wtype(stored);
     out->data = panels;
-    out->row_bytes = cinfer_kernel_row_bytes(CINFER_KW_Q8_0_PANELS, w->cols);
+    out->row_bytes = cinfer_kernel_row_bytes(stored, w->cols);
     return 0;
 }
 
 void cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w)
 {
-    if (w->type != CINFER_TENSOR_Q8_0_PANELS) /* the only kind of copy made here */
+    if (w->type < CINFER_TENSOR_Q8_0_PANELS) /* copies are panels; anything else is a stored view */
         return;
     const uint8_t *p = w->data;
     for (struct cpu_weight_slab **at = &store->slabs; *at; at = &(*at)->next) {

@@ -1,5 +1,5 @@
-/* core/backend/cpu_weights.h — the CPU backend's own copies of weights (Q8_0 repacked
- * into panels for the AVX-512 kernels), kept in slabs of huge-page memory. */
+/* core/backend/cpu_weights.h — the CPU backend's own copies of weights (Q8_0, F16 and
+ * BF16 repacked into panels for the AVX-512 kernels), kept in slabs of huge-page memory. */
 #ifndef CINFER_BACKEND_CPU_WEIGHTS_H
 #define CINFER_BACKEND_CPU_WEIGHTS_H
 

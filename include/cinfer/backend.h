@@ -35,9 +35,12 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_F16 = 1,
     CINFER_TENSOR_BF16 = 2,
     CINFER_TENSOR_Q8_0 = 3, /* blocks of 32 along a row: f16 scale d + 32 int8 q; value d*q */
-    /* Q8_0 as the CPU backend repacks it for its AVX-512 kernels: rows in panels of 16
-     * (kernels/kernels.h). Only its weight_prepare makes these; no file stores them. */
+    /* Q8_0, F16 and BF16 as the CPU backend repacks them for its AVX-512 kernels: rows
+     * in panels of 16 (kernels/kernels.h). Only its weight_prepare makes these; no file
+     * stores them. */
     CINFER_TENSOR_Q8_0_PANELS = 4,
+    CINFER_TENSOR_F16_PANELS = 5,
+    CINFER_TENSOR_BF16_PANELS = 6,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
@@ -142,7 +145,7 @@ struct cinfer_backend_ops {
 
     /* The weight as this backend's ops will read it, from the weight as stored (a host
      * view of the model file): *out is either *w itself or a copy the backend made (the
-     * CPU repacks Q8_0 into panels where its kernels read those faster; a device
+     * CPU repacks 16-bit and Q8_0 weights into panels for its AVX-512 kernels; a device
      * backend uploads). Every prepared weight goes back through weight_release. Fails
      * only when the copy cannot be allocated (the error says how many bytes). */
     int (*weight_prepare)(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
