@@ -74,9 +74,12 @@ void cinfer_kernel_pack_panels(enum cinfer_kernel_wtype stored, const void *w, s
                 for (int p = 0; p < PAIRS; p++)
                     memcpy(pb + SCALES_BYTES + 32 * p + 2 * r, blk + 2 + 2 * p, 2);
             }
-        } else {
+        } else if (type == CINFER_KW_F16_PANELS) { /* value q of row r at 32q + 2r */
             for (int64_t q = 0; q < k; q++)
-                memcpy(pg + element_at(type, r, q), in + 2 * (size_t)q, 2);
+                memcpy(pg + 32 * (size_t)q + 2 * (size_t)r, in + 2 * (size_t)q, 2);
+        } else { /* BF16: value pair p of row r at 64p + 4r */
+            for (int64_t p = 0; p < k / 2; p++)
+                memcpy(pg + 64 * (size_t)p + 4 * (size_t)r, in + 4 * (size_t)p, 4);
         }
     }
 }
