@@ -12,6 +12,7 @@
 
 #include "kernels.h"
 #include "model/runtime.h"
+#include "model/runtime_internal.h"
 #include "support/random_model.h"
 #include "support/runner.h"
 
@@ -346,6 +347,57 @@ START_TEST(quantized_weights_match_reference)
 }
 END_TEST
 
+/* The weights as the runtime hands them to the backend: at the AVX-512 level the CPU
+ * backend repacks 16-bit and Q8_0 matrices into panels, and keep_stored_weights (the
+ * --no-repack flag) keeps the stored views. Both read the same numbers: Q8_0 logits
+ * are bit-identical (the per-block definition), 16-bit ones within 1e-5 (another order
+ * of summation). */
+START_TEST(keeping_stored_weights_gives_the_same_logits)
+{
+    const enum cinfer_dtype types[] = {CINFER_DTYPE_F16, CINFER_DTYPE_BF16, CINFER_DTYPE_Q8_0};
+    struct random_model_spec spec = llama_gqa;
+    spec.dtype = types[_i];
+    struct cinfer_model *m = random_model_create(&spec);
+    int vocab = spec.vocab;
+    int32_t tokens[SEQ_LEN];
+    uint64_t rng = 400 + _i;
+    random_tokens(tokens, SEQ_LEN, vocab, &rng);
+    size_t n = (size_t)SEQ_LEN * vocab;
+    float *repacked = malloc(sizeof(float) * n), *stored = malloc(sizeof(float) * n);
+    double *as_double = malloc(sizeof(double) * n);
+    const int whole[] = {SEQ_LEN};
+    struct cinfer_runtime *rt = make_runtime(m, 2);
+    int panels = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
+    ck_assert_uint_eq(rt->layers[0].w_up.type,
+                      panels ? (uint32_t)cinfer_kernel_panel_type((enum cinfer_kernel_wtype)types[_i])
+                             : (uint32_t)types[_i]);
+    run_chunked(rt, vocab, tokens, SEQ_LEN, whole, 1, repacked);
+    cinfer_runtime_destroy(&rt);
+    struct cinfer_runtime_options o = {.kv_cache_bytes = 8u << 20, .kv_page_tokens = PAGE_TOKENS, .n_threads = 2,
+                                       .max_batch_tokens = 256, .keep_stored_weights = 1};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(m, &o, &rt, &err) == 0, "runtime: %s", err.message);
+    ck_assert_uint_eq(rt->layers[0].w_up.type, (uint32_t)types[_i]);
+    ck_assert_ptr_eq(rt->layers[0].w_up.data, m->layers[0].w_up.data);
+    run_chunked(rt, vocab, tokens, SEQ_LEN, whole, 1, stored);
+    cinfer_runtime_destroy(&rt);
+    if (types[_i] == CINFER_DTYPE_Q8_0) {
+        ck_assert_msg(memcmp(repacked, stored, sizeof(float) * n) == 0, "Q8_0 panels changed the logits");
+    } else {
+        for (size_t i = 0; i < n; i++)
+            as_double[i] = stored[i];
+        double diff = rel_error(repacked, as_double, n);
+        printf("forward, %s weights: panels against the stored layout, relative difference %.3g\n",
+               types[_i] == CINFER_DTYPE_F16 ? "F16" : "BF16", diff);
+        ck_assert_double_le(diff, 1e-5);
+    }
+    free(repacked);
+    free(stored);
+    free(as_double);
+    random_model_free(&m);
+}
+END_TEST
+
 /* The same prompt whole, in uneven chunks and token by token gives the same logits. */
 START_TEST(chunking_does_not_change_logits)
 {
@@ -555,6 +607,7 @@ static Suite *suite_forward_invariance(void)
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, matches_double_reference, 0, 3);
     tcase_add_loop_test(tc, quantized_weights_match_reference, 0, 3);
+    tcase_add_loop_test(tc, keeping_stored_weights_gives_the_same_logits, 0, 3);
     tcase_add_loop_test(tc, chunking_does_not_change_logits, 0, 3);
     tcase_add_loop_test(tc, batch_does_not_change_logits, 0, 3);
     tcase_add_loop_test(tc, shared_prefix_pages, 0, 3);

@@ -36,6 +36,11 @@ const struct option cinfer_options[] = {
      .type = OPTION_ENUM, .offset = FIELD(dtype), .choices = dtype_choices,
      .default_int = CINFER_WEIGHT_DTYPE_AUTO, .value_name = "TYPE",
      .help = "Type the weights are computed in; auto keeps the checkpoint's type."},
+    {.section = "model", .name = "no_repack", .flag = "--no-repack",
+     .type = OPTION_BOOL, .offset = FIELD(no_repack), .default_int = 0,
+     .help = "Read the weights as the file stores them, mapped and shared with other processes through "
+             "the page cache, instead of repacking Q8_0, F16 and BF16 matrices into the CPU kernels' "
+             "faster layout at load (AVX-512 CPUs; about 10% faster batch-1 decode, one copy per process)."},
 
     /* ---- tokenizer ---- */
     {.section = "tokenizer", .name = "plugin", .flag = "--tokenizer",

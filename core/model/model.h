@@ -86,6 +86,9 @@ struct cinfer_model {
     struct cinfer_layer_weights *layers; /* num_layers of them */
     size_t weight_bytes;                 /* bytes of all weights as stored (for bandwidth math) */
     void *storage;                       /* loader-private: mappings and owned buffers */
+    /* 1 when every matrix weight is a view of a read-only file mapping (set by
+     * cinfer_model_load; a model built in memory leaves it 0) */
+    int matrices_mapped;
 };
 
 struct cinfer_model_load_options {
@@ -97,9 +100,10 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
                       struct cinfer_model **out, struct cinfer_error *err);
 void cinfer_model_free(struct cinfer_model **m);
 /* The runtime no longer reads matrix weight w as stored (its backend made its own
- * copy): its pages leave the process's memory, so the model is not held twice. A
- * loaded model's matrices are read-only file mappings, which a later read faults back
- * in; a model built in memory (no loader storage) is left alone. */
+ * copy): its pages leave the process's memory, so the model is not held twice. Only
+ * for a model whose matrices are file mappings (matrices_mapped), which a later read
+ * faults back in; a model built in memory is left alone (dropping its pages would zero
+ * them). */
 void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w);
 
 #endif

@@ -205,6 +205,7 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
         return rc;
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
+    m->matrices_mapped = 1; /* both loaders bind matrices as views; only vectors are widened into copies */
 
     /* Reading one byte per page faults the weights in now rather than during the first
      * forward pass; a bar shows it on a terminal when the model is large enough to wait for. */
@@ -227,8 +228,7 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
 
 void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w)
 {
-    /* only vectors are widened into owned buffers; matrices stay in the mappings */
-    if (m->storage && w->data && w->rows > 1)
+    if (m->matrices_mapped && w->data && w->rows > 1)
         cinfer_mapped_bytes_drop(w->data, (size_t)w->rows * w->row_bytes);
 }
 

@@ -1,6 +1,7 @@
 /* core/model/runtime.c — binds a loaded model to the CPU backend: checks every weight's
- * shape and type once, widens the 1-D weights to f32, computes the RoPE frequencies,
- * sizes the paged KV cache from its byte budget and allocates the scratch. */
+ * shape and type once, widens the 1-D weights to f32, hands the matrices to the backend
+ * to prepare (repack or upload), computes the RoPE frequencies, sizes the paged KV
+ * cache from its byte budget and allocates the scratch. */
 #include "model/runtime.h"
 
 #include <math.h>
@@ -190,12 +191,14 @@ static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, i
     return layer[(i - 2) % LAYER_MATRICES];
 }
 
-/* Every matrix weight through the backend's weight_prepare (the CPU repacks Q8_0 for
- * its AVX-512 kernels). Tied embeddings are prepared once. A weight the backend
+/* Every matrix weight through the backend's weight_prepare (the CPU repacks Q8_0, F16
+ * and BF16 into panels for its AVX-512 kernels). Tied embeddings are prepared once. A weight the backend
  * copied is not read as stored again, so its file pages leave memory. */
 static int prepare_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
+    if (rt->keep_stored_weights)
+        return 0;
     for (int i = 0; i < runtime_weight_count(rt); i++) {
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
         if (w == &rt->lm_head && rt->lm_head_tied) {
@@ -291,6 +294,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->kv_dim = c->num_kv_heads * c->head_dim;
     rt->intermediate = c->intermediate_size;
     rt->vocab = c->vocab_size;
+    rt->keep_stored_weights = opts.keep_stored_weights != 0;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
     rt->ops = cinfer_cpu_backend_ops();

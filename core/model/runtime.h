@@ -21,6 +21,10 @@ struct cinfer_runtime_options {
     int kv_page_tokens;    /* tokens per KV page (default 16 when 0) */
     int n_threads;         /* 0: one per online core */
     int max_batch_tokens;  /* most tokens one forward call may carry (scratch sizing); 0: 2048 */
+    /* 1: the backend reads the matrices as the model file stores them (the CPU backend,
+     * the only one yet: no repacking into panels, so the mapped file's pages stay shared
+     * with other processes). 0: each goes through the backend's weight_prepare. */
+    int keep_stored_weights;
 };
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,

@@ -70,6 +70,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .kv_page_tokens = args->page_size,
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
+        .keep_stored_weights = args->no_repack,
     };
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;
     int prefill_budget = args->max_prefill_tokens > 0 ? args->max_prefill_tokens : 4096;

@@ -29,7 +29,8 @@ extern "C" {
  * 3: weight_prepare and weight_release. */
 #define CINFER_BACKEND_OPS_VERSION 3u
 
-/* Stored element types of weights; numbered like the model's dtype enum. */
+/* Element types of weights: as files store them (numbered like the model's dtype
+ * enum), then the layouts the CPU backend's weight_prepare makes. */
 enum cinfer_tensor_type {
     CINFER_TENSOR_F32 = 0,
     CINFER_TENSOR_F16 = 1,

@@ -82,6 +82,7 @@ struct cinfer_server_args {
     char *model_path;                  /* model.path, --model-path (--model) */
     int context_length;                /* model.context_length, --context-length; 0: the model's */
     enum cinfer_weight_dtype dtype;    /* model.dtype, --dtype */
+    int no_repack;                     /* model.no_repack, --no-repack (0 or 1) */
 
     /* tokenizer */
     char *tokenizer;                   /* tokenizer.plugin, --tokenizer */
