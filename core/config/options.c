@@ -40,8 +40,8 @@ const struct option cinfer_options[] = {
      .type = OPTION_BOOL, .offset = FIELD(no_repack), .default_int = 0,
      .help = "Read the weights as the file stores them, mapped and shared with other processes through "
              "the page cache, instead of repacking Q8_0, F16 and BF16 matrices into the CPU kernels' "
-             "faster layout at load (AVX-512 CPUs; repacked, batch-1 decode streams 5-15% closer to the memory's "
-             "read rate, but each process holds its own copy)."},
+             "faster layout at load (AVX-512 CPUs; repacked, batch-1 decode streams 5-15% closer to the "
+             "memory's read rate, but each process holds its own copy)."},
 
     /* ---- tokenizer ---- */
     {.section = "tokenizer", .name = "plugin", .flag = "--tokenizer",

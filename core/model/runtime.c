@@ -192,8 +192,9 @@ static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, i
 }
 
 /* Every matrix weight through the backend's weight_prepare (the CPU repacks Q8_0, F16
- * and BF16 into panels for its AVX-512 kernels). Tied embeddings are prepared once. A weight the backend
- * copied is not read as stored again, so its file pages leave memory. */
+ * and BF16 into panels for its AVX-512 kernels), unless the options keep the stored
+ * views. Tied embeddings are prepared once. A weight the backend copied is not read as
+ * stored again, so its file pages leave memory. */
 static int prepare_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
