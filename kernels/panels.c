@@ -22,6 +22,14 @@ enum cinfer_kernel_wtype cinfer_kernel_panel_type(enum cinfer_kernel_wtype store
     }
 }
 
+/* The stored type a panel type repacks. */
+static enum cinfer_kernel_wtype stored_type_of(enum cinfer_kernel_wtype panel_type)
+{
+    return panel_type == CINFER_KW_Q8_0_PANELS ? CINFER_KW_Q8_0
+           : panel_type == CINFER_KW_F16_PANELS ? CINFER_KW_F16
+                                                 : CINFER_KW_BF16;
+}
+
 int cinfer_kernel_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k)
 {
     switch (stored) {
@@ -94,10 +102,8 @@ static float value16(enum cinfer_kernel_wtype type, const uint8_t *pg, int r, in
 
 void cinfer_panel_row_to_f32(const void *panels, enum cinfer_kernel_wtype type, int64_t row, int k, float *out)
 {
-    enum cinfer_kernel_wtype stored = type == CINFER_KW_Q8_0_PANELS ? CINFER_KW_Q8_0
-                                      : type == CINFER_KW_F16_PANELS ? CINFER_KW_F16
-                                                                     : CINFER_KW_BF16;
-    const uint8_t *pg = (const uint8_t *)panels + (size_t)(row / PANEL) * PANEL * cinfer_kernel_row_bytes(stored, k);
+    size_t panel_bytes = PANEL * cinfer_kernel_row_bytes(stored_type_of(type), k);
+    const uint8_t *pg = (const uint8_t *)panels + (size_t)(row / PANEL) * panel_bytes;
     int r = (int)(row % PANEL);
     if (type != CINFER_KW_Q8_0_PANELS) {
         for (int q = 0; q < k; q++)
@@ -121,8 +127,7 @@ void cinfer_panels_scalar(const float *x, const void *x_prepared, int n, int k, 
 {
     const struct cinfer_kernel_xblock *xq = x_prepared;
     int blocks = k / CINFER_KERNEL_Q8_BLOCK;
-    size_t panel_bytes =
-        PANEL * (type == CINFER_KW_Q8_0_PANELS ? (size_t)blocks * CINFER_KERNEL_Q8_BLOCK_BYTES : 2 * (size_t)k);
+    size_t panel_bytes = PANEL * cinfer_kernel_row_bytes(stored_type_of(type), k);
     for (int j = j0; j < j1; j++) {
         const uint8_t *pg = (const uint8_t *)panels + (size_t)(j / PANEL) * panel_bytes;
         int r = j % PANEL;

@@ -20,11 +20,10 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "panels_avx512.h"
 #include "weight_load_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
-#define PANEL CINFER_KERNEL_PANEL_ROWS
-#define TILE_ROWS 8 /* activation rows per pass over a panel */
 /* Passes of 4 or more rows are bound by their FMAs, and the hardware prefetcher then
  * no longer keeps the weights coming: (49152, 576) weights from memory, 8 rows, 2
  * threads, F16 114 GFLOP/s and BF16 188 without this, 184-221 and 259-328 with it
@@ -32,16 +31,6 @@
  * of 1-3 rows stream at the read's rate without it. */
 #define PREFETCH_AHEAD 4096
 #define PREFETCH_ROWS 4
-/* the loops over rows must unroll for their sums to stay in registers */
-#define UNROLL _Pragma("GCC unroll 8")
-
-/* Lanes [j0, j1) of panel g (rows 16g ..), as a store mask. */
-AI __mmask16 rows_mask(int g, int j0, int j1)
-{
-    int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
-    int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
 
 /* R activation rows (x: f32, ld k; xb: bf16, ld k) against one panel pg, into the
  * lanes of mask of y (R rows, ldy). */
@@ -147,7 +136,7 @@ AI int32_t bf16_pair(const uint16_t *xb, size_t at)
             for (int g = j0 / PANEL; g * PANEL < j1; g++) {                                                           \
                 const uint8_t *pg = panels + (size_t)g * panel_bytes;                                                 \
                 float *yg = y + (size_t)i * ldy + (size_t)g * PANEL;                                                  \
-                __mmask16 mask = rows_mask(g, j0, j1);                                                                \
+                __mmask16 mask = panel_rows_mask(g, j0, j1);                                                           \
                 switch (rows) {                                                                                       \
                 case 1: kind##_rows1(xi, xbi, k, pg, yg, ldy, mask); break;                                           \
                 case 2: kind##_rows2(xi, xbi, k, pg, yg, ldy, mask); break;                                           \

@@ -20,16 +20,13 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "panels_avx512.h"
 #include "weight_load_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 #define VNNI_ATTR __attribute__((target("avx512vnni")))
-#define PANEL CINFER_KERNEL_PANEL_ROWS
 #define PAIRS (CINFER_KERNEL_Q8_BLOCK / 2)
 #define SCALES_BYTES (PANEL * 2)
-#define TILE_ROWS 8 /* activation rows per pass over a panel (n >= 3) */
-/* the loops over rows and chains must unroll for their sums to stay in registers */
-#define UNROLL _Pragma("GCC unroll 8")
 
 /* acc += the pair products of the panel's widened pair w and the activation pair at x
  * broadcast to every lane; compilers emit a separate broadcast for set1 of a load. */
@@ -44,14 +41,6 @@ AI __m512i dot_madd(__m512i acc, __m512i w, const int16_t *x)
     int32_t pair;
     memcpy(&pair, x, sizeof pair);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(w, _mm512_set1_epi32(pair)));
-}
-
-/* Lanes [j0, j1) of panel g (rows 16g ..), as a store mask. */
-AI __mmask16 rows_mask(int g, int j0, int j1)
-{
-    int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
-    int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
 /* y (R rows, ldy)[lanes of mask] for activation rows xq (R rows of `blocks` blocks)
@@ -117,7 +106,7 @@ AI __mmask16 rows_mask(int g, int j0, int j1)
             for (int g = j0 / PANEL; g * PANEL < j1; g++) {                                                            \
                 const uint8_t *pg = panels + (size_t)g * panel_bytes;                                                  \
                 float *yg = y + (size_t)i * ldy + (size_t)g * PANEL;                                                   \
-                __mmask16 mask = rows_mask(g, j0, j1);                                                                 \
+                __mmask16 mask = panel_rows_mask(g, j0, j1);                                                           \
                 switch (rows) {                                                                                        \
                 case 1: rows1_##suffix(xi, blocks, pg, yg, ldy, mask); break;                                          \
                 case 2: rows2_##suffix(xi, blocks, pg, yg, ldy, mask); break;                                          \

@@ -31,8 +31,9 @@ static void write_file(const char *path, size_t bytes)
     free(buf);
 }
 
-/* The VmFlags line of the /proc/self/smaps entry that starts at addr, or "" */
-static void vm_flags_of(const void *addr, char *out, size_t out_size)
+/* The first line starting with `key` in the /proc/self/smaps entry that starts at
+ * addr, into out; "" when there is none. */
+static void smaps_line(const void *addr, const char *key, char *out, size_t out_size)
 {
     out[0] = '\0';
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -44,7 +45,7 @@ static void vm_flags_of(const void *addr, char *out, size_t out_size)
     while (fgets(line, sizeof line, f)) {
         if (!strncmp(line, start, strlen(start)))
             in_entry = 1;
-        else if (in_entry && !strncmp(line, "VmFlags:", 8)) {
+        else if (in_entry && !strncmp(line, key, strlen(key))) {
             snprintf(out, out_size, "%s", line);
             break;
         }
@@ -86,7 +87,7 @@ START_TEST(maps_the_file_on_a_huge_page_boundary)
         ck_assert_int_eq(memcmp(mf.data, expect, sizes[s]), 0);
         free(expect);
         char flags[512];
-        vm_flags_of(mf.data, flags, sizeof flags);
+        smaps_line(mf.data, "VmFlags:", flags, sizeof flags);
         ck_assert_msg(flags[0] != '\0', "size %zu: no /proc/self/smaps entry starts at the mapping", sizes[s]);
         if (kernel_offers_huge_pages())
             ck_assert_msg(strstr(flags, " hg") != NULL, "size %zu: the mapping lacks the huge-page advice: %s",
@@ -104,21 +105,10 @@ END_TEST
 /* kB of the /proc/self/smaps entry starting at addr that are resident ("Rss:"), or -1 */
 static long rss_kb_of(const void *addr)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f)
-        return -1;
-    char line[512], start[32];
-    snprintf(start, sizeof start, "%lx-", (unsigned long)(uintptr_t)addr);
-    int in_entry = 0;
+    char line[512];
     long kb = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, start, strlen(start)))
-            in_entry = 1;
-        else if (in_entry && sscanf(line, "Rss: %ld kB", &kb) == 1)
-            break;
-    }
-    fclose(f);
-    return kb;
+    smaps_line(addr, "Rss:", line, sizeof line);
+    return sscanf(line, "Rss: %ld kB", &kb) == 1 ? kb : -1;
 }
 
 /* Dropped bytes leave the resident set (the whole pages inside the range, not the

@@ -99,11 +99,11 @@ struct cinfer_model_load_options {
 int cinfer_model_load(const char *path, const struct cinfer_model_load_options *opts,
                       struct cinfer_model **out, struct cinfer_error *err);
 void cinfer_model_free(struct cinfer_model **m);
-/* The runtime no longer reads matrix weight w as stored (its backend made its own
- * copy): its pages leave the process's memory, so the model is not held twice. Only
- * for a model whose matrices are file mappings (matrices_mapped), which a later read
- * faults back in; a model built in memory is left alone (dropping its pages would zero
- * them). */
-void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w);
+/* The runtime no longer reads the `bytes` of a matrix weight at `data` as stored (its
+ * backend made its own copy): their pages leave the process's memory, so the model is
+ * not held twice. Only for a model whose matrices are file mappings (matrices_mapped),
+ * which a later read faults back in; a model built in memory is left alone (dropping
+ * its pages would zero them). */
+void cinfer_model_drop_stored(const struct cinfer_model *m, const void *data, size_t bytes);
 
 #endif

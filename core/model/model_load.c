@@ -226,10 +226,10 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     return CINFER_OK;
 }
 
-void cinfer_model_drop_stored(const struct cinfer_model *m, const struct cinfer_weight *w)
+void cinfer_model_drop_stored(const struct cinfer_model *m, const void *data, size_t bytes)
 {
-    if (m->matrices_mapped && w->data && w->rows > 1)
-        cinfer_mapped_bytes_drop(w->data, (size_t)w->rows * w->row_bytes);
+    if (m->matrices_mapped && data)
+        cinfer_mapped_bytes_drop(data, bytes);
 }
 
 void cinfer_model_free(struct cinfer_model **mp)

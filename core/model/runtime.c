@@ -195,10 +195,10 @@ static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, i
  * and BF16 into panels for its AVX-512 kernels), unless the options keep the stored
  * views. Tied embeddings are prepared once. A weight the backend copied is not read as
  * stored again, so its file pages leave memory. */
-static int prepare_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
+static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct cinfer_error *err)
 {
     rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
-    if (rt->keep_stored_weights)
+    if (keep_stored)
         return 0;
     for (int i = 0; i < runtime_weight_count(rt); i++) {
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
@@ -212,11 +212,8 @@ static int prepare_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
         if (rc < 0)
             return rc;
         rt->n_prepared++;
-        if (w->data != stored.data) {
-            struct cinfer_weight as_stored = {(enum cinfer_dtype)stored.type, stored.rows, stored.cols, stored.data,
-                                              stored.row_bytes};
-            cinfer_model_drop_stored(rt->model, &as_stored);
-        }
+        if (w->data != stored.data)
+            cinfer_model_drop_stored(rt->model, stored.data, (size_t)stored.rows * stored.row_bytes);
     }
     return 0;
 }
@@ -295,7 +292,6 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->kv_dim = c->num_kv_heads * c->head_dim;
     rt->intermediate = c->intermediate_size;
     rt->vocab = c->vocab_size;
-    rt->keep_stored_weights = opts.keep_stored_weights != 0;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
     rt->ops = cinfer_cpu_backend_ops();
@@ -322,7 +318,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
         goto fail;
-    if ((rc = prepare_weights(rt, err)) < 0)
+    if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0)
         goto fail;
     struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim};
     if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)

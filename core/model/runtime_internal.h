@@ -33,7 +33,6 @@ struct cinfer_runtime {
     struct runtime_layer *layers;
     struct cinfer_backend_weight tok_embeddings, lm_head;
     int lm_head_tied;     /* lm_head is tok_embeddings' prepared weight, released once */
-    int keep_stored_weights; /* options: no weight_prepare, the stored views as they are */
     int n_prepared;       /* weights prepared so far, in runtime_weight's order (runtime.c) */
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
