@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     struct jinja_limits lim;
-    jinja_default_limits(&lim);
+    cinfer_jinja_default_limits(&lim);
     lim.max_output_bytes = 1u << 20;
     lim.max_memory_bytes = 32u << 20;
     lim.max_steps = 200000;
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *out = NULL;
     size_t out_len = 0;
     err.message[0] = 0;
-    if (jinja_render_with_limits(t, ctx, ctx_len, &lim, &out, &out_len, &err) == 0) {
+    if (cinfer_jinja_render_with_limits(t, ctx, ctx_len, &lim, &out, &out_len, &err) == 0) {
         if (!out || out_len > lim.max_output_bytes || out[out_len] != 0)
             __builtin_trap();
         free(out);

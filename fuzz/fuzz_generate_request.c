@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct http_request req = {.method = "POST", .path = "/generate", .body = (const char *)data, .body_len = size,
                                .ctx = &ctx, .conn = &conn};
     struct native_generate_spec spec;
-    int rc = native_generate_parse(&req, body, &spec);
+    int rc = cinfer_native_generate_parse(&req, body, &spec);
     if (rc) {
         if (conn.replies != 1 || (conn.status != 400 && conn.status != 500) || !conn.message[0])
             abort(); /* a refusal is one reply with words */
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct cinfer_error err = {0};
         if (cinfer_sampling_validate(&spec.sampling, 0, &err) != CINFER_OK)
             abort(); /* the reader let through what the engine refuses: the client would get a 500-ish error */
-        native_generate_spec_free(&spec);
+        cinfer_native_generate_spec_free(&spec);
     }
     json_decref(body);
     return 0;

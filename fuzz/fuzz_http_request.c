@@ -30,17 +30,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         (void)req;                                  \
         abort();                                    \
     }
-UNUSED_HANDLER(openai_handle_completions)
-UNUSED_HANDLER(openai_handle_chat_completions)
-UNUSED_HANDLER(openai_handle_models)
-UNUSED_HANDLER(native_handle_generate)
-UNUSED_HANDLER(native_handle_tokenize)
-UNUSED_HANDLER(native_handle_detokenize)
-UNUSED_HANDLER(native_handle_server_info)
-UNUSED_HANDLER(native_handle_flush_cache)
-UNUSED_HANDLER(native_handle_abort_request)
-UNUSED_HANDLER(native_handle_health_generate)
-UNUSED_HANDLER(native_handle_metrics)
+UNUSED_HANDLER(cinfer_openai_handle_completions)
+UNUSED_HANDLER(cinfer_openai_handle_chat_completions)
+UNUSED_HANDLER(cinfer_openai_handle_models)
+UNUSED_HANDLER(cinfer_native_handle_generate)
+UNUSED_HANDLER(cinfer_native_handle_tokenize)
+UNUSED_HANDLER(cinfer_native_handle_detokenize)
+UNUSED_HANDLER(cinfer_native_handle_server_info)
+UNUSED_HANDLER(cinfer_native_handle_flush_cache)
+UNUSED_HANDLER(cinfer_native_handle_abort_request)
+UNUSED_HANDLER(cinfer_native_handle_health_generate)
+UNUSED_HANDLER(cinfer_native_handle_metrics)
 
 static const char *const key = "sk-fuzz-0123456789";
 
@@ -60,9 +60,11 @@ static int plain_auth(const char *h, const char *k)
 
 static void check_auth(const char *line)
 {
-    if (http_auth_header_ok(line, key) != plain_auth(line, key))
+    if (cinfer_http_auth_header_ok(line, key) != plain_auth(line, key))
         abort();
-    if (!http_auth_header_ok(NULL, NULL) || !http_auth_header_ok(line, "") || http_auth_header_ok(NULL, key))
+    if (!cinfer_http_auth_header_ok(NULL, NULL) || !cinfer_http_auth_header_ok(line,
+                                                                               "") || cinfer_http_auth_header_ok(NULL,
+                                                                                                                 key))
         abort();
     /* The token itself as the key: accepted exactly when it is a Bearer token. */
     if (strncasecmp(line, "Bearer ", 7) == 0) {
@@ -74,7 +76,7 @@ static void check_auth(const char *line)
         size_t n = strlen(token);
         while (n && (token[n - 1] == ' ' || token[n - 1] == '\t'))
             token[--n] = '\0';
-        if (n && strlen(t) < sizeof token && !http_auth_header_ok(line, token))
+        if (n && strlen(t) < sizeof token && !cinfer_http_auth_header_ok(line, token))
             abort();
     }
 }
@@ -83,7 +85,7 @@ static void check_route(const char *path, const char *method)
 {
     int known = 0;
     char allow[128];
-    const struct http_route *r = http_route_find(path, method, &known, allow, sizeof allow);
+    const struct http_route *r = cinfer_http_route_find(path, method, &known, allow, sizeof allow);
     if (r && (strcmp(r->path, path) || strcmp(r->method, method) || !r->handler))
         abort();
     if (!r && !known && allow[0])
@@ -98,7 +100,7 @@ static void check_route(const char *path, const char *method)
     for (char *save = NULL, *m = strtok_r(copy, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
         int k = 0;
         char a[128];
-        if (!strcmp(m, method) || !http_route_find(path, m, &k, a, sizeof a))
+        if (!strcmp(m, method) || !cinfer_http_route_find(path, m, &k, a, sizeof a))
             abort();
     }
 }
@@ -107,12 +109,12 @@ static void check_body(const char *body, size_t len)
 {
     struct http_conn conn = {0};
     struct http_request req = {.method = "POST", .path = "/generate", .body = body, .body_len = len, .conn = &conn};
-    json_t *obj = http_parse_json_object(&req);
+    json_t *obj = cinfer_http_parse_json_object(&req);
     if (obj) {
         if (conn.replies || !json_is_object(obj))
             abort();
         struct http_buffer out = {0};
-        if (http_sse_event(&out, json_incref(obj)) != 0)
+        if (cinfer_http_sse_event(&out, json_incref(obj)) != 0)
             abort();
         if (out.len < 8 || memcmp(out.data, "data: ", 6) || memcmp(out.data + out.len - 2, "\n\n", 2) ||
             memchr(out.data, '\n', out.len - 2))

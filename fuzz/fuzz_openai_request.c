@@ -77,12 +77,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                .ctx = &ctx,
                                .conn = &conn};
     struct openai_request r;
-    int rc = openai_request_parse(&req, body, kind, VOCAB, &r);
+    int rc = cinfer_openai_request_parse(&req, body, kind, VOCAB, &r);
     if (rc == 0) {
         if (conn.replies != 0)
             abort(); /* accepted, yet answered */
         check_accepted(&r, kind);
-        openai_request_free(&r);
+        cinfer_openai_request_free(&r);
     } else {
         if (rc != -1 || conn.replies != 1 || conn.message[0] == '\0')
             abort(); /* refused: exactly one answer, with words */

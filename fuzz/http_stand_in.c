@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
+void cinfer_http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -18,7 +18,7 @@ void http_reply_error(struct http_conn *c, int status, const char *type, const c
     c->replies++;
 }
 
-void http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len)
+void cinfer_http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len)
 {
     (void)content_type;
     (void)text;

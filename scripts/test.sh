@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine, builds cinfer three ways and runs the whole test
-# suite on each: the normal build, the sanitizer build (ASan + UBSan), and the
-# appliance build (plugins linked in, MPI/SSH/CUDA/HTTP left out). Then runs every
-# fuzz target for a short bounded time.
+# Sets up a fresh Debian 12 machine, builds cinfer five ways and runs the whole test
+# suite on each: the normal build, a Release build (the build type packagers pick), a
+# Clang build, the sanitizer build (ASan + UBSan), and the appliance build (plugins
+# linked in, MPI/SSH/CUDA/HTTP left out). Every build treats warnings as errors here
+# (CINFER_WERROR, off for users). Then runs every fuzz target for a short bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 bash scripts/setup-debian.sh
 
-run_suite() {  # build-folder, cmake options...
+run_suite() {  # build-folder, cmake options... (CC in the environment picks the compiler)
   local dir=$1; shift
-  echo "=== build $dir ($*)"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 \
+  echo "=== build $dir (${CC:-cc}: $*)"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCINFER_WERROR=ON "$@" >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log"; return 1; }
   cmake --build "$dir" -j"$jobs"
   echo "=== test $dir"
   (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 1500)
 }
 
-mkdir -p build build-asan build-appliance
+mkdir -p build build-release build-clang build-asan build-appliance
 run_suite build
+run_suite build-release -DCMAKE_BUILD_TYPE=Release
+CC=clang run_suite build-clang
 run_suite build-asan -DCINFER_SANITIZE=ON
 run_suite build-appliance -DCINFER_STATIC_PLUGINS=ON -DCINFER_MINIMAL=ON
 

@@ -232,7 +232,8 @@ static struct compare_stats compare_with_reference(const struct case_list *l, js
         struct cinfer_error err = compile_err;
         char *out = NULL;
         size_t out_len = 0;
-        int rc = compile_rc ? compile_rc : cinfer_chat_template_render(t, c->context, strlen(c->context), &out, &out_len, &err);
+        int rc = compile_rc ? compile_rc : cinfer_chat_template_render(t, c->context, strlen(c->context), &out,
+                                                                       &out_len, &err);
         json_t *r = json_array_get(results, i);
         bool ref_ok = json_is_true(json_object_get(r, "ok"));
         const char *problem = NULL;
@@ -425,12 +426,12 @@ START_TEST(steps_and_recursion_are_bounded)
     struct cinfer_chat_template *t = NULL;
     struct cinfer_error err;
     struct jinja_limits lim;
-    jinja_default_limits(&lim);
+    cinfer_jinja_default_limits(&lim);
     lim.max_steps = 100000;
     const char *loops = "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}";
     ck_assert_int_eq(cinfer_chat_template_compile(loops, strlen(loops), "loops.jinja", &t, &err), 0);
     char *out = NULL;
-    ck_assert_int_eq(jinja_render_with_limits(t, "{}", 2, &lim, &out, NULL, &err), CINFER_ERR_RANGE);
+    ck_assert_int_eq(cinfer_jinja_render_with_limits(t, "{}", 2, &lim, &out, NULL, &err), CINFER_ERR_RANGE);
     ck_assert_msg(strstr(err.message, "steps") != NULL, "%s", err.message);
     cinfer_chat_template_free(&t);
 

@@ -627,10 +627,12 @@ START_TEST(engine_errors_map_to_statuses)
     } cases[] = {
         {CINFER_ERR_CHILD, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "server_overloaded"},
         {CINFER_ERR_STATE, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "server_overloaded"},
-        {CINFER_ERR_CHILD, "prompt of 900 tokens does not fit the KV cache of 512 tokens", 400, "invalid_request_error"},
+        {CINFER_ERR_CHILD, "prompt of 900 tokens does not fit the KV cache of 512 tokens", 400,
+        "invalid_request_error"},
         {CINFER_ERR_CHILD, "prompt of 300 tokens leaves no room for output in the context length of 256 tokens", 400,
          "invalid_request_error"},
-        {CINFER_ERR_CHILD, "the engine lost a worker: scheduler tp0 was killed by signal 9", 503, "service_unavailable"},
+        {CINFER_ERR_CHILD, "the engine lost a worker: scheduler tp0 was killed by signal 9", 503,
+        "service_unavailable"},
         {CINFER_ERR_CHILD, "the engine is not healthy: scheduler tp0 exited", 503, "service_unavailable"},
         {CINFER_ERR_STATE, "the engine is shutting down", 503, "service_unavailable"},
         {CINFER_ERR_RANGE, "sampling.temperature is -1, expected >= 0", 400, "invalid_request_error"},
@@ -641,7 +643,7 @@ START_TEST(engine_errors_map_to_statuses)
         struct cinfer_error err = {.code = cases[i].code};
         snprintf(err.message, sizeof err.message, "%s", cases[i].message);
         const char *type = NULL;
-        ck_assert_int_eq(http_engine_error_status(&err, &type), cases[i].status);
+        ck_assert_int_eq(cinfer_http_engine_error_status(&err, &type), cases[i].status);
         ck_assert_str_eq(type, cases[i].type);
     }
 }

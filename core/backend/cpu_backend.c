@@ -71,7 +71,7 @@ static void cpu_destroy(void *state)
     if (!be)
         return;
     cinfer_thread_pool_destroy(&be->pool);
-    cpu_weights_free_all(&be->weights);
+    cinfer_cpu_weights_free_all(&be->weights);
     free(be->attn_scratch);
     free(be->attn_first_item);
     free(be->attn_vt_at);
@@ -619,7 +619,8 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         if (at)
             be->attn_vt_at = at;
         if (!first || !at)
-            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate attention work for %d sequences",
+            return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                    "cpu backend: cannot allocate attention work for %d sequences",
                                     n_seqs);
         be->attn_item_seqs = n_seqs;
     }
@@ -656,13 +657,13 @@ static int cpu_weight_prepare(void *state, const struct cinfer_backend_weight *w
                               struct cinfer_error *err)
 {
     struct cpu_backend *be = state;
-    return cpu_weights_prepare(&be->weights, be->pool, w, out, err);
+    return cinfer_cpu_weights_prepare(&be->weights, be->pool, w, out, err);
 }
 
 static void cpu_weight_release(void *state, const struct cinfer_backend_weight *w)
 {
     struct cpu_backend *be = state;
-    cpu_weights_release(&be->weights, w);
+    cinfer_cpu_weights_release(&be->weights, w);
 }
 
 static const struct cinfer_backend_ops cpu_ops = {

@@ -75,9 +75,9 @@ static void pack_part(void *arg, int part, int thread)
                                   job->panels + cinfer_kernel_panels_bytes(stored, r0, job->w->cols));
 }
 
-int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
-                        const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
-                        struct cinfer_error *err)
+int cinfer_cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
+                               const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                               struct cinfer_error *err)
 {
     *out = *w;
     enum cinfer_kernel_wtype stored = (enum cinfer_kernel_wtype)w->type;
@@ -99,7 +99,7 @@ int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_poo
     return 0;
 }
 
-void cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w)
+void cinfer_cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w)
 {
     if (w->type < CINFER_TENSOR_Q8_0_PANELS) /* copies are panels; anything else is a stored view */
         return;
@@ -117,7 +117,7 @@ void cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_bac
     }
 }
 
-void cpu_weights_free_all(struct cpu_weight_store *store)
+void cinfer_cpu_weights_free_all(struct cpu_weight_store *store)
 {
     while (store->slabs) {
         struct cpu_weight_slab *s = store->slabs;

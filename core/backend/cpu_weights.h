@@ -14,13 +14,13 @@ struct cpu_weight_store {
 
 /* The weight as the kernels at the level in use read it fastest: *out = *w, or a copy
  * in the store (repacked with the pool's threads). */
-int cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
-                        const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
-                        struct cinfer_error *err);
-/* Gives back a copy cpu_weights_prepare made (nothing for a weight it returned as is);
+int cinfer_cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thread_pool *pool,
+                               const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                               struct cinfer_error *err);
+/* Gives back a copy cinfer_cpu_weights_prepare made (nothing for a weight it returned as is);
  * a slab is freed with its last copy. */
-void cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w);
+void cinfer_cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w);
 /* Frees every slab (the backend's end). */
-void cpu_weights_free_all(struct cpu_weight_store *store);
+void cinfer_cpu_weights_free_all(struct cpu_weight_store *store);
 
 #endif

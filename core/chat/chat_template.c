@@ -35,9 +35,9 @@ int cinfer_chat_template_compile(const char *source, size_t len, const char *nam
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", name);
     }
     struct jinja_tokens tokens;
-    int rc = jinja_tokenize(source ? source : "", len, t->name, &t->arena, &tokens, err);
+    int rc = cinfer_jinja_tokenize(source ? source : "", len, t->name, &t->arena, &tokens, err);
     if (!rc)
-        rc = jinja_parse(&tokens, t->name, &t->arena, &t->program, err);
+        rc = cinfer_jinja_parse(&tokens, t->name, &t->arena, &t->program, err);
     if (rc) {
         cinfer_chat_template_free(&t);
         return rc;
@@ -46,7 +46,7 @@ int cinfer_chat_template_compile(const char *source, size_t len, const char *nam
     return 0;
 }
 
-void jinja_default_limits(struct jinja_limits *l)
+void cinfer_jinja_default_limits(struct jinja_limits *l)
 {
     l->max_output_bytes = CINFER_CHAT_TEMPLATE_MAX_OUTPUT_BYTES;
     l->max_memory_bytes = (size_t)256 << 20;
@@ -54,8 +54,9 @@ void jinja_default_limits(struct jinja_limits *l)
     l->max_depth = 300;
 }
 
-int jinja_render_with_limits(const struct cinfer_chat_template *t, const char *context_json, size_t context_len,
-                             const struct jinja_limits *limits, char **out, size_t *out_len, struct cinfer_error *err)
+int cinfer_jinja_render_with_limits(const struct cinfer_chat_template *t, const char *context_json, size_t context_len,
+                                    const struct jinja_limits *limits, char **out, size_t *out_len,
+                                    struct cinfer_error *err)
 {
     if (out)
         *out = NULL;
@@ -75,25 +76,25 @@ int jinja_render_with_limits(const struct cinfer_chat_template *t, const char *c
     struct jv context;
     int rc;
     if (!context_json || context_len == 0) {
-        struct jv_object *empty = jv_object_new(&rt, 0);
-        rc = empty ? 0 : jinja_nomem(&rt, NULL);
+        struct jv_object *empty = cinfer_jv_object_new(&rt, 0);
+        rc = empty ? 0 : cinfer_jinja_nomem(&rt, NULL);
         context = (struct jv){.kind = JV_OBJECT, .u.o = empty};
     } else {
-        rc = jv_from_json(&rt, context_json, context_len, &context);
+        rc = cinfer_jv_from_json(&rt, context_json, context_len, &context);
     }
     if (!rc)
-        rc = jinja_render(&rt, &t->program, context, &text);
+        rc = cinfer_jinja_render(&rt, &t->program, context, &text);
     if (!rc && text.failed)
         rc = cinfer_error_set(err, CINFER_ERR_RANGE, "%s: the output would exceed %zu bytes", t->name,
                               limits->max_output_bytes);
-    if (!rc && !text.p && !jbuf_append(&text, "", 0))
+    if (!rc && !text.p && !cinfer_jbuf_append(&text, "", 0))
         rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", t->name);
-    jinja_arena_free(&rt.arena);
+    cinfer_jinja_arena_free(&rt.arena);
     if (rc) {
-        jbuf_free(&text);
+        cinfer_jbuf_free(&text);
         return rc;
     }
-    text.n = jinja_wtf8_to_utf8(text.p, text.n);
+    text.n = cinfer_jinja_wtf8_to_utf8(text.p, text.n);
     text.p[text.n] = 0;
     *out = text.p;
     if (out_len)
@@ -105,15 +106,15 @@ int cinfer_chat_template_render(const struct cinfer_chat_template *t, const char
                                 char **out, size_t *out_len, struct cinfer_error *err)
 {
     struct jinja_limits l;
-    jinja_default_limits(&l);
-    return jinja_render_with_limits(t, context_json, context_len, &l, out, out_len, err);
+    cinfer_jinja_default_limits(&l);
+    return cinfer_jinja_render_with_limits(t, context_json, context_len, &l, out, out_len, err);
 }
 
 void cinfer_chat_template_free(struct cinfer_chat_template **t)
 {
     if (!t || !*t)
         return;
-    jinja_arena_free(&(*t)->arena);
+    cinfer_jinja_arena_free(&(*t)->arena);
     free((*t)->name);
     free(*t);
     *t = NULL;

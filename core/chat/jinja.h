@@ -30,10 +30,10 @@ struct jinja_arena {
     size_t limit_bytes; /* 0: no limit */
 };
 
-/* Zeroed memory that lives until jinja_arena_free; NULL when out of memory or over
+/* Zeroed memory that lives until cinfer_jinja_arena_free; NULL when out of memory or over
  * the arena's limit. */
-void *jinja_alloc(struct jinja_arena *a, size_t n);
-void jinja_arena_free(struct jinja_arena *a);
+void *cinfer_jinja_alloc(struct jinja_arena *a, size_t n);
+void cinfer_jinja_arena_free(struct jinja_arena *a);
 
 /* ---- text --------------------------------------------------------------------------- */
 
@@ -49,40 +49,40 @@ struct jbuf {
     size_t limit_bytes;
     bool failed; /* an append failed (no memory or over the limit) */
 };
-bool jbuf_append(struct jbuf *b, const char *s, size_t n);
-bool jbuf_puts(struct jbuf *b, const char *s);
-bool jbuf_putc(struct jbuf *b, char c);
-void jbuf_free(struct jbuf *b);
+bool cinfer_jbuf_append(struct jbuf *b, const char *s, size_t n);
+bool cinfer_jbuf_puts(struct jbuf *b, const char *s);
+bool cinfer_jbuf_putc(struct jbuf *b, char c);
+void cinfer_jbuf_free(struct jbuf *b);
 
 /* Byte length of the JavaScript whitespace character (String.prototype.trim's set,
  * which is also the regular expression \s) at p, or 0. */
-size_t jinja_js_space_len(const char *p, const char *end);
+size_t cinfer_jinja_js_space_len(const char *p, const char *end);
 /* Byte length of the JavaScript whitespace character ending at end, or 0. */
-size_t jinja_js_space_len_before(const char *start, const char *end);
+size_t cinfer_jinja_js_space_len_before(const char *start, const char *end);
 /* Length of one UTF-8/WTF-8 sequence at p (1 for an invalid byte). */
-size_t jinja_utf8_seq_len(const char *p, const char *end);
+size_t cinfer_jinja_utf8_seq_len(const char *p, const char *end);
 /* Decodes one code point (surrogates allowed); advances *p. */
-uint32_t jinja_utf8_decode(const char **p, const char *end);
+uint32_t cinfer_jinja_utf8_decode(const char **p, const char *end);
 /* Encodes cp (surrogates as 3 bytes); returns the byte count (out holds 4). */
-size_t jinja_utf8_encode(uint32_t cp, char *out);
+size_t cinfer_jinja_utf8_encode(uint32_t cp, char *out);
 /* Number of UTF-16 code units of s. */
-size_t jinja_utf16_len(struct jstr s);
+size_t cinfer_jinja_utf16_len(struct jstr s);
 /* Source bytes as a JavaScript string would see them: invalid UTF-8 becomes U+FFFD
  * (one per maximal invalid subpart, as TextDecoder does); map[i] is the source offset
  * of output byte i. */
-bool jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t **map);
+bool cinfer_jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t **map);
 /* Output as JavaScript would write it in UTF-8: surrogate pairs joined, lone
  * surrogates as U+FFFD. In place; returns the new length. */
-size_t jinja_wtf8_to_utf8(char *s, size_t n);
+size_t cinfer_jinja_wtf8_to_utf8(char *s, size_t n);
 /* Number formatting of JavaScript's Number.prototype.toString; out holds 32 bytes. */
-void jinja_js_number(double v, char *out);
+void cinfer_jinja_js_number(double v, char *out);
 /* JavaScript's ToNumber of a string (NaN when it is not a number). */
-double jinja_js_string_to_number(struct jstr s);
+double cinfer_jinja_js_string_to_number(struct jstr s);
 /* JavaScript's parseInt(s, 10) and parseFloat(s); NaN when there is no number. */
-double jinja_js_parse_int(struct jstr s);
-double jinja_js_parse_float(struct jstr s);
+double cinfer_jinja_js_parse_int(struct jstr s);
+double cinfer_jinja_js_parse_float(struct jstr s);
 /* Unicode case mapping (Latin, Greek, Cyrillic; other scripts unchanged). */
-bool jinja_case_map(struct jstr s, bool upper, struct jbuf *out);
+bool cinfer_jinja_case_map(struct jstr s, bool upper, struct jbuf *out);
 
 /* ---- tokens ------------------------------------------------------------------------- */
 
@@ -113,7 +113,7 @@ enum jinja_tok {
     TK_UNARY, /* - + before an operand */
     TK_COMMENT,
 };
-const char *jinja_tok_name(enum jinja_tok t);
+const char *cinfer_jinja_tok_name(enum jinja_tok t);
 
 struct jinja_token {
     enum jinja_tok type;
@@ -128,8 +128,8 @@ struct jinja_tokens {
 
 /* Preprocesses (trailing newline, lstrip_blocks, trim_blocks, generation tags) and
  * tokenizes. Errors are "name:line:col: ...". */
-int jinja_tokenize(const char *source, size_t len, const char *name, struct jinja_arena *arena,
-                   struct jinja_tokens *out, struct cinfer_error *err);
+int cinfer_jinja_tokenize(const char *source, size_t len, const char *name, struct jinja_arena *arena,
+                          struct jinja_tokens *out, struct cinfer_error *err);
 
 /* ---- syntax tree -------------------------------------------------------------------- */
 
@@ -209,8 +209,8 @@ struct jinja_node {
 };
 
 /* Parses tokens into a program (a list of statements). */
-int jinja_parse(const struct jinja_tokens *tokens, const char *name, struct jinja_arena *arena,
-                struct jinja_node_list *program, struct cinfer_error *err);
+int cinfer_jinja_parse(const struct jinja_tokens *tokens, const char *name, struct jinja_arena *arena,
+                       struct jinja_node_list *program, struct cinfer_error *err);
 
 /* ---- runtime values ----------------------------------------------------------------- */
 
@@ -279,41 +279,41 @@ struct jinja_rt {
 
 /* Fails the render: "name:line:col: message" (node may be NULL). Returns CINFER_ERR_PARSE
  * (or the code already in err when cinfer_error was filled by a deeper call). */
-int jinja_fail(struct jinja_rt *rt, const struct jinja_node *at, int code, const char *fmt, ...)
+int cinfer_jinja_fail(struct jinja_rt *rt, const struct jinja_node *at, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int jinja_nomem(struct jinja_rt *rt, const struct jinja_node *at);
+int cinfer_jinja_nomem(struct jinja_rt *rt, const struct jinja_node *at);
 
-const char *jv_type_name(struct jv v); /* "StringValue", ... as the reference names them */
-bool jv_truthy(struct jv v);
-struct jv_array *jv_array_new(struct jinja_rt *rt, size_t n);
-struct jv_object *jv_object_new(struct jinja_rt *rt, size_t cap);
+const char *cinfer_jv_type_name(struct jv v); /* "StringValue", ... as the reference names them */
+bool cinfer_jv_truthy(struct jv v);
+struct jv_array *cinfer_jv_array_new(struct jinja_rt *rt, size_t n);
+struct jv_object *cinfer_jv_object_new(struct jinja_rt *rt, size_t cap);
 /* Sets key (replacing in place when present). */
-bool jv_object_set(struct jinja_rt *rt, struct jv_object *o, struct jstr key, struct jv val);
+bool cinfer_jv_object_set(struct jinja_rt *rt, struct jv_object *o, struct jstr key, struct jv val);
 /* NULL when absent. */
-struct jv *jv_object_get(const struct jv_object *o, struct jstr key);
-bool jv_strdup(struct jinja_rt *rt, const char *p, size_t n, struct jstr *out);
-bool jv_from_buf(struct jinja_rt *rt, const struct jbuf *b, struct jv *out);
+struct jv *cinfer_jv_object_get(const struct jv_object *o, struct jstr key);
+bool cinfer_jv_strdup(struct jinja_rt *rt, const char *p, size_t n, struct jstr *out);
+bool cinfer_jv_from_buf(struct jinja_rt *rt, const struct jbuf *b, struct jv *out);
 /* The JSON context as values; keys ordered as JavaScript orders an object's keys. */
-int jv_from_json(struct jinja_rt *rt, const char *json, size_t len, struct jv *out);
+int cinfer_jv_from_json(struct jinja_rt *rt, const char *json, size_t len, struct jv *out);
 
 /* Appends what printing v ({{ v }}) writes. */
-int jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out);
+int cinfer_jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out);
 /* Appends JavaScript's String(v.value) (the "~" and "+" operators, |join). */
-int jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out);
+int cinfer_jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out);
 
 struct jinja_json_opts {
     int indent; /* 0: none */
     bool ensure_ascii, sort_keys, undefined_as_null;
     const char *item_sep, *key_sep; /* NULL: the defaults */
 };
-int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, const struct jinja_json_opts *opts,
-               int depth, struct jbuf *out);
+int cinfer_jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, const struct jinja_json_opts *opts,
+                      int depth, struct jbuf *out);
 /* Loose (==) and strict (===) equality of the values as JavaScript compares them. */
-int jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool *eq);
-bool jv_strict_equal(struct jv a, struct jv b);
+int cinfer_jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool *eq);
+bool cinfer_jv_strict_equal(struct jv a, struct jv b);
 /* compareRuntimeValues of the reference (sort, dictsort): -1, 0, 1. */
-int jv_compare(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool case_sensitive,
-               int *result);
+int cinfer_jv_compare(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool case_sensitive,
+                      int *result);
 
 /* ---- functions and builtins --------------------------------------------------------- */
 
@@ -330,29 +330,30 @@ struct jv_func {
 
 /* Member "name" of a value's built-ins (string methods, dict methods, length), or
  * undefined. */
-int jinja_builtin_member(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jstr name,
-                         struct jv *out);
+int cinfer_jinja_builtin_member(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jstr name,
+                                struct jv *out);
 /* The global functions: namespace, raise_exception, range, strftime_now. */
-int jinja_define_globals(struct jinja_rt *rt, struct jinja_scope *scope);
+int cinfer_jinja_define_globals(struct jinja_rt *rt, struct jinja_scope *scope);
 /* Filter "operand | name" or "operand | name(args)" with evaluated arguments (call is
  * false for the first form). */
-int jinja_apply_filter(struct jinja_rt *rt, const struct jinja_node *at, struct jv operand, struct jstr name,
-                       bool call, struct jv *args, size_t nargs, struct jv *out);
+int cinfer_jinja_apply_filter(struct jinja_rt *rt, const struct jinja_node *at, struct jv operand, struct jstr name,
+                              bool call, struct jv *args, size_t nargs, struct jv *out);
 /* Test "operand is name"; rest are extra arguments (selectattr's value). */
-int jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct jstr name, struct jv operand,
-                     const struct jv *rest, size_t nrest, bool *out);
+int cinfer_jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct jstr name, struct jv operand,
+                            const struct jv *rest, size_t nrest, bool *out);
 /* Splits trailing keyword arguments off: returns the kwargs object or NULL. */
-struct jv_object *jinja_split_kwargs(struct jv *args, size_t *nargs);
+struct jv_object *cinfer_jinja_split_kwargs(struct jv *args, size_t *nargs);
 
 /* ---- evaluator ---------------------------------------------------------------------- */
 
-bool jinja_scope_set(struct jinja_rt *rt, struct jinja_scope *s, struct jstr name, struct jv v);
-struct jinja_scope *jinja_scope_new(struct jinja_rt *rt, struct jinja_scope *parent);
+bool cinfer_jinja_scope_set(struct jinja_rt *rt, struct jinja_scope *s, struct jstr name, struct jv v);
+struct jinja_scope *cinfer_jinja_scope_new(struct jinja_rt *rt, struct jinja_scope *parent);
 /* Calls a function value (builtin, macro or caller) with evaluated arguments. */
-int jinja_call(struct jinja_rt *rt, const struct jinja_node *at, struct jv fn, struct jv *args, size_t nargs,
-               struct jinja_scope *scope, struct jv *out);
+int cinfer_jinja_call(struct jinja_rt *rt, const struct jinja_node *at, struct jv fn, struct jv *args, size_t nargs,
+                      struct jinja_scope *scope, struct jv *out);
 /* Renders program with the context into out (WTF-8). */
-int jinja_render(struct jinja_rt *rt, const struct jinja_node_list *program, struct jv context, struct jbuf *out);
+int cinfer_jinja_render(struct jinja_rt *rt, const struct jinja_node_list *program, struct jv context,
+                        struct jbuf *out);
 
 /* ---- limits (chat_template.c) -------------------------------------------------------- */
 
@@ -364,9 +365,10 @@ struct jinja_limits {
     int max_depth;           /* nested blocks, expressions and macro calls */
 };
 /* The defaults of cinfer_chat_template_render. */
-void jinja_default_limits(struct jinja_limits *l);
+void cinfer_jinja_default_limits(struct jinja_limits *l);
 /* cinfer_chat_template_render with other bounds (the fuzz target uses small ones). */
-int jinja_render_with_limits(const struct cinfer_chat_template *t, const char *context_json, size_t context_len,
-                             const struct jinja_limits *limits, char **out, size_t *out_len, struct cinfer_error *err);
+int cinfer_jinja_render_with_limits(const struct cinfer_chat_template *t, const char *context_json, size_t context_len,
+                                    const struct jinja_limits *limits, char **out, size_t *out_len,
+                                    struct cinfer_error *err);
 
 #endif

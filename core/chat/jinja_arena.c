@@ -15,7 +15,7 @@ struct jinja_arena_block {
 
 #define JINJA_ARENA_BLOCK_BYTES (64u * 1024u)
 
-void *jinja_alloc(struct jinja_arena *a, size_t n)
+void *cinfer_jinja_alloc(struct jinja_arena *a, size_t n)
 {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     if (n == 0)
@@ -48,7 +48,7 @@ void *jinja_alloc(struct jinja_arena *a, size_t n)
     return p;
 }
 
-void jinja_arena_free(struct jinja_arena *a)
+void cinfer_jinja_arena_free(struct jinja_arena *a)
 {
     struct jinja_arena_block *b = a->head;
     while (b) {

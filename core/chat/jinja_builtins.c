@@ -12,7 +12,7 @@
 
 #define MAX_RANGE_ITEMS 10000000.0
 
-struct jv_object *jinja_split_kwargs(struct jv *args, size_t *nargs)
+struct jv_object *cinfer_jinja_split_kwargs(struct jv *args, size_t *nargs)
 {
     if (*nargs && args[*nargs - 1].kind == JV_KWARGS) {
         (*nargs)--;
@@ -25,7 +25,7 @@ static struct jv kwarg(const struct jv_object *kw, const char *name)
 {
     if (!kw)
         return jv_undefined();
-    struct jv *v = jv_object_get(kw, (struct jstr){name, strlen(name)});
+    struct jv *v = cinfer_jv_object_get(kw, (struct jstr){name, strlen(name)});
     return v ? *v : jv_undefined();
 }
 
@@ -36,7 +36,7 @@ static struct jv arg_or(struct jv *args, size_t nargs, size_t i, const struct jv
     if (i < nargs)
         return args[i];
     if (kw && name) {
-        struct jv *v = jv_object_get(kw, (struct jstr){name, strlen(name)});
+        struct jv *v = cinfer_jv_object_get(kw, (struct jstr){name, strlen(name)});
         if (v)
             return *v;
     }
@@ -47,10 +47,10 @@ static int buf_to_value(struct jinja_rt *rt, const struct jinja_node *at, struct
 {
     int rc = 0;
     if (b->failed)
-        rc = jinja_fail(rt, at, CINFER_ERR_RANGE, "a string would exceed %zu bytes", rt->max_output_bytes);
-    else if (!jv_from_buf(rt, b, out))
-        rc = jinja_nomem(rt, at);
-    jbuf_free(b);
+        rc = cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "a string would exceed %zu bytes", rt->max_output_bytes);
+    else if (!cinfer_jv_from_buf(rt, b, out))
+        rc = cinfer_jinja_nomem(rt, at);
+    cinfer_jbuf_free(b);
     return rc;
 }
 
@@ -60,18 +60,18 @@ static struct jstr js_trim(struct jstr s, bool start, bool end_side)
 {
     const char *p = s.p, *end = s.p + s.n;
     size_t l;
-    while (start && (l = jinja_js_space_len(p, end)))
+    while (start && (l = cinfer_jinja_js_space_len(p, end)))
         p += l;
-    while (end_side && end > p && (l = jinja_js_space_len_before(p, end)))
+    while (end_side && end > p && (l = cinfer_jinja_js_space_len_before(p, end)))
         end -= l;
     return (struct jstr){p, (size_t)(end - p)};
 }
 
 static int make_array(struct jinja_rt *rt, const struct jinja_node *at, size_t n, struct jv_array **a, struct jv *out)
 {
-    *a = jv_array_new(rt, n);
+    *a = cinfer_jv_array_new(rt, n);
     if (!*a)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     *out = (struct jv){.kind = JV_ARRAY, .u.a = *a};
     return 0;
 }
@@ -81,7 +81,7 @@ static int make_array(struct jinja_rt *rt, const struct jinja_node *at, size_t n
 static int case_map_value(struct jinja_rt *rt, const struct jinja_node *at, struct jstr s, bool upper, struct jv *out)
 {
     struct jbuf b = new_buf(rt);
-    jinja_case_map(s, upper, &b);
+    cinfer_jinja_case_map(s, upper, &b);
     return buf_to_value(rt, at, &b, out);
 }
 
@@ -134,9 +134,9 @@ static int m_title(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
 {
     (void)args, (void)nargs;
     struct jstr s = self.u.s;
-    char *c = jinja_alloc(&rt->arena, s.n + 1);
+    char *c = cinfer_jinja_alloc(&rt->arena, s.n + 1);
     if (!c)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     for (size_t i = 0; i < s.n; i++) {
         char ch = s.p[i];
         if (ch >= 'a' && ch <= 'z' && (i == 0 || !is_word_byte(s.p[i - 1])))
@@ -156,14 +156,14 @@ static int m_capitalize(struct jinja_rt *rt, const struct jinja_node *at, struct
         *out = self;
         return 0;
     }
-    size_t first = jinja_utf8_seq_len(s.p, s.p + s.n);
+    size_t first = cinfer_jinja_utf8_seq_len(s.p, s.p + s.n);
     if (first == 4) { /* charAt(0) is half a surrogate pair: unchanged */
         *out = self;
         return 0;
     }
     struct jbuf b = new_buf(rt);
-    jinja_case_map((struct jstr){s.p, first}, true, &b);
-    jbuf_append(&b, s.p + first, s.n - first);
+    cinfer_jinja_case_map((struct jstr){s.p, first}, true, &b);
+    cinfer_jbuf_append(&b, s.p + first, s.n - first);
     return buf_to_value(rt, at, &b, out);
 }
 
@@ -179,7 +179,7 @@ static int affix_test(struct jinja_rt *rt, const struct jinja_node *at, struct j
 {
     const char *name = suffix ? "endswith" : "startswith";
     if (nargs == 0)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() requires at least one argument", name);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() requires at least one argument", name);
     struct jv p = args[0];
     if (p.kind == JV_STRING) {
         *out = jv_bool(has_prefix(self.u.s, p.u.s, suffix));
@@ -188,7 +188,8 @@ static int affix_test(struct jinja_rt *rt, const struct jinja_node *at, struct j
     if (jv_is_array(p)) {
         for (size_t i = 0; i < p.u.a->n; i++) {
             if (p.u.a->items[i].kind != JV_STRING)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() tuple elements must be strings", name);
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() tuple elements must be strings",
+                                         name);
             if (has_prefix(self.u.s, p.u.a->items[i].u.s, suffix)) {
                 *out = jv_bool(true);
                 return 0;
@@ -197,7 +198,8 @@ static int affix_test(struct jinja_rt *rt, const struct jinja_node *at, struct j
         *out = jv_bool(false);
         return 0;
     }
-    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() argument must be a string or tuple of strings", name);
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%s() argument must be a string or tuple of strings",
+                             name);
 }
 
 static int m_startswith(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jv *args, size_t nargs,
@@ -217,9 +219,9 @@ static int push_str(struct jinja_rt *rt, const struct jinja_node *at, struct jv 
 {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 8;
-        struct jv *grown = jinja_alloc(&rt->arena, c * sizeof(*grown));
+        struct jv *grown = cinfer_jinja_alloc(&rt->arena, c * sizeof(*grown));
         if (!grown)
-            return jinja_nomem(rt, at);
+            return cinfer_jinja_nomem(rt, at);
         if (*n)
             memcpy(grown, *items, *n * sizeof(*grown));
         *items = grown;
@@ -234,10 +236,10 @@ static int m_split(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
 {
     struct jv sep = nargs > 0 ? args[0] : jv_null();
     if (sep.kind != JV_STRING && sep.kind != JV_NULL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "sep argument must be a string or null");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "sep argument must be a string or null");
     struct jv maxv = nargs > 1 ? args[1] : jv_int(-1);
     if (maxv.kind != JV_INT)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "maxsplit argument must be a number");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "maxsplit argument must be a number");
     double maxsplit = maxv.u.num;
     struct jv *items = NULL;
     size_t n = 0, cap = 0;
@@ -248,13 +250,13 @@ static int m_split(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
         const char *p = text.p, *end = text.p + text.n;
         while (p < end) {
             size_t l;
-            while (p < end && (l = jinja_js_space_len(p, end)))
+            while (p < end && (l = cinfer_jinja_js_space_len(p, end)))
                 p += l;
             if (p >= end)
                 break;
             const char *w = p;
-            while (p < end && !jinja_js_space_len(p, end))
-                p += jinja_utf8_seq_len(p, end);
+            while (p < end && !cinfer_jinja_js_space_len(p, end))
+                p += cinfer_jinja_utf8_seq_len(p, end);
             if (maxsplit != -1 && (double)n >= maxsplit) {
                 if ((rc = push_str(rt, at, &items, &n, &cap, (struct jstr){w, (size_t)(end - w)})))
                     return rc;
@@ -266,7 +268,7 @@ static int m_split(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
     } else {
         struct jstr d = sep.u.s;
         if (d.n == 0)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "empty separator");
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "empty separator");
         const char *p = s.p, *end = s.p + s.n, *piece = s.p;
         while (p + d.n <= end) {
             bool limited = maxsplit != -1 && (double)n >= maxsplit;
@@ -296,14 +298,15 @@ static int m_replace(struct jinja_rt *rt, const struct jinja_node *at, struct jv
                      struct jv *out)
 {
     if (nargs < 2)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "replace() requires at least two arguments");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "replace() requires at least two arguments");
     if (args[0].kind != JV_STRING || args[1].kind != JV_STRING)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "replace() arguments must be strings");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "replace() arguments must be strings");
     struct jv count = jv_null();
     if (nargs > 2)
         count = args[2].kind == JV_KWARGS ? arg_or(NULL, 0, 0, args[2].u.o, "count", jv_null()) : args[2];
     if (count.kind != JV_INT && count.kind != JV_NULL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "replace() count argument must be a number or null");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                 "replace() count argument must be a number or null");
     struct jstr s = self.u.s, from = args[0].u.s, to = args[1].u.s;
     if (count.kind == JV_INT && count.u.num == 0) {
         *out = self;
@@ -315,24 +318,24 @@ static int m_replace(struct jinja_rt *rt, const struct jinja_node *at, struct jv
     if (from.n == 0) { /* /(?=)/gu matches before every code point and at the end */
         while (true) {
             if (remaining > 0) {
-                jbuf_append(&b, to.p, to.n);
+                cinfer_jbuf_append(&b, to.p, to.n);
                 remaining--;
             }
             if (p >= end)
                 break;
-            size_t l = jinja_utf8_seq_len(p, end);
-            jbuf_append(&b, p, l);
+            size_t l = cinfer_jinja_utf8_seq_len(p, end);
+            cinfer_jbuf_append(&b, p, l);
             p += l;
         }
     } else {
         while (p < end) {
             if (remaining > 0 && (size_t)(end - p) >= from.n && memcmp(p, from.p, from.n) == 0) {
-                jbuf_append(&b, to.p, to.n);
+                cinfer_jbuf_append(&b, to.p, to.n);
                 p += from.n;
                 remaining--;
                 continue;
             }
-            jbuf_append(&b, p, 1);
+            cinfer_jbuf_append(&b, p, 1);
             p++;
         }
     }
@@ -346,9 +349,9 @@ static int pairs(struct jinja_rt *rt, const struct jinja_node *at, const struct 
     struct jv_array *a;
     int rc = make_array(rt, at, o->n, &a, out);
     for (size_t i = 0; i < o->n && !rc; i++) {
-        struct jv_array *pair = jv_array_new(rt, 2);
+        struct jv_array *pair = cinfer_jv_array_new(rt, 2);
         if (!pair)
-            return jinja_nomem(rt, at);
+            return cinfer_jinja_nomem(rt, at);
         pair->items[0] = jv_str(o->keys[i]);
         pair->items[1] = o->vals[i];
         a->items[i] = (struct jv){.kind = JV_ARRAY, .u.a = pair};
@@ -389,9 +392,9 @@ static int m_get(struct jinja_rt *rt, const struct jinja_node *at, struct jv sel
                  struct jv *out)
 {
     if (nargs == 0 || args[0].kind != JV_STRING)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "object key must be a string: got %s",
-                          nargs ? jv_type_name(args[0]) : "nothing");
-    struct jv *v = jv_object_get(self.u.o, args[0].u.s);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "object key must be a string: got %s",
+                                 nargs ? cinfer_jv_type_name(args[0]) : "nothing");
+    struct jv *v = cinfer_jv_object_get(self.u.o, args[0].u.s);
     *out = v ? *v : nargs > 1 ? args[1] : jv_null();
     return 0;
 }
@@ -424,7 +427,7 @@ static int sort_cmp(const struct sort_ctx *c, struct jv a, struct jv b, int *r)
     struct jv x, y;
     sort_key(c, a, &x);
     sort_key(c, b, &y);
-    int rc = jv_compare(c->rt, c->at, x, y, c->case_sensitive, r);
+    int rc = cinfer_jv_compare(c->rt, c->at, x, y, c->case_sensitive, r);
     if (!rc && c->reverse)
         *r = -*r;
     return rc;
@@ -463,28 +466,28 @@ static int sorted_copy(const struct sort_ctx *c, const struct jv_array *src, str
         return rc;
     if (src->n)
         memcpy(a->items, src->items, src->n * sizeof(*a->items));
-    struct jv *tmp = jinja_alloc(&c->rt->arena, (src->n + 1) * sizeof(*tmp));
+    struct jv *tmp = cinfer_jinja_alloc(&c->rt->arena, (src->n + 1) * sizeof(*tmp));
     if (!tmp)
-        return jinja_nomem(c->rt, c->at);
+        return cinfer_jinja_nomem(c->rt, c->at);
     return merge_sort(c, a->items, tmp, a->n);
 }
 
 static int m_dictsort(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jv *args, size_t nargs,
                       struct jv *out)
 {
-    struct jv_object *kw = jinja_split_kwargs(args, &nargs);
+    struct jv_object *kw = cinfer_jinja_split_kwargs(args, &nargs);
     struct jv cs = arg_or(args, nargs, 0, kw, "case_sensitive", jv_bool(false));
     if (cs.kind != JV_BOOL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "case_sensitive must be a boolean");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "case_sensitive must be a boolean");
     struct jv by = arg_or(args, nargs, 1, kw, "by", jv_str((struct jstr){"key", 3}));
     if (by.kind != JV_STRING)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "by must be a string");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "by must be a string");
     bool by_value = by.u.s.n == 5 && !memcmp(by.u.s.p, "value", 5);
     if (!by_value && !(by.u.s.n == 3 && !memcmp(by.u.s.p, "key", 3)))
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "by must be either 'key' or 'value'");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "by must be either 'key' or 'value'");
     struct jv rev = arg_or(args, nargs, 2, kw, "reverse", jv_bool(false));
     if (rev.kind != JV_BOOL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "reverse must be a boolean");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "reverse must be a boolean");
     struct jv items;
     int rc = pairs(rt, at, self.u.o, &items);
     if (rc)
@@ -496,9 +499,9 @@ static int m_dictsort(struct jinja_rt *rt, const struct jinja_node *at, struct j
 static int bound_method(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, jinja_builtin_fn fn,
                         struct jv *out)
 {
-    struct jv_func *f = jinja_alloc(&rt->arena, sizeof(*f));
+    struct jv_func *f = cinfer_jinja_alloc(&rt->arena, sizeof(*f));
     if (!f)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     f->kind = F_BUILTIN;
     f->fn = fn;
     f->self = self;
@@ -530,14 +533,14 @@ static jinja_builtin_fn find_fn(const struct named_fn *table, struct jstr name)
 
 static bool is_name(struct jstr s, const char *name) { return s.n == strlen(name) && memcmp(s.p, name, s.n) == 0; }
 
-int jinja_builtin_member(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jstr name,
-                         struct jv *out)
+int cinfer_jinja_builtin_member(struct jinja_rt *rt, const struct jinja_node *at, struct jv self, struct jstr name,
+                                struct jv *out)
 {
     *out = jv_undefined();
     jinja_builtin_fn fn = NULL;
     if (self.kind == JV_STRING) {
         if (is_name(name, "length")) {
-            *out = jv_int((double)jinja_utf16_len(self.u.s));
+            *out = jv_int((double)cinfer_jinja_utf16_len(self.u.s));
             return 0;
         }
         fn = find_fn(string_methods, name);
@@ -559,14 +562,15 @@ static int g_raise_exception(struct jinja_rt *rt, const struct jinja_node *at, s
     (void)self, (void)out;
     struct jbuf b = new_buf(rt);
     if (nargs && args[0].kind != JV_UNDEFINED) {
-        int rc = jv_js_string(rt, at, args[0], &b);
+        int rc = cinfer_jv_js_string(rt, at, args[0], &b);
         if (rc) {
-            jbuf_free(&b);
+            cinfer_jbuf_free(&b);
             return rc;
         }
     }
-    int rc = jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%.*s", (int)(b.n > 900 ? 900 : b.n), b.p ? b.p : "");
-    jbuf_free(&b);
+    int rc = cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%.*s", (int)(b.n > 900 ? 900 : b.n),
+                               b.p ? b.p : "");
+    cinfer_jbuf_free(&b);
     return rc;
 }
 
@@ -582,8 +586,8 @@ static int g_range(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
         if (args[i].kind == JV_UNDEFINED)
             continue;
         if (!jv_is_number(args[i]) && args[i].kind != JV_BOOL)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "range() arguments must be numbers, got %s",
-                              jv_type_name(args[i]));
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "range() arguments must be numbers, got %s",
+                                     cinfer_jv_type_name(args[i]));
         v[i] = args[i].kind == JV_BOOL ? args[i].u.b : args[i].u.num;
         given[i] = true;
     }
@@ -593,14 +597,14 @@ static int g_range(struct jinja_rt *rt, const struct jinja_node *at, struct jv s
         start = 0;
     }
     if (stepv == 0)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "range() step must not be zero");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "range() step must not be zero");
     double count = stepv > 0 ? ceil((stop - start) / stepv) : ceil((start - stop) / -stepv);
     if (isnan(stepv)) /* the descending branch runs once, then i is NaN */
         count = start > stop ? 1 : 0;
     if (!(count > 0))
         count = 0;
     if (count > MAX_RANGE_ITEMS)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "range() of more than %.0f items", MAX_RANGE_ITEMS);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "range() of more than %.0f items", MAX_RANGE_ITEMS);
     struct jv_array *a;
     int rc = make_array(rt, at, (size_t)count, &a, out);
     if (rc)
@@ -617,7 +621,7 @@ static int g_strftime_now(struct jinja_rt *rt, const struct jinja_node *at, stru
 {
     (void)self;
     if (nargs == 0 || args[0].kind != JV_STRING)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "strftime_now() expects a format string");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "strftime_now() expects a format string");
     static const char *const months[] = {"January", "February", "March",     "April",   "May",      "June",
                                          "July",    "August",   "September", "October", "November", "December"};
     time_t now = time(NULL);
@@ -628,7 +632,7 @@ static int g_strftime_now(struct jinja_rt *rt, const struct jinja_node *at, stru
     char tmp[32];
     for (size_t i = 0; i < f.n; i++) {
         if (f.p[i] != '%' || i + 1 >= f.n || !strchr("YmdbBHM%", f.p[i + 1]) || !f.p[i + 1]) {
-            jbuf_putc(&b, f.p[i]);
+            cinfer_jbuf_putc(&b, f.p[i]);
             continue;
         }
         switch (f.p[++i]) {
@@ -656,7 +660,7 @@ static int g_strftime_now(struct jinja_rt *rt, const struct jinja_node *at, stru
         default:
             snprintf(tmp, sizeof(tmp), "%%");
         }
-        jbuf_puts(&b, tmp);
+        cinfer_jbuf_puts(&b, tmp);
     }
     return buf_to_value(rt, at, &b, out);
 }
@@ -665,49 +669,51 @@ static int g_namespace(struct jinja_rt *rt, const struct jinja_node *at, struct 
                        struct jv *out)
 {
     (void)self;
-    struct jv_object *kw = jinja_split_kwargs(args, &nargs);
+    struct jv_object *kw = cinfer_jinja_split_kwargs(args, &nargs);
     if (nargs > 1)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "namespace expected at most 1 argument, got %zu", nargs);
-    struct jv_object *o = jv_object_new(rt, 4);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "namespace expected at most 1 argument, got %zu",
+                                 nargs);
+    struct jv_object *o = cinfer_jv_object_new(rt, 4);
     if (!o)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     if (nargs == 1) {
         struct jv src = args[0];
         if (jv_is_object(src)) {
             for (size_t i = 0; i < src.u.o->n; i++)
-                if (!jv_object_set(rt, o, src.u.o->keys[i], src.u.o->vals[i]))
-                    return jinja_nomem(rt, at);
+                if (!cinfer_jv_object_set(rt, o, src.u.o->keys[i], src.u.o->vals[i]))
+                    return cinfer_jinja_nomem(rt, at);
         } else if (jv_is_array(src)) {
             for (size_t i = 0; i < src.u.a->n; i++) {
                 struct jv pair = src.u.a->items[i];
                 if (!jv_is_array(pair) || pair.u.a->n != 2)
-                    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
-                                      "namespace expected an object or an iterable of [key, value] pairs");
+                    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                             "namespace expected an object or an iterable of [key, value] pairs");
                 if (pair.u.a->items[0].kind != JV_STRING)
-                    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "namespace keys must be strings");
-                if (!jv_object_set(rt, o, pair.u.a->items[0].u.s, pair.u.a->items[1]))
-                    return jinja_nomem(rt, at);
+                    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "namespace keys must be strings");
+                if (!cinfer_jv_object_set(rt, o, pair.u.a->items[0].u.s, pair.u.a->items[1]))
+                    return cinfer_jinja_nomem(rt, at);
             }
         } else {
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "'%s' object is not iterable", jv_type_name(src));
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "'%s' object is not iterable",
+                                     cinfer_jv_type_name(src));
         }
     }
     for (size_t i = 0; kw && i < kw->n; i++)
-        if (!jv_object_set(rt, o, kw->keys[i], kw->vals[i]))
-            return jinja_nomem(rt, at);
+        if (!cinfer_jv_object_set(rt, o, kw->keys[i], kw->vals[i]))
+            return cinfer_jinja_nomem(rt, at);
     *out = (struct jv){.kind = JV_NAMESPACE, .u.o = o};
     return 0;
 }
 
-int jinja_define_globals(struct jinja_rt *rt, struct jinja_scope *scope)
+int cinfer_jinja_define_globals(struct jinja_rt *rt, struct jinja_scope *scope)
 {
     static const struct named_fn fns[] = {{"namespace", g_namespace}, {"raise_exception", g_raise_exception},
                                           {"range", g_range}, {"strftime_now", g_strftime_now}, {NULL, NULL}};
     for (const struct named_fn *f = fns; f->name; f++) {
         struct jv v;
         if (bound_method(rt, NULL, jv_undefined(), f->fn, &v) ||
-            !jinja_scope_set(rt, scope, (struct jstr){f->name, strlen(f->name)}, v))
-            return jinja_nomem(rt, NULL);
+            !cinfer_jinja_scope_set(rt, scope, (struct jstr){f->name, strlen(f->name)}, v))
+            return cinfer_jinja_nomem(rt, NULL);
     }
     static const struct {
         const char *name;
@@ -715,16 +721,16 @@ int jinja_define_globals(struct jinja_rt *rt, struct jinja_scope *scope)
     } consts[] = {{"false", 0}, {"true", 1}, {"none", 2}, {"True", 1}, {"False", 0}, {"None", 2}};
     for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++) {
         struct jv v = consts[i].value == 2 ? jv_null() : jv_bool(consts[i].value == 1);
-        if (!jinja_scope_set(rt, scope, (struct jstr){consts[i].name, strlen(consts[i].name)}, v))
-            return jinja_nomem(rt, NULL);
+        if (!cinfer_jinja_scope_set(rt, scope, (struct jstr){consts[i].name, strlen(consts[i].name)}, v))
+            return cinfer_jinja_nomem(rt, NULL);
     }
     return 0;
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
 
-int jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct jstr name, struct jv v,
-                     const struct jv *rest, size_t nrest, bool *out)
+int cinfer_jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct jstr name, struct jv v,
+                            const struct jv *rest, size_t nrest, bool *out)
 {
     if (is_name(name, "boolean"))
         *out = v.kind == JV_BOOL;
@@ -732,8 +738,8 @@ int jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct js
         *out = v.kind == JV_FUNCTION;
     else if (is_name(name, "odd") || is_name(name, "even")) {
         if (v.kind != JV_INT)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot %.*s on %s", (int)name.n, name.p,
-                              jv_type_name(v));
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot %.*s on %s", (int)name.n, name.p,
+                                     cinfer_jv_type_name(v));
         bool odd = fmod(v.u.num, 2) != 0;
         *out = name.p[0] == 'o' ? odd : !odd;
     } else if (is_name(name, "false"))
@@ -760,20 +766,21 @@ int jinja_apply_test(struct jinja_rt *rt, const struct jinja_node *at, struct js
             return 0;
         }
         struct jbuf b = new_buf(rt);
-        jinja_case_map(v.u.s, name.p[0] == 'u', &b);
+        cinfer_jinja_case_map(v.u.s, name.p[0] == 'u', &b);
         *out = !b.failed && b.n == v.u.s.n && (b.n == 0 || memcmp(b.p, v.u.s.p, b.n) == 0);
-        jbuf_free(&b);
+        cinfer_jbuf_free(&b);
     } else if (is_name(name, "defined"))
         *out = v.kind != JV_UNDEFINED;
     else if (is_name(name, "undefined"))
         *out = v.kind == JV_UNDEFINED;
     else if (is_name(name, "equalto") || is_name(name, "eq")) {
         if (nrest == 0)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "the '%.*s' test needs a value to compare with",
-                              (int)name.n, name.p);
-        *out = jv_strict_equal(v, rest[0]);
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                     "the '%.*s' test needs a value to compare with",
+                                     (int)name.n, name.p);
+        *out = cinfer_jv_strict_equal(v, rest[0]);
     } else
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown test: %.*s", (int)name.n, name.p);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown test: %.*s", (int)name.n, name.p);
     return 0;
 }
 
@@ -787,10 +794,10 @@ static int attribute_value(struct jv item, struct jstr path, struct jv *out)
         const char *dot = memchr(p, '.', (size_t)(end - p));
         struct jstr part = {p, (size_t)((dot ? dot : end) - p)};
         if (jv_is_object(v) || v.kind == JV_NAMESPACE) {
-            struct jv *got = jv_object_get(v.u.o, part);
+            struct jv *got = cinfer_jv_object_get(v.u.o, part);
             v = got ? *got : jv_undefined();
         } else if (jv_is_array(v)) {
-            double idx = jinja_js_parse_int(part);
+            double idx = cinfer_jinja_js_parse_int(part);
             if (!isnan(idx) && idx >= 0 && idx < (double)v.u.a->n) {
                 v = v.u.a->items[(size_t)idx];
             } else {
@@ -816,13 +823,13 @@ static int join_values(struct jinja_rt *rt, const struct jinja_node *at, const s
     struct jbuf b = new_buf(rt);
     for (size_t i = 0; i < a->n; i++) {
         if (i)
-            jbuf_append(&b, sep.p, sep.n);
+            cinfer_jbuf_append(&b, sep.p, sep.n);
         struct jv v = a->items[i];
         if (v.kind == JV_NULL || v.kind == JV_UNDEFINED)
             continue;
-        int rc = jv_js_string(rt, at, v, &b);
+        int rc = cinfer_jv_js_string(rt, at, v, &b);
         if (rc) {
-            jbuf_free(&b);
+            cinfer_jbuf_free(&b);
             return rc;
         }
     }
@@ -833,7 +840,7 @@ static bool same_value_zero(struct jv a, struct jv b)
 {
     if (jv_is_number(a) && jv_is_number(b) && isnan(a.u.num) && isnan(b.u.num))
         return true;
-    return jv_strict_equal(a, b);
+    return cinfer_jv_strict_equal(a, b);
 }
 
 static int indent_lines(struct jinja_rt *rt, const struct jinja_node *at, struct jstr s, struct jstr pad, bool first,
@@ -846,11 +853,11 @@ static int indent_lines(struct jinja_rt *rt, const struct jinja_node *at, struct
         const char *le = nl ? nl : end;
         bool skip = (!first && line == 0) || (!blank && le == p);
         if (!skip)
-            jbuf_append(&b, pad.p, pad.n);
-        jbuf_append(&b, p, (size_t)(le - p));
+            cinfer_jbuf_append(&b, pad.p, pad.n);
+        cinfer_jbuf_append(&b, p, (size_t)(le - p));
         if (!nl)
             break;
-        jbuf_putc(&b, '\n');
+        cinfer_jbuf_putc(&b, '\n');
         p = nl + 1;
     }
     return buf_to_value(rt, at, &b, out);
@@ -860,9 +867,9 @@ static int tojson_value(struct jinja_rt *rt, const struct jinja_node *at, struct
                         struct jv *out)
 {
     struct jbuf b = new_buf(rt);
-    int rc = jv_to_json(rt, at, v, o, 0, &b);
+    int rc = cinfer_jv_to_json(rt, at, v, o, 0, &b);
     if (rc) {
-        jbuf_free(&b);
+        cinfer_jbuf_free(&b);
         return rc;
     }
     return buf_to_value(rt, at, &b, out);
@@ -870,13 +877,14 @@ static int tojson_value(struct jinja_rt *rt, const struct jinja_node *at, struct
 
 static int cannot_apply(struct jinja_rt *rt, const struct jinja_node *at, struct jstr name, struct jv v)
 {
-    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot apply filter \"%.*s\" to type: %s", (int)name.n,
-                      name.p, jv_type_name(v));
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot apply filter \"%.*s\" to type: %s",
+                             (int)name.n,
+                             name.p, cinfer_jv_type_name(v));
 }
 
 static int unknown_filter(struct jinja_rt *rt, const struct jinja_node *at, const char *kind, struct jstr name)
 {
-    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown %s filter: %.*s", kind, (int)name.n, name.p);
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown %s filter: %.*s", kind, (int)name.n, name.p);
 }
 
 static int filter_plain(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jstr name, struct jv *out)
@@ -935,7 +943,7 @@ static int filter_plain(struct jinja_rt *rt, const struct jinja_node *at, struct
     if (v.kind == JV_STRING) {
         struct jstr s = v.u.s;
         if (is_name(name, "length")) {
-            *out = jv_int((double)jinja_utf16_len(s));
+            *out = jv_int((double)cinfer_jinja_utf16_len(s));
             return 0;
         }
         if (is_name(name, "upper") || is_name(name, "lower") || is_name(name, "title") || is_name(name, "capitalize"))
@@ -951,12 +959,12 @@ static int filter_plain(struct jinja_rt *rt, const struct jinja_node *at, struct
             return 0;
         }
         if (is_name(name, "int")) {
-            double x = jinja_js_parse_int(s);
+            double x = cinfer_jinja_js_parse_int(s);
             *out = jv_int(isnan(x) ? 0 : x);
             return 0;
         }
         if (is_name(name, "float")) {
-            double x = jinja_js_parse_float(s);
+            double x = cinfer_jinja_js_parse_float(s);
             *out = jv_float(isnan(x) ? 0 : x);
             return 0;
         }
@@ -971,9 +979,9 @@ static int filter_plain(struct jinja_rt *rt, const struct jinja_node *at, struct
             *out = jv_float(v.u.num);
         else if (is_name(name, "string")) {
             struct jbuf b = new_buf(rt);
-            int rc = jv_print(rt, at, v, &b);
+            int rc = cinfer_jv_print(rt, at, v, &b);
             if (rc) {
-                jbuf_free(&b);
+                cinfer_jbuf_free(&b);
                 return rc;
             }
             return buf_to_value(rt, at, &b, out);
@@ -1015,37 +1023,38 @@ static int filter_tojson(struct jinja_rt *rt, const struct jinja_node *at, struc
     struct jinja_json_opts o = {.undefined_as_null = true};
     struct jv indent = arg_or(NULL, 0, 0, kw, "indent", jv_null());
     if (indent.kind != JV_INT && indent.kind != JV_NULL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, indent must be a number");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, indent must be a number");
     if (indent.kind == JV_INT) {
         if (indent.u.num < 0 || indent.u.num > 1000)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "indent must be between 0 and 1000");
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "indent must be between 0 and 1000");
         o.indent = (int)indent.u.num;
     }
     struct jv ascii = arg_or(NULL, 0, 0, kw, "ensure_ascii", jv_bool(false));
     if (ascii.kind != JV_BOOL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, ensure_ascii must be a boolean");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, ensure_ascii must be a boolean");
     struct jv sort = arg_or(NULL, 0, 0, kw, "sort_keys", jv_bool(false));
     if (sort.kind != JV_BOOL)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, sort_keys must be a boolean");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, sort_keys must be a boolean");
     o.ensure_ascii = ascii.u.b;
     o.sort_keys = sort.u.b;
     struct jv seps = arg_or(NULL, 0, 0, kw, "separators", jv_null());
     char *item_sep = NULL, *key_sep = NULL;
     if (jv_is_array(seps)) {
         if (seps.u.a->n != 2 || seps.u.a->items[0].kind != JV_STRING || seps.u.a->items[1].kind != JV_STRING)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "separators must be a tuple of two strings");
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "separators must be a tuple of two strings");
         /* NUL-terminated copies for the serializer */
         struct jstr a = seps.u.a->items[0].u.s, b = seps.u.a->items[1].u.s;
-        item_sep = jinja_alloc(&rt->arena, a.n + 1);
-        key_sep = jinja_alloc(&rt->arena, b.n + 1);
+        item_sep = cinfer_jinja_alloc(&rt->arena, a.n + 1);
+        key_sep = cinfer_jinja_alloc(&rt->arena, b.n + 1);
         if (!item_sep || !key_sep)
-            return jinja_nomem(rt, at);
+            return cinfer_jinja_nomem(rt, at);
         memcpy(item_sep, a.p, a.n);
         memcpy(key_sep, b.p, b.n);
         o.item_sep = item_sep;
         o.key_sep = key_sep;
     } else if (seps.kind != JV_NULL) {
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "if set, separators must be a tuple of two strings");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                 "if set, separators must be a tuple of two strings");
     }
     return tojson_value(rt, at, v, &o, out);
 }
@@ -1055,7 +1064,7 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
 {
     struct jv *all = args;
     size_t nall = nargs;
-    struct jv_object *kw = jinja_split_kwargs(args, &nargs);
+    struct jv_object *kw = cinfer_jinja_split_kwargs(args, &nargs);
     if (is_name(name, "tojson"))
         return filter_tojson(rt, at, v, kw, out);
     if (is_name(name, "join")) {
@@ -1064,16 +1073,16 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
             return cannot_apply(rt, at, name, v);
         struct jv sep = arg_or(args, nargs, 0, kw, "separator", sep_default);
         if (sep.kind != JV_STRING)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "separator must be a string");
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "separator must be a string");
         if (jv_is_array(v))
             return join_values(rt, at, v.u.a, sep.u.s, out);
         struct jbuf b = new_buf(rt); /* a string joins its code points */
         const char *p = v.u.s.p, *end = v.u.s.p + v.u.s.n;
         for (bool first = true; p < end; first = false) {
             if (!first)
-                jbuf_append(&b, sep.u.s.p, sep.u.s.n);
-            size_t l = jinja_utf8_seq_len(p, end);
-            jbuf_append(&b, p, l);
+                cinfer_jbuf_append(&b, sep.u.s.p, sep.u.s.n);
+            size_t l = cinfer_jinja_utf8_seq_len(p, end);
+            cinfer_jbuf_append(&b, p, l);
             p += l;
         }
         return buf_to_value(rt, at, &b, out);
@@ -1082,7 +1091,7 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         bool is_int = name.p[0] == 'i';
         struct jv dflt = arg_or(args, nargs, 0, kw, "default", is_int ? jv_int(0) : jv_float(0));
         if (v.kind == JV_STRING) {
-            double x = is_int ? jinja_js_parse_int(v.u.s) : jinja_js_parse_float(v.u.s);
+            double x = is_int ? cinfer_jinja_js_parse_int(v.u.s) : cinfer_jinja_js_parse_float(v.u.s);
             *out = isnan(x) ? dflt : is_int ? jv_int(x) : jv_float(x);
         } else if (jv_is_number(v)) {
             *out = v;
@@ -1097,8 +1106,8 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         struct jv dflt = nargs > 0 ? args[0] : jv_str((struct jstr){"", 0});
         struct jv boolean = arg_or(args, nargs, 1, kw, "boolean", jv_bool(false));
         if (boolean.kind != JV_BOOL)
-            return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "`default` filter flag must be a boolean");
-        *out = (v.kind == JV_UNDEFINED || (boolean.u.b && !jv_truthy(v))) ? dflt : v;
+            return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "`default` filter flag must be a boolean");
+        *out = (v.kind == JV_UNDEFINED || (boolean.u.b && !cinfer_jv_truthy(v))) ? dflt : v;
         return 0;
     }
     if (jv_is_array(v)) {
@@ -1106,20 +1115,21 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         if (is_name(name, "sort")) {
             struct jv rev = arg_or(args, nargs, 0, kw, "reverse", jv_bool(false));
             if (rev.kind != JV_BOOL)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "reverse must be a boolean");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "reverse must be a boolean");
             struct jv cs = arg_or(args, nargs, 1, kw, "case_sensitive", jv_bool(false));
             if (cs.kind != JV_BOOL)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "case_sensitive must be a boolean");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "case_sensitive must be a boolean");
             struct jv attr = arg_or(args, nargs, 2, kw, "attribute", jv_null());
             if (attr.kind != JV_STRING && attr.kind != JV_INT && attr.kind != JV_NULL)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "attribute must be a string, integer, or null");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                         "attribute must be a string, integer, or null");
             struct jv attr_str = attr;
             if (attr.kind == JV_INT) {
                 char num[40];
-                jinja_js_number(attr.u.num, num);
+                cinfer_jinja_js_number(attr.u.num, num);
                 struct jstr s;
-                if (!jv_strdup(rt, num, strlen(num), &s))
-                    return jinja_nomem(rt, at);
+                if (!cinfer_jv_strdup(rt, num, strlen(num), &s))
+                    return cinfer_jinja_nomem(rt, at);
                 attr_str = jv_str(s);
             }
             struct sort_ctx c = {rt, at, cs.u.b, rev.u.b, attr.kind == JV_NULL ? NULL : &attr_str, -1};
@@ -1128,22 +1138,24 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         if (is_name(name, "selectattr") || is_name(name, "rejectattr")) {
             bool select = name.p[0] == 's';
             if (nall == 0 || all[0].kind != JV_STRING)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%.*s needs an attribute name", (int)name.n,
-                                  name.p);
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "%.*s needs an attribute name",
+                                         (int)name.n,
+                                         name.p);
             struct jv_array *r;
             int rc = make_array(rt, at, a->n, &r, out);
             if (rc)
                 return rc;
             size_t k = 0;
             for (size_t i = 0; i < a->n; i++) {
-                struct jv *got = jv_object_get(a->items[i].u.o, all[0].u.s);
+                struct jv *got = cinfer_jv_object_get(a->items[i].u.o, all[0].u.s);
                 bool result = false;
                 if (got) {
                     if (nall > 1) {
-                        if ((rc = jinja_apply_test(rt, at, all[1].u.s, *got, all + 2, nall > 2 ? nall - 2 : 0, &result)))
+                        if ((rc = cinfer_jinja_apply_test(rt, at, all[1].u.s, *got, all + 2, nall > 2 ? nall - 2 : 0,
+                                                          &result)))
                             return rc;
                     } else {
-                        result = jv_truthy(*got);
+                        result = cinfer_jv_truthy(*got);
                     }
                 }
                 if (select ? result : !result)
@@ -1154,19 +1166,19 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         }
         if (is_name(name, "map")) {
             struct jv attr = kwarg(kw, "attribute");
-            if (attr.kind == JV_UNDEFINED && !(kw && jv_object_get(kw, (struct jstr){"attribute", 9})))
-                return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED,
-                                  "`map` expressions without `attribute` set are not currently supported.");
+            if (attr.kind == JV_UNDEFINED && !(kw && cinfer_jv_object_get(kw, (struct jstr){"attribute", 9})))
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED,
+                                         "`map` expressions without `attribute` set are not currently supported.");
             if (attr.kind != JV_STRING)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "attribute must be a string");
-            bool has_default = kw && jv_object_get(kw, (struct jstr){"default", 7});
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "attribute must be a string");
+            bool has_default = kw && cinfer_jv_object_get(kw, (struct jstr){"default", 7});
             struct jv dflt = kwarg(kw, "default");
             struct jv_array *r;
             int rc = make_array(rt, at, a->n, &r, out);
             for (size_t i = 0; !rc && i < a->n; i++) {
                 struct jv item = a->items[i];
                 if (!jv_is_object(item) && item.kind != JV_NAMESPACE)
-                    return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "items in map must be an object");
+                    return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "items in map must be an object");
                 struct jv got;
                 attribute_value(item, attr.u.s, &got);
                 r->items[i] = got.kind == JV_UNDEFINED ? (has_default ? dflt : jv_undefined()) : got;
@@ -1179,24 +1191,25 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
         if (is_name(name, "indent")) {
             struct jv width = arg_or(args, nargs, 0, kw, "width", jv_int(4));
             if (width.kind != JV_INT)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "width must be a number");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "width must be a number");
             if (width.u.num < 0 || width.u.num > 4096)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "indent width must be between 0 and 4096");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                         "indent width must be between 0 and 4096");
             struct jv first = arg_or(args, nargs, 1, kw, "first", jv_bool(false));
             struct jv blank = arg_or(args, nargs, 2, kw, "blank", jv_bool(false));
-            char *pad = jinja_alloc(&rt->arena, (size_t)width.u.num + 1);
+            char *pad = cinfer_jinja_alloc(&rt->arena, (size_t)width.u.num + 1);
             if (!pad)
-                return jinja_nomem(rt, at);
+                return cinfer_jinja_nomem(rt, at);
             memset(pad, ' ', (size_t)width.u.num);
-            return indent_lines(rt, at, v.u.s, (struct jstr){pad, (size_t)width.u.num}, jv_truthy(first),
-                                jv_truthy(blank), out);
+            return indent_lines(rt, at, v.u.s, (struct jstr){pad, (size_t)width.u.num}, cinfer_jv_truthy(first),
+                                cinfer_jv_truthy(blank), out);
         }
         if (is_name(name, "replace")) {
             /* the reference passes the keyword arguments along, always */
-            struct jv *with_kw = jinja_alloc(&rt->arena, (nargs + 1) * sizeof(*with_kw));
-            struct jv_object *empty = kw ? kw : jv_object_new(rt, 0);
+            struct jv *with_kw = cinfer_jinja_alloc(&rt->arena, (nargs + 1) * sizeof(*with_kw));
+            struct jv_object *empty = kw ? kw : cinfer_jv_object_new(rt, 0);
             if (!with_kw || !empty)
-                return jinja_nomem(rt, at);
+                return cinfer_jinja_nomem(rt, at);
             if (nargs)
                 memcpy(with_kw, args, nargs * sizeof(*args));
             with_kw[nargs] = (struct jv){.kind = JV_KWARGS, .u.o = empty};
@@ -1213,8 +1226,9 @@ static int filter_called(struct jinja_rt *rt, const struct jinja_node *at, struc
     return cannot_apply(rt, at, name, v);
 }
 
-int jinja_apply_filter(struct jinja_rt *rt, const struct jinja_node *at, struct jv operand, struct jstr name, bool call,
-                       struct jv *args, size_t nargs, struct jv *out)
+int cinfer_jinja_apply_filter(struct jinja_rt *rt, const struct jinja_node *at, struct jv operand, struct jstr name,
+                              bool call,
+                              struct jv *args, size_t nargs, struct jv *out)
 {
     if (!call)
         return filter_plain(rt, at, operand, name, out);

@@ -18,9 +18,9 @@ struct jinja_scope {
     size_t n, cap;
 };
 
-struct jinja_scope *jinja_scope_new(struct jinja_rt *rt, struct jinja_scope *parent)
+struct jinja_scope *cinfer_jinja_scope_new(struct jinja_rt *rt, struct jinja_scope *parent)
 {
-    struct jinja_scope *s = jinja_alloc(&rt->arena, sizeof(*s));
+    struct jinja_scope *s = cinfer_jinja_alloc(&rt->arena, sizeof(*s));
     if (s)
         s->parent = parent;
     return s;
@@ -34,7 +34,7 @@ static struct jv *scope_find_here(struct jinja_scope *s, struct jstr name)
     return NULL;
 }
 
-bool jinja_scope_set(struct jinja_rt *rt, struct jinja_scope *s, struct jstr name, struct jv v)
+bool cinfer_jinja_scope_set(struct jinja_rt *rt, struct jinja_scope *s, struct jstr name, struct jv v)
 {
     struct jv *have = scope_find_here(s, name);
     if (have) {
@@ -43,8 +43,8 @@ bool jinja_scope_set(struct jinja_rt *rt, struct jinja_scope *s, struct jstr nam
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        struct jstr *names = jinja_alloc(&rt->arena, cap * sizeof(*names));
-        struct jv *vals = jinja_alloc(&rt->arena, cap * sizeof(*vals));
+        struct jstr *names = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*names));
+        struct jv *vals = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*vals));
         if (!names || !vals)
             return false;
         if (s->n) {
@@ -74,20 +74,21 @@ static struct jv scope_lookup(struct jinja_scope *s, struct jstr name)
 static int step(struct jinja_rt *rt, const struct jinja_node *at)
 {
     if (++rt->steps > rt->max_steps)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "the template ran more than %zu steps (a runaway loop?)",
-                          rt->max_steps);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "the template ran more than %zu steps (a runaway loop?)",
+                                 rt->max_steps);
     return 0;
 }
 
 static int out_fail(struct jinja_rt *rt, const struct jinja_node *at, const struct jbuf *out)
 {
     if (out->limit_bytes && out->n + 1 >= out->limit_bytes / 2)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "the output would exceed %zu bytes", out->limit_bytes);
-    return jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "the output would exceed %zu bytes", out->limit_bytes);
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
 }
 
 static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_scope *sc, struct jv *out);
-static int exec_block(struct jinja_rt *rt, const struct jinja_node_list *body, struct jinja_scope *sc, struct jbuf *out);
+static int exec_block(struct jinja_rt *rt, const struct jinja_node_list *body, struct jinja_scope *sc,
+                      struct jbuf *out);
 
 /* Renders a block into a new string value (macro bodies, set blocks, filter blocks). */
 static int render_to_value(struct jinja_rt *rt, const struct jinja_node *at, const struct jinja_node_list *body,
@@ -95,9 +96,9 @@ static int render_to_value(struct jinja_rt *rt, const struct jinja_node *at, con
 {
     struct jbuf b = {.limit_bytes = rt->max_output_bytes};
     int rc = exec_block(rt, body, sc, &b);
-    if (!rc && !jv_from_buf(rt, &b, out))
-        rc = b.failed ? out_fail(rt, at, &b) : jinja_nomem(rt, at);
-    jbuf_free(&b);
+    if (!rc && !cinfer_jv_from_buf(rt, &b, out))
+        rc = b.failed ? out_fail(rt, at, &b) : cinfer_jinja_nomem(rt, at);
+    cinfer_jbuf_free(&b);
     return rc;
 }
 
@@ -105,13 +106,14 @@ static int render_to_value(struct jinja_rt *rt, const struct jinja_node *at, con
 
 /* Positional arguments (with *spread) first, then keyword arguments (with **spread) as
  * one trailing kwargs value when there are any. */
-static int eval_args(struct jinja_rt *rt, const struct jinja_node_list *list, struct jinja_scope *sc, bool always_kwargs,
+static int eval_args(struct jinja_rt *rt, const struct jinja_node_list *list, struct jinja_scope *sc,
+                     bool always_kwargs,
                      struct jv **args_out, size_t *nargs_out)
 {
     size_t cap = list->n + 1; /* grown below for *spread arguments */
-    struct jv *args = jinja_alloc(&rt->arena, cap * sizeof(*args));
+    struct jv *args = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*args));
     if (!args)
-        return jinja_nomem(rt, NULL);
+        return cinfer_jinja_nomem(rt, NULL);
     size_t n = 0;
     for (size_t i = 0; i < list->n; i++) {
         const struct jinja_node *a = list->items[i];
@@ -126,10 +128,11 @@ static int eval_args(struct jinja_rt *rt, const struct jinja_node_list *list, st
             continue;
         }
         if (!jv_is_array(v))
-            return jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-iterable type: %s", jv_type_name(v));
-        struct jv *grown = jinja_alloc(&rt->arena, (cap + v.u.a->n) * sizeof(*grown));
+            return cinfer_jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-iterable type: %s",
+                                     cinfer_jv_type_name(v));
+        struct jv *grown = cinfer_jinja_alloc(&rt->arena, (cap + v.u.a->n) * sizeof(*grown));
         if (!grown)
-            return jinja_nomem(rt, a);
+            return cinfer_jinja_nomem(rt, a);
         memcpy(grown, args, n * sizeof(*args));
         memcpy(grown + n, v.u.a->items, v.u.a->n * sizeof(*grown));
         args = grown;
@@ -141,33 +144,35 @@ static int eval_args(struct jinja_rt *rt, const struct jinja_node_list *list, st
         const struct jinja_node *a = list->items[i];
         if (a->kind != N_KWARG && a->kind != N_KWSPREAD)
             continue;
-        if (!kw && !(kw = jv_object_new(rt, 4)))
-            return jinja_nomem(rt, a);
+        if (!kw && !(kw = cinfer_jv_object_new(rt, 4)))
+            return cinfer_jinja_nomem(rt, a);
         struct jv v;
         int rc = eval(rt, a->a, sc, &v);
         if (rc)
             return rc;
         if (a->kind == N_KWARG) {
-            if (jv_object_get(kw, a->str))
-                return jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "got multiple values for keyword argument '%.*s'",
-                                  (int)a->str.n, a->str.p);
-            if (!jv_object_set(rt, kw, a->str, v))
-                return jinja_nomem(rt, a);
+            if (cinfer_jv_object_get(kw, a->str))
+                return cinfer_jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT,
+                                         "got multiple values for keyword argument '%.*s'",
+                                         (int)a->str.n, a->str.p);
+            if (!cinfer_jv_object_set(rt, kw, a->str, v))
+                return cinfer_jinja_nomem(rt, a);
             continue;
         }
         if (!jv_is_object(v))
-            return jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "argument after ** must be a mapping, not %s",
-                              jv_type_name(v));
+            return cinfer_jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "argument after ** must be a mapping, not %s",
+                                     cinfer_jv_type_name(v));
         for (size_t k = 0; k < v.u.o->n; k++) {
-            if (jv_object_get(kw, v.u.o->keys[k]))
-                return jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT, "got multiple values for keyword argument '%.*s'",
-                                  (int)v.u.o->keys[k].n, v.u.o->keys[k].p);
-            if (!jv_object_set(rt, kw, v.u.o->keys[k], v.u.o->vals[k]))
-                return jinja_nomem(rt, a);
+            if (cinfer_jv_object_get(kw, v.u.o->keys[k]))
+                return cinfer_jinja_fail(rt, a, CINFER_ERR_INVALID_ARGUMENT,
+                                         "got multiple values for keyword argument '%.*s'",
+                                         (int)v.u.o->keys[k].n, v.u.o->keys[k].p);
+            if (!cinfer_jv_object_set(rt, kw, v.u.o->keys[k], v.u.o->vals[k]))
+                return cinfer_jinja_nomem(rt, a);
         }
     }
-    if (!kw && always_kwargs && !(kw = jv_object_new(rt, 0)))
-        return jinja_nomem(rt, NULL);
+    if (!kw && always_kwargs && !(kw = cinfer_jv_object_new(rt, 0)))
+        return cinfer_jinja_nomem(rt, NULL);
     if (kw && kw->n == 0 && !always_kwargs)
         kw = NULL;
     if (kw)
@@ -182,13 +187,13 @@ static int bind_arguments(struct jinja_rt *rt, const struct jinja_node *at, cons
                           const struct jinja_node_list *params, bool uses_kwargs, bool uses_varargs, struct jv *args,
                           size_t nargs, struct jinja_scope *sc)
 {
-    struct jv_object *kw = jinja_split_kwargs(args, &nargs);
+    struct jv_object *kw = cinfer_jinja_split_kwargs(args, &nargs);
     bool *used = NULL;
-    if (kw && kw->n && !(used = jinja_alloc(&rt->arena, kw->n * sizeof(*used))))
-        return jinja_nomem(rt, at);
-    const struct jinja_node **pending = jinja_alloc(&rt->arena, (params->n + 1) * sizeof(*pending));
+    if (kw && kw->n && !(used = cinfer_jinja_alloc(&rt->arena, kw->n * sizeof(*used))))
+        return cinfer_jinja_nomem(rt, at);
+    const struct jinja_node **pending = cinfer_jinja_alloc(&rt->arena, (params->n + 1) * sizeof(*pending));
     if (!pending)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     for (size_t i = 0; i < params->n; i++) {
         const struct jinja_node *p = params->items[i];
         struct jv v = jv_undefined();
@@ -205,38 +210,40 @@ static int bind_arguments(struct jinja_rt *rt, const struct jinja_node *at, cons
                 }
         }
         pending[i] = !have && p->kind == N_KWARG ? p : NULL;
-        if (!jinja_scope_set(rt, sc, p->str, v))
-            return jinja_nomem(rt, at);
+        if (!cinfer_jinja_scope_set(rt, sc, p->str, v))
+            return cinfer_jinja_nomem(rt, at);
     }
     size_t unused = 0, first_unused = 0;
     for (size_t k = 0; kw && k < kw->n; k++)
         if (!used[k] && unused++ == 0)
             first_unused = k;
     if (uses_kwargs) {
-        struct jv_object *rest = jv_object_new(rt, unused);
+        struct jv_object *rest = cinfer_jv_object_new(rt, unused);
         if (!rest)
-            return jinja_nomem(rt, at);
+            return cinfer_jinja_nomem(rt, at);
         for (size_t k = 0; kw && k < kw->n; k++)
-            if (!used[k] && !jv_object_set(rt, rest, kw->keys[k], kw->vals[k]))
-                return jinja_nomem(rt, at);
-        if (!jinja_scope_set(rt, sc, (struct jstr){"kwargs", 6}, (struct jv){.kind = JV_OBJECT, .u.o = rest}))
-            return jinja_nomem(rt, at);
+            if (!used[k] && !cinfer_jv_object_set(rt, rest, kw->keys[k], kw->vals[k]))
+                return cinfer_jinja_nomem(rt, at);
+        if (!cinfer_jinja_scope_set(rt, sc, (struct jstr){"kwargs", 6}, (struct jv){.kind = JV_OBJECT, .u.o = rest}))
+            return cinfer_jinja_nomem(rt, at);
     } else if (unused) {
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "macro %s takes no keyword argument '%.*s'", display,
-                          (int)kw->keys[first_unused].n, kw->keys[first_unused].p);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "macro %s takes no keyword argument '%.*s'",
+                                 display,
+                                 (int)kw->keys[first_unused].n, kw->keys[first_unused].p);
     }
     if (uses_varargs) {
         size_t extra = nargs > params->n ? nargs - params->n : 0;
-        struct jv_array *a = jv_array_new(rt, extra);
+        struct jv_array *a = cinfer_jv_array_new(rt, extra);
         if (!a)
-            return jinja_nomem(rt, at);
+            return cinfer_jinja_nomem(rt, at);
         for (size_t i = 0; i < extra; i++)
             a->items[i] = args[params->n + i];
-        if (!jinja_scope_set(rt, sc, (struct jstr){"varargs", 7}, (struct jv){.kind = JV_ARRAY, .u.a = a}))
-            return jinja_nomem(rt, at);
+        if (!cinfer_jinja_scope_set(rt, sc, (struct jstr){"varargs", 7}, (struct jv){.kind = JV_ARRAY, .u.a = a}))
+            return cinfer_jinja_nomem(rt, at);
     } else if (nargs > params->n) {
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "macro %s takes not more than %zu argument(s)", display,
-                          params->n);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "macro %s takes not more than %zu argument(s)",
+                                 display,
+                                 params->n);
     }
     for (size_t i = 0; i < params->n; i++) {
         if (!pending[i])
@@ -245,27 +252,29 @@ static int bind_arguments(struct jinja_rt *rt, const struct jinja_node *at, cons
         int rc = eval(rt, pending[i]->a, sc, &v);
         if (rc)
             return rc;
-        if (!jinja_scope_set(rt, sc, pending[i]->str, v))
-            return jinja_nomem(rt, at);
+        if (!cinfer_jinja_scope_set(rt, sc, pending[i]->str, v))
+            return cinfer_jinja_nomem(rt, at);
     }
     return 0;
 }
 
-int jinja_call(struct jinja_rt *rt, const struct jinja_node *at, struct jv fn, struct jv *args, size_t nargs,
-               struct jinja_scope *scope, struct jv *out)
+int cinfer_jinja_call(struct jinja_rt *rt, const struct jinja_node *at, struct jv fn, struct jv *args, size_t nargs,
+                      struct jinja_scope *scope, struct jv *out)
 {
     if (fn.kind != JV_FUNCTION)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot call something that is not a function: got %s",
-                          jv_type_name(fn));
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                 "cannot call something that is not a function: got %s",
+                                 cinfer_jv_type_name(fn));
     const struct jv_func *f = fn.u.f;
     if (f->kind == F_BUILTIN)
         return f->fn(rt, at, f->self, args, nargs, out);
     if (++rt->depth > rt->max_depth)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "calls nested deeper than %d (runaway recursion?)", rt->max_depth);
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "calls nested deeper than %d (runaway recursion?)",
+                                 rt->max_depth);
     const struct jinja_node *m = f->node;
-    struct jinja_scope *sc = jinja_scope_new(rt, f->kind == F_MACRO ? scope : f->scope);
+    struct jinja_scope *sc = cinfer_jinja_scope_new(rt, f->kind == F_MACRO ? scope : f->scope);
     if (!sc)
-        return jinja_nomem(rt, at);
+        return cinfer_jinja_nomem(rt, at);
     char display[80];
     if (f->kind == F_MACRO)
         snprintf(display, sizeof(display), "'%.*s'", (int)(m->str.n > 60 ? 60 : m->str.n), m->str.p);
@@ -283,12 +292,12 @@ int jinja_call(struct jinja_rt *rt, const struct jinja_node *at, struct jv fn, s
 static int concat_js(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, struct jv *out)
 {
     struct jbuf buf = {.limit_bytes = rt->max_output_bytes};
-    int rc = jv_js_string(rt, at, a, &buf);
+    int rc = cinfer_jv_js_string(rt, at, a, &buf);
     if (!rc)
-        rc = jv_js_string(rt, at, b, &buf);
-    if (!rc && !jv_from_buf(rt, &buf, out))
-        rc = buf.failed ? out_fail(rt, at, &buf) : jinja_nomem(rt, at);
-    jbuf_free(&buf);
+        rc = cinfer_jv_js_string(rt, at, b, &buf);
+    if (!rc && !cinfer_jv_from_buf(rt, &buf, out))
+        rc = buf.failed ? out_fail(rt, at, &buf) : cinfer_jinja_nomem(rt, at);
+    cinfer_jbuf_free(&buf);
     return rc;
 }
 
@@ -319,15 +328,15 @@ static int eval_binary(struct jinja_rt *rt, const struct jinja_node *nd, struct 
     if (rc)
         return rc;
     if (nd->op == OP_AND)
-        return jv_truthy(l) ? eval(rt, nd->b, sc, out) : (*out = l, 0);
+        return cinfer_jv_truthy(l) ? eval(rt, nd->b, sc, out) : (*out = l, 0);
     if (nd->op == OP_OR)
-        return jv_truthy(l) ? (*out = l, 0) : eval(rt, nd->b, sc, out);
+        return cinfer_jv_truthy(l) ? (*out = l, 0) : eval(rt, nd->b, sc, out);
     if ((rc = eval(rt, nd->b, sc, &r)))
         return rc;
     enum jinja_op op = nd->op;
     if (op == OP_EQ || op == OP_NE) {
         bool eq;
-        if ((rc = jv_loose_equal(rt, nd, l, r, &eq)))
+        if ((rc = cinfer_jv_loose_equal(rt, nd, l, r, &eq)))
             return rc;
         *out = jv_bool(op == OP_EQ ? eq : !eq);
         return 0;
@@ -337,23 +346,25 @@ static int eval_binary(struct jinja_rt *rt, const struct jinja_node *nd, struct 
             *out = jv_bool(op == OP_NOT_IN);
             return 0;
         }
-        return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot perform operation %s on undefined values",
-                          op_text(op));
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot perform operation %s on undefined values",
+                                 op_text(op));
     }
     if (l.kind == JV_NULL || r.kind == JV_NULL)
-        return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot perform operation %s on null values", op_text(op));
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot perform operation %s on null values",
+                                 op_text(op));
     if (op == OP_CONCAT)
         return concat_js(rt, nd, l, r, out);
     bool ln = jv_is_number(l) || l.kind == JV_BOOL, rn = jv_is_number(r) || r.kind == JV_BOOL;
     if (op == OP_POW && ln && rn) {
         double a = l.kind == JV_BOOL ? l.u.b : l.u.num, b = r.kind == JV_BOOL ? r.u.b : r.u.num;
         if (a == 0 && b < 0)
-            return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "0.0 cannot be raised to a negative power");
+            return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "0.0 cannot be raised to a negative power");
         double res = pow(a, b);
         if (isnan(a) || isnan(b) || (a == 1 && isinf(b)))
             res = NAN; /* JavaScript: 1 ** Infinity is NaN */
         if (!isfinite(res))
-            return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "exponentiation result is not a finite real number");
+            return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT,
+                                     "exponentiation result is not a finite real number");
         *out = (l.kind == JV_FLOAT || r.kind == JV_FLOAT || b < 0) ? jv_float(res) : jv_int(res);
         return 0;
     }
@@ -398,9 +409,9 @@ static int eval_binary(struct jinja_rt *rt, const struct jinja_node *nd, struct 
         }
     } else if (jv_is_array(l) && jv_is_array(r)) {
         if (op == OP_ADD) {
-            struct jv_array *a = jv_array_new(rt, l.u.a->n + r.u.a->n);
+            struct jv_array *a = cinfer_jv_array_new(rt, l.u.a->n + r.u.a->n);
             if (!a)
-                return jinja_nomem(rt, nd);
+                return cinfer_jinja_nomem(rt, nd);
             if (l.u.a->n)
                 memcpy(a->items, l.u.a->items, l.u.a->n * sizeof(*a->items));
             if (r.u.a->n)
@@ -412,7 +423,7 @@ static int eval_binary(struct jinja_rt *rt, const struct jinja_node *nd, struct 
         if (op == OP_IN || op == OP_NOT_IN) {
             bool member = false;
             for (size_t i = 0; i < r.u.a->n && !member; i++)
-                member = jv_strict_equal(r.u.a->items[i], l);
+                member = cinfer_jv_strict_equal(r.u.a->items[i], l);
             *out = jv_bool(op == OP_IN ? member : !member);
             return 0;
         }
@@ -425,12 +436,13 @@ static int eval_binary(struct jinja_rt *rt, const struct jinja_node *nd, struct 
         return 0;
     }
     if (l.kind == JV_STRING && jv_is_object(r) && (op == OP_IN || op == OP_NOT_IN)) {
-        bool has = jv_object_get(r.u.o, l.u.s) != NULL;
+        bool has = cinfer_jv_object_get(r.u.o, l.u.s) != NULL;
         *out = jv_bool(op == OP_IN ? has : !has);
         return 0;
     }
-    return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "unknown operator \"%s\" between %s and %s", op_text(op),
-                      jv_type_name(l), jv_type_name(r));
+    return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "unknown operator \"%s\" between %s and %s",
+                             op_text(op),
+                             cinfer_jv_type_name(l), cinfer_jv_type_name(r));
 }
 
 /* slice() of the reference's utils on n items. */
@@ -454,7 +466,7 @@ static size_t slice_indices(size_t len, struct jv start, struct jv stop, struct 
     size_t count = 0;
     if (dir != 0 && dir * a < dir * b)
         count = (size_t)ceil((b - a) / st);
-    size_t *idx = count ? jinja_alloc(&rt->arena, count * sizeof(*idx)) : NULL;
+    size_t *idx = count ? cinfer_jinja_alloc(&rt->arena, count * sizeof(*idx)) : NULL;
     if (count && !idx)
         return (size_t)-1;
     size_t k = 0;
@@ -468,7 +480,7 @@ static int eval_slice(struct jinja_rt *rt, const struct jinja_node *nd, struct j
                       struct jv *out)
 {
     if (!jv_is_array(obj) && obj.kind != JV_STRING)
-        return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "slice object must be an array or string");
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "slice object must be an array or string");
     struct jv parts[3] = {jv_undefined(), jv_undefined(), jv_undefined()};
     const struct jinja_node *nodes[3] = {nd->a, nd->b, nd->c};
     static const char *const names[3] = {"start", "stop", "step"};
@@ -479,16 +491,17 @@ static int eval_slice(struct jinja_rt *rt, const struct jinja_node *nd, struct j
                 return rc;
         }
         if (parts[i].kind != JV_INT && parts[i].kind != JV_UNDEFINED)
-            return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "slice %s must be numeric or undefined", names[i]);
+            return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "slice %s must be numeric or undefined",
+                                     names[i]);
     }
     if (jv_is_array(obj)) {
         size_t *idx;
         size_t n = slice_indices(obj.u.a->n, parts[0], parts[1], parts[2], &idx, rt);
         if (n == (size_t)-1)
-            return jinja_nomem(rt, nd);
-        struct jv_array *a = jv_array_new(rt, n);
+            return cinfer_jinja_nomem(rt, nd);
+        struct jv_array *a = cinfer_jv_array_new(rt, n);
         if (!a)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         for (size_t i = 0; i < n; i++)
             a->items[i] = obj.u.a->items[idx[i]];
         *out = (struct jv){.kind = JV_ARRAY, .u.a = a};
@@ -498,32 +511,32 @@ static int eval_slice(struct jinja_rt *rt, const struct jinja_node *nd, struct j
     struct jstr s = obj.u.s;
     size_t ncp = 0;
     for (const char *p = s.p, *end = s.p + s.n; p < end; ncp++)
-        p += jinja_utf8_seq_len(p, end);
-    const char **starts = jinja_alloc(&rt->arena, (ncp + 1) * sizeof(*starts));
+        p += cinfer_jinja_utf8_seq_len(p, end);
+    const char **starts = cinfer_jinja_alloc(&rt->arena, (ncp + 1) * sizeof(*starts));
     if (!starts)
-        return jinja_nomem(rt, nd);
+        return cinfer_jinja_nomem(rt, nd);
     size_t k = 0;
     for (const char *p = s.p, *end = s.p + s.n; p < end; k++) {
         starts[k] = p;
-        p += jinja_utf8_seq_len(p, end);
+        p += cinfer_jinja_utf8_seq_len(p, end);
     }
     starts[ncp] = s.p + s.n;
     size_t *idx;
     size_t n = slice_indices(ncp, parts[0], parts[1], parts[2], &idx, rt);
     if (n == (size_t)-1)
-        return jinja_nomem(rt, nd);
+        return cinfer_jinja_nomem(rt, nd);
     struct jbuf b = {.limit_bytes = rt->max_output_bytes};
     for (size_t i = 0; i < n; i++)
-        jbuf_append(&b, starts[idx[i]], (size_t)(starts[idx[i] + 1] - starts[idx[i]]));
-    int rc = jv_from_buf(rt, &b, out) ? 0 : jinja_nomem(rt, nd);
-    jbuf_free(&b);
+        cinfer_jbuf_append(&b, starts[idx[i]], (size_t)(starts[idx[i] + 1] - starts[idx[i]]));
+    int rc = cinfer_jv_from_buf(rt, &b, out) ? 0 : cinfer_jinja_nomem(rt, nd);
+    cinfer_jbuf_free(&b);
     return rc;
 }
 
 /* The UTF-16 code unit at index i (negative from the end) of s, as a string. */
 static int string_at(struct jinja_rt *rt, const struct jinja_node *at, struct jstr s, double i, struct jv *out)
 {
-    double len = (double)jinja_utf16_len(s);
+    double len = (double)cinfer_jinja_utf16_len(s);
     if (i < 0)
         i += len;
     if (!(i >= 0 && i < len) || floor(i) != i) {
@@ -533,20 +546,20 @@ static int string_at(struct jinja_rt *rt, const struct jinja_node *at, struct js
     size_t unit = 0;
     const char *p = s.p, *end = s.p + s.n;
     while (p < end) {
-        size_t n = jinja_utf8_seq_len(p, end);
+        size_t n = cinfer_jinja_utf8_seq_len(p, end);
         size_t units = n == 4 ? 2 : 1;
         if ((double)(unit + units) > i) {
             struct jstr r;
             if (units == 2) { /* half of a pair: a lone surrogate */
                 const char *q = p;
-                uint32_t cp = jinja_utf8_decode(&q, end) - 0x10000;
+                uint32_t cp = cinfer_jinja_utf8_decode(&q, end) - 0x10000;
                 uint32_t half = (double)unit == i ? 0xd800 + (cp >> 10) : 0xdc00 + (cp & 0x3ff);
                 char enc[4];
-                size_t l = jinja_utf8_encode(half, enc);
-                if (!jv_strdup(rt, enc, l, &r))
-                    return jinja_nomem(rt, at);
-            } else if (!jv_strdup(rt, p, n, &r)) {
-                return jinja_nomem(rt, at);
+                size_t l = cinfer_jinja_utf8_encode(half, enc);
+                if (!cinfer_jv_strdup(rt, enc, l, &r))
+                    return cinfer_jinja_nomem(rt, at);
+            } else if (!cinfer_jv_strdup(rt, p, n, &r)) {
+                return cinfer_jinja_nomem(rt, at);
             }
             *out = jv_str(r);
             return 0;
@@ -577,14 +590,15 @@ static int eval_member(struct jinja_rt *rt, const struct jinja_node *nd, struct 
     *out = jv_undefined();
     if (jv_is_object(obj) || obj.kind == JV_NAMESPACE) {
         if (prop.kind != JV_STRING)
-            return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot access property with non-string: got %s",
-                              jv_type_name(prop));
-        struct jv *v = jv_object_get(obj.u.o, prop.u.s);
+            return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT,
+                                     "cannot access property with non-string: got %s",
+                                     cinfer_jv_type_name(prop));
+        struct jv *v = cinfer_jv_object_get(obj.u.o, prop.u.s);
         if (v) {
             *out = *v;
             return 0;
         }
-        return obj.kind == JV_NAMESPACE ? 0 : jinja_builtin_member(rt, nd, obj, prop.u.s, out);
+        return obj.kind == JV_NAMESPACE ? 0 : cinfer_jinja_builtin_member(rt, nd, obj, prop.u.s, out);
     }
     if (jv_is_array(obj) || obj.kind == JV_STRING) {
         if (prop.kind == JV_INT) {
@@ -598,44 +612,46 @@ static int eval_member(struct jinja_rt *rt, const struct jinja_node *nd, struct 
             return 0;
         }
         if (prop.kind == JV_STRING)
-            return jinja_builtin_member(rt, nd, obj, prop.u.s, out);
-        return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT,
-                          "cannot access property with non-string/non-number: got %s", jv_type_name(prop));
+            return cinfer_jinja_builtin_member(rt, nd, obj, prop.u.s, out);
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT,
+                                 "cannot access property with non-string/non-number: got %s",
+                                 cinfer_jv_type_name(prop));
     }
     if (prop.kind != JV_STRING)
-        return jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot access property with non-string: got %s",
-                          jv_type_name(prop));
-    return jinja_builtin_member(rt, nd, obj, prop.u.s, out);
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "cannot access property with non-string: got %s",
+                                 cinfer_jv_type_name(prop));
+    return cinfer_jinja_builtin_member(rt, nd, obj, prop.u.s, out);
 }
 
 static int apply_filter_node(struct jinja_rt *rt, const struct jinja_node *at, struct jv operand,
                              const struct jinja_node *filter, struct jinja_scope *sc, struct jv *out)
 {
     if (filter->kind == N_IDENT)
-        return jinja_apply_filter(rt, at, operand, filter->str, false, NULL, 0, out);
+        return cinfer_jinja_apply_filter(rt, at, operand, filter->str, false, NULL, 0, out);
     /* {% filter 0 %} parses (any primary) and fails only when it runs */
     if (filter->kind != N_CALL || filter->a->kind != N_IDENT)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown filter: not a name");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "unknown filter: not a name");
     struct jstr name = filter->a->str;
     bool attr_filter = (name.n == 10 && (!memcmp(name.p, "selectattr", 10) || !memcmp(name.p, "rejectattr", 10)));
     if (attr_filter && jv_is_array(operand)) {
         for (size_t i = 0; i < operand.u.a->n; i++) {
             enum jv_kind k = operand.u.a->items[i].kind;
             if (k != JV_OBJECT && k != JV_KWARGS && k != JV_NAMESPACE)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "`%.*s` can only be applied to array of objects",
-                                  (int)name.n, name.p);
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT,
+                                         "`%.*s` can only be applied to array of objects",
+                                         (int)name.n, name.p);
         }
         for (size_t i = 0; i < filter->list.n; i++)
             if (filter->list.items[i]->kind != N_STRING)
-                return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "arguments of `%.*s` must be strings",
-                                  (int)name.n, name.p);
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "arguments of `%.*s` must be strings",
+                                         (int)name.n, name.p);
     }
     struct jv *args;
     size_t nargs;
     int rc = eval_args(rt, &filter->list, sc, false, &args, &nargs);
     if (rc)
         return rc;
-    return jinja_apply_filter(rt, at, operand, name, true, args, nargs, out);
+    return cinfer_jinja_apply_filter(rt, at, operand, name, true, args, nargs, out);
 }
 
 static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_scope *sc, struct jv *out)
@@ -645,7 +661,7 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         return rc;
     if (++rt->depth > rt->max_depth) {
         rt->depth--;
-        return jinja_fail(rt, nd, CINFER_ERR_RANGE, "expressions nested deeper than %d", rt->max_depth);
+        return cinfer_jinja_fail(rt, nd, CINFER_ERR_RANGE, "expressions nested deeper than %d", rt->max_depth);
     }
     switch (nd->kind) {
     case N_INT:
@@ -663,9 +679,9 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         break;
     case N_ARRAY:
     case N_TUPLE: {
-        struct jv_array *a = jv_array_new(rt, nd->list.n);
+        struct jv_array *a = cinfer_jv_array_new(rt, nd->list.n);
         if (!a) {
-            rc = jinja_nomem(rt, nd);
+            rc = cinfer_jinja_nomem(rt, nd);
             break;
         }
         for (size_t i = 0; i < nd->list.n && !rc; i++)
@@ -674,9 +690,9 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         break;
     }
     case N_OBJECT: {
-        struct jv_object *o = jv_object_new(rt, nd->list.n);
+        struct jv_object *o = cinfer_jv_object_new(rt, nd->list.n);
         if (!o) {
-            rc = jinja_nomem(rt, nd);
+            rc = cinfer_jinja_nomem(rt, nd);
             break;
         }
         for (size_t i = 0; i < nd->list.n && !rc; i++) {
@@ -684,14 +700,15 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
             if ((rc = eval(rt, nd->list.items[i], sc, &k)))
                 break;
             if (k.kind != JV_STRING) {
-                rc = jinja_fail(rt, nd->list.items[i], CINFER_ERR_INVALID_ARGUMENT, "object keys must be strings: got %s",
-                                jv_type_name(k));
+                rc = cinfer_jinja_fail(rt, nd->list.items[i], CINFER_ERR_INVALID_ARGUMENT,
+                                       "object keys must be strings: got %s",
+                                       cinfer_jv_type_name(k));
                 break;
             }
             if ((rc = eval(rt, nd->list2.items[i], sc, &v)))
                 break;
-            if (!jv_object_set(rt, o, k.u.s, v))
-                rc = jinja_nomem(rt, nd);
+            if (!cinfer_jv_object_set(rt, o, k.u.s, v))
+                rc = cinfer_jinja_nomem(rt, nd);
         }
         *out = (struct jv){.kind = JV_OBJECT, .u.o = o};
         break;
@@ -703,7 +720,7 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
             break;
         if ((rc = eval(rt, nd->a, sc, &fn)))
             break;
-        rc = jinja_call(rt, nd, fn, args, nargs, sc, out);
+        rc = cinfer_jinja_call(rt, nd, fn, args, nargs, sc, out);
         break;
     }
     case N_MEMBER:
@@ -714,7 +731,7 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         if ((rc = eval(rt, nd->a, sc, &v)))
             break;
         if (nd->op == OP_NOT) {
-            *out = jv_bool(!jv_truthy(v));
+            *out = jv_bool(!cinfer_jv_truthy(v));
             break;
         }
         double sign = nd->op == OP_SUB ? -1 : 1;
@@ -722,8 +739,8 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
             double x = v.kind == JV_BOOL ? (v.u.b ? 1 : 0) : v.u.num;
             *out = v.kind == JV_FLOAT ? jv_float(sign * x) : jv_int(sign * x);
         } else {
-            rc = jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "unknown operator \"%s\" for %s",
-                            nd->op == OP_SUB ? "-" : "+", jv_type_name(v));
+            rc = cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "unknown operator \"%s\" for %s",
+                                   nd->op == OP_SUB ? "-" : "+", cinfer_jv_type_name(v));
         }
         break;
     }
@@ -742,7 +759,7 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         bool r;
         if ((rc = eval(rt, nd->a, sc, &operand)))
             break;
-        if ((rc = jinja_apply_test(rt, nd, nd->str, operand, NULL, 0, &r)))
+        if ((rc = cinfer_jinja_apply_test(rt, nd, nd->str, operand, NULL, 0, &r)))
             break;
         *out = jv_bool(nd->flag ? !r : r);
         break;
@@ -751,7 +768,7 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         struct jv cond;
         if ((rc = eval(rt, nd->b, sc, &cond)))
             break;
-        if (!jv_truthy(cond))
+        if (!cinfer_jv_truthy(cond))
             *out = jv_undefined();
         else
             rc = eval(rt, nd->a, sc, out);
@@ -761,14 +778,14 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
         struct jv cond;
         if ((rc = eval(rt, nd->a, sc, &cond)))
             break;
-        rc = eval(rt, jv_truthy(cond) ? nd->b : nd->c, sc, out);
+        rc = eval(rt, cinfer_jv_truthy(cond) ? nd->b : nd->c, sc, out);
         break;
     }
     case N_SLICE:
-        rc = jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "a slice is only allowed inside '[]'");
+        rc = cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "a slice is only allowed inside '[]'");
         break;
     default:
-        rc = jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "this statement cannot be used as a value");
+        rc = cinfer_jinja_fail(rt, nd, CINFER_ERR_INVALID_ARGUMENT, "this statement cannot be used as a value");
     }
     rt->depth--;
     return rc;
@@ -779,20 +796,22 @@ static int eval(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_s
 static int assign(struct jinja_rt *rt, const struct jinja_node *target, struct jv v, struct jinja_scope *sc)
 {
     if (target->kind == N_IDENT)
-        return jinja_scope_set(rt, sc, target->str, v) ? 0 : jinja_nomem(rt, target);
+        return cinfer_jinja_scope_set(rt, sc, target->str, v) ? 0 : cinfer_jinja_nomem(rt, target);
     if (target->kind == N_TUPLE) {
         if (!jv_is_array(v))
-            return jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-iterable type in set: %s",
-                              jv_type_name(v));
+            return cinfer_jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT,
+                                     "cannot unpack non-iterable type in set: %s",
+                                     cinfer_jv_type_name(v));
         if (v.u.a->n != target->list.n)
-            return jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "too %s items to unpack in set",
-                              target->list.n > v.u.a->n ? "few" : "many");
+            return cinfer_jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "too %s items to unpack in set",
+                                     target->list.n > v.u.a->n ? "few" : "many");
         for (size_t i = 0; i < target->list.n; i++) {
             const struct jinja_node *e = target->list.items[i];
             if (e->kind != N_IDENT)
-                return jinja_fail(rt, e, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack to a non-identifier in set");
-            if (!jinja_scope_set(rt, sc, e->str, v.u.a->items[i]))
-                return jinja_nomem(rt, e);
+                return cinfer_jinja_fail(rt, e, CINFER_ERR_INVALID_ARGUMENT,
+                                         "cannot unpack to a non-identifier in set");
+            if (!cinfer_jinja_scope_set(rt, sc, e->str, v.u.a->items[i]))
+                return cinfer_jinja_nomem(rt, e);
         }
         return 0;
     }
@@ -802,19 +821,21 @@ static int assign(struct jinja_rt *rt, const struct jinja_node *target, struct j
         if (rc)
             return rc;
         if (obj.kind != JV_NAMESPACE)
-            return jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "cannot assign attribute on non-namespace object");
+            return cinfer_jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT,
+                                     "cannot assign attribute on non-namespace object");
         if (target->flag || target->b->kind != N_IDENT)
-            return jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "cannot assign to member with non-identifier property");
-        return jv_object_set(rt, obj.u.o, target->b->str, v) ? 0 : jinja_nomem(rt, target);
+            return cinfer_jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT,
+                                     "cannot assign to member with non-identifier property");
+        return cinfer_jv_object_set(rt, obj.u.o, target->b->str, v) ? 0 : cinfer_jinja_nomem(rt, target);
     }
-    return jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "invalid left-hand side in 'set'");
+    return cinfer_jinja_fail(rt, target, CINFER_ERR_INVALID_ARGUMENT, "invalid left-hand side in 'set'");
 }
 
 static int exec_for(struct jinja_rt *rt, const struct jinja_node *nd, struct jinja_scope *parent, struct jbuf *out)
 {
-    struct jinja_scope *sc = jinja_scope_new(rt, parent);
+    struct jinja_scope *sc = cinfer_jinja_scope_new(rt, parent);
     if (!sc)
-        return jinja_nomem(rt, nd);
+        return cinfer_jinja_nomem(rt, nd);
     const struct jinja_node *test = NULL, *iter_node = nd->b;
     if (iter_node->kind == N_SELECT) {
         test = iter_node->b;
@@ -831,39 +852,40 @@ static int exec_for(struct jinja_rt *rt, const struct jinja_node *nd, struct jin
         n = it.u.a->n;
     } else if (jv_is_object(it)) {
         n = it.u.o->n;
-        items = jinja_alloc(&rt->arena, (n + 1) * sizeof(*items));
+        items = cinfer_jinja_alloc(&rt->arena, (n + 1) * sizeof(*items));
         if (!items)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         for (size_t i = 0; i < n; i++)
             items[i] = jv_str(it.u.o->keys[i]);
     } else {
-        return jinja_fail(rt, nd->b, CINFER_ERR_INVALID_ARGUMENT, "expected iterable or object type in for loop: got %s",
-                          jv_type_name(it));
+        return cinfer_jinja_fail(rt, nd->b, CINFER_ERR_INVALID_ARGUMENT,
+                                 "expected iterable or object type in for loop: got %s",
+                                 cinfer_jv_type_name(it));
     }
-    struct jv *kept = jinja_alloc(&rt->arena, (n + 1) * sizeof(*kept));
+    struct jv *kept = cinfer_jinja_alloc(&rt->arena, (n + 1) * sizeof(*kept));
     if (!kept)
-        return jinja_nomem(rt, nd);
+        return cinfer_jinja_nomem(rt, nd);
     size_t nk = 0;
     for (size_t i = 0; i < n; i++) {
         struct jv cur = items[i];
         if (nd->a->kind == N_TUPLE) {
             if (cur.kind != JV_ARRAY)
-                return jinja_fail(rt, nd->a, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-iterable type: %s",
-                                  jv_type_name(cur));
+                return cinfer_jinja_fail(rt, nd->a, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-iterable type: %s",
+                                         cinfer_jv_type_name(cur));
             if (cur.u.a->n != nd->a->list.n)
-                return jinja_fail(rt, nd->a, CINFER_ERR_INVALID_ARGUMENT, "too %s items to unpack",
-                                  nd->a->list.n > cur.u.a->n ? "few" : "many");
+                return cinfer_jinja_fail(rt, nd->a, CINFER_ERR_INVALID_ARGUMENT, "too %s items to unpack",
+                                         nd->a->list.n > cur.u.a->n ? "few" : "many");
         }
         if (test) {
-            struct jinja_scope *ls = jinja_scope_new(rt, sc);
+            struct jinja_scope *ls = cinfer_jinja_scope_new(rt, sc);
             if (!ls)
-                return jinja_nomem(rt, nd);
+                return cinfer_jinja_nomem(rt, nd);
             if ((rc = assign(rt, nd->a, cur, ls)))
                 return rc;
             struct jv t;
             if ((rc = eval(rt, test, ls, &t)))
                 return rc;
-            if (!jv_truthy(t))
+            if (!cinfer_jv_truthy(t))
                 continue;
         }
         kept[nk++] = cur;
@@ -872,9 +894,9 @@ static int exec_for(struct jinja_rt *rt, const struct jinja_node *nd, struct jin
     for (size_t i = 0; i < nk; i++) {
         if ((rc = step(rt, nd)))
             return rc;
-        struct jv_object *loop = jv_object_new(rt, 9);
+        struct jv_object *loop = cinfer_jv_object_new(rt, 9);
         if (!loop)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         loop->n = 9;
         static const struct jstr keys[9] = {{"index", 5},     {"index0", 6}, {"revindex", 8},
                                             {"revindex0", 9}, {"first", 5},  {"last", 4},
@@ -889,18 +911,18 @@ static int exec_for(struct jinja_rt *rt, const struct jinja_node *nd, struct jin
         loop->vals[6] = jv_int((double)nk);
         loop->vals[7] = i > 0 ? kept[i - 1] : jv_undefined();
         loop->vals[8] = i + 1 < nk ? kept[i + 1] : jv_undefined();
-        if (!jinja_scope_set(rt, sc, (struct jstr){"loop", 4}, (struct jv){.kind = JV_OBJECT, .u.o = loop}))
-            return jinja_nomem(rt, nd);
+        if (!cinfer_jinja_scope_set(rt, sc, (struct jstr){"loop", 4}, (struct jv){.kind = JV_OBJECT, .u.o = loop}))
+            return cinfer_jinja_nomem(rt, nd);
         if (nd->a->kind == N_IDENT) {
-            if (!jinja_scope_set(rt, sc, nd->a->str, kept[i]))
-                return jinja_nomem(rt, nd);
+            if (!cinfer_jinja_scope_set(rt, sc, nd->a->str, kept[i]))
+                return cinfer_jinja_nomem(rt, nd);
         } else {
             for (size_t k = 0; k < nd->a->list.n; k++) {
                 const struct jinja_node *e = nd->a->list.items[k];
                 if (e->kind != N_IDENT)
-                    return jinja_fail(rt, e, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-identifier type");
-                if (!jinja_scope_set(rt, sc, e->str, kept[i].u.a->items[k]))
-                    return jinja_nomem(rt, nd);
+                    return cinfer_jinja_fail(rt, e, CINFER_ERR_INVALID_ARGUMENT, "cannot unpack non-identifier type");
+                if (!cinfer_jinja_scope_set(rt, sc, e->str, kept[i].u.a->items[k]))
+                    return cinfer_jinja_nomem(rt, nd);
             }
         }
         size_t mark = out->n;
@@ -926,7 +948,7 @@ static int print_value(struct jinja_rt *rt, const struct jinja_node *at, struct 
 {
     if (v.kind == JV_NULL || v.kind == JV_UNDEFINED)
         return 0;
-    int rc = jv_print(rt, at, v, out);
+    int rc = cinfer_jv_print(rt, at, v, out);
     if (!rc && out->failed)
         rc = out_fail(rt, at, out);
     return rc;
@@ -939,7 +961,7 @@ static int exec_statement(struct jinja_rt *rt, const struct jinja_node *nd, stru
         return rc;
     switch (nd->kind) {
     case N_TEXT:
-        return jbuf_append(out, nd->str.p, nd->str.n) ? 0 : out_fail(rt, nd, out);
+        return cinfer_jbuf_append(out, nd->str.p, nd->str.n) ? 0 : out_fail(rt, nd, out);
     case N_COMMENT:
         return 0;
     case N_BREAK:
@@ -950,7 +972,7 @@ static int exec_statement(struct jinja_rt *rt, const struct jinja_node *nd, stru
         struct jv t;
         if ((rc = eval(rt, nd->a, sc, &t)))
             return rc;
-        return exec_block(rt, jv_truthy(t) ? &nd->list : &nd->list2, sc, out);
+        return exec_block(rt, cinfer_jv_truthy(t) ? &nd->list : &nd->list2, sc, out);
     }
     case N_FOR:
         return exec_for(rt, nd, sc, out);
@@ -963,24 +985,25 @@ static int exec_statement(struct jinja_rt *rt, const struct jinja_node *nd, stru
         return rc ? rc : assign(rt, nd->a, v, sc);
     }
     case N_MACRO: {
-        struct jv_func *f = jinja_alloc(&rt->arena, sizeof(*f));
+        struct jv_func *f = cinfer_jinja_alloc(&rt->arena, sizeof(*f));
         if (!f)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         f->kind = F_MACRO;
         f->node = nd;
-        return jinja_scope_set(rt, sc, nd->str, (struct jv){.kind = JV_FUNCTION, .u.f = f}) ? 0 : jinja_nomem(rt, nd);
+        return cinfer_jinja_scope_set(rt, sc, nd->str, (struct jv){.kind = JV_FUNCTION,
+                                      .u.f = f}) ? 0 : cinfer_jinja_nomem(rt, nd);
     }
     case N_CALL_BLOCK: {
-        struct jv_func *caller = jinja_alloc(&rt->arena, sizeof(*caller));
+        struct jv_func *caller = cinfer_jinja_alloc(&rt->arena, sizeof(*caller));
         if (!caller)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         caller->kind = F_CALLER;
         caller->node = nd;
         caller->scope = sc;
         /* a caller is a macro whose parameters are the call block's */
-        struct jinja_node *as_macro = jinja_alloc(&rt->arena, sizeof(*as_macro));
+        struct jinja_node *as_macro = cinfer_jinja_alloc(&rt->arena, sizeof(*as_macro));
         if (!as_macro)
-            return jinja_nomem(rt, nd);
+            return cinfer_jinja_nomem(rt, nd);
         *as_macro = *nd;
         caller->node = as_macro;
         struct jv *args, fn, result;
@@ -989,11 +1012,12 @@ static int exec_statement(struct jinja_rt *rt, const struct jinja_node *nd, stru
             return rc;
         if ((rc = eval(rt, nd->a->a, sc, &fn)))
             return rc;
-        struct jinja_scope *call_scope = jinja_scope_new(rt, sc);
+        struct jinja_scope *call_scope = cinfer_jinja_scope_new(rt, sc);
         if (!call_scope ||
-            !jinja_scope_set(rt, call_scope, (struct jstr){"caller", 6}, (struct jv){.kind = JV_FUNCTION, .u.f = caller}))
-            return jinja_nomem(rt, nd);
-        if ((rc = jinja_call(rt, nd, fn, args, nargs, call_scope, &result)))
+            !cinfer_jinja_scope_set(rt, call_scope, (struct jstr){"caller", 6}, (struct jv){.kind = JV_FUNCTION,
+                                    .u.f = caller}))
+            return cinfer_jinja_nomem(rt, nd);
+        if ((rc = cinfer_jinja_call(rt, nd, fn, args, nargs, call_scope, &result)))
             return rc;
         return print_value(rt, nd, result, out);
     }
@@ -1018,8 +1042,8 @@ static int exec_block(struct jinja_rt *rt, const struct jinja_node_list *body, s
 {
     if (++rt->depth > rt->max_depth) {
         rt->depth--;
-        return jinja_fail(rt, body->n ? body->items[0] : NULL, CINFER_ERR_RANGE, "blocks nested deeper than %d",
-                          rt->max_depth);
+        return cinfer_jinja_fail(rt, body->n ? body->items[0] : NULL, CINFER_ERR_RANGE, "blocks nested deeper than %d",
+                                 rt->max_depth);
     }
     int rc = 0;
     for (size_t i = 0; i < body->n && !rc; i++)
@@ -1031,27 +1055,28 @@ static int exec_block(struct jinja_rt *rt, const struct jinja_node_list *body, s
 static const char *const reserved_globals[] = {"namespace", "false", "true", "none", "raise_exception", "range",
                                                 "strftime_now", "True", "False", "None", NULL};
 
-int jinja_render(struct jinja_rt *rt, const struct jinja_node_list *program, struct jv context, struct jbuf *out)
+int cinfer_jinja_render(struct jinja_rt *rt, const struct jinja_node_list *program, struct jv context, struct jbuf *out)
 {
-    struct jinja_scope *globals = jinja_scope_new(rt, NULL);
+    struct jinja_scope *globals = cinfer_jinja_scope_new(rt, NULL);
     if (!globals)
-        return jinja_nomem(rt, NULL);
+        return cinfer_jinja_nomem(rt, NULL);
     rt->globals = globals;
-    int rc = jinja_define_globals(rt, globals);
+    int rc = cinfer_jinja_define_globals(rt, globals);
     if (rc)
         return rc;
     for (size_t i = 0; i < context.u.o->n; i++) {
         struct jstr k = context.u.o->keys[i];
         for (size_t g = 0; reserved_globals[g]; g++)
             if (k.n == strlen(reserved_globals[g]) && memcmp(k.p, reserved_globals[g], k.n) == 0)
-                return jinja_fail(rt, NULL, CINFER_ERR_INVALID_ARGUMENT,
-                                  "context: variable already declared: %s (a built-in name)", reserved_globals[g]);
-        if (!jinja_scope_set(rt, globals, k, context.u.o->vals[i]))
-            return jinja_nomem(rt, NULL);
+                return cinfer_jinja_fail(rt, NULL, CINFER_ERR_INVALID_ARGUMENT,
+                                         "context: variable already declared: %s (a built-in name)",
+                                         reserved_globals[g]);
+        if (!cinfer_jinja_scope_set(rt, globals, k, context.u.o->vals[i]))
+            return cinfer_jinja_nomem(rt, NULL);
     }
     rc = exec_block(rt, program, globals, out);
     if (rc == JINJA_BREAK || rc == JINJA_CONTINUE)
-        return jinja_fail(rt, NULL, CINFER_ERR_INVALID_ARGUMENT, "'%s' outside a loop",
-                          rc == JINJA_BREAK ? "break" : "continue");
+        return cinfer_jinja_fail(rt, NULL, CINFER_ERR_INVALID_ARGUMENT, "'%s' outside a loop",
+                                 rc == JINJA_BREAK ? "break" : "continue");
     return rc;
 }

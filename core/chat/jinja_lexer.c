@@ -10,7 +10,7 @@
 
 #include "chat/jinja.h"
 
-const char *jinja_tok_name(enum jinja_tok t)
+const char *cinfer_jinja_tok_name(enum jinja_tok t)
 {
     static const char *const names[] = {
         [TK_TEXT] = "text", [TK_NUMBER] = "number", [TK_STRING] = "string", [TK_IDENT] = "identifier",
@@ -32,7 +32,7 @@ struct pp_text {
 static bool pp_emit(struct pp_text *out, const struct pp_text *in, size_t from, size_t n)
 {
     size_t at = out->b.n;
-    if (!jbuf_append(&out->b, in->b.p + from, n))
+    if (!cinfer_jbuf_append(&out->b, in->b.p + from, n))
         return false;
     memcpy(out->map + at, in->map + from, n * sizeof(*out->map));
     return true;
@@ -48,14 +48,14 @@ static bool pp_begin(struct pp_text *out, const struct pp_text *in)
 static void pp_finish(struct pp_text *out, struct pp_text *in)
 {
     out->map[out->b.n] = in->map[in->b.n];
-    jbuf_free(&in->b);
+    cinfer_jbuf_free(&in->b);
     free(in->map);
     *in = *out;
 }
 
 static void pp_free(struct pp_text *t)
 {
-    jbuf_free(&t->b);
+    cinfer_jbuf_free(&t->b);
     free(t->map);
     t->map = NULL;
 }
@@ -124,7 +124,7 @@ fail:
 static size_t skip_space(const char *s, size_t i, size_t n)
 {
     size_t l;
-    while (i < n && (l = jinja_js_space_len(s + i, s + n)))
+    while (i < n && (l = cinfer_jinja_js_space_len(s + i, s + n)))
         i += l;
     return i;
 }
@@ -229,7 +229,7 @@ static int push(struct lexer *lx, enum jinja_tok type, const char *text, size_t 
 {
     if (lx->ntoks == lx->cap) {
         size_t cap = lx->cap ? lx->cap * 2 : 64;
-        struct jinja_token *t = jinja_alloc(lx->arena, cap * sizeof(*t));
+        struct jinja_token *t = cinfer_jinja_alloc(lx->arena, cap * sizeof(*t));
         if (!t)
             return cinfer_error_set(lx->err, CINFER_ERR_NOMEM, "%s: out of memory while tokenizing", lx->name);
         if (lx->ntoks)
@@ -237,7 +237,7 @@ static int push(struct lexer *lx, enum jinja_tok type, const char *text, size_t 
         lx->toks = t;
         lx->cap = cap;
     }
-    char *copy = jinja_alloc(lx->arena, len + 1);
+    char *copy = cinfer_jinja_alloc(lx->arena, len + 1);
     if (!copy)
         return cinfer_error_set(lx->err, CINFER_ERR_NOMEM, "%s: out of memory while tokenizing", lx->name);
     memcpy(copy, text, len);
@@ -254,7 +254,7 @@ static void strip_trailing_whitespace(struct lexer *lx)
     if (!t || t->type != TK_TEXT)
         return;
     size_t l;
-    while (t->text.n && (l = jinja_js_space_len_before(t->text.p, t->text.p + t->text.n)))
+    while (t->text.n && (l = cinfer_jinja_js_space_len_before(t->text.p, t->text.p + t->text.n)))
         t->text.n -= l;
     if (t->text.n == 0)
         lx->ntoks--;
@@ -315,7 +315,7 @@ static int lex_string(struct lexer *lx)
                 }
                 lx->pos += len;
                 char enc[4];
-                jbuf_append(&v, enc, jinja_utf8_encode(cp, enc));
+                cinfer_jbuf_append(&v, enc, cinfer_jinja_utf8_encode(cp, enc));
                 continue;
             }
             const char *from = "ntrbfv'\"\\", *to = "\n\t\r\b\f\v'\"\\";
@@ -326,10 +326,10 @@ static int lex_string(struct lexer *lx)
                 rc = lex_fail(lx, lx->pos - 2, msg);
                 goto out;
             }
-            jbuf_putc(&v, to[hit - from]);
+            cinfer_jbuf_putc(&v, to[hit - from]);
             continue;
         }
-        jbuf_putc(&v, c);
+        cinfer_jbuf_putc(&v, c);
         lx->pos++;
         if (lx->pos >= lx->n) {
             rc = lex_fail(lx, open, "unterminated string literal");
@@ -342,7 +342,7 @@ static int lex_string(struct lexer *lx)
     else
         rc = push(lx, TK_STRING, v.p ? v.p : "", v.n, open);
 out:
-    jbuf_free(&v);
+    cinfer_jbuf_free(&v);
     return rc;
 }
 
@@ -441,7 +441,7 @@ static int tokenize(struct lexer *lx)
         }
         /* whitespace inside a tag; running into the end is an error in the reference */
         size_t l;
-        while ((l = jinja_js_space_len(lx->s + lx->pos, lx->s + lx->n))) {
+        while ((l = cinfer_jinja_js_space_len(lx->s + lx->pos, lx->s + lx->n))) {
             lx->pos += l;
             if (lx->pos >= lx->n)
                 return lex_fail(lx, lx->pos, "unexpected end of input inside a tag");
@@ -525,13 +525,13 @@ static int tokenize(struct lexer *lx)
     return 0;
 }
 
-int jinja_tokenize(const char *source, size_t len, const char *name, struct jinja_arena *arena,
-                   struct jinja_tokens *out, struct cinfer_error *err)
+int cinfer_jinja_tokenize(const char *source, size_t len, const char *name, struct jinja_arena *arena,
+                          struct jinja_tokens *out, struct cinfer_error *err)
 {
     struct pp_text t = {0};
     size_t *lines = NULL;
     int rc = 0;
-    if (!jinja_utf8_sanitize(source, len, &t.b, &t.map)) {
+    if (!cinfer_jinja_utf8_sanitize(source, len, &t.b, &t.map)) {
         rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory reading the template", name);
         goto out;
     }

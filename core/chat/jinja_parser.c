@@ -81,7 +81,8 @@ static int expect(struct parser *p, enum jinja_tok type, const char *context)
         return 0;
     }
     char buf[64];
-    return fail(p, peek(p, 0), "expected %s %s, found %s", jinja_tok_name(type), context, found(p, buf, sizeof(buf)));
+    return fail(p, peek(p, 0), "expected %s %s, found %s", cinfer_jinja_tok_name(type), context, found(p, buf,
+                                                                                                       sizeof(buf)));
 }
 
 static int expect_word(struct parser *p, const char *word, const char *context)
@@ -96,7 +97,7 @@ static int expect_word(struct parser *p, const char *word, const char *context)
 
 static struct jinja_node *node(struct parser *p, enum jinja_node_kind kind, const struct jinja_token *at)
 {
-    struct jinja_node *nd = jinja_alloc(p->arena, sizeof(*nd));
+    struct jinja_node *nd = cinfer_jinja_alloc(p->arena, sizeof(*nd));
     if (!nd) {
         cinfer_error_set(p->err, CINFER_ERR_NOMEM, "%s: out of memory while parsing", p->name);
         return NULL;
@@ -113,7 +114,7 @@ static int list_push(struct parser *p, struct jinja_node_list *l, struct jinja_n
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        struct jinja_node **items = jinja_alloc(p->arena, cap * sizeof(*items));
+        struct jinja_node **items = cinfer_jinja_alloc(p->arena, cap * sizeof(*items));
         if (!items)
             return cinfer_error_set(p->err, CINFER_ERR_NOMEM, "%s: out of memory while parsing", p->name);
         if (l->n)
@@ -215,7 +216,8 @@ static int parse_args(struct parser *p, enum args_mode mode, struct jinja_node_l
                 if (arg->kind != N_IDENT && arg->kind != N_KWARG)
                     return fail(p, at, "expected an identifier for a parameter declaration");
                 for (size_t i = 0; i < args->n; i++)
-                    if (args->items[i]->str.n == arg->str.n && memcmp(args->items[i]->str.p, arg->str.p, arg->str.n) == 0)
+                    if (args->items[i]->str.n == arg->str.n && memcmp(args->items[i]->str.p, arg->str.p,
+                                                                      arg->str.n) == 0)
                         return fail(p, at, "duplicate parameter name '%.*s'", (int)arg->str.n, arg->str.p);
             }
             if (arg->kind == N_KWARG)
@@ -536,12 +538,12 @@ static int parse_not(struct parser *p, struct jinja_node **out);
 
 static int parse_and(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_not(p, &l));
     while (is_ident(p, 0, "and")) {
         const struct jinja_token *at = peek(p, 0);
         p->pos++;
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_not(p, &r));
         TRY(binary(p, OP_AND, at, l, r, &l));
     }
@@ -551,12 +553,12 @@ static int parse_and(struct parser *p, struct jinja_node **out)
 
 static int parse_or(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_and(p, &l));
     while (is_ident(p, 0, "or")) {
         const struct jinja_token *at = peek(p, 0);
         p->pos++;
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_and(p, &r));
         TRY(binary(p, OP_OR, at, l, r, &l));
     }
@@ -604,7 +606,7 @@ static enum jinja_op cmp_op(struct jstr s)
 
 static int parse_comparison(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_additive(p, &l));
     while (true) {
         const struct jinja_token *at = peek(p, 0);
@@ -621,7 +623,7 @@ static int parse_comparison(struct parser *p, struct jinja_node **out)
         } else {
             break;
         }
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_additive(p, &r));
         TRY(binary(p, op, at, l, r, &l));
     }
@@ -633,12 +635,12 @@ static int parse_multiplicative(struct parser *p, struct jinja_node **out);
 
 static int parse_additive(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_multiplicative(p, &l));
     while (is(p, TK_ADD)) {
         const struct jinja_token *at = peek(p, 0);
         p->pos++;
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_multiplicative(p, &r));
         enum jinja_op op = at->text.p[0] == '+' ? OP_ADD : at->text.p[0] == '-' ? OP_SUB : OP_CONCAT;
         TRY(binary(p, op, at, l, r, &l));
@@ -651,12 +653,12 @@ static int parse_power(struct parser *p, struct jinja_node **out);
 
 static int parse_multiplicative(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_power(p, &l));
     while (is(p, TK_MUL)) {
         const struct jinja_token *at = peek(p, 0);
         p->pos++;
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_power(p, &r));
         enum jinja_op op = at->text.n == 2 ? OP_FLOORDIV : at->text.p[0] == '*' ? OP_MUL
                                                        : at->text.p[0] == '/' ? OP_DIV : OP_MOD;
@@ -670,12 +672,12 @@ static int parse_test(struct parser *p, struct jinja_node **out);
 
 static int parse_power(struct parser *p, struct jinja_node **out)
 {
-    struct jinja_node *l;
+    struct jinja_node *l = NULL;
     TRY(parse_test(p, &l));
     while (is(p, TK_POW)) {
         const struct jinja_token *at = peek(p, 0);
         p->pos++;
-        struct jinja_node *r;
+        struct jinja_node *r = NULL;
         TRY(parse_test(p, &r));
         TRY(binary(p, OP_POW, at, l, r, &l));
     }
@@ -862,7 +864,7 @@ static int parse_primary(struct parser *p, struct jinja_node **out)
         nd = node(p, is_float ? N_FLOAT : N_INT, t);
         if (!nd)
             return CINFER_ERR_NOMEM;
-        nd->num = jinja_js_string_to_number(t->text);
+        nd->num = cinfer_jinja_js_string_to_number(t->text);
         break;
     }
     case TK_STRING: {
@@ -872,16 +874,16 @@ static int parse_primary(struct parser *p, struct jinja_node **out)
         nd->str = t->text;
         if (is(p, TK_STRING)) { /* adjacent literals join */
             struct jbuf b = {0};
-            jbuf_append(&b, t->text.p, t->text.n);
+            cinfer_jbuf_append(&b, t->text.p, t->text.n);
             while (is(p, TK_STRING)) {
-                jbuf_append(&b, peek(p, 0)->text.p, peek(p, 0)->text.n);
+                cinfer_jbuf_append(&b, peek(p, 0)->text.p, peek(p, 0)->text.n);
                 p->pos++;
             }
-            char *copy = b.failed ? NULL : jinja_alloc(p->arena, b.n + 1);
+            char *copy = b.failed ? NULL : cinfer_jinja_alloc(p->arena, b.n + 1);
             if (copy)
                 memcpy(copy, b.p, b.n);
             nd->str = (struct jstr){copy, b.n};
-            jbuf_free(&b);
+            cinfer_jbuf_free(&b);
             if (!copy)
                 return cinfer_error_set(p->err, CINFER_ERR_NOMEM, "%s: out of memory while parsing", p->name);
         }
@@ -941,8 +943,8 @@ static int parse_primary(struct parser *p, struct jinja_node **out)
     return 0;
 }
 
-int jinja_parse(const struct jinja_tokens *tokens, const char *name, struct jinja_arena *arena,
-                struct jinja_node_list *program, struct cinfer_error *err)
+int cinfer_jinja_parse(const struct jinja_tokens *tokens, const char *name, struct jinja_arena *arena,
+                       struct jinja_node_list *program, struct cinfer_error *err)
 {
     struct parser p = {.t = tokens->items, .n = tokens->n, .name = name, .arena = arena, .err = err};
     memset(program, 0, sizeof(*program));

@@ -8,7 +8,7 @@
 
 #include "chat/jinja.h"
 
-bool jbuf_append(struct jbuf *b, const char *s, size_t n)
+bool cinfer_jbuf_append(struct jbuf *b, const char *s, size_t n)
 {
     if (b->failed)
         return false;
@@ -35,17 +35,17 @@ bool jbuf_append(struct jbuf *b, const char *s, size_t n)
     return true;
 }
 
-bool jbuf_puts(struct jbuf *b, const char *s) { return jbuf_append(b, s, strlen(s)); }
-bool jbuf_putc(struct jbuf *b, char c) { return jbuf_append(b, &c, 1); }
+bool cinfer_jbuf_puts(struct jbuf *b, const char *s) { return cinfer_jbuf_append(b, s, strlen(s)); }
+bool cinfer_jbuf_putc(struct jbuf *b, char c) { return cinfer_jbuf_append(b, &c, 1); }
 
-void jbuf_free(struct jbuf *b)
+void cinfer_jbuf_free(struct jbuf *b)
 {
     free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
 }
 
-size_t jinja_utf8_seq_len(const char *p, const char *end)
+size_t cinfer_jinja_utf8_seq_len(const char *p, const char *end)
 {
     unsigned char c = (unsigned char)*p;
     size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
@@ -57,10 +57,10 @@ size_t jinja_utf8_seq_len(const char *p, const char *end)
     return n;
 }
 
-uint32_t jinja_utf8_decode(const char **pp, const char *end)
+uint32_t cinfer_jinja_utf8_decode(const char **pp, const char *end)
 {
     const unsigned char *p = (const unsigned char *)*pp;
-    size_t n = jinja_utf8_seq_len(*pp, end);
+    size_t n = cinfer_jinja_utf8_seq_len(*pp, end);
     uint32_t cp;
     if (n == 1)
         cp = p[0];
@@ -75,7 +75,7 @@ uint32_t jinja_utf8_decode(const char **pp, const char *end)
     return cp;
 }
 
-size_t jinja_utf8_encode(uint32_t cp, char *out)
+size_t cinfer_jinja_utf8_encode(uint32_t cp, char *out)
 {
     if (cp < 0x80) {
         out[0] = (char)cp;
@@ -110,7 +110,7 @@ static bool is_js_space_cp(uint32_t cp)
     }
 }
 
-size_t jinja_js_space_len(const char *p, const char *end)
+size_t cinfer_jinja_js_space_len(const char *p, const char *end)
 {
     if (p >= end)
         return 0;
@@ -118,11 +118,11 @@ size_t jinja_js_space_len(const char *p, const char *end)
     if (c < 0x80)
         return is_js_space_cp(c) ? 1 : 0;
     const char *q = p;
-    uint32_t cp = jinja_utf8_decode(&q, end);
+    uint32_t cp = cinfer_jinja_utf8_decode(&q, end);
     return is_js_space_cp(cp) && q - p > 1 ? (size_t)(q - p) : 0;
 }
 
-size_t jinja_js_space_len_before(const char *start, const char *end)
+size_t cinfer_jinja_js_space_len_before(const char *start, const char *end)
 {
     /* the last code point starts after at most three continuation bytes */
     const char *p = end;
@@ -133,16 +133,16 @@ size_t jinja_js_space_len_before(const char *start, const char *end)
     }
     if (p == end)
         return 0;
-    size_t l = jinja_js_space_len(p, end);
+    size_t l = cinfer_jinja_js_space_len(p, end);
     return l == (size_t)(end - p) ? l : 0;
 }
 
-size_t jinja_utf16_len(struct jstr s)
+size_t cinfer_jinja_utf16_len(struct jstr s)
 {
     size_t units = 0;
     const char *p = s.p, *end = s.p + s.n;
     while (p < end) {
-        size_t n = jinja_utf8_seq_len(p, end);
+        size_t n = cinfer_jinja_utf8_seq_len(p, end);
         units += n == 4 ? 2 : 1;
         p += n;
     }
@@ -163,7 +163,7 @@ static bool utf8_second_ok(unsigned char lead, unsigned char c)
     return c >= 0x80 && c <= 0xbf;
 }
 
-bool jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t **map)
+bool cinfer_jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t **map)
 {
     size_t *m = malloc((len * 3 + 1) * sizeof(*m));
     if (!m)
@@ -187,9 +187,9 @@ bool jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t *
         }
         size_t at = out->n;
         if (ok) {
-            jbuf_append(out, src + i, got);
+            cinfer_jbuf_append(out, src + i, got);
         } else {
-            jbuf_append(out, "\xef\xbf\xbd", 3);
+            cinfer_jbuf_append(out, "\xef\xbf\xbd", 3);
         }
         for (size_t k = at; k < out->n; k++)
             m[k] = i;
@@ -200,20 +200,20 @@ bool jinja_utf8_sanitize(const char *src, size_t len, struct jbuf *out, size_t *
     return !out->failed;
 }
 
-size_t jinja_wtf8_to_utf8(char *s, size_t n)
+size_t cinfer_jinja_wtf8_to_utf8(char *s, size_t n)
 {
     size_t w = 0, r = 0;
     while (r < n) {
         unsigned char c = (unsigned char)s[r];
         if (c == 0xed && r + 2 < n && ((unsigned char)s[r + 1] & 0xe0) == 0xa0) {
             const char *p = s + r;
-            uint32_t hi = jinja_utf8_decode(&p, s + n);
+            uint32_t hi = cinfer_jinja_utf8_decode(&p, s + n);
             if (hi >= 0xd800 && hi <= 0xdbff && r + 5 < n + 0 && (unsigned char)s[r + 3] == 0xed &&
                 ((unsigned char)s[r + 4] & 0xf0) == 0xb0) {
                 const char *q = s + r + 3;
-                uint32_t lo = jinja_utf8_decode(&q, s + n);
+                uint32_t lo = cinfer_jinja_utf8_decode(&q, s + n);
                 uint32_t cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
-                w += jinja_utf8_encode(cp, s + w);
+                w += cinfer_jinja_utf8_encode(cp, s + w);
                 r += 6;
                 continue;
             }
@@ -248,7 +248,7 @@ static void shortest_digits(double v, char *digits, int *exp10)
     *exp10 = atoi(p + 1);
 }
 
-void jinja_js_number(double v, char *out)
+void cinfer_jinja_js_number(double v, char *out)
 {
     if (isnan(v)) {
         strcpy(out, "NaN");
@@ -305,9 +305,9 @@ static struct jstr js_trim(struct jstr s)
 {
     const char *p = s.p, *end = s.p + s.n;
     size_t l;
-    while ((l = jinja_js_space_len(p, end)))
+    while ((l = cinfer_jinja_js_space_len(p, end)))
         p += l;
-    while (end > p && (l = jinja_js_space_len_before(p, end)))
+    while (end > p && (l = cinfer_jinja_js_space_len_before(p, end)))
         end -= l;
     return (struct jstr){p, (size_t)(end - p)};
 }
@@ -376,7 +376,7 @@ static size_t infinity_prefix(const char *p, const char *end, double *v)
     return 0;
 }
 
-double jinja_js_string_to_number(struct jstr s)
+double cinfer_jinja_js_string_to_number(struct jstr s)
 {
     s = js_trim(s);
     if (s.n == 0)
@@ -402,11 +402,11 @@ double jinja_js_string_to_number(struct jstr s)
     return strtod_n(s.p, s.n);
 }
 
-double jinja_js_parse_float(struct jstr s)
+double cinfer_jinja_js_parse_float(struct jstr s)
 {
     const char *p = s.p, *end = s.p + s.n;
     size_t l;
-    while ((l = jinja_js_space_len(p, end)))
+    while ((l = cinfer_jinja_js_space_len(p, end)))
         p += l;
     double v;
     if (infinity_prefix(p, end, &v))
@@ -415,11 +415,11 @@ double jinja_js_parse_float(struct jstr s)
     return n ? strtod_n(p, n) : NAN;
 }
 
-double jinja_js_parse_int(struct jstr s)
+double cinfer_jinja_js_parse_int(struct jstr s)
 {
     const char *p = s.p, *end = s.p + s.n;
     size_t l;
-    while ((l = jinja_js_space_len(p, end)))
+    while ((l = cinfer_jinja_js_space_len(p, end)))
         p += l;
     double sign = 1;
     if (p < end && (*p == '+' || *p == '-')) {
@@ -512,33 +512,33 @@ static uint32_t to_lower_cp(uint32_t c)
     return c;
 }
 
-bool jinja_case_map(struct jstr s, bool upper, struct jbuf *out)
+bool cinfer_jinja_case_map(struct jstr s, bool upper, struct jbuf *out)
 {
     const char *p = s.p, *end = s.p + s.n;
     while (p < end) {
         const char *start = p;
-        uint32_t cp = jinja_utf8_decode(&p, end);
+        uint32_t cp = cinfer_jinja_utf8_decode(&p, end);
         if (p - start == 1 && (unsigned char)*start >= 0x80) { /* invalid byte: keep */
-            jbuf_append(out, start, 1);
+            cinfer_jbuf_append(out, start, 1);
             continue;
         }
         if (upper && cp == 0xdf) {
-            jbuf_append(out, "SS", 2);
+            cinfer_jbuf_append(out, "SS", 2);
             continue;
         }
         /* Final sigma: JavaScript lowers Σ to ς at the end of a word. */
         if (!upper && cp == 0x3a3) {
             bool before_letter = start > s.p;
             bool after_letter = p < end && (((unsigned char)*p >= 'a' && (unsigned char)*p <= 'z') ||
-                                            ((unsigned char)*p >= 0x80 && !jinja_js_space_len(p, end)));
+                                            ((unsigned char)*p >= 0x80 && !cinfer_jinja_js_space_len(p, end)));
             if (before_letter && !after_letter) {
-                jbuf_append(out, "\xcf\x82", 2);
+                cinfer_jbuf_append(out, "\xcf\x82", 2);
                 continue;
             }
         }
         char enc[4];
         uint32_t m = upper ? to_upper_cp(cp) : to_lower_cp(cp);
-        jbuf_append(out, enc, jinja_utf8_encode(m, enc));
+        cinfer_jbuf_append(out, enc, cinfer_jinja_utf8_encode(m, enc));
     }
     return !out->failed;
 }

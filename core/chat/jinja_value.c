@@ -11,7 +11,7 @@
 
 #include "chat/jinja.h"
 
-int jinja_fail(struct jinja_rt *rt, const struct jinja_node *at, int code, const char *fmt, ...)
+int cinfer_jinja_fail(struct jinja_rt *rt, const struct jinja_node *at, int code, const char *fmt, ...)
 {
     char msg[CINFER_ERROR_MESSAGE_BYTES];
     va_list ap;
@@ -23,13 +23,13 @@ int jinja_fail(struct jinja_rt *rt, const struct jinja_node *at, int code, const
     return cinfer_error_set(rt->err, code, "%s: %s", rt->name, msg);
 }
 
-int jinja_nomem(struct jinja_rt *rt, const struct jinja_node *at)
+int cinfer_jinja_nomem(struct jinja_rt *rt, const struct jinja_node *at)
 {
-    return jinja_fail(rt, at, CINFER_ERR_RANGE, "the render needs more than %zu MiB of memory",
-                      rt->arena.limit_bytes >> 20);
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "the render needs more than %zu MiB of memory",
+                             rt->arena.limit_bytes >> 20);
 }
 
-const char *jv_type_name(struct jv v)
+const char *cinfer_jv_type_name(struct jv v)
 {
     switch (v.kind) {
     case JV_UNDEFINED:
@@ -60,7 +60,7 @@ const char *jv_type_name(struct jv v)
     return "Value";
 }
 
-bool jv_truthy(struct jv v)
+bool cinfer_jv_truthy(struct jv v)
 {
     switch (v.kind) {
     case JV_UNDEFINED:
@@ -86,30 +86,30 @@ bool jv_truthy(struct jv v)
     return false;
 }
 
-struct jv_array *jv_array_new(struct jinja_rt *rt, size_t n)
+struct jv_array *cinfer_jv_array_new(struct jinja_rt *rt, size_t n)
 {
     if (n > (size_t)1 << 28)
         return NULL;
-    struct jv_array *a = jinja_alloc(&rt->arena, sizeof(*a));
+    struct jv_array *a = cinfer_jinja_alloc(&rt->arena, sizeof(*a));
     if (!a)
         return NULL;
     a->n = n;
     if (n) {
-        a->items = jinja_alloc(&rt->arena, n * sizeof(*a->items));
+        a->items = cinfer_jinja_alloc(&rt->arena, n * sizeof(*a->items));
         if (!a->items)
             return NULL;
     }
     return a;
 }
 
-struct jv_object *jv_object_new(struct jinja_rt *rt, size_t cap)
+struct jv_object *cinfer_jv_object_new(struct jinja_rt *rt, size_t cap)
 {
-    struct jv_object *o = jinja_alloc(&rt->arena, sizeof(*o));
+    struct jv_object *o = cinfer_jinja_alloc(&rt->arena, sizeof(*o));
     if (!o)
         return NULL;
     if (cap) {
-        o->keys = jinja_alloc(&rt->arena, cap * sizeof(*o->keys));
-        o->vals = jinja_alloc(&rt->arena, cap * sizeof(*o->vals));
+        o->keys = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*o->keys));
+        o->vals = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*o->vals));
         if (!o->keys || !o->vals)
             return NULL;
         o->cap = cap;
@@ -117,7 +117,7 @@ struct jv_object *jv_object_new(struct jinja_rt *rt, size_t cap)
     return o;
 }
 
-struct jv *jv_object_get(const struct jv_object *o, struct jstr key)
+struct jv *cinfer_jv_object_get(const struct jv_object *o, struct jstr key)
 {
     for (size_t i = 0; i < o->n; i++)
         if (o->keys[i].n == key.n && memcmp(o->keys[i].p, key.p, key.n) == 0)
@@ -125,17 +125,17 @@ struct jv *jv_object_get(const struct jv_object *o, struct jstr key)
     return NULL;
 }
 
-bool jv_object_set(struct jinja_rt *rt, struct jv_object *o, struct jstr key, struct jv val)
+bool cinfer_jv_object_set(struct jinja_rt *rt, struct jv_object *o, struct jstr key, struct jv val)
 {
-    struct jv *have = jv_object_get(o, key);
+    struct jv *have = cinfer_jv_object_get(o, key);
     if (have) {
         *have = val;
         return true;
     }
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 4;
-        struct jstr *keys = jinja_alloc(&rt->arena, cap * sizeof(*keys));
-        struct jv *vals = jinja_alloc(&rt->arena, cap * sizeof(*vals));
+        struct jstr *keys = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*keys));
+        struct jv *vals = cinfer_jinja_alloc(&rt->arena, cap * sizeof(*vals));
         if (!keys || !vals)
             return false;
         if (o->n) {
@@ -152,9 +152,9 @@ bool jv_object_set(struct jinja_rt *rt, struct jv_object *o, struct jstr key, st
     return true;
 }
 
-bool jv_strdup(struct jinja_rt *rt, const char *p, size_t n, struct jstr *out)
+bool cinfer_jv_strdup(struct jinja_rt *rt, const char *p, size_t n, struct jstr *out)
 {
-    char *c = jinja_alloc(&rt->arena, n + 1);
+    char *c = cinfer_jinja_alloc(&rt->arena, n + 1);
     if (!c)
         return false;
     if (n)
@@ -163,10 +163,10 @@ bool jv_strdup(struct jinja_rt *rt, const char *p, size_t n, struct jstr *out)
     return true;
 }
 
-bool jv_from_buf(struct jinja_rt *rt, const struct jbuf *b, struct jv *out)
+bool cinfer_jv_from_buf(struct jinja_rt *rt, const struct jbuf *b, struct jv *out)
 {
     struct jstr s;
-    if (b->failed || !jv_strdup(rt, b->p ? b->p : "", b->n, &s))
+    if (b->failed || !cinfer_jv_strdup(rt, b->p ? b->p : "", b->n, &s))
         return false;
     *out = jv_str(s);
     return true;
@@ -195,7 +195,7 @@ static bool array_index(const char *k, size_t n, double *idx)
 static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
 {
     if (depth > 512)
-        return jinja_fail(rt, NULL, CINFER_ERR_RANGE, "context: JSON nested deeper than 512 levels");
+        return cinfer_jinja_fail(rt, NULL, CINFER_ERR_RANGE, "context: JSON nested deeper than 512 levels");
     switch (json_typeof(j)) {
     case JSON_NULL:
         *out = jv_null();
@@ -212,15 +212,15 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
     }
     case JSON_STRING: {
         struct jstr s;
-        if (!jv_strdup(rt, json_string_value(j), json_string_length(j), &s))
-            return jinja_nomem(rt, NULL);
+        if (!cinfer_jv_strdup(rt, json_string_value(j), json_string_length(j), &s))
+            return cinfer_jinja_nomem(rt, NULL);
         *out = jv_str(s);
         return 0;
     }
     case JSON_ARRAY: {
-        struct jv_array *a = jv_array_new(rt, json_array_size(j));
+        struct jv_array *a = cinfer_jv_array_new(rt, json_array_size(j));
         if (!a)
-            return jinja_nomem(rt, NULL);
+            return cinfer_jinja_nomem(rt, NULL);
         for (size_t i = 0; i < a->n; i++) {
             int rc = from_json(rt, json_array_get(j, i), &a->items[i], depth + 1);
             if (rc)
@@ -231,9 +231,9 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
     }
     case JSON_OBJECT: {
         size_t n = json_object_size(j);
-        struct jv_object *o = jv_object_new(rt, n);
+        struct jv_object *o = cinfer_jv_object_new(rt, n);
         if (!o)
-            return jinja_nomem(rt, NULL);
+            return cinfer_jinja_nomem(rt, NULL);
         /* integer-like keys first, ascending, then the rest in insertion order */
         const char *key;
         size_t klen;
@@ -250,12 +250,12 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
                 if (rc)
                     return rc;
                 struct jstr k;
-                if (!jv_strdup(rt, key, klen, &k))
-                    return jinja_nomem(rt, NULL);
+                if (!cinfer_jv_strdup(rt, key, klen, &k))
+                    return cinfer_jinja_nomem(rt, NULL);
                 size_t at = o->n;
                 if (is_idx) { /* insertion sort among the index keys */
                     while (at > 0) {
-                        double prev;
+                        double prev = 0;
                         array_index(o->keys[at - 1].p, o->keys[at - 1].n, &prev);
                         if (prev < idx)
                             break;
@@ -277,7 +277,7 @@ static int from_json(struct jinja_rt *rt, json_t *j, struct jv *out, int depth)
     return 0;
 }
 
-int jv_from_json(struct jinja_rt *rt, const char *json, size_t len, struct jv *out)
+int cinfer_jv_from_json(struct jinja_rt *rt, const char *json, size_t len, struct jv *out)
 {
     json_error_t jerr;
     json_t *root = json_loadb(json, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &jerr);
@@ -300,36 +300,36 @@ int jv_from_json(struct jinja_rt *rt, const char *json, size_t len, struct jv *o
 static int out_fail(struct jinja_rt *rt, const struct jinja_node *at, struct jbuf *out)
 {
     if (out->limit_bytes && out->n + 1 >= out->limit_bytes)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "the output would exceed %zu bytes", out->limit_bytes);
-    return jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "the output would exceed %zu bytes", out->limit_bytes);
+    return cinfer_jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
 }
 
 static bool put_number(struct jbuf *out, double v)
 {
     char num[40];
-    jinja_js_number(v, num);
-    return jbuf_puts(out, num);
+    cinfer_jinja_js_number(v, num);
+    return cinfer_jbuf_puts(out, num);
 }
 
-int jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out)
+int cinfer_jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out)
 {
     bool ok = true;
     switch (v.kind) {
     case JV_UNDEFINED:
-        ok = jbuf_puts(out, "undefined");
+        ok = cinfer_jbuf_puts(out, "undefined");
         break;
     case JV_NULL:
-        ok = jbuf_puts(out, "null");
+        ok = cinfer_jbuf_puts(out, "null");
         break;
     case JV_BOOL:
-        ok = jbuf_puts(out, v.u.b ? "true" : "false");
+        ok = cinfer_jbuf_puts(out, v.u.b ? "true" : "false");
         break;
     case JV_INT:
         ok = put_number(out, v.u.num);
         break;
     case JV_FLOAT:
         if (v.u.num == 0 && signbit(v.u.num)) {
-            ok = jbuf_puts(out, "-0.0");
+            ok = cinfer_jbuf_puts(out, "-0.0");
         } else if (isfinite(v.u.num) && floor(v.u.num) == v.u.num) {
             /* toFixed(1): exact digits below 1e21, exponential form above */
             if (fabs(v.u.num) >= 1e21) {
@@ -337,14 +337,14 @@ int jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, stru
             } else {
                 char num[400];
                 snprintf(num, sizeof(num), "%.1f", v.u.num);
-                ok = jbuf_puts(out, num);
+                ok = cinfer_jbuf_puts(out, num);
             }
         } else {
             ok = put_number(out, v.u.num);
         }
         break;
     case JV_STRING:
-        ok = jbuf_append(out, v.u.s.p, v.u.s.n);
+        ok = cinfer_jbuf_append(out, v.u.s.p, v.u.s.n);
         break;
     case JV_ARRAY:
     case JV_TUPLE:
@@ -352,31 +352,31 @@ int jv_print(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, stru
     case JV_KWARGS:
     case JV_NAMESPACE: {
         struct jinja_json_opts o = {0};
-        return jv_to_json(rt, at, v, &o, 0, out);
+        return cinfer_jv_to_json(rt, at, v, &o, 0, out);
     }
     case JV_FUNCTION:
-        return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot print a function");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot print a function");
     }
     return ok ? 0 : out_fail(rt, at, out);
 }
 
-int jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out)
+int cinfer_jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jbuf *out)
 {
     switch (v.kind) {
     case JV_UNDEFINED:
     case JV_NULL:
     case JV_BOOL:
     case JV_STRING:
-        return jv_print(rt, at, v, out);
+        return cinfer_jv_print(rt, at, v, out);
     case JV_INT:
     case JV_FLOAT:
         return put_number(out, v.u.num) ? 0 : out_fail(rt, at, out);
     case JV_ARRAY:
     case JV_TUPLE: /* Array.prototype.toString: the elements' own toString, joined by "," */
         for (size_t i = 0; i < v.u.a->n; i++) {
-            if (i && !jbuf_putc(out, ','))
+            if (i && !cinfer_jbuf_putc(out, ','))
                 return out_fail(rt, at, out);
-            int rc = jv_print(rt, at, v.u.a->items[i], out);
+            int rc = cinfer_jv_print(rt, at, v.u.a->items[i], out);
             if (rc)
                 return rc;
         }
@@ -384,9 +384,9 @@ int jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, 
     case JV_OBJECT:
     case JV_KWARGS:
     case JV_NAMESPACE:
-        return jbuf_puts(out, "[object Map]") ? 0 : out_fail(rt, at, out);
+        return cinfer_jbuf_puts(out, "[object Map]") ? 0 : out_fail(rt, at, out);
     case JV_FUNCTION:
-        return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert a function to a string");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert a function to a string");
     }
     return 0;
 }
@@ -394,7 +394,7 @@ int jv_js_string(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, 
 /* JSON.stringify of a string, optionally with non-ASCII escaped (ensure_ascii). */
 static bool put_json_string(struct jstr s, bool ascii, struct jbuf *out)
 {
-    jbuf_putc(out, '"');
+    cinfer_jbuf_putc(out, '"');
     const char *p = s.p, *end = s.p + s.n;
     while (p < end) {
         unsigned char c = (unsigned char)*p;
@@ -403,76 +403,76 @@ static bool put_json_string(struct jstr s, bool ascii, struct jbuf *out)
             p++;
             switch (c) {
             case '"':
-                jbuf_puts(out, "\\\"");
+                cinfer_jbuf_puts(out, "\\\"");
                 break;
             case '\\':
-                jbuf_puts(out, "\\\\");
+                cinfer_jbuf_puts(out, "\\\\");
                 break;
             case '\b':
-                jbuf_puts(out, "\\b");
+                cinfer_jbuf_puts(out, "\\b");
                 break;
             case '\f':
-                jbuf_puts(out, "\\f");
+                cinfer_jbuf_puts(out, "\\f");
                 break;
             case '\n':
-                jbuf_puts(out, "\\n");
+                cinfer_jbuf_puts(out, "\\n");
                 break;
             case '\r':
-                jbuf_puts(out, "\\r");
+                cinfer_jbuf_puts(out, "\\r");
                 break;
             case '\t':
-                jbuf_puts(out, "\\t");
+                cinfer_jbuf_puts(out, "\\t");
                 break;
             default:
                 if (c < 0x20) {
                     snprintf(esc, sizeof(esc), "\\u%04x", c);
-                    jbuf_puts(out, esc);
+                    cinfer_jbuf_puts(out, esc);
                 } else if (c == 0x7f && ascii) {
-                    jbuf_puts(out, "\\u007f");
+                    cinfer_jbuf_puts(out, "\\u007f");
                 } else {
-                    jbuf_putc(out, (char)c);
+                    cinfer_jbuf_putc(out, (char)c);
                 }
             }
             continue;
         }
         const char *start = p;
-        uint32_t cp = jinja_utf8_decode(&p, end);
+        uint32_t cp = cinfer_jinja_utf8_decode(&p, end);
         bool surrogate = cp >= 0xd800 && cp <= 0xdfff;
         if (surrogate) {
             /* a high surrogate followed by a low one is a pair: JSON.stringify keeps it */
             bool paired = false;
             if (cp <= 0xdbff && p < end) {
                 const char *q = p;
-                uint32_t lo = jinja_utf8_decode(&q, end);
+                uint32_t lo = cinfer_jinja_utf8_decode(&q, end);
                 if (lo >= 0xdc00 && lo <= 0xdfff) {
                     paired = true;
                     if (ascii) {
                         snprintf(esc, sizeof(esc), "\\u%04x\\u%04x", cp, lo);
-                        jbuf_puts(out, esc);
+                        cinfer_jbuf_puts(out, esc);
                     } else {
-                        jbuf_append(out, start, (size_t)(q - start));
+                        cinfer_jbuf_append(out, start, (size_t)(q - start));
                     }
                     p = q;
                 }
             }
             if (!paired) {
                 snprintf(esc, sizeof(esc), "\\u%04x", cp);
-                jbuf_puts(out, esc);
+                cinfer_jbuf_puts(out, esc);
             }
             continue;
         }
         if (!ascii) {
-            jbuf_append(out, start, (size_t)(p - start));
+            cinfer_jbuf_append(out, start, (size_t)(p - start));
         } else if (cp >= 0x10000) {
             uint32_t v = cp - 0x10000;
             snprintf(esc, sizeof(esc), "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
-            jbuf_puts(out, esc);
+            cinfer_jbuf_puts(out, esc);
         } else {
             snprintf(esc, sizeof(esc), "\\u%04x", cp);
-            jbuf_puts(out, esc);
+            cinfer_jbuf_puts(out, esc);
         }
     }
-    return jbuf_putc(out, '"');
+    return cinfer_jbuf_putc(out, '"');
 }
 
 /* localeCompare for sort_keys: case-insensitive first, lower case before upper. */
@@ -497,57 +497,57 @@ static int locale_cmp(struct jstr a, struct jstr b)
 
 static bool put_padding(struct jbuf *out, int indent, int depth)
 {
-    jbuf_putc(out, '\n');
+    cinfer_jbuf_putc(out, '\n');
     for (long i = 0; i < (long)indent * depth; i++)
-        jbuf_putc(out, ' ');
+        cinfer_jbuf_putc(out, ' ');
     return !out->failed;
 }
 
-int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, const struct jinja_json_opts *opts,
-               int depth, struct jbuf *out)
+int cinfer_jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, const struct jinja_json_opts *opts,
+                      int depth, struct jbuf *out)
 {
     if (depth > 512)
-        return jinja_fail(rt, at, CINFER_ERR_RANGE, "tojson: value nested deeper than 512 levels");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_RANGE, "tojson: value nested deeper than 512 levels");
     const char *item_sep = opts->item_sep ? opts->item_sep : opts->indent ? "," : ", ";
     const char *key_sep = opts->key_sep ? opts->key_sep : ": ";
     bool ok = true;
     switch (v.kind) {
     case JV_NULL:
-        ok = jbuf_puts(out, "null");
+        ok = cinfer_jbuf_puts(out, "null");
         break;
     case JV_UNDEFINED:
-        ok = jbuf_puts(out, opts->undefined_as_null ? "null" : "undefined");
+        ok = cinfer_jbuf_puts(out, opts->undefined_as_null ? "null" : "undefined");
         break;
     case JV_INT:
     case JV_FLOAT:
         if (!isfinite(v.u.num))
-            ok = jbuf_puts(out, "null");
+            ok = cinfer_jbuf_puts(out, "null");
         else
             ok = put_number(out, v.u.num);
         break;
     case JV_BOOL:
-        ok = jbuf_puts(out, v.u.b ? "true" : "false");
+        ok = cinfer_jbuf_puts(out, v.u.b ? "true" : "false");
         break;
     case JV_STRING:
         ok = put_json_string(v.u.s, opts->ensure_ascii, out);
         break;
     case JV_TUPLE: /* the reference's serializer knows no tuples */
-        return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert to JSON: TupleValue");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert to JSON: TupleValue");
     case JV_ARRAY: {
         const struct jv_array *a = v.u.a;
-        jbuf_putc(out, '[');
+        cinfer_jbuf_putc(out, '[');
         for (size_t i = 0; i < a->n; i++) {
             if (i)
-                jbuf_puts(out, item_sep);
+                cinfer_jbuf_puts(out, item_sep);
             if (opts->indent)
                 put_padding(out, opts->indent, depth + 1);
-            int rc = jv_to_json(rt, at, a->items[i], opts, depth + 1, out);
+            int rc = cinfer_jv_to_json(rt, at, a->items[i], opts, depth + 1, out);
             if (rc)
                 return rc;
         }
         if (opts->indent && a->n)
             put_padding(out, opts->indent, depth);
-        ok = jbuf_putc(out, ']');
+        ok = cinfer_jbuf_putc(out, ']');
         break;
     }
     case JV_OBJECT:
@@ -558,7 +558,7 @@ int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, co
         if (opts->sort_keys && o->n > 1) {
             order = malloc(o->n * sizeof(*order));
             if (!order)
-                return jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
+                return cinfer_jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while rendering");
             for (size_t i = 0; i < o->n; i++) {
                 size_t j = i;
                 while (j > 0 && locale_cmp(o->keys[order[j - 1]], o->keys[i]) > 0) {
@@ -568,28 +568,28 @@ int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, co
                 order[j] = i;
             }
         }
-        jbuf_putc(out, '{');
+        cinfer_jbuf_putc(out, '{');
         int rc = 0;
         for (size_t i = 0; i < o->n && !rc; i++) {
             size_t k = order ? order[i] : i;
             if (i)
-                jbuf_puts(out, item_sep);
+                cinfer_jbuf_puts(out, item_sep);
             if (opts->indent)
                 put_padding(out, opts->indent, depth + 1);
             put_json_string(o->keys[k], opts->ensure_ascii, out);
-            jbuf_puts(out, key_sep);
-            rc = jv_to_json(rt, at, o->vals[k], opts, depth + 1, out);
+            cinfer_jbuf_puts(out, key_sep);
+            rc = cinfer_jv_to_json(rt, at, o->vals[k], opts, depth + 1, out);
         }
         free(order);
         if (rc)
             return rc;
         if (opts->indent && o->n)
             put_padding(out, opts->indent, depth);
-        ok = jbuf_putc(out, '}');
+        ok = cinfer_jbuf_putc(out, '}');
         break;
     }
     case JV_FUNCTION:
-        return jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert to JSON: FunctionValue");
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_UNSUPPORTED, "cannot convert to JSON: FunctionValue");
     }
     return ok && !out->failed ? 0 : out_fail(rt, at, out);
 }
@@ -598,7 +598,7 @@ int jv_to_json(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, co
 
 static bool same_str(struct jstr a, struct jstr b) { return a.n == b.n && memcmp(a.p, b.p, a.n) == 0; }
 
-bool jv_strict_equal(struct jv a, struct jv b)
+bool cinfer_jv_strict_equal(struct jv a, struct jv b)
 {
     bool an = jv_is_number(a), bn = jv_is_number(b);
     if (an || bn)
@@ -628,14 +628,14 @@ bool jv_strict_equal(struct jv a, struct jv b)
 static int to_primitive(struct jinja_rt *rt, const struct jinja_node *at, struct jv v, struct jv *out)
 {
     struct jbuf b = {.limit_bytes = rt->max_output_bytes};
-    int rc = jv_js_string(rt, at, v, &b);
-    if (!rc && !jv_from_buf(rt, &b, out))
-        rc = jinja_nomem(rt, at);
-    jbuf_free(&b);
+    int rc = cinfer_jv_js_string(rt, at, v, &b);
+    if (!rc && !cinfer_jv_from_buf(rt, &b, out))
+        rc = cinfer_jinja_nomem(rt, at);
+    cinfer_jbuf_free(&b);
     return rc;
 }
 
-int jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool *eq)
+int cinfer_jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool *eq)
 {
     for (int round = 0; round < 4; round++) {
         bool a_nullish = a.kind == JV_UNDEFINED || a.kind == JV_NULL;
@@ -647,7 +647,7 @@ int jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a
         bool a_obj = jv_is_array(a) || jv_is_object(a) || a.kind == JV_NAMESPACE || a.kind == JV_FUNCTION;
         bool b_obj = jv_is_array(b) || jv_is_object(b) || b.kind == JV_NAMESPACE || b.kind == JV_FUNCTION;
         if (a_obj && b_obj) {
-            *eq = jv_strict_equal(a, b);
+            *eq = cinfer_jv_strict_equal(a, b);
             return 0;
         }
         if (a.kind == JV_BOOL)
@@ -669,8 +669,8 @@ int jv_loose_equal(struct jinja_rt *rt, const struct jinja_node *at, struct jv a
             return 0;
         }
         /* number vs string */
-        double x = a.kind == JV_STRING ? jinja_js_string_to_number(a.u.s) : a.u.num;
-        double y = b.kind == JV_STRING ? jinja_js_string_to_number(b.u.s) : b.u.num;
+        double x = a.kind == JV_STRING ? cinfer_jinja_js_string_to_number(a.u.s) : a.u.num;
+        double y = b.kind == JV_STRING ? cinfer_jinja_js_string_to_number(b.u.s) : b.u.num;
         *eq = x == y;
         return 0;
     }
@@ -689,24 +689,26 @@ static int str_cmp(struct jstr a, struct jstr b)
     return a.n < b.n ? -1 : a.n > b.n ? 1 : 0;
 }
 
-int jv_compare(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool case_sensitive,
-               int *result)
+int cinfer_jv_compare(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, struct jv b, bool case_sensitive,
+                      int *result)
 {
     if (a.kind == JV_NULL || b.kind == JV_NULL) {
         if (a.kind == JV_NULL && b.kind == JV_NULL) {
             *result = 0;
             return 0;
         }
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare %s with %s", jv_type_name(a),
-                          jv_type_name(b));
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare %s with %s",
+                                 cinfer_jv_type_name(a),
+                                 cinfer_jv_type_name(b));
     }
     if (a.kind == JV_UNDEFINED || b.kind == JV_UNDEFINED) {
         if (a.kind == JV_UNDEFINED && b.kind == JV_UNDEFINED) {
             *result = 0;
             return 0;
         }
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare %s with %s", jv_type_name(a),
-                          jv_type_name(b));
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare %s with %s",
+                                 cinfer_jv_type_name(a),
+                                 cinfer_jv_type_name(b));
     }
     bool an = jv_is_number(a) || a.kind == JV_BOOL, bn = jv_is_number(b) || b.kind == JV_BOOL;
     if (an && bn) {
@@ -715,23 +717,24 @@ int jv_compare(struct jinja_rt *rt, const struct jinja_node *at, struct jv a, st
         return 0;
     }
     if (a.kind != b.kind)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare different types: %s and %s",
-                          jv_type_name(a), jv_type_name(b));
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare different types: %s and %s",
+                                 cinfer_jv_type_name(a), cinfer_jv_type_name(b));
     if (a.kind != JV_STRING)
-        return jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare type: %s", jv_type_name(a));
+        return cinfer_jinja_fail(rt, at, CINFER_ERR_INVALID_ARGUMENT, "cannot compare type: %s",
+                                 cinfer_jv_type_name(a));
     if (case_sensitive) {
         *result = str_cmp(a.u.s, b.u.s);
         return 0;
     }
     struct jbuf x = {0}, y = {0};
-    jinja_case_map(a.u.s, false, &x);
-    jinja_case_map(b.u.s, false, &y);
+    cinfer_jinja_case_map(a.u.s, false, &x);
+    cinfer_jinja_case_map(b.u.s, false, &y);
     int rc = 0;
     if (x.failed || y.failed)
-        rc = jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while comparing");
+        rc = cinfer_jinja_fail(rt, at, CINFER_ERR_NOMEM, "out of memory while comparing");
     else
         *result = str_cmp((struct jstr){x.p ? x.p : "", x.n}, (struct jstr){y.p ? y.p : "", y.n});
-    jbuf_free(&x);
-    jbuf_free(&y);
+    cinfer_jbuf_free(&x);
+    cinfer_jbuf_free(&y);
     return rc;
 }

@@ -191,7 +191,7 @@ int cinfer_cmd_generate(int argc, char **argv)
     for (int i = 0; i < n_rest && status == 0; i++) {
         const char *a = rest[i];
         const char *v = i + 1 < n_rest ? rest[i + 1] : NULL;
-        double x;
+        double x = 0;
         int takes = strcmp(a, "--ignore-eos") != 0 && strcmp(a, "--logprobs") != 0 && a[0] == '-' && a[1] == '-';
         if (takes && !v) {
             fprintf(stderr, "cinfer generate: %s needs a value\n", a);

@@ -80,7 +80,7 @@ static void destroy(struct cinfer_engine *e)
         pthread_join(e->thread, NULL);
     }
     if (e->launch)
-        engine_stop_workers(e);
+        cinfer_engine_stop_workers(e);
     if (e->launcher && e->launch)
         e->launcher->fini(&e->launch);
     cinfer_plugin_close(&e->launcher_plugin);
@@ -92,7 +92,7 @@ static void destroy(struct cinfer_engine *e)
     cinfer_tokenizer_ctx_free(&e->tok);
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         while (e->buckets[b])
-            engine_request_unregister(e, e->buckets[b]);
+            cinfer_engine_request_unregister(e, e->buckets[b]);
     cinfer_server_args_free(&e->args);
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->send_lock);
@@ -160,7 +160,7 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     free(settings);
 
     /* No socket yet: zmq starts its threads with the first one, and the workers are
-     * forked before that (engine_start_workers opens the engine's sockets). */
+     * forked before that (cinfer_engine_start_workers opens the engine's sockets). */
     e->zmq_context = zmq_ctx_new();
     if (!e->zmq_context) {
         rc = cinfer_error_set(err, CINFER_ERR_IO, "zmq_ctx_new failed");
@@ -176,7 +176,7 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
         return rc;
     }
     e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
-    if ((rc = e->launcher->init(&lopts, &e->launch, err)) || (rc = engine_start_workers(e, err))) {
+    if ((rc = e->launcher->init(&lopts, &e->launch, err)) || (rc = cinfer_engine_start_workers(e, err))) {
         destroy(e);
         return rc;
     }
@@ -202,13 +202,13 @@ static void on_worker_death(struct cinfer_engine *e, const char *why)
     snprintf(e->failure, sizeof e->failure, "%s", why);
     char message[1200];
     snprintf(message, sizeof message, "the engine lost a worker: %s", why);
-    engine_fail_all(e, message);
+    cinfer_engine_fail_all(e, message);
     pthread_mutex_unlock(&e->lock);
 
-    engine_stop_workers(e);
+    cinfer_engine_stop_workers(e);
     if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping) {
         struct cinfer_error err = {0};
-        if (engine_start_workers(e, &err) == CINFER_OK) {
+        if (cinfer_engine_start_workers(e, &err) == CINFER_OK) {
             pthread_mutex_lock(&e->lock);
             e->healthy = 1;
             e->failure[0] = '\0';
@@ -241,7 +241,7 @@ static void *engine_thread(void *arg)
             uint32_t type = 0;
             struct cinfer_error err = {0};
             if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_TEXT)
-                engine_handle_text_frame(e, frame, len);
+                cinfer_engine_handle_text_frame(e, frame, len);
             else
                 cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the tokenizer input (%zu bytes): %s",
                            len, err.message[0] ? err.message : "not a TEXT frame");
@@ -259,13 +259,14 @@ static void *engine_thread(void *arg)
                     cinfer_log(CINFER_LOG_SEV_ERROR, "worker reported a failure: %s", failed.message);
                     cinfer_msg_failed_free(&failed);
                 } else if (err.message[0]) {
-                    cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
+                    cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s",
+                               err.message);
                 }
                 free(frame);
             }
         }
         char why[256];
-        if (e->healthy && engine_check_workers(e, why, sizeof why))
+        if (e->healthy && cinfer_engine_check_workers(e, why, sizeof why))
             on_worker_death(e, why);
     }
     return NULL;
@@ -302,7 +303,7 @@ void cinfer_engine_shutdown(struct cinfer_engine **ep, int drain_timeout_ms)
     while (e->n_inflight > 0 && e->healthy)
         if (pthread_cond_timedwait(&e->idle, &e->lock, &deadline) == ETIMEDOUT)
             break;
-    engine_fail_all(e, "the engine is shutting down");
+    cinfer_engine_fail_all(e, "the engine is shutting down");
     /* Callers still inside generate() take their error chunk and leave. */
     while (e->n_inflight > 0) {
         struct timespec brief;
@@ -374,7 +375,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
         cinfer_token_ids_free(&ids);
         return rc;
     }
-    struct engine_request *r = engine_request_register(e);
+    struct engine_request *r = cinfer_engine_request_register(e);
     pthread_mutex_unlock(&e->lock);
     if (!r) {
         cinfer_token_ids_free(&ids);
@@ -386,14 +387,14 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     rc = cinfer_msg_encode_generate(&g, &frame, &len);
     cinfer_token_ids_free(&ids);
     if (rc == CINFER_OK) {
-        rc = engine_send_to_scheduler(e, frame, len, err);
+        rc = cinfer_engine_send_to_scheduler(e, frame, len, err);
         free(frame);
     } else {
         cinfer_error_set(err, rc, "out of memory encoding a request");
     }
     if (rc) {
         pthread_mutex_lock(&e->lock);
-        engine_request_unregister(e, r);
+        cinfer_engine_request_unregister(e, r);
         pthread_mutex_unlock(&e->lock);
         return rc;
     }
@@ -440,12 +441,12 @@ static void close_request(struct cinfer_engine *e, struct engine_request *r, int
         size_t len;
         struct cinfer_error err = {0};
         if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
-            engine_send_to_scheduler(e, frame, len, &err);
+            cinfer_engine_send_to_scheduler(e, frame, len, &err);
             free(frame);
         }
     }
     pthread_mutex_lock(&e->lock);
-    engine_request_unregister(e, r);
+    cinfer_engine_request_unregister(e, r);
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -469,7 +470,8 @@ static int one_choice(const struct cinfer_generate_request *req, const char *fun
 {
     if (req->n > 1)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
-                                "request n is %d: %s returns one choice; use cinfer_engine_generate_n", req->n, function);
+                                "request n is %d: %s returns one choice; use cinfer_engine_generate_n", req->n,
+                                function);
     return CINFER_OK;
 }
 
@@ -483,7 +485,7 @@ static int run_stream(struct cinfer_engine *e, struct engine_request *r, cinfer_
         take_chunk(e, r, -1, &c);
         if (c->finish_reason == CINFER_FINISH_ERROR) {
             int rc = cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
-            engine_chunk_free(c);
+            cinfer_engine_chunk_free(c);
             close_request(e, r, 1);
             return rc;
         }
@@ -491,7 +493,7 @@ static int run_stream(struct cinfer_engine *e, struct engine_request *r, cinfer_
         fill_chunk_view(c, r->rid, &view);
         int stop = fn(&view, ctx);
         int finished = c->finish_reason != CINFER_FINISH_NONE;
-        engine_chunk_free(c);
+        cinfer_engine_chunk_free(c);
         if (finished || stop) {
             close_request(e, r, finished);
             return CINFER_OK;
@@ -683,7 +685,7 @@ int cinfer_engine_stream_open(struct cinfer_engine *e, const struct cinfer_gener
 int cinfer_stream_next(struct cinfer_stream *s, struct cinfer_stream_chunk *chunk, int timeout_ms,
                        struct cinfer_error *err)
 {
-    engine_chunk_free(s->current);
+    cinfer_engine_chunk_free(s->current);
     s->current = NULL;
     if (s->done)
         return cinfer_error_set(err, CINFER_ERR_STATE, "the stream has already finished");
@@ -709,7 +711,7 @@ void cinfer_stream_close(struct cinfer_stream **sp)
     if (!sp || !*sp)
         return;
     struct cinfer_stream *s = *sp;
-    engine_chunk_free(s->current);
+    cinfer_engine_chunk_free(s->current);
     close_request(s->engine, s->req, s->done);
     free(s);
     *sp = NULL;
@@ -718,12 +720,12 @@ void cinfer_stream_close(struct cinfer_stream **sp)
 int cinfer_engine_abort(struct cinfer_engine *e, uint64_t rid)
 {
     pthread_mutex_lock(&e->lock);
-    struct engine_request *r = engine_request_find(e, rid);
+    struct engine_request *r = cinfer_engine_request_find(e, rid);
     if (r) {
         struct engine_chunk *c = calloc(1, sizeof *c);
         if (c) {
             c->finish_reason = CINFER_FINISH_ABORT;
-            engine_request_push(r, c);
+            cinfer_engine_request_push(r, c);
         }
     }
     pthread_mutex_unlock(&e->lock);
@@ -734,7 +736,7 @@ int cinfer_engine_abort(struct cinfer_engine *e, uint64_t rid)
     size_t len;
     struct cinfer_error err = {0};
     if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
-        engine_send_to_scheduler(e, frame, len, &err);
+        cinfer_engine_send_to_scheduler(e, frame, len, &err);
         free(frame);
     }
     return CINFER_OK;

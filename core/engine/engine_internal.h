@@ -86,21 +86,21 @@ struct cinfer_engine {
 };
 
 /* engine_workers.c */
-int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err);
-void engine_stop_workers(struct cinfer_engine *e);
+int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err);
+void cinfer_engine_stop_workers(struct cinfer_engine *e);
 /* Returns 1 (and fills why) when a worker has ended since the last check. */
-int engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes);
+int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes);
 
 /* engine_requests.c */
-struct engine_request *engine_request_register(struct cinfer_engine *e);          /* lock held */
-void engine_request_unregister(struct cinfer_engine *e, struct engine_request *r); /* lock held */
-struct engine_request *engine_request_find(struct cinfer_engine *e, uint64_t rid); /* lock held */
+struct engine_request *cinfer_engine_request_register(struct cinfer_engine *e);          /* lock held */
+void cinfer_engine_request_unregister(struct cinfer_engine *e, struct engine_request *r); /* lock held */
+struct engine_request *cinfer_engine_request_find(struct cinfer_engine *e, uint64_t rid); /* lock held */
 /* Queues a chunk (taking ownership of its strings); lock held. */
-void engine_request_push(struct engine_request *r, struct engine_chunk *c);
-void engine_chunk_free(struct engine_chunk *c);
+void cinfer_engine_request_push(struct engine_request *r, struct engine_chunk *c);
+void cinfer_engine_chunk_free(struct engine_chunk *c);
 /* Ends every request in flight with an error chunk; lock held. */
-void engine_fail_all(struct cinfer_engine *e, const char *why);
-int engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err);
-void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len);
+void cinfer_engine_fail_all(struct cinfer_engine *e, const char *why);
+int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err);
+void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len);
 
 #endif

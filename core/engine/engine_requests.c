@@ -7,7 +7,7 @@
 #include "ipc/channel.h"
 #include "util/log.h"
 
-struct engine_request *engine_request_register(struct cinfer_engine *e)
+struct engine_request *cinfer_engine_request_register(struct cinfer_engine *e)
 {
     struct engine_request *r = calloc(1, sizeof *r);
     if (!r)
@@ -21,7 +21,7 @@ struct engine_request *engine_request_register(struct cinfer_engine *e)
     return r;
 }
 
-void engine_request_unregister(struct cinfer_engine *e, struct engine_request *r)
+void cinfer_engine_request_unregister(struct cinfer_engine *e, struct engine_request *r)
 {
     for (struct engine_request **p = &e->buckets[r->rid % ENGINE_BUCKETS]; *p; p = &(*p)->next)
         if (*p == r) {
@@ -31,7 +31,7 @@ void engine_request_unregister(struct cinfer_engine *e, struct engine_request *r
     while (r->head) {
         struct engine_chunk *c = r->head;
         r->head = c->next;
-        engine_chunk_free(c);
+        cinfer_engine_chunk_free(c);
     }
     pthread_cond_destroy(&r->ready);
     free(r);
@@ -39,7 +39,7 @@ void engine_request_unregister(struct cinfer_engine *e, struct engine_request *r
     pthread_cond_broadcast(&e->idle);
 }
 
-struct engine_request *engine_request_find(struct cinfer_engine *e, uint64_t rid)
+struct engine_request *cinfer_engine_request_find(struct cinfer_engine *e, uint64_t rid)
 {
     for (struct engine_request *r = e->buckets[rid % ENGINE_BUCKETS]; r; r = r->next)
         if (r->rid == rid)
@@ -47,7 +47,7 @@ struct engine_request *engine_request_find(struct cinfer_engine *e, uint64_t rid
     return NULL;
 }
 
-void engine_chunk_free(struct engine_chunk *c)
+void cinfer_engine_chunk_free(struct engine_chunk *c)
 {
     if (!c)
         return;
@@ -59,10 +59,10 @@ void engine_chunk_free(struct engine_chunk *c)
     free(c);
 }
 
-void engine_request_push(struct engine_request *r, struct engine_chunk *c)
+void cinfer_engine_request_push(struct engine_request *r, struct engine_chunk *c)
 {
     if (r->final_queued) {
-        engine_chunk_free(c);
+        cinfer_engine_chunk_free(c);
         return;
     }
     if (c->finish_reason != CINFER_FINISH_NONE)
@@ -76,7 +76,7 @@ void engine_request_push(struct engine_request *r, struct engine_chunk *c)
     pthread_cond_broadcast(&r->ready);
 }
 
-void engine_fail_all(struct cinfer_engine *e, const char *why)
+void cinfer_engine_fail_all(struct cinfer_engine *e, const char *why)
 {
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         for (struct engine_request *r = e->buckets[b]; r; r = r->next) {
@@ -85,11 +85,11 @@ void engine_fail_all(struct cinfer_engine *e, const char *why)
                 continue;
             c->finish_reason = CINFER_FINISH_ERROR;
             c->error = strdup(why);
-            engine_request_push(r, c);
+            cinfer_engine_request_push(r, c);
         }
 }
 
-int engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err)
+int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err)
 {
     pthread_mutex_lock(&e->send_lock);
     int rc = e->to_scheduler ? cinfer_channel_send(e->to_scheduler, frame, len, 0, err)
@@ -100,7 +100,7 @@ int engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t 
 
 /* A TEXT frame from the detokenizer: hand its chunk to the waiting caller. When a stop
  * string ended the request, the scheduler is told to let go of it (quietly). */
-void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len)
+void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len)
 {
     struct cinfer_msg_text t;
     struct cinfer_error err = {0};
@@ -114,7 +114,7 @@ void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t
         void *out;
         size_t out_len;
         if (cinfer_msg_encode_abort(&a, &out, &out_len) == CINFER_OK) {
-            engine_send_to_scheduler(e, out, out_len, &err);
+            cinfer_engine_send_to_scheduler(e, out, out_len, &err);
             free(out);
         }
     }
@@ -134,10 +134,10 @@ void engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t
     c->prompt_tokens = (int)t.prompt_tokens;
     c->completion_tokens = (int)t.completion_tokens;
     pthread_mutex_lock(&e->lock);
-    struct engine_request *r = engine_request_find(e, t.rid);
+    struct engine_request *r = cinfer_engine_request_find(e, t.rid);
     if (r)
-        engine_request_push(r, c);
+        cinfer_engine_request_push(r, c);
     else
-        engine_chunk_free(c); /* its caller has gone (aborted or timed out) */
+        cinfer_engine_chunk_free(c); /* its caller has gone (aborted or timed out) */
     pthread_mutex_unlock(&e->lock);
 }

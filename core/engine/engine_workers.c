@@ -133,7 +133,7 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
             continue;
         }
         char why[256];
-        if (engine_check_workers(e, why, sizeof why))
+        if (cinfer_engine_check_workers(e, why, sizeof why))
             return cinfer_error_set(err, CINFER_ERR_CHILD, "%s before it was ready", why);
         if (now_ms() > deadline) {
             /* Name every worker still silent and every one that did answer: which side
@@ -153,7 +153,7 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
     return CINFER_OK;
 }
 
-int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
+int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
 {
     e->n_workers = 0;
     if (pipe2(e->lifeline, O_CLOEXEC) != 0)
@@ -197,11 +197,11 @@ int engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
         pthread_mutex_unlock(&e->send_lock);
     }
     if (rc)
-        engine_stop_workers(e);
+        cinfer_engine_stop_workers(e);
     return rc;
 }
 
-void engine_stop_workers(struct cinfer_engine *e)
+void cinfer_engine_stop_workers(struct cinfer_engine *e)
 {
     /* Closing our end of the lifeline is the signal: every worker sees EOF and exits. */
     if (e->lifeline[1] >= 0) {
@@ -234,7 +234,7 @@ void engine_stop_workers(struct cinfer_engine *e)
     pthread_mutex_unlock(&e->send_lock);
 }
 
-int engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes)
+int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes)
 {
     for (int i = 0; i < e->n_workers; i++) {
         struct engine_worker *w = &e->workers[i];

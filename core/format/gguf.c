@@ -538,8 +538,8 @@ static int out_of_range(const struct cinfer_gguf *g, const char *key, int negati
 
 int cinfer_gguf_get_u64(const struct cinfer_gguf *g, const char *key, uint64_t *out, struct cinfer_error *err)
 {
-    int negative;
-    uint64_t m;
+    int negative = 0;
+    uint64_t m = 0;
     int rc = get_integer(g, key, &negative, &m, err);
     if (rc)
         return rc;
@@ -551,8 +551,8 @@ int cinfer_gguf_get_u64(const struct cinfer_gguf *g, const char *key, uint64_t *
 
 int cinfer_gguf_get_u32(const struct cinfer_gguf *g, const char *key, uint32_t *out, struct cinfer_error *err)
 {
-    int negative;
-    uint64_t m;
+    int negative = 0;
+    uint64_t m = 0;
     int rc = get_integer(g, key, &negative, &m, err);
     if (rc)
         return rc;
@@ -564,8 +564,8 @@ int cinfer_gguf_get_u32(const struct cinfer_gguf *g, const char *key, uint32_t *
 
 int cinfer_gguf_get_i32(const struct cinfer_gguf *g, const char *key, int32_t *out, struct cinfer_error *err)
 {
-    int negative;
-    uint64_t m;
+    int negative = 0;
+    uint64_t m = 0;
     int rc = get_integer(g, key, &negative, &m, err);
     if (rc)
         return rc;

@@ -18,7 +18,7 @@ static int equal_constant_time(const char *a, size_t a_len, const char *b, size_
     return diff == 0;
 }
 
-int http_auth_header_ok(const char *h, const char *api_key)
+int cinfer_http_auth_header_ok(const char *h, const char *api_key)
 {
     if (!api_key || !*api_key)
         return 1;

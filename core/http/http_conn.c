@@ -11,42 +11,42 @@
 
 #include "http/http_transport.h"
 
-double http_now_s(void)
+double cinfer_http_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-struct http_conn *http_conn_new(struct cinfer_http_server *srv, struct MHD_Connection *mhd)
+struct http_conn *cinfer_http_conn_new(struct cinfer_http_server *srv, struct MHD_Connection *mhd)
 {
     struct http_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->server = srv;
     c->mhd = mhd;
-    c->arrival_s = http_now_s();
+    c->arrival_s = cinfer_http_now_s();
     return c;
 }
 
-void http_conn_free(struct http_conn **cp)
+void cinfer_http_conn_free(struct http_conn **cp)
 {
     if (!cp || !*cp)
         return;
     struct http_conn *c = *cp;
-    http_sse_close_once(c);
+    cinfer_http_sse_close_once(c);
     free(c->body.data);
     free(c->sse_out.data);
     free(c);
     *cp = NULL;
 }
 
-double http_conn_arrival_s(const struct http_conn *c)
+double cinfer_http_conn_arrival_s(const struct http_conn *c)
 {
     return c->arrival_s;
 }
 
-int http_conn_client_gone(struct http_conn *c)
+int cinfer_http_conn_client_gone(struct http_conn *c)
 {
     if (!c)
         return 0;
@@ -71,9 +71,9 @@ int http_conn_client_gone(struct http_conn *c)
     return c->gone;
 }
 
-int http_conn_should_stop(struct http_conn *c)
+int cinfer_http_conn_should_stop(struct http_conn *c)
 {
     if (!c)
         return 0;
-    return atomic_load(&c->server->stopping) || http_conn_client_gone(c);
+    return atomic_load(&c->server->stopping) || cinfer_http_conn_client_gone(c);
 }

@@ -21,7 +21,7 @@ static int is_request_refusal(const char *m)
            starts_with(m, "prompt token ") || (starts_with(m, "request ") && strstr(m, "has an empty prompt"));
 }
 
-int http_engine_error_status(const struct cinfer_error *err, const char **type)
+int cinfer_http_engine_error_status(const struct cinfer_error *err, const char **type)
 {
     const char *m = err->message;
     switch (err->code) {
@@ -67,9 +67,9 @@ int http_engine_error_status(const struct cinfer_error *err, const char **type)
     }
 }
 
-void http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err)
+void cinfer_http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err)
 {
     const char *type = "internal_error";
-    int status = http_engine_error_status(err, &type);
-    http_reply_error(c, status, type, NULL, "%s", err->message[0] ? err->message : cinfer_strerror(err->code));
+    int status = cinfer_http_engine_error_status(err, &type);
+    cinfer_http_reply_error(c, status, type, NULL, "%s", err->message[0] ? err->message : cinfer_strerror(err->code));
 }

@@ -23,9 +23,9 @@ struct http_generation {
     int recorded;
 };
 
-int http_generation_start(const struct http_server_ctx *ctx, struct http_conn *conn,
-                          const struct cinfer_generate_request *req, struct http_generation **out,
-                          struct cinfer_error *err)
+int cinfer_http_generation_start(const struct http_server_ctx *ctx, struct http_conn *conn,
+                                 const struct cinfer_generate_request *req, struct http_generation **out,
+                                 struct cinfer_error *err)
 {
     *out = NULL;
     struct http_generation *g = calloc(1, sizeof *g);
@@ -33,7 +33,7 @@ int http_generation_start(const struct http_server_ctx *ctx, struct http_conn *c
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory starting a generation");
     g->ctx = ctx;
     g->conn = conn;
-    g->arrival_s = conn ? http_conn_arrival_s(conn) : http_now_s();
+    g->arrival_s = conn ? cinfer_http_conn_arrival_s(conn) : cinfer_http_now_s();
     int rc = cinfer_engine_stream_open(ctx->engine, req, &g->stream, err);
     if (rc != CINFER_OK) {
         free(g);
@@ -44,7 +44,7 @@ int http_generation_start(const struct http_server_ctx *ctx, struct http_conn *c
     return CINFER_OK;
 }
 
-uint64_t http_generation_request_id(const struct http_generation *g)
+uint64_t cinfer_http_generation_request_id(const struct http_generation *g)
 {
     return g->request_id;
 }
@@ -55,13 +55,13 @@ static void record(struct http_generation *g, enum cinfer_finish_reason reason)
         return;
     g->recorded = 1;
     if (g->ctx->metrics)
-        http_metrics_observe_request(g->ctx->metrics, g->prompt_tokens, g->completion_tokens,
-                                     http_now_s() - g->arrival_s, reason);
+        cinfer_http_metrics_observe_request(g->ctx->metrics, g->prompt_tokens, g->completion_tokens,
+                                            cinfer_http_now_s() - g->arrival_s, reason);
 }
 
 static void observe_chunk(struct http_generation *g, const struct cinfer_stream_chunk *chunk)
 {
-    double now = http_now_s();
+    double now = cinfer_http_now_s();
     if (chunk->prompt_tokens > 0)
         g->prompt_tokens = chunk->prompt_tokens;
     if (chunk->completion_tokens > 0)
@@ -70,25 +70,25 @@ static void observe_chunk(struct http_generation *g, const struct cinfer_stream_
         return;
     if (!g->seen_token) {
         g->seen_token = 1;
-        http_metrics_observe_first_token(g->ctx->metrics, now - g->arrival_s);
+        cinfer_http_metrics_observe_first_token(g->ctx->metrics, now - g->arrival_s);
     } else {
         /* Tokens that arrive together shared the interval: each gets its part. */
         double per_token = (now - g->last_chunk_s) / (double)chunk->n_ids;
         for (size_t i = 0; i < chunk->n_ids; i++)
-            http_metrics_observe_inter_token(g->ctx->metrics, per_token);
+            cinfer_http_metrics_observe_inter_token(g->ctx->metrics, per_token);
     }
     g->last_chunk_s = now;
 }
 
-int http_generation_next_for(struct http_generation *g, struct cinfer_stream_chunk *chunk, int timeout_ms,
-                             struct cinfer_error *err)
+int cinfer_http_generation_next_for(struct http_generation *g, struct cinfer_stream_chunk *chunk, int timeout_ms,
+                                    struct cinfer_error *err)
 {
     if (!g->stream)
         return cinfer_error_set(err, CINFER_ERR_STATE, "the generation has already finished");
-    double deadline = timeout_ms < 0 ? 0 : http_now_s() + timeout_ms / 1000.0;
+    double deadline = timeout_ms < 0 ? 0 : cinfer_http_now_s() + timeout_ms / 1000.0;
     for (;;) {
-        if (http_conn_should_stop(g->conn)) {
-            int gone = http_conn_client_gone(g->conn);
+        if (cinfer_http_conn_should_stop(g->conn)) {
+            int gone = cinfer_http_conn_client_gone(g->conn);
             record(g, CINFER_FINISH_ABORT);
             cinfer_stream_close(&g->stream); /* aborts it in the engine */
             return cinfer_error_set(err, CINFER_ERR_IO, "request %llu aborted: %s", (unsigned long long)g->request_id,
@@ -96,7 +96,7 @@ int http_generation_next_for(struct http_generation *g, struct cinfer_stream_chu
         }
         int slice = WAIT_SLICE_MS;
         if (timeout_ms >= 0) {
-            double left_ms = (deadline - http_now_s()) * 1000.0;
+            double left_ms = (deadline - cinfer_http_now_s()) * 1000.0;
             if (left_ms <= 0)
                 return cinfer_error_set(err, CINFER_ERR_TIMEOUT, "no output within %d ms", timeout_ms);
             if (left_ms < slice)
@@ -116,12 +116,12 @@ int http_generation_next_for(struct http_generation *g, struct cinfer_stream_chu
     }
 }
 
-int http_generation_next(struct http_generation *g, struct cinfer_stream_chunk *chunk, struct cinfer_error *err)
+int cinfer_http_generation_next(struct http_generation *g, struct cinfer_stream_chunk *chunk, struct cinfer_error *err)
 {
-    return http_generation_next_for(g, chunk, -1, err);
+    return cinfer_http_generation_next_for(g, chunk, -1, err);
 }
 
-void http_generation_finish(struct http_generation **gp)
+void cinfer_http_generation_finish(struct http_generation **gp)
 {
     if (!gp || !*gp)
         return;

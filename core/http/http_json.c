@@ -17,24 +17,25 @@ static const char *json_kind(const json_t *j)
     return "something else";
 }
 
-json_t *http_parse_json_object(const struct http_request *req)
+json_t *cinfer_http_parse_json_object(const struct http_request *req)
 {
     if (req->body_len == 0) {
-        http_reply_error(req->conn, 400, "invalid_request_error", NULL,
-                         "the request body is empty: expected a JSON object");
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", NULL,
+                                "the request body is empty: expected a JSON object");
         return NULL;
     }
     json_error_t jerr;
     /* JSON_REJECT_DUPLICATES: two values for one key would make the request ambiguous. */
     json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j) {
-        http_reply_error(req->conn, 400, "invalid_request_error", NULL, "malformed JSON at line %d, column %d: %s",
-                         jerr.line, jerr.column, jerr.text);
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", NULL,
+                                "malformed JSON at line %d, column %d: %s",
+                                jerr.line, jerr.column, jerr.text);
         return NULL;
     }
     if (!json_is_object(j)) {
-        http_reply_error(req->conn, 400, "invalid_request_error", NULL,
-                         "expected a JSON object as the request body, found %s", json_kind(j));
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", NULL,
+                                "expected a JSON object as the request body, found %s", json_kind(j));
         json_decref(j);
         return NULL;
     }

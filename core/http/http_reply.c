@@ -9,7 +9,7 @@
 #include "http/http_transport.h"
 #include "util/log.h"
 
-void http_queue(struct http_conn *c, int status, struct MHD_Response *resp)
+void cinfer_http_queue(struct http_conn *c, int status, struct MHD_Response *resp)
 {
     if (!resp) {
         cinfer_log(CINFER_LOG_SEV_ERROR, "http: out of memory making the response to a request");
@@ -38,25 +38,25 @@ static struct MHD_Response *response_from_malloc(char *data, size_t len, const c
     return resp;
 }
 
-void http_reply_json(struct http_conn *c, int status, json_t *body)
+void cinfer_http_reply_json(struct http_conn *c, int status, json_t *body)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text) {
-        http_reply_text(c, 500, "text/plain; charset=utf-8", "out of memory encoding the JSON response\n", 42);
+        cinfer_http_reply_text(c, 500, "text/plain; charset=utf-8", "out of memory encoding the JSON response\n", 42);
         return;
     }
-    http_queue(c, status, response_from_malloc(text, strlen(text), "application/json"));
+    cinfer_http_queue(c, status, response_from_malloc(text, strlen(text), "application/json"));
 }
 
-void http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len)
+void cinfer_http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len)
 {
     char *copy = malloc(len + 1);
     if (copy) {
         memcpy(copy, text, len);
         copy[len] = '\0';
     }
-    http_queue(c, status, copy ? response_from_malloc(copy, len, content_type) : NULL);
+    cinfer_http_queue(c, status, copy ? response_from_malloc(copy, len, content_type) : NULL);
 }
 
 static json_t *error_body(const char *type, const char *param, const char *message)
@@ -73,16 +73,16 @@ static void reply_error_v(struct http_conn *c, int status, const char *type, con
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text) {
-        http_reply_text(c, 500, "text/plain; charset=utf-8", "out of memory encoding the JSON response\n", 42);
+        cinfer_http_reply_text(c, 500, "text/plain; charset=utf-8", "out of memory encoding the JSON response\n", 42);
         return;
     }
     struct MHD_Response *resp = response_from_malloc(text, strlen(text), "application/json");
     if (resp && header)
         MHD_add_response_header(resp, header, header_value);
-    http_queue(c, status, resp);
+    cinfer_http_queue(c, status, resp);
 }
 
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
+void cinfer_http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -90,8 +90,8 @@ void http_reply_error(struct http_conn *c, int status, const char *type, const c
     va_end(ap);
 }
 
-void http_reply_error_with_header(struct http_conn *c, int status, const char *type, const char *header,
-                                  const char *header_value, const char *fmt, ...)
+void cinfer_http_reply_error_with_header(struct http_conn *c, int status, const char *type, const char *header,
+                                         const char *header_value, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -9,31 +9,31 @@
 static void handle_health(const struct http_request *req)
 {
     if (cinfer_engine_healthy(req->ctx->engine))
-        http_reply_text(req->conn, 200, "text/plain; charset=utf-8", "", 0);
+        cinfer_http_reply_text(req->conn, 200, "text/plain; charset=utf-8", "", 0);
     else
-        http_reply_error(req->conn, 503, "service_unavailable", NULL,
-                         "the engine is not healthy: it lost a worker process");
+        cinfer_http_reply_error(req->conn, 503, "service_unavailable", NULL,
+                                "the engine is not healthy: it lost a worker process");
 }
 
 static const struct http_route routes[] = {
     {"/health", "GET", handle_health, 0},
     {"/health", "HEAD", handle_health, 0},
-    {"/v1/completions", "POST", openai_handle_completions, 1},
-    {"/v1/chat/completions", "POST", openai_handle_chat_completions, 1},
-    {"/v1/models", "GET", openai_handle_models, 1},
-    {"/generate", "POST", native_handle_generate, 1},
-    {"/v1/tokenize", "POST", native_handle_tokenize, 1},
-    {"/v1/detokenize", "POST", native_handle_detokenize, 1},
-    {"/get_server_info", "GET", native_handle_server_info, 1},
-    {"/flush_cache", "POST", native_handle_flush_cache, 1},
-    {"/flush_cache", "GET", native_handle_flush_cache, 1},
-    {"/abort_request", "POST", native_handle_abort_request, 1},
-    {"/health_generate", "GET", native_handle_health_generate, 1},
-    {"/metrics", "GET", native_handle_metrics, 1},
+    {"/v1/completions", "POST", cinfer_openai_handle_completions, 1},
+    {"/v1/chat/completions", "POST", cinfer_openai_handle_chat_completions, 1},
+    {"/v1/models", "GET", cinfer_openai_handle_models, 1},
+    {"/generate", "POST", cinfer_native_handle_generate, 1},
+    {"/v1/tokenize", "POST", cinfer_native_handle_tokenize, 1},
+    {"/v1/detokenize", "POST", cinfer_native_handle_detokenize, 1},
+    {"/get_server_info", "GET", cinfer_native_handle_server_info, 1},
+    {"/flush_cache", "POST", cinfer_native_handle_flush_cache, 1},
+    {"/flush_cache", "GET", cinfer_native_handle_flush_cache, 1},
+    {"/abort_request", "POST", cinfer_native_handle_abort_request, 1},
+    {"/health_generate", "GET", cinfer_native_handle_health_generate, 1},
+    {"/metrics", "GET", cinfer_native_handle_metrics, 1},
 };
 
-const struct http_route *http_route_find(const char *path, const char *method, int *path_known, char *allow,
-                                         size_t allow_bytes)
+const struct http_route *cinfer_http_route_find(const char *path, const char *method, int *path_known, char *allow,
+                                                size_t allow_bytes)
 {
     *path_known = 0;
     if (allow_bytes)

@@ -15,7 +15,7 @@ struct http_route {
 
 /* The route of (path, method), or NULL with *path_known telling 404 from 405 and allow
  * filled with the path's methods ("GET, HEAD") for the Allow header. */
-const struct http_route *http_route_find(const char *path, const char *method, int *path_known, char *allow,
-                                         size_t allow_bytes);
+const struct http_route *cinfer_http_route_find(const char *path, const char *method, int *path_known, char *allow,
+                                                size_t allow_bytes);
 
 #endif

@@ -61,7 +61,7 @@ static void dispatch(struct http_conn *c, const char *url, const char *method)
                                .conn = c};
     c->route->handler(&req);
     if (!c->answered)
-        http_reply_error(c, 500, "internal_error", NULL, "the handler of %s %s gave no answer", method, url);
+        cinfer_http_reply_error(c, 500, "internal_error", NULL, "the handler of %s %s gave no answer", method, url);
 }
 
 /* declared: the Content-Length text, or NULL for a body that grew past the limit. */
@@ -69,18 +69,18 @@ static void reply_too_large(struct http_conn *c, const char *declared)
 {
     long long limit = (long long)c->server->args.max_request_body_bytes;
     if (declared)
-        http_reply_error(c, 413, "request_too_large", NULL,
-                         "the request body of %s bytes is larger than server.max_request_body_bytes (%lld bytes)",
-                         declared, limit);
+        cinfer_http_reply_error(c, 413, "request_too_large", NULL,
+                                "the request body of %s bytes is larger than server.max_request_body_bytes "
+                                "(%lld bytes)", declared, limit);
     else
-        http_reply_error(c, 413, "request_too_large", NULL,
-                         "the request body is larger than server.max_request_body_bytes (%lld bytes)", limit);
+        cinfer_http_reply_error(c, 413, "request_too_large", NULL,
+                                "the request body is larger than server.max_request_body_bytes (%lld bytes)", limit);
 }
 
 static int auth_ok(struct MHD_Connection *mhd, const char *api_key)
 {
-    return http_auth_header_ok(MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                               api_key);
+    return cinfer_http_auth_header_ok(MHD_lookup_connection_value(mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                                      api_key);
 }
 
 /* Decides from the headers alone; returns 1 when it answered (a refusal). */
@@ -88,27 +88,27 @@ static int screen(struct http_conn *c, const char *url, const char *method)
 {
     struct cinfer_http_server *srv = c->server;
     if (atomic_load(&srv->stopping)) {
-        http_reply_error(c, 503, "service_unavailable", NULL, "the server is stopping");
+        cinfer_http_reply_error(c, 503, "service_unavailable", NULL, "the server is stopping");
         return 1;
     }
     int path_known = 0;
     char allow[128];
-    const struct http_route *route = http_route_find(url, method, &path_known, allow, sizeof allow);
+    const struct http_route *route = cinfer_http_route_find(url, method, &path_known, allow, sizeof allow);
     int needs_auth = route ? route->needs_auth : 1;
     if (needs_auth && !auth_ok(c->mhd, srv->args.api_key)) {
         int sent = MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
-        http_reply_error_with_header(c, 401, "authentication_error", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
-                                     sent ? "invalid API key in the Authorization header"
+        cinfer_http_reply_error_with_header(c, 401, "authentication_error", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
+                                            sent ? "invalid API key in the Authorization header"
                                           : "missing API key: send the header \"Authorization: Bearer KEY\"");
         return 1;
     }
     if (!route && path_known) {
-        http_reply_error_with_header(c, 405, "invalid_request_error", MHD_HTTP_HEADER_ALLOW, allow,
-                                     "method %s is not allowed on %s (allowed: %s)", method, url, allow);
+        cinfer_http_reply_error_with_header(c, 405, "invalid_request_error", MHD_HTTP_HEADER_ALLOW, allow,
+                                            "method %s is not allowed on %s (allowed: %s)", method, url, allow);
         return 1;
     }
     if (!route) {
-        http_reply_error(c, 404, "not_found_error", NULL, "no endpoint %s %s", method, url);
+        cinfer_http_reply_error(c, 404, "not_found_error", NULL, "no endpoint %s %s", method, url);
         return 1;
     }
     const char *length = MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -133,7 +133,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
     struct http_conn *c = *con_cls;
     if (!c) {
         /* The headers are in; the body (if any) comes in later calls. */
-        c = http_conn_new(cls, mhd);
+        c = cinfer_http_conn_new(cls, mhd);
         if (!c)
             return MHD_NO;
         *con_cls = c;
@@ -161,8 +161,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mhd, const c
             reply_too_large(c, NULL); /* taken at once if MHD allows it, else at the end */
             return MHD_YES;
         }
-        if (http_buffer_append(&c->body, upload_data, n) != CINFER_OK) {
-            cinfer_log(CINFER_LOG_SEV_ERROR, "http: out of memory reading a request body of %zu bytes", c->body.len + n);
+        if (cinfer_http_buffer_append(&c->body, upload_data, n) != CINFER_OK) {
+            cinfer_log(CINFER_LOG_SEV_ERROR, "http: out of memory reading a request body of %zu bytes",
+                       c->body.len + n);
             return MHD_NO; /* no memory to answer with either: close the connection */
         }
         return MHD_YES;
@@ -192,7 +193,7 @@ static void on_completed(void *cls, struct MHD_Connection *mhd, void **con_cls, 
     struct cinfer_http_server *srv = c->server;
     if (c->dispatched)
         MHD_set_connection_option(mhd, MHD_CONNECTION_OPTION_TIMEOUT, IDLE_CONNECTION_TIMEOUT_S);
-    http_conn_free(&c);
+    cinfer_http_conn_free(&c);
     *con_cls = NULL;
     /* A burst of connections leaves freed memory in glibc's per-thread arenas (each
      * connection has its own thread); once no request is open, hand it back to the
@@ -333,7 +334,7 @@ static void server_free(struct cinfer_http_server *srv)
 {
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
-    http_metrics_free(&srv->ctx.metrics);
+    cinfer_http_metrics_free(&srv->ctx.metrics);
     cinfer_chat_template_free(&srv->chat_template);
     free(srv->model_name);
     free(srv->tls_cert_pem);
@@ -375,7 +376,8 @@ static int start_daemon(struct cinfer_http_server *srv, struct cinfer_error *err
     start_error_bytes = sizeof why;
     /* The logger first, so that MHD's complaints about the other options reach it. */
     srv->daemon = MHD_start_daemon(flags, (uint16_t)srv->args.port, NULL, NULL, on_request, srv,
-                                   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+                                   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY, options,
+                                   MHD_OPTION_END);
     start_error = NULL;
     if (!srv->daemon)
         return cinfer_error_set(err, CINFER_ERR_IO, "cannot start the HTTP server on %s port %d%s: %s",
@@ -402,7 +404,7 @@ int cinfer_http_server_start(struct cinfer_engine *engine, const struct cinfer_s
     srv->ctx.args = &srv->args;
     srv->ctx.tokenizer = cinfer_engine_tokenizer(engine);
     srv->ctx.created_unix_s = (int64_t)time(NULL);
-    rc = http_metrics_new(&srv->ctx.metrics);
+    rc = cinfer_http_metrics_new(&srv->ctx.metrics);
     if (rc)
         cinfer_error_set(err, rc, "out of memory starting the HTTP server");
     if (!rc)

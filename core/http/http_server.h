@@ -4,7 +4,7 @@
  * body (refusing it with 413 past server.max_request_body_bytes before parsing),
  * checks the API key, finds the route and calls its handler once, from a thread of its
  * own that may block (generation). The handler answers exactly once: a JSON body
- * (http_reply_json / http_reply_error) or a server-sent-event stream (http_reply_sse).
+ * (cinfer_http_reply_json / cinfer_http_reply_error) or a server-sent-event stream (cinfer_http_reply_sse).
  *
  * The API layers live beside it, one file per group of endpoints:
  *   openai_*.c   /v1/completions, /v1/chat/completions, /v1/models
@@ -54,32 +54,32 @@ typedef void (*http_handler_fn)(const struct http_request *req);
 
 /* ---- answering ------------------------------------------------------------------- */
 /* Sends body (the reference is stolen) with Content-Type application/json. */
-void http_reply_json(struct http_conn *c, int status, json_t *body);
+void cinfer_http_reply_json(struct http_conn *c, int status, json_t *body);
 /* Sends a plain-text body (e.g. /metrics, with its own content type). */
-void http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len);
+void cinfer_http_reply_text(struct http_conn *c, int status, const char *content_type, const char *text, size_t len);
 /* OpenAI's error shape:
  *   {"error": {"message": "...", "type": "invalid_request_error", "param": "temperature", "code": null}}
  * type: "invalid_request_error" (400), "authentication_error" (401), "not_found_error"
  * (404), "request_too_large" (413), "server_overloaded" (503, queue full),
  * "service_unavailable" (503, engine down), "internal_error" (500). param may be NULL. */
-void http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
+void cinfer_http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* Maps an engine error to its status and type (queue full -> 503 server_overloaded,
  * CINFER_ERR_CHILD / engine stopped -> 503 service_unavailable, prompt too long or a
  * sampling parameter out of range -> 400 invalid_request_error, ...) and replies. */
-void http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err);
-/* The status and type http_reply_engine_error would answer with (for tests and logs). */
-int http_engine_error_status(const struct cinfer_error *err, const char **type);
+void cinfer_http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err);
+/* The status and type cinfer_http_reply_engine_error would answer with (for tests and logs). */
+int cinfer_http_engine_error_status(const struct cinfer_error *err, const char **type);
 
 /* Parses req->body as a JSON object. On failure replies 400 with the position
  * ("malformed JSON at line 1, column 17: ...") or "expected a JSON object, found an
  * array" and returns NULL; the handler then just returns. */
-json_t *http_parse_json_object(const struct http_request *req);
+json_t *cinfer_http_parse_json_object(const struct http_request *req);
 
 /* ---- server-sent events ------------------------------------------------------------ */
 /* A pull source: the transport calls next() from the connection's thread whenever it
- * can send; next() may block (e.g. in http_generation_next). It appends one or more
- * whole events to *out (use http_sse_event) and returns 0, or returns 1 when the
+ * can send; next() may block (e.g. in cinfer_http_generation_next). It appends one or more
+ * whole events to *out (use cinfer_http_sse_event) and returns 0, or returns 1 when the
  * stream is over (after appending its last events, such as "data: [DONE]"), or a
  * negative cinfer_status to cut the connection. close() is called exactly once, when
  * the stream ends for any reason, including the client going away; it must abort
@@ -88,10 +88,10 @@ struct http_buffer {
     char *data;
     size_t len, cap;
 };
-int http_buffer_append(struct http_buffer *b, const char *data, size_t len);
+int cinfer_http_buffer_append(struct http_buffer *b, const char *data, size_t len);
 /* Appends "data: <json>\n\n" (compact JSON, the reference is stolen), or the literal
  * "data: [DONE]\n\n" when json is NULL. */
-int http_sse_event(struct http_buffer *out, json_t *json);
+int cinfer_http_sse_event(struct http_buffer *out, json_t *json);
 
 struct http_sse_source {
     int (*next)(void *state, struct http_buffer *out);
@@ -101,54 +101,54 @@ struct http_sse_source {
 /* Replies 200 with Content-Type text/event-stream, Cache-Control no-cache, and the
  * events of src. The transport checks for a departed client while next() waits (it
  * polls the socket), so a disconnect aborts the generation within ~100 ms. */
-void http_reply_sse(struct http_conn *c, struct http_sse_source src);
+void cinfer_http_reply_sse(struct http_conn *c, struct http_sse_source src);
 
 /* 1 once the client has closed its connection (for handlers that block without
  * streaming, e.g. a non-streaming completion). */
-int http_conn_client_gone(struct http_conn *c);
+int cinfer_http_conn_client_gone(struct http_conn *c);
 
 /* ---- generation -------------------------------------------------------------------- */
 /* One engine request on behalf of an HTTP request: opens a cinfer_stream, records
  * timing into the metrics (time to first token, inter-token latency, end-to-end,
  * prompt and generated token counts), and aborts when the client goes away. */
 struct http_generation;
-int http_generation_start(const struct http_server_ctx *ctx, struct http_conn *conn,
-                          const struct cinfer_generate_request *req, struct http_generation **out,
-                          struct cinfer_error *err);
+int cinfer_http_generation_start(const struct http_server_ctx *ctx, struct http_conn *conn,
+                                 const struct cinfer_generate_request *req, struct http_generation **out,
+                                 struct cinfer_error *err);
 /* Waits for the next chunk (valid until the next call). Returns CINFER_OK, or
  * CINFER_ERR_IO once the client is gone (the request is then aborted), or the
  * engine's error. A chunk with finish_reason != NONE is the last. */
-int http_generation_next(struct http_generation *g, struct cinfer_stream_chunk *chunk, struct cinfer_error *err);
+int cinfer_http_generation_next(struct http_generation *g, struct cinfer_stream_chunk *chunk, struct cinfer_error *err);
 /* The same, giving up after timeout_ms (-1: never) with CINFER_ERR_TIMEOUT and the
  * generation still running: for a handler that interleaves several (n > 1 streaming). */
-int http_generation_next_for(struct http_generation *g, struct cinfer_stream_chunk *chunk, int timeout_ms,
-                             struct cinfer_error *err);
-uint64_t http_generation_request_id(const struct http_generation *g);
+int cinfer_http_generation_next_for(struct http_generation *g, struct cinfer_stream_chunk *chunk, int timeout_ms,
+                                    struct cinfer_error *err);
+uint64_t cinfer_http_generation_request_id(const struct http_generation *g);
 /* Records the end in the metrics, aborts it if unfinished, frees; sets *g to NULL. */
-void http_generation_finish(struct http_generation **g);
+void cinfer_http_generation_finish(struct http_generation **g);
 
 /* ---- metrics (metrics.c) ----------------------------------------------------------- */
-int http_metrics_new(struct http_metrics **out);
-void http_metrics_free(struct http_metrics **m);
-void http_metrics_observe_first_token(struct http_metrics *m, double seconds_since_arrival);
-void http_metrics_observe_inter_token(struct http_metrics *m, double seconds);
-void http_metrics_observe_request(struct http_metrics *m, int prompt_tokens, int completion_tokens,
-                                  double e2e_seconds, enum cinfer_finish_reason reason);
+int cinfer_http_metrics_new(struct http_metrics **out);
+void cinfer_http_metrics_free(struct http_metrics **m);
+void cinfer_http_metrics_observe_first_token(struct http_metrics *m, double seconds_since_arrival);
+void cinfer_http_metrics_observe_inter_token(struct http_metrics *m, double seconds);
+void cinfer_http_metrics_observe_request(struct http_metrics *m, int prompt_tokens, int completion_tokens,
+                                         double e2e_seconds, enum cinfer_finish_reason reason);
 /* Prometheus text exposition format 0.0.4 of the counters and histograms above plus
  * the engine's server info (running, queued, KV usage, prefix-cache hit rate). */
-int http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, char **out, size_t *out_len);
+int cinfer_http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, char **out, size_t *out_len);
 
 /* ---- handlers (each in the file of its API) ---------------------------------------- */
-void openai_handle_completions(const struct http_request *req);
-void openai_handle_chat_completions(const struct http_request *req);
-void openai_handle_models(const struct http_request *req);
-void native_handle_generate(const struct http_request *req);
-void native_handle_tokenize(const struct http_request *req);
-void native_handle_detokenize(const struct http_request *req);
-void native_handle_server_info(const struct http_request *req);
-void native_handle_flush_cache(const struct http_request *req);
-void native_handle_abort_request(const struct http_request *req);
-void native_handle_health_generate(const struct http_request *req);
-void native_handle_metrics(const struct http_request *req);
+void cinfer_openai_handle_completions(const struct http_request *req);
+void cinfer_openai_handle_chat_completions(const struct http_request *req);
+void cinfer_openai_handle_models(const struct http_request *req);
+void cinfer_native_handle_generate(const struct http_request *req);
+void cinfer_native_handle_tokenize(const struct http_request *req);
+void cinfer_native_handle_detokenize(const struct http_request *req);
+void cinfer_native_handle_server_info(const struct http_request *req);
+void cinfer_native_handle_flush_cache(const struct http_request *req);
+void cinfer_native_handle_abort_request(const struct http_request *req);
+void cinfer_native_handle_health_generate(const struct http_request *req);
+void cinfer_native_handle_metrics(const struct http_request *req);
 
 #endif

@@ -45,21 +45,22 @@ struct http_conn {
 
 
 /* http_conn.c */
-double http_now_s(void);
-struct http_conn *http_conn_new(struct cinfer_http_server *srv, struct MHD_Connection *mhd);
+double cinfer_http_now_s(void);
+struct http_conn *cinfer_http_conn_new(struct cinfer_http_server *srv, struct MHD_Connection *mhd);
 /* MHD's completion callback: closes an open event stream (once) and frees. */
-void http_conn_free(struct http_conn **c);
+void cinfer_http_conn_free(struct http_conn **c);
 /* 1 when the server is stopping or the client is gone: blocked work should give up. */
-int http_conn_should_stop(struct http_conn *c);
-double http_conn_arrival_s(const struct http_conn *c);
+int cinfer_http_conn_should_stop(struct http_conn *c);
+double cinfer_http_conn_arrival_s(const struct http_conn *c);
 
 /* http_reply.c: queues resp with status; adds extra headers first. Marks the conn answered. */
-void http_queue(struct http_conn *c, int status, struct MHD_Response *resp);
-/* 405 with an Allow header, 401 with WWW-Authenticate: http_reply_error plus one header. */
-void http_reply_error_with_header(struct http_conn *c, int status, const char *type, const char *header,
-                                  const char *header_value, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void cinfer_http_queue(struct http_conn *c, int status, struct MHD_Response *resp);
+/* 405 with an Allow header, 401 with WWW-Authenticate: cinfer_http_reply_error plus one header. */
+void cinfer_http_reply_error_with_header(struct http_conn *c, int status, const char *type, const char *header,
+                                         const char *header_value, const char *fmt, ...) __attribute__((format(printf,
+                                                                                                               6, 7)));
 
 /* http_sse.c: closes the stream's source exactly once. */
-void http_sse_close_once(struct http_conn *c);
+void cinfer_http_sse_close_once(struct http_conn *c);
 
 #endif

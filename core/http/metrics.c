@@ -50,7 +50,7 @@ static void histogram_init(struct histogram *h, const char *name, const char *he
     h->n_bounds = n;
 }
 
-int http_metrics_new(struct http_metrics **out)
+int cinfer_http_metrics_new(struct http_metrics **out)
 {
     struct http_metrics *m = calloc(1, sizeof *m);
     if (!m)
@@ -68,7 +68,7 @@ int http_metrics_new(struct http_metrics **out)
     return CINFER_OK;
 }
 
-void http_metrics_free(struct http_metrics **mp)
+void cinfer_http_metrics_free(struct http_metrics **mp)
 {
     if (!mp || !*mp)
         return;
@@ -89,14 +89,14 @@ static void observe(struct histogram *h, double v)
     h->count++;
 }
 
-void http_metrics_observe_first_token(struct http_metrics *m, double seconds_since_arrival)
+void cinfer_http_metrics_observe_first_token(struct http_metrics *m, double seconds_since_arrival)
 {
     pthread_mutex_lock(&m->lock);
     observe(&m->v.ttft, seconds_since_arrival);
     pthread_mutex_unlock(&m->lock);
 }
 
-void http_metrics_observe_inter_token(struct http_metrics *m, double seconds)
+void cinfer_http_metrics_observe_inter_token(struct http_metrics *m, double seconds)
 {
     pthread_mutex_lock(&m->lock);
     observe(&m->v.itl, seconds);
@@ -114,8 +114,8 @@ static int reason_index(enum cinfer_finish_reason r)
     }
 }
 
-void http_metrics_observe_request(struct http_metrics *m, int prompt_tokens, int completion_tokens,
-                                  double e2e_seconds, enum cinfer_finish_reason reason)
+void cinfer_http_metrics_observe_request(struct http_metrics *m, int prompt_tokens, int completion_tokens,
+                                         double e2e_seconds, enum cinfer_finish_reason reason)
 {
     pthread_mutex_lock(&m->lock);
     m->v.prompt_tokens += prompt_tokens > 0 ? (uint64_t)prompt_tokens : 0;
@@ -137,7 +137,7 @@ static int put(struct http_buffer *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof line)
         return CINFER_ERR_INTERNAL;
-    return http_buffer_append(b, line, (size_t)n);
+    return cinfer_http_buffer_append(b, line, (size_t)n);
 }
 
 static int family(struct http_buffer *b, const char *name, const char *type, const char *help)
@@ -215,7 +215,7 @@ static int put_gauges(struct http_buffer *b, struct cinfer_engine *engine)
     return rc;
 }
 
-int http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, char **out, size_t *out_len)
+int cinfer_http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, char **out, size_t *out_len)
 {
     struct http_buffer b = {0};
     /* Copy under the lock, print without it. */
@@ -234,14 +234,15 @@ int http_metrics_render(struct http_metrics *m, struct cinfer_engine *engine, ch
     return CINFER_OK;
 }
 
-void native_handle_metrics(const struct http_request *req)
+void cinfer_native_handle_metrics(const struct http_request *req)
 {
     char *text = NULL;
     size_t len = 0;
-    if (!req->ctx->metrics || http_metrics_render(req->ctx->metrics, req->ctx->engine, &text, &len) != CINFER_OK) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory rendering the metrics");
+    if (!req->ctx->metrics || cinfer_http_metrics_render(req->ctx->metrics, req->ctx->engine, &text,
+                                                         &len) != CINFER_OK) {
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory rendering the metrics");
         return;
     }
-    http_reply_text(req->conn, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    cinfer_http_reply_text(req->conn, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);
 }

@@ -46,24 +46,24 @@ struct native_generate_spec {
 
 /* Reads body (a JSON object) into spec. Returns 0, or -1 after replying 400 naming the
  * field (through request_fields.h); spec is then already freed. Needs no live
- * connection beyond http_reply_error, so the fuzzer can call it. The strings in spec
+ * connection beyond cinfer_http_reply_error, so the fuzzer can call it. The strings in spec
  * point into body, which must outlive it. */
-int native_generate_parse(const struct http_request *req, const json_t *body, struct native_generate_spec *spec);
-void native_generate_spec_free(struct native_generate_spec *spec);
+int cinfer_native_generate_parse(const struct http_request *req, const json_t *body, struct native_generate_spec *spec);
+void cinfer_native_generate_spec_free(struct native_generate_spec *spec);
 
 /* ---- rid -> engine request ids ------------------------------------------------------ */
 /* Registers rid for engine's requests ids[0..n). Returns 0, or CINFER_ERR_STATE when
  * the rid is already in flight on that engine, CINFER_ERR_NOMEM. */
-int native_rid_register(const struct cinfer_engine *engine, const char *rid, const uint64_t *ids, size_t n);
-void native_rid_unregister(const struct cinfer_engine *engine, const char *rid);
+int cinfer_native_rid_register(const struct cinfer_engine *engine, const char *rid, const uint64_t *ids, size_t n);
+void cinfer_native_rid_unregister(const struct cinfer_engine *engine, const char *rid);
 /* Aborts every engine request registered under rid (every rid on the engine when rid
  * is NULL); returns how many engine requests were asked to stop. */
-int native_rid_abort(struct cinfer_engine *engine, const char *rid);
+int cinfer_native_rid_abort(struct cinfer_engine *engine, const char *rid);
 /* A fresh rid as SGLang makes one: 32 lowercase hex digits of randomness. */
-void native_rid_new(char out[NATIVE_RID_BYTES]);
+void cinfer_native_rid_new(char out[NATIVE_RID_BYTES]);
 
 /* 200 with body, or 500 when body is NULL (jansson ran out of memory building it). */
-void native_reply_ok(struct http_conn *c, json_t *body);
+void cinfer_native_reply_ok(struct http_conn *c, json_t *body);
 
 /* ---- limits ------------------------------------------------------------------------ */
 /* The engine's limits that never change while it runs, asked once per engine. */
@@ -71,6 +71,6 @@ struct native_limits {
     int max_request_len; /* context length in tokens */
     int vocab_size;
 };
-int native_engine_limits(struct cinfer_engine *engine, struct native_limits *out, struct cinfer_error *err);
+int cinfer_native_engine_limits(struct cinfer_engine *engine, struct native_limits *out, struct cinfer_error *err);
 
 #endif

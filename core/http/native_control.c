@@ -27,7 +27,7 @@ static struct {
 } limits_cache[LIMITS_SLOTS];
 static unsigned limits_next;
 
-int native_engine_limits(struct cinfer_engine *engine, struct native_limits *out, struct cinfer_error *err)
+int cinfer_native_engine_limits(struct cinfer_engine *engine, struct native_limits *out, struct cinfer_error *err)
 {
     pthread_mutex_lock(&limits_lock);
     for (int i = 0; i < LIMITS_SLOTS; i++)
@@ -51,12 +51,12 @@ int native_engine_limits(struct cinfer_engine *engine, struct native_limits *out
     return CINFER_OK;
 }
 
-void native_reply_ok(struct http_conn *c, json_t *body)
+void cinfer_native_reply_ok(struct http_conn *c, json_t *body)
 {
     if (body)
-        http_reply_json(c, 200, body);
+        cinfer_http_reply_json(c, 200, body);
     else
-        http_reply_error(c, 500, "internal_error", NULL, "out of memory building the answer");
+        cinfer_http_reply_error(c, 500, "internal_error", NULL, "out of memory building the answer");
 }
 
 /* ---- /get_server_info -------------------------------------------------------------- */
@@ -114,12 +114,12 @@ static json_t *server_args_json(const struct cinfer_server_args *args)
     return o;
 }
 
-void native_handle_server_info(const struct http_request *req)
+void cinfer_native_handle_server_info(const struct http_request *req)
 {
     struct cinfer_server_info info;
     struct cinfer_error err = {0};
     if (cinfer_engine_server_info(req->ctx->engine, &info, &err)) {
-        http_reply_engine_error(req->conn, &err);
+        cinfer_http_reply_engine_error(req->conn, &err);
         return;
     }
     json_t *pids = json_array();
@@ -144,24 +144,24 @@ void native_handle_server_info(const struct http_request *req)
                           (json_int_t)info.prefill_tokens, "retractions", (json_int_t)info.retractions, "healthy",
                           cinfer_engine_healthy(req->ctx->engine), "server_args", server_args_json(req->ctx->args));
     if (!o) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the server info");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the server info");
         return;
     }
     json_object_set_new(o, "run_dir", json_string(info.run_dir));
     json_object_set_new(o, "created", json_integer(req->ctx->created_unix_s));
-    native_reply_ok(req->conn, o);
+    cinfer_native_reply_ok(req->conn, o);
 }
 
 /* ---- /flush_cache ------------------------------------------------------------------ */
 /* As SGLang: 200 with a line of text, or 400 with the engine's reason (requests still
  * running or waiting). */
-void native_handle_flush_cache(const struct http_request *req)
+void cinfer_native_handle_flush_cache(const struct http_request *req)
 {
     struct cinfer_error err = {0};
     int rc = cinfer_engine_flush_cache(req->ctx->engine, &err);
     if (rc == CINFER_OK) {
         static const char done[] = "Cache flushed.\n";
-        http_reply_text(req->conn, 200, "text/plain; charset=utf-8", done, sizeof done - 1);
+        cinfer_http_reply_text(req->conn, 200, "text/plain; charset=utf-8", done, sizeof done - 1);
     } else if (rc == CINFER_ERR_STATE) {
         /* The scheduler's refusal arrives as its RPC answer, {"flushed":false,"error":"..."}:
          * give the person the sentence inside. */
@@ -169,11 +169,11 @@ void native_handle_flush_cache(const struct http_request *req)
         json_error_t jerr;
         json_t *answer = brace ? json_loads(brace, 0, &jerr) : NULL;
         const char *why = json_string_value(json_object_get(answer, "error"));
-        http_reply_error(req->conn, 400, "invalid_request_error", NULL, "cache not flushed: %s",
-                         why ? why : err.message);
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", NULL, "cache not flushed: %s",
+                                why ? why : err.message);
         json_decref(answer);
     } else {
-        http_reply_engine_error(req->conn, &err);
+        cinfer_http_reply_engine_error(req->conn, &err);
     }
 }
 
@@ -181,26 +181,28 @@ void native_handle_flush_cache(const struct http_request *req)
 /* {"rid": "..."} aborts that /generate; {"abort_all": true} every one on this engine.
  * SGLang answers an empty 200 either way; here the body says how many engine requests
  * were asked to stop (0 when the rid is unknown or already finished). */
-void native_handle_abort_request(const struct http_request *req)
+void cinfer_native_handle_abort_request(const struct http_request *req)
 {
-    json_t *body = http_parse_json_object(req);
+    json_t *body = cinfer_http_parse_json_object(req);
     if (!body)
         return;
     const char *rid = NULL;
     int all = 0;
-    if (http_field_string(req, body, "rid", &rid) < 0 || http_field_bool(req, body, "abort_all", &all) < 0) {
+    if (cinfer_http_field_string(req, body, "rid", &rid) < 0 || cinfer_http_field_bool(req, body, "abort_all",
+                                                                                       &all) < 0) {
         json_decref(body);
         return;
     }
     if (!rid && !all) {
-        http_field_error(req, "rid", "expected the rid of a /generate request (or \"abort_all\": true), found none");
+        cinfer_http_field_error(req, "rid",
+                                "expected the rid of a /generate request (or \"abort_all\": true), found none");
         json_decref(body);
         return;
     }
-    int n = native_rid_abort(req->ctx->engine, all ? NULL : rid);
+    int n = cinfer_native_rid_abort(req->ctx->engine, all ? NULL : rid);
     json_t *o = json_pack("{s:s?, s:i}", "rid", all ? NULL : rid, "aborted", n);
     json_decref(body);
-    native_reply_ok(req->conn, o);
+    cinfer_native_reply_ok(req->conn, o);
 }
 
 /* ---- /health_generate -------------------------------------------------------------- */
@@ -215,11 +217,12 @@ static double now_s(void)
  * comes back within the deadline, 503 otherwise. It goes straight to the engine, not
  * through http_generation_*, so health probes stay out of the serving metrics (as
  * SGLang keeps its health-check requests out). */
-void native_handle_health_generate(const struct http_request *req)
+void cinfer_native_handle_health_generate(const struct http_request *req)
 {
     struct cinfer_engine *engine = req->ctx->engine;
     if (!cinfer_engine_healthy(engine)) {
-        http_reply_error(req->conn, 503, "service_unavailable", NULL, "the engine is not healthy (a worker is down)");
+        cinfer_http_reply_error(req->conn, 503, "service_unavailable", NULL,
+                                "the engine is not healthy (a worker is down)");
         return;
     }
     int32_t id = 0;
@@ -253,10 +256,10 @@ void native_handle_health_generate(const struct http_request *req)
     if (rc == CINFER_OK && chunk.finish_reason == CINFER_FINISH_ABORT)
         rc = cinfer_error_set(&err, CINFER_ERR_STATE, "the probe request was aborted");
     if (rc) {
-        http_reply_error(req->conn, 503, "service_unavailable", NULL, "health_generate failed: %s", err.message);
+        cinfer_http_reply_error(req->conn, 503, "service_unavailable", NULL, "health_generate failed: %s", err.message);
         return;
     }
-    native_reply_ok(req->conn,
-                    json_pack("{s:b, s:i, s:f}", "healthy", 1, "generated_tokens", chunk.completion_tokens,
-                              "latency_s", now_s() - start));
+    cinfer_native_reply_ok(req->conn,
+                           json_pack("{s:b, s:i, s:f}", "healthy", 1, "generated_tokens", chunk.completion_tokens,
+                                     "latency_s", now_s() - start));
 }

@@ -68,7 +68,7 @@ static void run_free(struct run *r)
         return;
     for (size_t i = 0; i < r->n_slots; i++) {
         struct slot *s = &r->slots[i];
-        http_generation_finish(&s->g);
+        cinfer_http_generation_finish(&s->g);
         free(s->text.data);
         free(s->ids);
         json_decref(s->token_logprobs);
@@ -77,11 +77,11 @@ static void run_free(struct run *r)
     }
     for (size_t p = 0; r->rid_registered && p < r->spec.n_prompts; p++)
         if (r->rid_registered[p])
-            native_rid_unregister(r->ctx->engine, r->rids[p]);
+            cinfer_native_rid_unregister(r->ctx->engine, r->rids[p]);
     free(r->slots);
     free(r->rids);
     free(r->rid_registered);
-    native_generate_spec_free(&r->spec);
+    cinfer_native_generate_spec_free(&r->spec);
     json_decref(r->body);
     free(r);
 }
@@ -153,7 +153,7 @@ static json_t *slot_json(const struct run *r, const struct slot *s)
 /* Takes a chunk's new text, ids and logprobs into the slot. */
 static int absorb(const struct run *r, struct slot *s, const struct cinfer_stream_chunk *c)
 {
-    if (c->text_len && http_buffer_append(&s->text, c->text, c->text_len))
+    if (c->text_len && cinfer_http_buffer_append(&s->text, c->text, c->text_len))
         return CINFER_ERR_NOMEM;
     if (s->n_ids + c->n_ids > s->cap_ids) {
         size_t cap = (s->n_ids + c->n_ids) * 2 + 16;
@@ -193,8 +193,8 @@ static int prepare_prompts(const struct http_request *req, struct native_generat
 {
     struct native_limits limits;
     struct cinfer_error err = {0};
-    if (native_engine_limits(req->ctx->engine, &limits, &err)) {
-        http_reply_engine_error(req->conn, &err);
+    if (cinfer_native_engine_limits(req->ctx->engine, &limits, &err)) {
+        cinfer_http_reply_engine_error(req->conn, &err);
         return -1;
     }
     const struct cinfer_tokenizer_ctx *t = req->ctx->tokenizer;
@@ -208,25 +208,27 @@ static int prepare_prompts(const struct http_request *req, struct native_generat
             struct cinfer_token_ids ids = {0};
             if (t->ops->encode(t->tok, np->text, strlen(np->text), 1, &ids, &err)) {
                 cinfer_token_ids_free(&ids);
-                http_reply_error(req->conn, 500, "internal_error", field, "tokenizing the prompt%s failed: %s", where,
-                                 err.message);
+                cinfer_http_reply_error(req->conn, 500, "internal_error", field, "tokenizing the prompt%s failed: %s",
+                                        where,
+                                        err.message);
                 return -1;
             }
             np->ids = ids.ids;
             np->n_ids = ids.len;
             if (np->n_ids == 0)
-                return http_field_error(req, field, "the prompt%s tokenizes to no tokens; expected at least one",
-                                        where);
+                return cinfer_http_field_error(req, field, "the prompt%s tokenizes to no tokens; expected at least one",
+                                               where);
         }
         for (size_t i = 0; limits.vocab_size > 0 && i < np->n_ids; i++)
             if (np->ids[i] >= limits.vocab_size)
-                return http_field_error(req, field, "token %zu%s: expected a token id in [0, %d) (the vocabulary), "
-                                                    "found %d", i, where, limits.vocab_size, np->ids[i]);
+                return cinfer_http_field_error(req, field,
+                                               "token %zu%s: expected a token id in [0, %d) (the vocabulary), "
+                                                           "found %d", i, where, limits.vocab_size, np->ids[i]);
         if (limits.max_request_len > 0 && np->n_ids >= (size_t)limits.max_request_len)
-            return http_field_error(req, field,
-                                    "the prompt%s is %zu tokens, but the context length is %d tokens; a prompt "
-                                    "may have at most %d tokens to leave room for output",
-                                    where, np->n_ids, limits.max_request_len, limits.max_request_len - 1);
+            return cinfer_http_field_error(req, field,
+                                           "the prompt%s is %zu tokens, but the context length is %d tokens; a prompt "
+                                           "may have at most %d tokens to leave room for output",
+                                           where, np->n_ids, limits.max_request_len, limits.max_request_len - 1);
     }
     return 0;
 }
@@ -239,12 +241,13 @@ static int register_rids(const struct http_request *req, struct run *r, const ui
     size_t n = (size_t)spec->n;
     int shared = spec->n_prompts > 1 && spec->prompts[0].rid && spec->prompts[0].rid == spec->prompts[1].rid;
     for (size_t p = 0; p < (shared ? 1 : spec->n_prompts); p++) {
-        int rc = native_rid_register(r->ctx->engine, r->rids[p], engine_ids + p * n, shared ? r->n_slots : n);
+        int rc = cinfer_native_rid_register(r->ctx->engine, r->rids[p], engine_ids + p * n, shared ? r->n_slots : n);
         if (rc == CINFER_ERR_STATE)
-            return http_field_error(req, "rid", "\"%s\" is already in flight; a rid names one request at a time",
-                                    r->rids[p]);
+            return cinfer_http_field_error(req, "rid", "\"%s\" is already in flight; a rid names one request at a time",
+                                           r->rids[p]);
         if (rc) {
-            http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory registering rid %s", r->rids[p]);
+            cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory registering rid %s",
+                                    r->rids[p]);
             return -1;
         }
         r->rid_registered[p] = 1;
@@ -264,15 +267,15 @@ static int start_all(const struct http_request *req, struct run *r)
     if (!r->slots || !r->rids || !r->rid_registered || !engine_ids) {
         free(engine_ids);
         r->n_slots = 0;
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory starting %zu generations",
-                         spec->n_prompts * (size_t)spec->n);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory starting %zu generations",
+                                spec->n_prompts * (size_t)spec->n);
         return -1;
     }
     for (size_t p = 0; p < spec->n_prompts; p++) {
         if (spec->prompts[p].rid)
             snprintf(r->rids[p], NATIVE_RID_BYTES, "%s", spec->prompts[p].rid);
         else
-            native_rid_new(r->rids[p]);
+            cinfer_native_rid_new(r->rids[p]);
         for (int c = 0; c < spec->n; c++) {
             size_t i = p * (size_t)spec->n + (size_t)c;
             struct slot *s = &r->slots[i];
@@ -289,12 +292,12 @@ static int start_all(const struct http_request *req, struct run *r)
             if (g.sampling.has_seed) /* choice c samples with seed + c, as cinfer_engine_generate_n */
                 g.sampling.seed += (uint64_t)c;
             struct cinfer_error err = {0};
-            if (http_generation_start(r->ctx, r->conn, &g, &s->g, &err)) {
+            if (cinfer_http_generation_start(r->ctx, r->conn, &g, &s->g, &err)) {
                 free(engine_ids);
-                http_reply_engine_error(req->conn, &err);
+                cinfer_http_reply_engine_error(req->conn, &err);
                 return -1;
             }
-            engine_ids[i] = http_generation_request_id(s->g);
+            engine_ids[i] = cinfer_http_generation_request_id(s->g);
         }
     }
     int rc = register_rids(req, r, engine_ids);
@@ -306,7 +309,7 @@ static int start_all(const struct http_request *req, struct run *r)
 static int step_for(struct run *r, struct slot *s, int timeout_ms, struct cinfer_error *err)
 {
     struct cinfer_stream_chunk chunk;
-    int rc = http_generation_next_for(s->g, &chunk, timeout_ms, err);
+    int rc = cinfer_http_generation_next_for(s->g, &chunk, timeout_ms, err);
     if (rc)
         return rc;
     rc = absorb(r, s, &chunk);
@@ -364,11 +367,11 @@ static int stream_next(void *state, struct http_buffer *out)
     struct cinfer_error err = {0};
     int rc = advance(r, &err);
     if (rc == 1)
-        return http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
+        return cinfer_http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
     if (rc == CINFER_ERR_IO)
         return rc; /* the client has gone: the transport cuts, close() aborts */
     if (rc) {      /* the engine failed mid-stream: say so in-band, as SGLang does */
-        if (http_sse_event(out, error_event(&err)) || http_sse_event(out, NULL))
+        if (cinfer_http_sse_event(out, error_event(&err)) || cinfer_http_sse_event(out, NULL))
             return CINFER_ERR_NOMEM;
         for (size_t i = 0; i < r->n_slots; i++) { /* nothing more to send */
             r->slots[i].unsent = 0;
@@ -384,7 +387,7 @@ static int stream_next(void *state, struct http_buffer *out)
         s->unsent = 0;
         r->cursor = (i + 1) % r->n_slots;
         json_t *ev = slot_json(r, s);
-        return !ev || http_sse_event(out, ev) ? CINFER_ERR_NOMEM : 0;
+        return !ev || cinfer_http_sse_event(out, ev) ? CINFER_ERR_NOMEM : 0;
     }
     return CINFER_ERR_INTERNAL; /* advance() said a slot was unsent */
 }
@@ -395,22 +398,22 @@ static void stream_close(void *state)
 }
 
 /* ---- the handler ------------------------------------------------------------------- */
-void native_handle_generate(const struct http_request *req)
+void cinfer_native_handle_generate(const struct http_request *req)
 {
     struct run *r = calloc(1, sizeof *r);
     if (!r) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory");
         return;
     }
     r->arrival_s = now_s();
     r->ctx = req->ctx;
     r->conn = req->conn;
-    r->body = http_parse_json_object(req);
+    r->body = cinfer_http_parse_json_object(req);
     if (!r->body) {
         free(r);
         return;
     }
-    if (native_generate_parse(req, r->body, &r->spec)) {
+    if (cinfer_native_generate_parse(req, r->body, &r->spec)) {
         json_decref(r->body);
         free(r);
         return;
@@ -424,7 +427,7 @@ void native_handle_generate(const struct http_request *req)
     for (size_t i = 0; i < r->n_slots; i++) {
         struct cinfer_error err = {0};
         if (step_for(r, &r->slots[i], -1, &err)) {
-            http_reply_engine_error(req->conn, &err);
+            cinfer_http_reply_engine_error(req->conn, &err);
             run_free(r);
             return;
         }
@@ -432,13 +435,14 @@ void native_handle_generate(const struct http_request *req)
         if (!r->spec.stream)
             while (r->slots[i].finish == CINFER_FINISH_NONE)
                 if (step_for(r, &r->slots[i], -1, &err)) {
-                    http_reply_engine_error(req->conn, &err);
+                    cinfer_http_reply_engine_error(req->conn, &err);
                     run_free(r);
                     return;
                 }
     }
     if (r->spec.stream) {
-        http_reply_sse(req->conn, (struct http_sse_source){.next = stream_next, .close = stream_close, .state = r});
+        cinfer_http_reply_sse(req->conn, (struct http_sse_source){.next = stream_next, .close = stream_close,
+                              .state = r});
         return;
     }
     json_t *answer = NULL;
@@ -450,8 +454,8 @@ void native_handle_generate(const struct http_request *req)
         answer = slot_json(r, &r->slots[0]);
     }
     if (answer)
-        http_reply_json(req->conn, 200, answer);
+        cinfer_http_reply_json(req->conn, 200, answer);
     else
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the answer");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the answer");
     run_free(r);
 }

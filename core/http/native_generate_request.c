@@ -39,11 +39,11 @@ static int read_ids(const struct http_request *req, const char *field, const jso
 {
     size_t n = json_array_size(arr);
     if (n == 0)
-        return http_field_error(req, field, "expected a non-empty list of token ids, found an empty list");
+        return cinfer_http_field_error(req, field, "expected a non-empty list of token ids, found an empty list");
     int32_t *ids = malloc(n * sizeof *ids);
     if (!ids) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading %zu token ids of %s", n,
-                         field);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading %zu token ids of %s", n,
+                                field);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -51,10 +51,10 @@ static int read_ids(const struct http_request *req, const char *field, const jso
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
             free(ids);
             if (json_is_integer(v))
-                return http_field_error(req, field, "item %zu: expected a token id in [0, %d], found %lld", i,
-                                        INT32_MAX, (long long)json_integer_value(v));
-            return http_field_error(req, field, "item %zu: expected a token id (an integer), found %s", i,
-                                    http_json_type_words(v));
+                return cinfer_http_field_error(req, field, "item %zu: expected a token id in [0, %d], found %lld", i,
+                                               INT32_MAX, (long long)json_integer_value(v));
+            return cinfer_http_field_error(req, field, "item %zu: expected a token id (an integer), found %s", i,
+                                           cinfer_http_json_type_words(v));
         }
         ids[i] = (int32_t)json_integer_value(v);
     }
@@ -67,7 +67,7 @@ static int alloc_prompts(const struct http_request *req, struct native_generate_
 {
     spec->prompts = calloc(n, sizeof *spec->prompts);
     if (!spec->prompts) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", n);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", n);
         return -1;
     }
     spec->n_prompts = n;
@@ -84,10 +84,10 @@ static int read_prompts(const struct http_request *req, const json_t *body, stru
     if (ids && json_is_null(ids))
         ids = NULL;
     if (json_object_get(body, "input_embeds") && !json_is_null(json_object_get(body, "input_embeds")))
-        return http_field_error(req, "input_embeds", "not supported by cinfer: give text or input_ids");
+        return cinfer_http_field_error(req, "input_embeds", "not supported by cinfer: give text or input_ids");
     if (!text == !ids)
-        return http_field_error(req, text ? "input_ids" : "text",
-                                text ? "give either text or input_ids, not both"
+        return cinfer_http_field_error(req, text ? "input_ids" : "text",
+                                       text ? "give either text or input_ids, not both"
                                      : "expected text (a string or a list of strings) or input_ids, found neither");
     if (text) {
         if (json_is_string(text)) {
@@ -97,40 +97,41 @@ static int read_prompts(const struct http_request *req, const json_t *body, stru
             return 0;
         }
         if (!json_is_array(text))
-            return http_field_error(req, "text", "expected a string or a list of strings, found %s",
-                                    http_json_type_words(text));
+            return cinfer_http_field_error(req, "text", "expected a string or a list of strings, found %s",
+                                           cinfer_http_json_type_words(text));
         size_t n = json_array_size(text);
         if (n == 0 || n > NATIVE_MAX_GENERATIONS)
-            return http_field_error(req, "text", "expected a list of 1 to %d prompts, found %zu",
-                                    NATIVE_MAX_GENERATIONS, n);
+            return cinfer_http_field_error(req, "text", "expected a list of 1 to %d prompts, found %zu",
+                                           NATIVE_MAX_GENERATIONS, n);
         if (alloc_prompts(req, spec, n))
             return -1;
         spec->batch = 1;
         for (size_t i = 0; i < n; i++) {
             const json_t *v = json_array_get(text, i);
             if (!json_is_string(v))
-                return http_field_error(req, "text", "item %zu: expected a string, found %s", i,
-                                        http_json_type_words(v));
+                return cinfer_http_field_error(req, "text", "item %zu: expected a string, found %s", i,
+                                               cinfer_http_json_type_words(v));
             spec->prompts[i].text = json_string_value(v);
         }
         return 0;
     }
     if (!json_is_array(ids))
-        return http_field_error(req, "input_ids", "expected a list of token ids or a list of such lists, found %s",
-                                http_json_type_words(ids));
+        return cinfer_http_field_error(req, "input_ids",
+                                       "expected a list of token ids or a list of such lists, found %s",
+                                       cinfer_http_json_type_words(ids));
     if (json_array_size(ids) > 0 && json_is_array(json_array_get(ids, 0))) {
         size_t n = json_array_size(ids);
         if (n > NATIVE_MAX_GENERATIONS)
-            return http_field_error(req, "input_ids", "expected a list of 1 to %d prompts, found %zu",
-                                    NATIVE_MAX_GENERATIONS, n);
+            return cinfer_http_field_error(req, "input_ids", "expected a list of 1 to %d prompts, found %zu",
+                                           NATIVE_MAX_GENERATIONS, n);
         if (alloc_prompts(req, spec, n))
             return -1;
         spec->batch = 1;
         for (size_t i = 0; i < n; i++) {
             const json_t *v = json_array_get(ids, i);
             if (!json_is_array(v))
-                return http_field_error(req, "input_ids", "item %zu: expected a list of token ids, found %s", i,
-                                        http_json_type_words(v));
+                return cinfer_http_field_error(req, "input_ids", "item %zu: expected a list of token ids, found %s", i,
+                                               cinfer_http_json_type_words(v));
             if (read_ids(req, "input_ids", v, &spec->prompts[i].ids, &spec->prompts[i].n_ids))
                 return -1;
         }
@@ -145,7 +146,7 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
 {
     struct cinfer_sampling_params *s = &spec->sampling;
     const json_t *sp;
-    int rc = http_field_of_type(req, body, "sampling_params", JSON_OBJECT, &sp);
+    int rc = cinfer_http_field_of_type(req, body, "sampling_params", JSON_OBJECT, &sp);
     if (rc < 0)
         return -1;
     if (rc == 0)
@@ -154,36 +155,36 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
     const json_t *v;
     json_object_foreach((json_t *)sp, key, v) {
         if (in_list(unsupported_sampling, key) && !json_is_null(v))
-            return http_field_error(req, key, "not supported by cinfer (no constrained decoding)");
+            return cinfer_http_field_error(req, key, "not supported by cinfer (no constrained decoding)");
         if (!in_list(known_sampling, key) && !in_list(ignored_sampling, key) && !in_list(unsupported_sampling, key))
-            return http_field_error(req, key, "not a sampling parameter (sampling_params takes max_new_tokens, "
-                                              "temperature, top_p, top_k, min_p, stop, stop_token_ids, ...)");
+            return cinfer_http_field_error(req, key, "not a sampling parameter (sampling_params takes max_new_tokens, "
+                                                     "temperature, top_p, top_k, min_p, stop, stop_token_ids, ...)");
     }
     long long i64;
     double d;
-    if ((rc = http_field_int(req, sp, "max_new_tokens", 0, INT32_MAX, &i64)) < 0)
+    if ((rc = cinfer_http_field_int(req, sp, "max_new_tokens", 0, INT32_MAX, &i64)) < 0)
         return -1;
     if (rc)
         s->max_new_tokens = (int)i64;
-    if ((rc = http_field_int(req, sp, "min_new_tokens", 0, s->max_new_tokens, &i64)) < 0)
+    if ((rc = cinfer_http_field_int(req, sp, "min_new_tokens", 0, s->max_new_tokens, &i64)) < 0)
         return -1;
     if (rc)
         s->min_new_tokens = (int)i64;
     /* SGLang sets no upper bound; one is needed so that the value stays a finite float. */
-    if ((rc = http_field_number(req, sp, "temperature", 0, 1e6, &d)) < 0)
+    if ((rc = cinfer_http_field_number(req, sp, "temperature", 0, 1e6, &d)) < 0)
         return -1;
     if (rc)
         s->temperature = (float)d;
-    if (http_read_shared_sampling(req, sp, 0, s) < 0)
+    if (cinfer_http_read_shared_sampling(req, sp, 0, s) < 0)
         return -1;
-    if ((rc = http_field_int(req, sp, "n", 1, NATIVE_MAX_GENERATIONS, &i64)) < 0)
+    if ((rc = cinfer_http_field_int(req, sp, "n", 1, NATIVE_MAX_GENERATIONS, &i64)) < 0)
         return -1;
     if (rc)
         spec->n = (int)i64;
     /* sampling_seed is SGLang's name; seed is OpenAI's, accepted too. */
     for (int k = 0; k < 2; k++) {
         const char *name = k == 0 ? "sampling_seed" : "seed";
-        if ((rc = http_field_int(req, sp, name, 0, LLONG_MAX, &i64)) < 0)
+        if ((rc = cinfer_http_field_int(req, sp, name, 0, LLONG_MAX, &i64)) < 0)
             return -1;
         if (rc) {
             s->seed = (uint64_t)i64;
@@ -201,34 +202,35 @@ static int read_rid(const struct http_request *req, const json_t *body, struct n
         return 0;
     if (json_is_string(rid)) {
         if (json_string_length(rid) == 0 || json_string_length(rid) >= NATIVE_RID_BYTES)
-            return http_field_error(req, "rid", "expected a string of 1 to %d bytes, found %zu bytes",
-                                    NATIVE_RID_BYTES - 1, json_string_length(rid));
+            return cinfer_http_field_error(req, "rid", "expected a string of 1 to %d bytes, found %zu bytes",
+                                           NATIVE_RID_BYTES - 1, json_string_length(rid));
         for (size_t i = 0; i < spec->n_prompts; i++)
             spec->prompts[i].rid = json_string_value(rid);
         return 0;
     }
     if (!json_is_array(rid) || !spec->batch)
-        return http_field_error(req, "rid", "expected a string%s, found %s",
-                                spec->batch ? " or a list of strings, one per prompt" : "", http_json_type_words(rid));
+        return cinfer_http_field_error(req, "rid", "expected a string%s, found %s",
+                                       spec->batch ? " or a list of strings, one per prompt" : "",
+                                       cinfer_http_json_type_words(rid));
     if (json_array_size(rid) != spec->n_prompts)
-        return http_field_error(req, "rid", "expected %zu strings (one per prompt), found %zu", spec->n_prompts,
-                                json_array_size(rid));
+        return cinfer_http_field_error(req, "rid", "expected %zu strings (one per prompt), found %zu", spec->n_prompts,
+                                       json_array_size(rid));
     for (size_t i = 0; i < spec->n_prompts; i++) {
         const json_t *v = json_array_get(rid, i);
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= NATIVE_RID_BYTES)
-            return http_field_error(req, "rid", "item %zu: expected a string of 1 to %d bytes, found %s", i,
-                                    NATIVE_RID_BYTES - 1, json_is_string(v) ? "a string of another length"
-                                                                            : http_json_type_words(v));
+            return cinfer_http_field_error(req, "rid", "item %zu: expected a string of 1 to %d bytes, found %s", i,
+                                           NATIVE_RID_BYTES - 1, json_is_string(v) ? "a string of another length"
+                                                                            : cinfer_http_json_type_words(v));
         for (size_t j = 0; j < i; j++)
             if (strcmp(spec->prompts[j].rid, json_string_value(v)) == 0)
-                return http_field_error(req, "rid", "item %zu: \"%s\" repeats item %zu; rids must differ", i,
-                                        json_string_value(v), j);
+                return cinfer_http_field_error(req, "rid", "item %zu: \"%s\" repeats item %zu; rids must differ", i,
+                                               json_string_value(v), j);
         spec->prompts[i].rid = json_string_value(v);
     }
     return 0;
 }
 
-int native_generate_parse(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
+int cinfer_native_generate_parse(const struct http_request *req, const json_t *body, struct native_generate_spec *spec)
 {
     memset(spec, 0, sizeof *spec);
     cinfer_sampling_params_init(&spec->sampling);
@@ -237,18 +239,19 @@ int native_generate_parse(const struct http_request *req, const json_t *body, st
     int rc = read_prompts(req, body, spec);
     if (rc == 0)
         rc = read_sampling(req, body, spec);
-    if (rc == 0 && (http_field_bool(req, body, "stream", &spec->stream) < 0 ||
-                    http_field_bool(req, body, "return_logprob", &spec->return_logprob) < 0 ||
-                    http_field_bool(req, body, "return_text_in_logprobs", &spec->return_text_in_logprobs) < 0 ||
-                    http_field_int(req, body, "top_logprobs_num", 0, CINFER_MAX_TOP_LOGPROBS, &top) < 0))
+    if (rc == 0 && (cinfer_http_field_bool(req, body, "stream", &spec->stream) < 0 ||
+                    cinfer_http_field_bool(req, body, "return_logprob", &spec->return_logprob) < 0 ||
+                    cinfer_http_field_bool(req, body, "return_text_in_logprobs", &spec->return_text_in_logprobs) < 0 ||
+                    cinfer_http_field_int(req, body, "top_logprobs_num", 0, CINFER_MAX_TOP_LOGPROBS, &top) < 0))
         rc = -1;
     if (rc == 0)
         rc = read_rid(req, body, spec);
     if (rc == 0 && spec->n_prompts * (size_t)spec->n > NATIVE_MAX_GENERATIONS)
-        rc = http_field_error(req, "n", "%zu prompts times n %d is %zu generations, expected at most %d",
-                              spec->n_prompts, spec->n, spec->n_prompts * (size_t)spec->n, NATIVE_MAX_GENERATIONS);
+        rc = cinfer_http_field_error(req, "n", "%zu prompts times n %d is %zu generations, expected at most %d",
+                                     spec->n_prompts, spec->n, spec->n_prompts * (size_t)spec->n,
+                                     NATIVE_MAX_GENERATIONS);
     if (rc) {
-        native_generate_spec_free(spec);
+        cinfer_native_generate_spec_free(spec);
         return -1;
     }
     spec->top_logprobs_num = (int)top;
@@ -257,7 +260,7 @@ int native_generate_parse(const struct http_request *req, const json_t *body, st
     return 0;
 }
 
-void native_generate_spec_free(struct native_generate_spec *spec)
+void cinfer_native_generate_spec_free(struct native_generate_spec *spec)
 {
     for (size_t i = 0; spec->prompts && i < spec->n_prompts; i++)
         free(spec->prompts[i].ids);

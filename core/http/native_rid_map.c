@@ -30,7 +30,7 @@ static struct rid_entry **find(const struct cinfer_engine *engine, const char *r
     return NULL;
 }
 
-int native_rid_register(const struct cinfer_engine *engine, const char *rid, const uint64_t *ids, size_t n)
+int cinfer_native_rid_register(const struct cinfer_engine *engine, const char *rid, const uint64_t *ids, size_t n)
 {
     if (strlen(rid) >= NATIVE_RID_BYTES)
         return CINFER_ERR_RANGE;
@@ -55,7 +55,7 @@ int native_rid_register(const struct cinfer_engine *engine, const char *rid, con
     return CINFER_OK;
 }
 
-void native_rid_unregister(const struct cinfer_engine *engine, const char *rid)
+void cinfer_native_rid_unregister(const struct cinfer_engine *engine, const char *rid)
 {
     pthread_mutex_lock(&map_lock);
     struct rid_entry **p = find(engine, rid);
@@ -66,7 +66,7 @@ void native_rid_unregister(const struct cinfer_engine *engine, const char *rid)
     free(gone);
 }
 
-int native_rid_abort(struct cinfer_engine *engine, const char *rid)
+int cinfer_native_rid_abort(struct cinfer_engine *engine, const char *rid)
 {
     /* Collect under the lock, abort outside it: cinfer_engine_abort sends a frame. */
     uint64_t *ids = NULL;
@@ -95,7 +95,7 @@ int native_rid_abort(struct cinfer_engine *engine, const char *rid)
     return aborted;
 }
 
-void native_rid_new(char out[NATIVE_RID_BYTES])
+void cinfer_native_rid_new(char out[NATIVE_RID_BYTES])
 {
     unsigned char bytes[16];
     if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
@@ -104,7 +104,8 @@ void native_rid_new(char out[NATIVE_RID_BYTES])
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         unsigned long long c = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-        snprintf(out, NATIVE_RID_BYTES, "%016llx%016llx", (unsigned long long)ts.tv_nsec ^ (unsigned long long)ts.tv_sec, c);
+        snprintf(out, NATIVE_RID_BYTES, "%016llx%016llx",
+                 (unsigned long long)ts.tv_nsec ^ (unsigned long long)ts.tv_sec, c);
         return;
     }
     for (int i = 0; i < 16; i++)

@@ -15,12 +15,13 @@
 static int check_model(const struct http_request *req, const json_t *body)
 {
     const char *model = NULL;
-    int rc = http_field_string(req, body, "model", &model);
+    int rc = cinfer_http_field_string(req, body, "model", &model);
     if (rc <= 0)
         return rc;
     if (req->ctx->model_name && strcmp(model, req->ctx->model_name) != 0) {
-        http_reply_error(req->conn, 404, "not_found_error", "model", "model \"%s\" does not exist; this server serves \"%s\"",
-                         model, req->ctx->model_name);
+        cinfer_http_reply_error(req->conn, 404, "not_found_error", "model",
+                                "model \"%s\" does not exist; this server serves \"%s\"",
+                                model, req->ctx->model_name);
         return -1;
     }
     return 0;
@@ -32,7 +33,8 @@ static json_t *encode_one(const struct http_request *req, const char *text, size
     struct cinfer_token_ids ids = {0};
     struct cinfer_error err = {0};
     if (t->ops->encode(t->tok, text, len, add_special, &ids, &err)) {
-        http_reply_error(req->conn, 500, "internal_error", "prompt", "tokenizing the prompt failed: %s", err.message);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", "prompt", "tokenizing the prompt failed: %s",
+                                err.message);
         cinfer_token_ids_free(&ids);
         return NULL;
     }
@@ -42,23 +44,23 @@ static json_t *encode_one(const struct http_request *req, const char *text, size
     *count = (int)ids.len;
     cinfer_token_ids_free(&ids);
     if (!a)
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory");
     return a;
 }
 
-void native_handle_tokenize(const struct http_request *req)
+void cinfer_native_handle_tokenize(const struct http_request *req)
 {
-    json_t *body = http_parse_json_object(req);
+    json_t *body = cinfer_http_parse_json_object(req);
     if (!body)
         return;
     int add_special = 1;
     json_t *answer = NULL;
-    if (check_model(req, body) < 0 || http_field_bool(req, body, "add_special_tokens", &add_special) < 0)
+    if (check_model(req, body) < 0 || cinfer_http_field_bool(req, body, "add_special_tokens", &add_special) < 0)
         goto out;
     struct native_limits limits;
     struct cinfer_error err = {0};
-    if (native_engine_limits(req->ctx->engine, &limits, &err)) {
-        http_reply_engine_error(req->conn, &err);
+    if (cinfer_native_engine_limits(req->ctx->engine, &limits, &err)) {
+        cinfer_http_reply_engine_error(req->conn, &err);
         goto out;
     }
     const json_t *prompt = json_object_get(body, "prompt");
@@ -74,7 +76,8 @@ void native_handle_tokenize(const struct http_request *req)
         for (size_t i = 0; i < json_array_size(prompt); i++) {
             const json_t *p = json_array_get(prompt, i);
             if (!json_is_string(p)) {
-                http_field_error(req, "prompt", "item %zu: expected a string, found %s", i, http_json_type_words(p));
+                cinfer_http_field_error(req, "prompt", "item %zu: expected a string, found %s", i,
+                                        cinfer_http_json_type_words(p));
                 json_decref(all);
                 json_decref(counts);
                 goto out;
@@ -91,11 +94,11 @@ void native_handle_tokenize(const struct http_request *req)
         answer = json_pack("{s:o, s:o, s:i}", "tokens", all, "count", counts, "max_model_len",
                            limits.max_request_len);
     } else {
-        http_field_error(req, "prompt", "expected a string or a list of strings, found %s",
-                         prompt ? http_json_type_words(prompt) : "none");
+        cinfer_http_field_error(req, "prompt", "expected a string or a list of strings, found %s",
+                                prompt ? cinfer_http_json_type_words(prompt) : "none");
         goto out;
     }
-    native_reply_ok(req->conn, answer);
+    cinfer_native_reply_ok(req->conn, answer);
 out:
     json_decref(body);
 }
@@ -110,18 +113,19 @@ static json_t *decode_one(const struct http_request *req, const char *field, con
     size_t n = json_array_size(list);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu token ids", n);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu token ids", n);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(list, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (json_int_t)ti.vocab_size) {
             if (json_is_integer(v))
-                http_field_error(req, "tokens", "%s[%zu]: expected a token id in [0, %u) (the vocabulary), found %lld",
-                                 field, i, ti.vocab_size, (long long)json_integer_value(v));
+                cinfer_http_field_error(req, "tokens",
+                                        "%s[%zu]: expected a token id in [0, %u) (the vocabulary), found %lld",
+                                        field, i, ti.vocab_size, (long long)json_integer_value(v));
             else
-                http_field_error(req, "tokens", "%s[%zu]: expected a token id (an integer), found %s", field, i,
-                                 http_json_type_words(v));
+                cinfer_http_field_error(req, "tokens", "%s[%zu]: expected a token id (an integer), found %s", field, i,
+                                        cinfer_http_json_type_words(v));
             free(ids);
             return NULL;
         }
@@ -133,28 +137,30 @@ static json_t *decode_one(const struct http_request *req, const char *field, con
     int rc = t->ops->decode(t->tok, ids, n, skip_special, &text, &text_len, &err);
     free(ids);
     if (rc) {
-        http_reply_error(req->conn, 400, "invalid_request_error", "tokens", "%s: %s", field, err.message);
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", "tokens", "%s: %s", field, err.message);
         return NULL;
     }
     json_t *s = json_stringn(text, text_len);
     free(text);
     if (!s) /* the tokenizer promises UTF-8; jansson checks it */
-        http_reply_error(req->conn, 500, "internal_error", "tokens", "%s: the decoded text is not valid UTF-8", field);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", "tokens", "%s: the decoded text is not valid UTF-8",
+                                field);
     return s;
 }
 
-void native_handle_detokenize(const struct http_request *req)
+void cinfer_native_handle_detokenize(const struct http_request *req)
 {
-    json_t *body = http_parse_json_object(req);
+    json_t *body = cinfer_http_parse_json_object(req);
     if (!body)
         return;
     int skip_special = 0;
     const json_t *tokens = NULL;
     int rc = check_model(req, body);
     if (rc == 0)
-        rc = http_field_bool(req, body, "skip_special_tokens", &skip_special);
-    if (rc >= 0 && (rc = http_field_of_type(req, body, "tokens", JSON_ARRAY, &tokens)) == 0)
-        rc = http_field_error(req, "tokens", "expected a list of token ids (or a list of such lists), found none");
+        rc = cinfer_http_field_bool(req, body, "skip_special_tokens", &skip_special);
+    if (rc >= 0 && (rc = cinfer_http_field_of_type(req, body, "tokens", JSON_ARRAY, &tokens)) == 0)
+        rc = cinfer_http_field_error(req, "tokens",
+                                     "expected a list of token ids (or a list of such lists), found none");
     if (rc < 0)
         goto out;
     json_t *answer;
@@ -166,8 +172,8 @@ void native_handle_detokenize(const struct http_request *req)
             const json_t *list = json_array_get(tokens, i);
             json_t *text = json_is_array(list) ? decode_one(req, field, list, skip_special) : NULL;
             if (!json_is_array(list))
-                http_field_error(req, "tokens", "%s: expected a list of token ids, found %s", field,
-                                 http_json_type_words(list));
+                cinfer_http_field_error(req, "tokens", "%s: expected a list of token ids, found %s", field,
+                                        cinfer_http_json_type_words(list));
             if (!text) {
                 json_decref(texts);
                 goto out;
@@ -181,7 +187,7 @@ void native_handle_detokenize(const struct http_request *req)
             goto out;
         answer = json_pack("{s:o}", "text", text);
     }
-    native_reply_ok(req->conn, answer);
+    cinfer_native_reply_ok(req->conn, answer);
 out:
     json_decref(body);
 }

@@ -45,9 +45,9 @@ static int cut_after_final_message(const struct http_request *req, const json_t 
     for (const char *p = text; n && (p = memmem(p, *len - (size_t)(p - text), content, n)); p++)
         found = p;
     if (!found) {
-        http_reply_error(req->conn, 400, "invalid_request_error", "continue_final_message",
-                         "continue_final_message: the chat template's output does not contain the final message's "
-                         "text, so it cannot be continued");
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", "continue_final_message",
+                                "continue_final_message: the chat template's output does not contain the final "
+                                "message's text, so it cannot be continued");
         return -1;
     }
     *len = (size_t)(found - text) + n;
@@ -55,19 +55,19 @@ static int cut_after_final_message(const struct http_request *req, const json_t 
     return 0;
 }
 
-void openai_handle_chat_completions(const struct http_request *req)
+void cinfer_openai_handle_chat_completions(const struct http_request *req)
 {
-    json_t *body = http_parse_json_object(req);
+    json_t *body = cinfer_http_parse_json_object(req);
     if (!body)
         return;
     struct openai_request r;
-    if (openai_request_parse(req, body, OPENAI_CHAT, openai_vocab_size(req->ctx), &r) < 0)
+    if (cinfer_openai_request_parse(req, body, OPENAI_CHAT, cinfer_openai_vocab_size(req->ctx), &r) < 0)
         return;
     if (!req->ctx->chat_template) {
-        openai_request_free(&r);
-        http_reply_error(req->conn, 400, "invalid_request_error", "messages",
-                         "this model has no chat template: start the server with --chat-template FILE, or send the "
-                         "prompt to /v1/completions");
+        cinfer_openai_request_free(&r);
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", "messages",
+                                "this model has no chat template: start the server with --chat-template FILE, or "
+                                "send the prompt to /v1/completions");
         return;
     }
     add_special_token_text(req->ctx, r.template_context);
@@ -82,9 +82,10 @@ void openai_handle_chat_completions(const struct http_request *req)
         /* a template that refuses the conversation (raise_exception) is the caller's
          * to fix; anything else is the server's */
         int status = rc == CINFER_ERR_NOMEM || rc == CINFER_ERR_UNSUPPORTED ? 500 : 400;
-        http_reply_error(req->conn, status, status == 400 ? "invalid_request_error" : "internal_error", "messages",
-                         "chat template: %s", err.message);
-        openai_request_free(&r);
+        cinfer_http_reply_error(req->conn, status, status == 400 ? "invalid_request_error" : "internal_error",
+                                "messages",
+                                "chat template: %s", err.message);
+        cinfer_openai_request_free(&r);
         free(text);
         return;
     }
@@ -92,16 +93,16 @@ void openai_handle_chat_completions(const struct http_request *req)
         len = 0;
     r.prompts = text ? calloc(1, sizeof *r.prompts) : NULL;
     if (!r.prompts) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the prompt");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the prompt");
     } else {
         r.n_prompts = 1;
         if ((!r.continue_final_message || cut_after_final_message(req, r.template_context, text, &len) == 0) &&
-            openai_tokenize_prompt(req, text, len, 0, "messages", &r.prompts[0]) == 0) {
+            cinfer_openai_tokenize_prompt(req, text, len, 0, "messages", &r.prompts[0]) == 0) {
             free(text);
-            openai_run(req, &r);
+            cinfer_openai_run(req, &r);
             return;
         }
     }
     free(text);
-    openai_request_free(&r);
+    cinfer_openai_request_free(&r);
 }

@@ -38,27 +38,27 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
     };
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (field_present(body, never[i].name))
-            return http_field_error(req, never[i].name, "%s; leave it out", never[i].why);
-    if (kind == OPENAI_COMPLETIONS && http_field_bool(req, body, "echo", &out->echo) < 0)
+            return cinfer_http_field_error(req, never[i].name, "%s; leave it out", never[i].why);
+    if (kind == OPENAI_COMPLETIONS && cinfer_http_field_bool(req, body, "echo", &out->echo) < 0)
         return -1;
     /* echo with logprobs would need the prompt's logprobs, which are not computed */
     if (out->echo && field_present(body, "logprobs"))
-        return http_field_error(req, "echo", "echo together with logprobs is not supported by this server (the "
-                                             "prompt's logprobs are not computed); drop one of them");
+        return cinfer_http_field_error(req, "echo", "echo together with logprobs is not supported by this server (the "
+                                                    "prompt's logprobs are not computed); drop one of them");
     if (kind == OPENAI_CHAT) {
         const json_t *fmt = NULL;
-        int rc = http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
+        int rc = cinfer_http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
         if (rc < 0)
             return -1;
         if (rc > 0) {
             const char *type = "";
-            if (http_field_string(req, fmt, "type", &type) < 0)
+            if (cinfer_http_field_string(req, fmt, "type", &type) < 0)
                 return -1;
             if (strcmp(type, "text") != 0)
-                return http_field_error(req, "response_format",
-                                        "type \"%s\" is not supported by this server (no constrained decoding); "
-                                        "expected \"text\"",
-                                        type);
+                return cinfer_http_field_error(req, "response_format",
+                                               "type \"%s\" is not supported by this server (no constrained decoding); "
+                                               "expected \"text\"",
+                                               type);
         }
     }
     return 0;
@@ -73,13 +73,13 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
     long long i;
     int b, rc;
 
-    if ((rc = http_field_number(req, body, "temperature", 0, 2, &x)) < 0)
+    if ((rc = cinfer_http_field_number(req, body, "temperature", 0, 2, &x)) < 0)
         return -1;
     if (rc)
         p->temperature = (float)x;
-    if (http_read_shared_sampling(req, body, vocab_size, p) < 0)
+    if (cinfer_http_read_shared_sampling(req, body, vocab_size, p) < 0)
         return -1;
-    if ((rc = http_field_int(req, body, "seed", LLONG_MIN, LLONG_MAX, &i)) < 0)
+    if ((rc = cinfer_http_field_int(req, body, "seed", LLONG_MIN, LLONG_MAX, &i)) < 0)
         return -1;
     if (rc) {
         p->seed = (uint64_t)i;
@@ -88,17 +88,17 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
 
     /* max_tokens; chat prefers max_completion_tokens, its newer name */
     p->max_new_tokens = kind == OPENAI_CHAT ? CHAT_DEFAULT_MAX_TOKENS : COMPLETIONS_DEFAULT_MAX_TOKENS;
-    if ((rc = http_field_int(req, body, "max_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
+    if ((rc = cinfer_http_field_int(req, body, "max_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
         return -1;
     if (rc)
         p->max_new_tokens = (int)i;
     if (kind == OPENAI_CHAT) {
-        if ((rc = http_field_int(req, body, "max_completion_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
+        if ((rc = cinfer_http_field_int(req, body, "max_completion_tokens", 1, CHAT_DEFAULT_MAX_TOKENS, &i)) < 0)
             return -1;
         if (rc)
             p->max_new_tokens = (int)i;
     }
-    if ((rc = http_field_int(req, body, "min_tokens", 0, p->max_new_tokens, &i)) < 0)
+    if ((rc = cinfer_http_field_int(req, body, "min_tokens", 0, p->max_new_tokens, &i)) < 0)
         return -1;
     if (rc)
         p->min_new_tokens = (int)i;
@@ -106,7 +106,7 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
     /* logprobs: an integer 0..5 in the legacy completions API, a boolean (with
      * top_logprobs 0..20 beside it) in chat */
     if (kind == OPENAI_COMPLETIONS) {
-        if ((rc = http_field_int(req, body, "logprobs", 0, 5, &i)) < 0)
+        if ((rc = cinfer_http_field_int(req, body, "logprobs", 0, 5, &i)) < 0)
             return -1;
         if (rc) {
             out->want_logprobs = 1;
@@ -115,13 +115,13 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
         }
     } else {
         b = 0;
-        if (http_field_bool(req, body, "logprobs", &b) < 0)
+        if (cinfer_http_field_bool(req, body, "logprobs", &b) < 0)
             return -1;
-        if ((rc = http_field_int(req, body, "top_logprobs", 0, CINFER_MAX_TOP_LOGPROBS, &i)) < 0)
+        if ((rc = cinfer_http_field_int(req, body, "top_logprobs", 0, CINFER_MAX_TOP_LOGPROBS, &i)) < 0)
             return -1;
         if (rc && !b)
-            return http_field_error(req, "top_logprobs", "needs \"logprobs\": true (found %s)",
-                                    field_present(body, "logprobs") ? "false" : "no logprobs field");
+            return cinfer_http_field_error(req, "top_logprobs", "needs \"logprobs\": true (found %s)",
+                                           field_present(body, "logprobs") ? "false" : "no logprobs field");
         if (b) {
             out->want_logprobs = 1;
             p->logprobs = 1;
@@ -130,7 +130,7 @@ static int read_sampling(const struct http_request *req, const json_t *body, enu
     }
 
     const char *user = NULL; /* accepted: OpenAI uses it for abuse monitoring only */
-    if (http_field_string(req, body, "user", &user) < 0)
+    if (cinfer_http_field_string(req, body, "user", &user) < 0)
         return -1;
     return 0;
 }
@@ -140,26 +140,26 @@ static int read_response_options(const struct http_request *req, const json_t *b
     long long i;
     int rc;
     out->n = 1;
-    if ((rc = http_field_int(req, body, "n", 1, CINFER_MAX_CHOICES, &i)) < 0)
+    if ((rc = cinfer_http_field_int(req, body, "n", 1, CINFER_MAX_CHOICES, &i)) < 0)
         return -1;
     if (rc)
         out->n = (int)i;
-    if ((rc = http_field_int(req, body, "best_of", 1, CINFER_MAX_CHOICES, &i)) < 0)
+    if ((rc = cinfer_http_field_int(req, body, "best_of", 1, CINFER_MAX_CHOICES, &i)) < 0)
         return -1;
     if (rc && i != out->n)
-        return http_field_error(req, "best_of",
-                                "expected the same as n (%d), found %lld: this server returns every choice it "
-                                "generates and does not rank them",
-                                out->n, i);
-    if (http_field_bool(req, body, "stream", &out->stream) < 0)
+        return cinfer_http_field_error(req, "best_of",
+                                       "expected the same as n (%d), found %lld: this server returns every choice it "
+                                       "generates and does not rank them",
+                                       out->n, i);
+    if (cinfer_http_field_bool(req, body, "stream", &out->stream) < 0)
         return -1;
     const json_t *opts = NULL;
-    if ((rc = http_field_of_type(req, body, "stream_options", JSON_OBJECT, &opts)) < 0)
+    if ((rc = cinfer_http_field_of_type(req, body, "stream_options", JSON_OBJECT, &opts)) < 0)
         return -1;
     if (rc) {
         if (!out->stream)
-            return http_field_error(req, "stream_options", "is only allowed when \"stream\" is true");
-        if (http_field_bool(req, opts, "include_usage", &out->include_usage) < 0)
+            return cinfer_http_field_error(req, "stream_options", "is only allowed when \"stream\" is true");
+        if (cinfer_http_field_bool(req, opts, "include_usage", &out->include_usage) < 0)
             return -1;
     }
     return 0;
@@ -177,18 +177,20 @@ static int read_ids(const struct http_request *req, const json_t *arr, const cha
         if (!json_is_integer(json_array_get(arr, i)))
             return 0;
     if (n == 0)
-        return http_field_error(req, "prompt", "%s: expected at least one token id, found an empty array", where);
+        return cinfer_http_field_error(req, "prompt", "%s: expected at least one token id, found an empty array",
+                                       where);
     out->ids = malloc(n * sizeof *out->ids);
     if (!out->ids) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompt ids", n);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompt ids", n);
         return -1;
     }
     long long hi = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
     for (size_t i = 0; i < n; i++) {
         long long id = (long long)json_integer_value(json_array_get(arr, i));
         if (id < 0 || id > hi)
-            return http_field_error(req, "prompt", "%s[%zu]: expected a token id in [0, %lld], found %lld", where, i,
-                                    hi, id);
+            return cinfer_http_field_error(req, "prompt", "%s[%zu]: expected a token id in [0, %lld], found %lld",
+                                           where, i,
+                                           hi, id);
         out->ids[i] = (int32_t)id;
     }
     out->n_ids = n;
@@ -199,23 +201,26 @@ static int read_prompts(const struct http_request *req, const json_t *body, int 
 {
     const json_t *v = json_object_get(body, "prompt");
     if (!v || json_is_null(v))
-        return http_field_error(req, "prompt", "is required: a string, an array of strings, an array of token ids "
-                                               "or an array of arrays of token ids");
+        return cinfer_http_field_error(req, "prompt",
+                                       "is required: a string, an array of strings, an array of token ids "
+                                                      "or an array of arrays of token ids");
     size_t count = json_is_array(v) ? json_array_size(v) : 1;
     if (json_is_array(v) && count == 0)
-        return http_field_error(req, "prompt", "expected at least one prompt, found an empty array");
+        return cinfer_http_field_error(req, "prompt", "expected at least one prompt, found an empty array");
     /* an array of integers is one prompt of ids */
     int ids_prompt = json_is_array(v) && json_is_integer(json_array_get(v, 0));
     if (ids_prompt)
         count = 1;
     if (count > OPENAI_MAX_PROMPTS)
-        return http_field_error(req, "prompt", "expected at most %d prompts, found %zu", OPENAI_MAX_PROMPTS, count);
+        return cinfer_http_field_error(req, "prompt", "expected at most %d prompts, found %zu", OPENAI_MAX_PROMPTS,
+                                       count);
     if (count * (size_t)out->n > OPENAI_MAX_GENERATIONS)
-        return http_field_error(req, "n", "%zu prompts with n %d make %zu choices, expected at most %d", count, out->n,
-                                count * (size_t)out->n, OPENAI_MAX_GENERATIONS);
+        return cinfer_http_field_error(req, "n", "%zu prompts with n %d make %zu choices, expected at most %d", count,
+                                       out->n,
+                                       count * (size_t)out->n, OPENAI_MAX_GENERATIONS);
     out->prompts = calloc(count, sizeof *out->prompts);
     if (!out->prompts) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", count);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for %zu prompts", count);
         return -1;
     }
     out->n_prompts = count;
@@ -225,15 +230,16 @@ static int read_prompts(const struct http_request *req, const json_t *body, int 
         return 0;
     }
     if (!json_is_array(v))
-        return http_field_error(req, "prompt",
-                                "expected a string, an array of strings, an array of token ids or an array of "
-                                "arrays of token ids, found %s",
-                                http_json_type_words(v));
+        return cinfer_http_field_error(req, "prompt",
+                                       "expected a string, an array of strings, an array of token ids or an array of "
+                                       "arrays of token ids, found %s",
+                                       cinfer_http_json_type_words(v));
     if (ids_prompt) {
         int rc = read_ids(req, v, "prompt", vocab_size, &out->prompts[0]);
         return rc == 1 ? 0 : rc < 0 ? -1
-                                    : http_field_error(req, "prompt", "an array of token ids holds something other "
-                                                                      "than integers");
+                                    : cinfer_http_field_error(req, "prompt",
+                                                              "an array of token ids holds something other "
+                                                                             "than integers");
     }
     for (size_t i = 0; i < count; i++) {
         const json_t *item = json_array_get(v, i);
@@ -248,8 +254,9 @@ static int read_prompts(const struct http_request *req, const json_t *body, int 
         if (rc < 0)
             return -1;
         if (rc == 0)
-            return http_field_error(req, "prompt", "%s: expected a string or an array of token ids, found %s", where,
-                                    json_is_array(item) ? "an array holding other things" : http_json_type_words(item));
+            return cinfer_http_field_error(req, "prompt", "%s: expected a string or an array of token ids, found %s",
+                                           where, json_is_array(item) ? "an array holding other things"
+                                                                      : cinfer_http_json_type_words(item));
     }
     return 0;
 }
@@ -263,7 +270,7 @@ static int normalize_content(const struct http_request *req, const json_t *conte
 {
     if (!content || json_is_null(content)) {
         if (strcmp(role, "assistant") != 0)
-            return http_field_error(req, "messages", "messages[%zu].content: required for role \"%s\"", m, role);
+            return cinfer_http_field_error(req, "messages", "messages[%zu].content: required for role \"%s\"", m, role);
         *out = json_null();
         return 0;
     }
@@ -272,31 +279,33 @@ static int normalize_content(const struct http_request *req, const json_t *conte
         return 0;
     }
     if (!json_is_array(content))
-        return http_field_error(req, "messages",
-                                "messages[%zu].content: expected a string or an array of parts, found %s", m,
-                                http_json_type_words(content));
+        return cinfer_http_field_error(req, "messages",
+                                       "messages[%zu].content: expected a string or an array of parts, found %s", m,
+                                       cinfer_http_json_type_words(content));
     size_t j, total = 0;
     const json_t *part;
     json_array_foreach(content, j, part) {
         const char *type = json_is_object(part) ? json_string_value(json_object_get(part, "type")) : NULL;
         if (!type)
-            return http_field_error(req, "messages",
-                                    "messages[%zu].content[%zu]: expected an object with a \"type\", found %s", m, j,
-                                    http_json_type_words(part));
+            return cinfer_http_field_error(req, "messages",
+                                           "messages[%zu].content[%zu]: expected an object with a \"type\", found %s",
+                                           m, j,
+                                           cinfer_http_json_type_words(part));
         if (strcmp(type, "text") != 0)
-            return http_field_error(req, "messages",
-                                    "messages[%zu].content[%zu]: part type \"%.40s\" is not supported: this server "
-                                    "serves a text-only model (expected \"text\")",
-                                    m, j, type);
+            return cinfer_http_field_error(req, "messages",
+                                           "messages[%zu].content[%zu]: part type \"%.40s\" is not supported: this "
+                                           "server serves a text-only model (expected \"text\")",
+                                           m, j, type);
         const json_t *t = json_object_get(part, "text");
         if (!json_is_string(t))
-            return http_field_error(req, "messages", "messages[%zu].content[%zu].text: expected a string, found %s", m,
-                                    j, t ? http_json_type_words(t) : "nothing");
+            return cinfer_http_field_error(req, "messages",
+                                           "messages[%zu].content[%zu].text: expected a string, found %s", m,
+                                           j, t ? cinfer_http_json_type_words(t) : "nothing");
         total += json_string_length(t) + 1;
     }
     char *text = malloc(total + 1);
     if (!text) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
         return -1;
     }
     size_t len = 0;
@@ -310,7 +319,7 @@ static int normalize_content(const struct http_request *req, const json_t *conte
     *out = json_stringn(text, len);
     free(text);
     if (!*out) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory joining message parts");
         return -1;
     }
     return 0;
@@ -319,33 +328,33 @@ static int normalize_content(const struct http_request *req, const json_t *conte
 static int read_messages(const struct http_request *req, const json_t *body, json_t *messages_out)
 {
     const json_t *msgs = NULL;
-    int rc = http_field_of_type(req, body, "messages", JSON_ARRAY, &msgs);
+    int rc = cinfer_http_field_of_type(req, body, "messages", JSON_ARRAY, &msgs);
     if (rc < 0)
         return -1;
     if (rc == 0 || json_array_size(msgs) == 0)
-        return http_field_error(req, "messages", "expected a non-empty array of messages, found %s",
-                                rc ? "an empty array" : "nothing");
+        return cinfer_http_field_error(req, "messages", "expected a non-empty array of messages, found %s",
+                                       rc ? "an empty array" : "nothing");
     static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
     size_t m;
     const json_t *msg;
     json_array_foreach(msgs, m, msg) {
         if (!json_is_object(msg))
-            return http_field_error(req, "messages", "messages[%zu]: expected an object, found %s", m,
-                                    http_json_type_words(msg));
+            return cinfer_http_field_error(req, "messages", "messages[%zu]: expected an object, found %s", m,
+                                           cinfer_http_json_type_words(msg));
         const char *role = json_string_value(json_object_get(msg, "role"));
         size_t r = 0;
         while (role && r < sizeof roles / sizeof roles[0] && strcmp(role, roles[r]) != 0)
             r++;
         if (!role || r == sizeof roles / sizeof roles[0])
-            return http_field_error(req, "messages",
-                                    "messages[%zu].role: expected \"system\", \"user\", \"assistant\", \"tool\" or "
-                                    "\"developer\", found %s%.40s%s",
-                                    m, role ? "\"" : "", role ? role : "nothing", role ? "\"" : "");
+            return cinfer_http_field_error(req, "messages",
+                                           "messages[%zu].role: expected \"system\", \"user\", \"assistant\", "
+                                           "\"tool\" or \"developer\", found %s%.40s%s",
+                                           m, role ? "\"" : "", role ? role : "nothing", role ? "\"" : "");
         json_t *copy = json_copy((json_t *)msg); /* other keys (name, tool_calls, tool_call_id) pass through */
         json_t *content = NULL;
         if (!copy || normalize_content(req, json_object_get(msg, "content"), m, role, &content) < 0) {
             if (!copy)
-                http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory copying messages");
+                cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory copying messages");
             json_decref(copy);
             return -1;
         }
@@ -361,12 +370,12 @@ static int read_messages(const struct http_request *req, const json_t *body, jso
 static int read_chat(const struct http_request *req, const json_t *body, struct openai_request *out)
 {
     if (out->n > OPENAI_MAX_GENERATIONS)
-        return http_field_error(req, "n", "expected at most %d, found %d", OPENAI_MAX_GENERATIONS, out->n);
+        return cinfer_http_field_error(req, "n", "expected at most %d, found %d", OPENAI_MAX_GENERATIONS, out->n);
     json_t *ctx = json_object();
     json_t *messages = json_array();
     if (!ctx || !messages || json_object_set_new(ctx, "messages", messages)) {
         json_decref(ctx);
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the template variables");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the template variables");
         return -1;
     }
     out->template_context = ctx;
@@ -374,48 +383,49 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
         return -1;
 
     int add_generation_prompt = 1, rc;
-    if (http_field_bool(req, body, "continue_final_message", &out->continue_final_message) < 0)
+    if (cinfer_http_field_bool(req, body, "continue_final_message", &out->continue_final_message) < 0)
         return -1;
-    if ((rc = http_field_bool(req, body, "add_generation_prompt", &add_generation_prompt)) < 0)
+    if ((rc = cinfer_http_field_bool(req, body, "add_generation_prompt", &add_generation_prompt)) < 0)
         return -1;
     if (out->continue_final_message) {
         if (rc && add_generation_prompt)
-            return http_field_error(req, "continue_final_message",
-                                    "cannot be true together with \"add_generation_prompt\": true");
+            return cinfer_http_field_error(req, "continue_final_message",
+                                           "cannot be true together with \"add_generation_prompt\": true");
         add_generation_prompt = 0;
         const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
         if (strcmp(json_string_value(json_object_get(last, "role")), "assistant") != 0 ||
             !json_is_string(json_object_get(last, "content")))
-            return http_field_error(req, "continue_final_message",
-                                    "needs the last message to be an assistant message with text content");
+            return cinfer_http_field_error(req, "continue_final_message",
+                                           "needs the last message to be an assistant message with text content");
     }
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
 
     /* tools go to the template, which lays them out as the model was trained to see
      * them; the output is returned as text (tool calls are not parsed out of it) */
     const json_t *tools = NULL;
-    if (http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+    if (cinfer_http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
         return -1;
     const json_t *choice = json_object_get(body, "tool_choice");
     int tools_off = 0;
     if (choice && !json_is_null(choice)) {
         const char *c = json_string_value(choice);
         if (!c || (strcmp(c, "none") != 0 && strcmp(c, "auto") != 0))
-            return http_field_error(req, "tool_choice",
-                                    "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs "
-                                    "constrained decoding, which this server does not do",
-                                    c ? "\"" : "", c ? c : http_json_type_words(choice), c ? "\"" : "");
+            return cinfer_http_field_error(req, "tool_choice",
+                                           "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs "
+                                           "constrained decoding, which this server does not do",
+                                           c ? "\"" : "", c ? c : cinfer_http_json_type_words(choice), c ? "\"" : "");
         tools_off = !strcmp(c, "none");
     }
     if (tools && !tools_off)
         json_object_set(ctx, "tools", (json_t *)tools);
 
     const json_t *kwargs = NULL;
-    if (http_field_of_type(req, body, "chat_template_kwargs", JSON_OBJECT, &kwargs) < 0)
+    if (cinfer_http_field_of_type(req, body, "chat_template_kwargs", JSON_OBJECT, &kwargs) < 0)
         return -1;
     if (kwargs) {
         if (json_object_get(kwargs, "messages"))
-            return http_field_error(req, "chat_template_kwargs", "may not set \"messages\" (use the messages field)");
+            return cinfer_http_field_error(req, "chat_template_kwargs",
+                                           "may not set \"messages\" (use the messages field)");
         json_object_update(ctx, (json_t *)kwargs);
     }
     return 0;
@@ -426,20 +436,20 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
 static int check_model(const struct http_request *req, const json_t *body)
 {
     const char *model = NULL;
-    if (http_field_string(req, body, "model", &model) < 0)
+    if (cinfer_http_field_string(req, body, "model", &model) < 0)
         return -1;
     /* absent: the one model served (vLLM and SGLang accept that too) */
     if (model && req->ctx && req->ctx->model_name && strcmp(model, req->ctx->model_name) != 0) {
-        http_reply_error(req->conn, 404, "not_found_error", "model",
-                         "The model '%.200s' does not exist (this server serves '%.200s')", model,
-                         req->ctx->model_name);
+        cinfer_http_reply_error(req->conn, 404, "not_found_error", "model",
+                                "The model '%.200s' does not exist (this server serves '%.200s')", model,
+                                req->ctx->model_name);
         return -1;
     }
     return 0;
 }
 
-int openai_request_parse(const struct http_request *req, json_t *body, enum openai_kind kind, int vocab_size,
-                         struct openai_request *out)
+int cinfer_openai_request_parse(const struct http_request *req, json_t *body, enum openai_kind kind, int vocab_size,
+                                struct openai_request *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
@@ -447,13 +457,13 @@ int openai_request_parse(const struct http_request *req, json_t *body, enum open
     if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind, out) < 0 ||
         read_response_options(req, body, out) < 0 || read_sampling(req, body, kind, vocab_size, out) < 0 ||
         (kind == OPENAI_COMPLETIONS ? read_prompts(req, body, vocab_size, out) : read_chat(req, body, out)) < 0) {
-        openai_request_free(out);
+        cinfer_openai_request_free(out);
         return -1;
     }
     return 0;
 }
 
-void openai_request_free(struct openai_request *r)
+void cinfer_openai_request_free(struct openai_request *r)
 {
     for (size_t i = 0; r->prompts && i < r->n_prompts; i++)
         free(r->prompts[i].ids);

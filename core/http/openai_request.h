@@ -3,8 +3,8 @@
  * token ids) or chat messages, and the response options (n, stream, logprobs).
  *
  * Reading needs no live connection: a bad field is answered through the typed field
- * readers (http_reply_error on req->conn), so a test or fuzz target that supplies its
- * own http_reply_error drives it with any bytes. */
+ * readers (cinfer_http_reply_error on req->conn), so a test or fuzz target that supplies its
+ * own cinfer_http_reply_error drives it with any bytes. */
 #ifndef CINFER_HTTP_OPENAI_REQUEST_H
 #define CINFER_HTTP_OPENAI_REQUEST_H
 
@@ -58,8 +58,8 @@ struct openai_request {
 /* Reads body (the reference is stolen, also on failure) into *out. Returns 0, or -1
  * after replying 400/404 (the handler then just returns). vocab_size > 0 bounds
  * prompt token ids. */
-int openai_request_parse(const struct http_request *req, json_t *body, enum openai_kind kind, int vocab_size,
-                         struct openai_request *out);
-void openai_request_free(struct openai_request *r);
+int cinfer_openai_request_parse(const struct http_request *req, json_t *body, enum openai_kind kind, int vocab_size,
+                                struct openai_request *out);
+void cinfer_openai_request_free(struct openai_request *r);
 
 #endif

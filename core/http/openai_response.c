@@ -5,7 +5,7 @@
 
 #include "http/openai_token_text.h"
 
-const char *openai_finish_reason(enum cinfer_finish_reason r)
+const char *cinfer_openai_finish_reason(enum cinfer_finish_reason r)
 {
     switch (r) {
     case CINFER_FINISH_NONE: return NULL;
@@ -18,13 +18,13 @@ const char *openai_finish_reason(enum cinfer_finish_reason r)
     return "error";
 }
 
-json_t *openai_usage(long long prompt_tokens, long long completion_tokens)
+json_t *cinfer_openai_usage(long long prompt_tokens, long long completion_tokens)
 {
     return json_pack("{sIsIsI}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens",
                      (json_int_t)completion_tokens, "total_tokens", (json_int_t)(prompt_tokens + completion_tokens));
 }
 
-json_t *openai_logprob_value(float logprob)
+json_t *cinfer_openai_logprob_value(float logprob)
 {
     return json_real(isfinite(logprob) ? (double)logprob : -9999.0);
 }
@@ -34,13 +34,14 @@ static json_t *chat_token(const struct cinfer_tokenizer_ctx *tok, int32_t id, fl
 {
     char bytes[OPENAI_TOKEN_MAX_BYTES];
     size_t len;
-    openai_token_bytes(tok, id, bytes, &len);
-    return json_pack("{sososo}", "token", openai_token_string(bytes, len), "logprob", openai_logprob_value(logprob),
-                     "bytes", openai_token_byte_array(bytes, len));
+    cinfer_openai_token_bytes(tok, id, bytes, &len);
+    return json_pack("{sososo}", "token", cinfer_openai_token_string(bytes, len), "logprob",
+                     cinfer_openai_logprob_value(logprob),
+                     "bytes", cinfer_openai_token_byte_array(bytes, len));
 }
 
-int openai_chat_logprobs_append(json_t *content, const struct cinfer_tokenizer_ctx *tok,
-                                const struct cinfer_token_logprob *lp, size_t n)
+int cinfer_openai_chat_logprobs_append(json_t *content, const struct cinfer_tokenizer_ctx *tok,
+                                       const struct cinfer_token_logprob *lp, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         json_t *entry = chat_token(tok, lp[i].token, lp[i].logprob);
@@ -56,7 +57,7 @@ int openai_chat_logprobs_append(json_t *content, const struct cinfer_tokenizer_c
     return CINFER_OK;
 }
 
-json_t *openai_legacy_logprobs_new(void)
+json_t *cinfer_openai_legacy_logprobs_new(void)
 {
     return json_pack("{s[]s[]s[]s[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
 }
@@ -69,16 +70,16 @@ static size_t utf8_chars(const char *s)
     return n;
 }
 
-int openai_legacy_logprobs_append(json_t *obj, const struct cinfer_tokenizer_ctx *tok,
-                                  const struct cinfer_token_logprob *lp, size_t n, size_t *text_offset)
+int cinfer_openai_legacy_logprobs_append(json_t *obj, const struct cinfer_tokenizer_ctx *tok,
+                                         const struct cinfer_token_logprob *lp, size_t n, size_t *text_offset)
 {
     json_t *tokens = json_object_get(obj, "tokens"), *values = json_object_get(obj, "token_logprobs");
     json_t *tops = json_object_get(obj, "top_logprobs"), *offsets = json_object_get(obj, "text_offset");
     for (size_t i = 0; i < n; i++) {
         char bytes[OPENAI_TOKEN_MAX_BYTES];
         size_t len;
-        openai_token_bytes(tok, lp[i].token, bytes, &len);
-        json_t *text = openai_token_string(bytes, len);
+        cinfer_openai_token_bytes(tok, lp[i].token, bytes, &len);
+        json_t *text = cinfer_openai_token_string(bytes, len);
         json_t *top = json_object();
         if (!text || !top) {
             json_decref(text);
@@ -88,18 +89,19 @@ int openai_legacy_logprobs_append(json_t *obj, const struct cinfer_tokenizer_ctx
         for (int k = 0; k < lp[i].n_top; k++) {
             char alt[OPENAI_TOKEN_MAX_BYTES];
             size_t alt_len;
-            openai_token_bytes(tok, lp[i].top_ids[k], alt, &alt_len);
-            json_t *key = openai_token_string(alt, alt_len);
+            cinfer_openai_token_bytes(tok, lp[i].top_ids[k], alt, &alt_len);
+            json_t *key = cinfer_openai_token_string(alt, alt_len);
             /* two ids that print alike share a key: the likelier (earlier) one stays */
             if (key && !json_object_get(top, json_string_value(key)))
-                json_object_set_new(top, json_string_value(key), openai_logprob_value(lp[i].top_logprobs[k]));
+                json_object_set_new(top, json_string_value(key), cinfer_openai_logprob_value(lp[i].top_logprobs[k]));
             json_decref(key);
         }
         /* OpenAI always reports the sampled token too: up to logprobs + 1 entries */
         if (!json_object_get(top, json_string_value(text)))
-            json_object_set_new(top, json_string_value(text), openai_logprob_value(lp[i].logprob));
+            json_object_set_new(top, json_string_value(text), cinfer_openai_logprob_value(lp[i].logprob));
         size_t chars = utf8_chars(json_string_value(text));
-        if (json_array_append_new(tokens, text) || json_array_append_new(values, openai_logprob_value(lp[i].logprob)) ||
+        if (json_array_append_new(tokens, text) || json_array_append_new(values,
+                                                                         cinfer_openai_logprob_value(lp[i].logprob)) ||
             json_array_append_new(tops, top) || json_array_append_new(offsets, json_integer((json_int_t)*text_offset)))
             return CINFER_ERR_NOMEM;
         *text_offset += chars;

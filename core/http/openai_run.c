@@ -1,4 +1,4 @@
-/* Running an OpenAI request; see openai_run.h. */
+/* Running an OpenAI request; see cinfer_openai_run.h. */
 #include "http/openai_run.h"
 
 #include <inttypes.h>
@@ -38,7 +38,7 @@ struct openai_run {
     struct http_buffer pending;    /* stream: events read before the reply began */
 };
 
-int openai_vocab_size(const struct http_server_ctx *ctx)
+int cinfer_openai_vocab_size(const struct http_server_ctx *ctx)
 {
     if (!ctx->tokenizer)
         return 0;
@@ -47,25 +47,25 @@ int openai_vocab_size(const struct http_server_ctx *ctx)
     return (int)info.vocab_size;
 }
 
-int openai_tokenize_prompt(const struct http_request *req, const char *text, size_t len, int add_special,
-                           const char *field, struct openai_prompt *prompt)
+int cinfer_openai_tokenize_prompt(const struct http_request *req, const char *text, size_t len, int add_special,
+                                  const char *field, struct openai_prompt *prompt)
 {
     const struct cinfer_tokenizer_ctx *tok = req->ctx->tokenizer;
     if (!tok) {
-        http_reply_error(req->conn, 500, "internal_error", NULL, "the server has no tokenizer for %s", field);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "the server has no tokenizer for %s", field);
         return -1;
     }
     struct cinfer_token_ids ids = {0};
     struct cinfer_error err = {0};
     if (tok->ops->encode(tok->tok, text, len, add_special, &ids, &err)) {
         cinfer_token_ids_free(&ids);
-        http_reply_error(req->conn, 500, "internal_error", field, "tokenizing %s: %s", field, err.message);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", field, "tokenizing %s: %s", field, err.message);
         return -1;
     }
     if (ids.len == 0) {
         cinfer_token_ids_free(&ids);
-        http_reply_error(req->conn, 400, "invalid_request_error", field,
-                         "%s: the prompt tokenizes to no tokens; expected at least one", field);
+        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", field,
+                                "%s: the prompt tokenizes to no tokens; expected at least one", field);
         return -1;
     }
     free(prompt->ids);
@@ -81,14 +81,14 @@ static void run_free(struct openai_run *run)
     for (size_t i = 0; i < run->n_choices; i++) {
         struct openai_choice *c = &run->choices[i];
         if (c->gen)
-            http_generation_finish(&c->gen);
+            cinfer_http_generation_finish(&c->gen);
         free(c->text.data);
         json_decref(c->logprobs);
         free(c->matched_stop);
     }
     free(run->choices);
     free(run->pending.data);
-    openai_request_free(&run->r);
+    cinfer_openai_request_free(&run->r);
     free(run);
 }
 
@@ -99,7 +99,7 @@ static int append_prompt_text(const struct openai_run *run, size_t p, struct htt
 {
     const struct openai_prompt *pr = &run->r.prompts[p];
     if (pr->text)
-        return http_buffer_append(out, pr->text, pr->text_len);
+        return cinfer_http_buffer_append(out, pr->text, pr->text_len);
     const struct cinfer_tokenizer_ctx *tok = run->ctx->tokenizer;
     char *text = NULL;
     size_t len = 0;
@@ -108,7 +108,7 @@ static int append_prompt_text(const struct openai_run *run, size_t p, struct htt
                                     &err)
                  : CINFER_ERR_STATE;
     if (rc == CINFER_OK)
-        rc = http_buffer_append(out, text, len);
+        rc = cinfer_http_buffer_append(out, text, len);
     free(text);
     return rc;
 }
@@ -124,7 +124,7 @@ static json_t *matched_stop_json(const struct openai_choice *c)
 
 static json_t *finish_json(const struct openai_choice *c)
 {
-    const char *why = openai_finish_reason(c->finish);
+    const char *why = cinfer_openai_finish_reason(c->finish);
     return why ? json_string(why) : json_null();
 }
 
@@ -171,7 +171,7 @@ static json_t *response_json(const struct openai_run *run)
     long long prompt, completion;
     usage_totals(run, &prompt, &completion);
     json_t *out = envelope(run, chat ? "chat.completion" : "text_completion", choices);
-    if (out && json_object_set_new(out, "usage", openai_usage(prompt, completion))) {
+    if (out && json_object_set_new(out, "usage", cinfer_openai_usage(prompt, completion))) {
         json_decref(out);
         return NULL;
     }
@@ -187,15 +187,16 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
     if (run->r.want_logprobs && ch->logprobs && ch->n_logprobs) {
         if (chat) {
             json_t *content = json_array();
-            if (!content || openai_chat_logprobs_append(content, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs)) {
+            if (!content || cinfer_openai_chat_logprobs_append(content, run->ctx->tokenizer, ch->logprobs,
+                                                               ch->n_logprobs)) {
                 json_decref(content);
                 return CINFER_ERR_NOMEM;
             }
             logprobs = json_pack("{s:o, s:n}", "content", content, "refusal");
         } else {
-            logprobs = openai_legacy_logprobs_new();
-            if (!logprobs || openai_legacy_logprobs_append(logprobs, run->ctx->tokenizer, ch->logprobs,
-                                                           ch->n_logprobs, &c->text_offset)) {
+            logprobs = cinfer_openai_legacy_logprobs_new();
+            if (!logprobs || cinfer_openai_legacy_logprobs_append(logprobs, run->ctx->tokenizer, ch->logprobs,
+                                                                  ch->n_logprobs, &c->text_offset)) {
                 json_decref(logprobs);
                 return CINFER_ERR_NOMEM;
             }
@@ -208,7 +209,7 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
     struct http_buffer echoed = {0}; /* the prompt, then this chunk's text */
     if (echo_now) {
         c->echoed = 1;
-        if (append_prompt_text(run, c->prompt, &echoed) || http_buffer_append(&echoed, ch->text, ch->text_len)) {
+        if (append_prompt_text(run, c->prompt, &echoed) || cinfer_http_buffer_append(&echoed, ch->text, ch->text_len)) {
             free(echoed.data);
             json_decref(logprobs);
             return CINFER_ERR_NOMEM;
@@ -232,7 +233,7 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
         json_object_set_new(choice, "matched_stop", matched_stop_json(c));
     json_t *event = choice ? envelope(run, chat ? "chat.completion.chunk" : "text_completion", json_pack("[o]", choice))
                            : NULL;
-    return event ? http_sse_event(out, event) : CINFER_ERR_NOMEM;
+    return event ? cinfer_http_sse_event(out, event) : CINFER_ERR_NOMEM;
 }
 
 /* chat's first chunk of a choice: the assistant's role, empty content */
@@ -242,7 +243,7 @@ static int role_event(const struct openai_run *run, struct openai_choice *c, str
     json_t *choice = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)c->index, "delta", "role",
                                "assistant", "content", "", "logprobs", "finish_reason");
     json_t *event = choice ? envelope(run, "chat.completion.chunk", json_pack("[o]", choice)) : NULL;
-    return event ? http_sse_event(out, event) : CINFER_ERR_NOMEM;
+    return event ? cinfer_http_sse_event(out, event) : CINFER_ERR_NOMEM;
 }
 
 /* Takes in one chunk of choice c: into its totals, and into events when streaming
@@ -268,21 +269,22 @@ static int take_chunk(struct openai_run *run, struct openai_choice *c, const str
         if (rc == CINFER_OK)
             rc = chunk_event(run, c, ch, out);
     } else {
-        rc = http_buffer_append(&c->text, ch->text, ch->text_len);
+        rc = cinfer_http_buffer_append(&c->text, ch->text, ch->text_len);
         if (rc == CINFER_OK && run->r.want_logprobs && ch->logprobs && ch->n_logprobs) {
             if (!c->logprobs)
-                c->logprobs = run->r.kind == OPENAI_CHAT ? json_array() : openai_legacy_logprobs_new();
+                c->logprobs = run->r.kind == OPENAI_CHAT ? json_array() : cinfer_openai_legacy_logprobs_new();
             if (!c->logprobs)
                 rc = CINFER_ERR_NOMEM;
             else if (run->r.kind == OPENAI_CHAT)
-                rc = openai_chat_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs);
+                rc = cinfer_openai_chat_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs);
             else
-                rc = openai_legacy_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs, ch->n_logprobs,
-                                                   &c->text_offset);
+                rc = cinfer_openai_legacy_logprobs_append(c->logprobs, run->ctx->tokenizer, ch->logprobs,
+                                                          ch->n_logprobs,
+                                                          &c->text_offset);
         }
     }
     if (c->finish != CINFER_FINISH_NONE)
-        http_generation_finish(&c->gen); /* free the engine's side now, not at the end */
+        cinfer_http_generation_finish(&c->gen); /* free the engine's side now, not at the end */
     return rc;
 }
 
@@ -310,12 +312,12 @@ static int start_all(const struct http_request *req, struct openai_run *run, str
                                                 .n = 1};
             if (r->sampling.has_seed) /* choice k alone with seed + k gives the same output */
                 g.sampling.seed = r->sampling.seed + (uint64_t)k;
-            int rc = http_generation_start(run->ctx, req->conn, &g, &c->gen, err);
+            int rc = cinfer_http_generation_start(run->ctx, req->conn, &g, &c->gen, err);
             if (rc)
                 return rc;
         }
     }
-    uint64_t rid = http_generation_request_id(run->choices[0].gen);
+    uint64_t rid = cinfer_http_generation_request_id(run->choices[0].gen);
     snprintf(run->id, sizeof run->id, "%s-%" PRIx64 "%08" PRIx64, r->kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
              (uint64_t)run->created, rid);
     return CINFER_OK;
@@ -328,17 +330,17 @@ static int start_all(const struct http_request *req, struct openai_run *run, str
 static int error_event(struct http_buffer *out, const struct cinfer_error *err)
 {
     const char *type = "internal_error";
-    int status = http_engine_error_status(err, &type);
+    int status = cinfer_http_engine_error_status(err, &type);
     json_t *e = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", err->message, "type", type, "param", "code",
                           status);
-    return e ? http_sse_event(out, e) : CINFER_ERR_NOMEM;
+    return e ? cinfer_http_sse_event(out, e) : CINFER_ERR_NOMEM;
 }
 
 static int sse_next(void *state, struct http_buffer *out)
 {
     struct openai_run *run = state;
     if (run->pending.len) {
-        int rc = http_buffer_append(out, run->pending.data, run->pending.len);
+        int rc = cinfer_http_buffer_append(out, run->pending.data, run->pending.len);
         run->pending.len = 0;
         return rc;
     }
@@ -354,21 +356,21 @@ static int sse_next(void *state, struct http_buffer *out)
             usage_totals(run, &prompt, &completion);
             json_t *chunk = envelope(run, run->r.kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
                                      json_array());
-            if (!chunk || json_object_set_new(chunk, "usage", openai_usage(prompt, completion)) ||
-                http_sse_event(out, chunk))
+            if (!chunk || json_object_set_new(chunk, "usage", cinfer_openai_usage(prompt, completion)) ||
+                cinfer_http_sse_event(out, chunk))
                 return CINFER_ERR_NOMEM;
         }
-        return http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
+        return cinfer_http_sse_event(out, NULL) ? CINFER_ERR_NOMEM : 1;
     }
     run->next = (size_t)(c - run->choices + 1) % run->n_choices;
     struct cinfer_stream_chunk ch;
     struct cinfer_error err = {0};
-    int rc = http_generation_next(c->gen, &ch, &err);
+    int rc = cinfer_http_generation_next(c->gen, &ch, &err);
     if (rc == CINFER_ERR_IO)
         return rc; /* the client left; close() cleans up */
     if (rc) {
         /* headers are out: the error goes in the stream, as OpenAI's API sends one */
-        if (error_event(out, &err) || http_sse_event(out, NULL))
+        if (error_event(out, &err) || cinfer_http_sse_event(out, NULL))
             return CINFER_ERR_NOMEM;
         return 1;
     }
@@ -382,12 +384,12 @@ static void sse_close(void *state)
 
 /* ---- the request ----------------------------------------------------------------- */
 
-void openai_run(const struct http_request *req, struct openai_request *r)
+void cinfer_openai_run(const struct http_request *req, struct openai_request *r)
 {
     struct openai_run *run = calloc(1, sizeof *run);
     if (!run) {
-        openai_request_free(r);
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the request");
+        cinfer_openai_request_free(r);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory for the request");
         return;
     }
     run->ctx = req->ctx;
@@ -402,7 +404,7 @@ void openai_run(const struct http_request *req, struct openai_request *r)
         struct openai_choice *c = &run->choices[i];
         do {
             struct cinfer_stream_chunk ch;
-            rc = http_generation_next(c->gen, &ch, &err);
+            rc = cinfer_http_generation_next(c->gen, &ch, &err);
             if (rc == CINFER_OK)
                 rc = take_chunk(run, c, &ch, run->r.stream ? &run->pending : NULL);
         } while (rc == CINFER_OK && !run->r.stream && c->finish == CINFER_FINISH_NONE);
@@ -411,17 +413,17 @@ void openai_run(const struct http_request *req, struct openai_request *r)
         if (rc == CINFER_ERR_NOMEM && !err.message[0])
             cinfer_error_set(&err, rc, "out of memory building the response");
         run_free(run);
-        http_reply_engine_error(req->conn, &err);
+        cinfer_http_reply_engine_error(req->conn, &err);
         return;
     }
     if (run->r.stream) {
-        http_reply_sse(req->conn, (struct http_sse_source){.next = sse_next, .close = sse_close, .state = run});
+        cinfer_http_reply_sse(req->conn, (struct http_sse_source){.next = sse_next, .close = sse_close, .state = run});
         return;
     }
     json_t *body = response_json(run);
     run_free(run);
     if (body)
-        http_reply_json(req->conn, 200, body);
+        cinfer_http_reply_json(req->conn, 200, body);
     else
-        http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the response");
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the response");
 }

@@ -89,7 +89,7 @@ static int sentencepiece_piece(const char *piece, char *out, size_t *len)
     return 0;
 }
 
-void openai_token_bytes(const struct cinfer_tokenizer_ctx *tok, int32_t id, char *bytes, size_t *len)
+void cinfer_openai_token_bytes(const struct cinfer_tokenizer_ctx *tok, int32_t id, char *bytes, size_t *len)
 {
     *len = 0;
     if (!tok || !tok->ops)
@@ -116,7 +116,7 @@ void openai_token_bytes(const struct cinfer_tokenizer_ctx *tok, int32_t id, char
     free(text);
 }
 
-json_t *openai_token_string(const char *bytes, size_t len)
+json_t *cinfer_openai_token_string(const char *bytes, size_t len)
 {
     char out[OPENAI_TOKEN_MAX_BYTES * 3]; /* each byte becomes at most U+FFFD's 3 bytes */
     size_t o = 0, i = 0;
@@ -136,7 +136,7 @@ json_t *openai_token_string(const char *bytes, size_t len)
     return json_stringn(out, o);
 }
 
-json_t *openai_token_byte_array(const char *bytes, size_t len)
+json_t *cinfer_openai_token_byte_array(const char *bytes, size_t len)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < len; i++)

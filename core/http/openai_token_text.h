@@ -17,10 +17,10 @@
 
 /* Fills bytes (up to OPENAI_TOKEN_MAX_BYTES; a longer token is cut) and *len. An id
  * the tokenizer does not know gives "" . */
-void openai_token_bytes(const struct cinfer_tokenizer_ctx *tok, int32_t id, char *bytes, size_t *len);
+void cinfer_openai_token_bytes(const struct cinfer_tokenizer_ctx *tok, int32_t id, char *bytes, size_t *len);
 /* A JSON string of the bytes with each invalid UTF-8 sequence replaced by U+FFFD. */
-json_t *openai_token_string(const char *bytes, size_t len);
+json_t *cinfer_openai_token_string(const char *bytes, size_t len);
 /* [b0, b1, ...] as integers 0..255. */
-json_t *openai_token_byte_array(const char *bytes, size_t len);
+json_t *cinfer_openai_token_byte_array(const char *bytes, size_t len);
 
 #endif

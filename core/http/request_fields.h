@@ -16,22 +16,22 @@
 #include "http/http_server.h"
 
 /* Words for a JSON value's type in an error: "a string", "an array", "true", ... */
-const char *http_json_type_words(const json_t *v);
+const char *cinfer_http_json_type_words(const json_t *v);
 
-int http_field_number(const struct http_request *req, const json_t *obj, const char *name, double lo, double hi,
-                      double *out);
-int http_field_int(const struct http_request *req, const json_t *obj, const char *name, long long lo,
-                   long long hi, long long *out);
-int http_field_bool(const struct http_request *req, const json_t *obj, const char *name, int *out);
+int cinfer_http_field_number(const struct http_request *req, const json_t *obj, const char *name, double lo, double hi,
+                             double *out);
+int cinfer_http_field_int(const struct http_request *req, const json_t *obj, const char *name, long long lo,
+                          long long hi, long long *out);
+int cinfer_http_field_bool(const struct http_request *req, const json_t *obj, const char *name, int *out);
 /* *out points into obj (valid while obj lives). */
-int http_field_string(const struct http_request *req, const json_t *obj, const char *name, const char **out);
+int cinfer_http_field_string(const struct http_request *req, const json_t *obj, const char *name, const char **out);
 /* Present and of the given jansson type (JSON_ARRAY or JSON_OBJECT): *out is borrowed. */
-int http_field_of_type(const struct http_request *req, const json_t *obj, const char *name, json_type type,
-                       const json_t **out);
+int cinfer_http_field_of_type(const struct http_request *req, const json_t *obj, const char *name, json_type type,
+                              const json_t **out);
 
 /* Replies 400 for a field whose value is wrong in a way the readers above cannot see;
  * always returns -1. */
-int http_field_error(const struct http_request *req, const char *name, const char *fmt, ...)
+int cinfer_http_field_error(const struct http_request *req, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -13,10 +13,10 @@ static int add_stop(const struct http_request *req, const json_t *s, const char 
 {
     size_t len = json_string_length(s);
     if (len == 0 || len > CINFER_MAX_STOP_STRING_BYTES)
-        return http_field_error(req, "stop", "%s: expected a string of 1 to %d bytes, found %zu bytes", where,
-                                CINFER_MAX_STOP_STRING_BYTES, len);
+        return cinfer_http_field_error(req, "stop", "%s: expected a string of 1 to %d bytes, found %zu bytes", where,
+                                       CINFER_MAX_STOP_STRING_BYTES, len);
     if (strlen(json_string_value(s)) != len)
-        return http_field_error(req, "stop", "%s: expected text without NUL characters", where);
+        return cinfer_http_field_error(req, "stop", "%s: expected text without NUL characters", where);
     p->stop[p->n_stop++] = json_string_value(s);
     return 0;
 }
@@ -30,18 +30,19 @@ static int read_stop(const struct http_request *req, const json_t *obj, struct c
     if (json_is_string(v))
         return add_stop(req, v, "stop", p);
     if (!json_is_array(v))
-        return http_field_error(req, "stop", "expected a string or an array of strings, found %s",
-                                http_json_type_words(v));
+        return cinfer_http_field_error(req, "stop", "expected a string or an array of strings, found %s",
+                                       cinfer_http_json_type_words(v));
     if (json_array_size(v) > CINFER_MAX_STOP_STRINGS)
-        return http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
-                                json_array_size(v));
+        return cinfer_http_field_error(req, "stop", "expected at most %d strings, found %zu", CINFER_MAX_STOP_STRINGS,
+                                       json_array_size(v));
     size_t i;
     const json_t *s;
     json_array_foreach(v, i, s) {
         char where[32];
         snprintf(where, sizeof where, "stop[%zu]", i);
         if (!json_is_string(s))
-            return http_field_error(req, "stop", "%s: expected a string, found %s", where, http_json_type_words(s));
+            return cinfer_http_field_error(req, "stop", "%s: expected a string, found %s", where,
+                                           cinfer_http_json_type_words(s));
         if (add_stop(req, s, where, p) < 0)
             return -1;
     }
@@ -52,18 +53,20 @@ static int read_stop_token_ids(const struct http_request *req, const json_t *obj
                                struct cinfer_sampling_params *p)
 {
     const json_t *v = NULL;
-    int rc = http_field_of_type(req, obj, "stop_token_ids", JSON_ARRAY, &v);
+    int rc = cinfer_http_field_of_type(req, obj, "stop_token_ids", JSON_ARRAY, &v);
     if (rc <= 0)
         return rc;
     if (json_array_size(v) > CINFER_MAX_STOP_TOKEN_IDS)
-        return http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
-                                CINFER_MAX_STOP_TOKEN_IDS, json_array_size(v));
+        return cinfer_http_field_error(req, "stop_token_ids", "expected at most %d token ids, found %zu",
+                                       CINFER_MAX_STOP_TOKEN_IDS, json_array_size(v));
     size_t i;
     const json_t *id;
     json_array_foreach(v, i, id) {
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > max_id)
-            return http_field_error(req, "stop_token_ids", "item %zu: expected a token id in [0, %lld], found %s", i,
-                                    max_id, json_is_integer(id) ? "an id outside it" : http_json_type_words(id));
+            return cinfer_http_field_error(req, "stop_token_ids",
+                                           "item %zu: expected a token id in [0, %lld], found %s", i,
+                                           max_id,
+                                           json_is_integer(id) ? "an id outside it" : cinfer_http_json_type_words(id));
         p->stop_token_ids[p->n_stop_token_ids++] = (int32_t)json_integer_value(id);
     }
     return 0;
@@ -74,12 +77,13 @@ static int read_logit_bias(const struct http_request *req, const json_t *obj, lo
                            struct cinfer_sampling_params *p)
 {
     const json_t *v = NULL;
-    int rc = http_field_of_type(req, obj, "logit_bias", JSON_OBJECT, &v);
+    int rc = cinfer_http_field_of_type(req, obj, "logit_bias", JSON_OBJECT, &v);
     if (rc <= 0)
         return rc;
     if (json_object_size(v) > CINFER_MAX_LOGIT_BIAS)
-        return http_field_error(req, "logit_bias", "expected at most %d entries, found %zu", CINFER_MAX_LOGIT_BIAS,
-                                json_object_size(v));
+        return cinfer_http_field_error(req, "logit_bias", "expected at most %d entries, found %zu",
+                                       CINFER_MAX_LOGIT_BIAS,
+                                       json_object_size(v));
     const char *key;
     const json_t *bias;
     json_object_foreach((json_t *)v, key, bias) {
@@ -88,29 +92,32 @@ static int read_logit_bias(const struct http_request *req, const json_t *obj, lo
         if (digits > 0 && digits <= 10 && !key[digits])
             id = strtoll(key, NULL, 10);
         if (digits == 0 || digits > 10 || key[digits] || id > max_id)
-            return http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id in [0, %lld]", key, max_id);
+            return cinfer_http_field_error(req, "logit_bias", "key \"%.64s\": expected a token id in [0, %lld]", key,
+                                           max_id);
         for (int j = 0; j < p->n_logit_bias; j++)
             if (p->logit_bias_ids[j] == id) /* "7" and "07" */
-                return http_field_error(req, "logit_bias", "token %lld appears twice (as \"%.64s\" too)", id, key);
+                return cinfer_http_field_error(req, "logit_bias", "token %lld appears twice (as \"%.64s\" too)", id,
+                                               key);
         if (!json_is_number(bias) || json_number_value(bias) < -100 || json_number_value(bias) > 100)
-            return http_field_error(req, "logit_bias", "token %lld: expected a number in [-100, 100], found %s", id,
-                                    json_is_number(bias) ? "a number outside it" : http_json_type_words(bias));
+            return cinfer_http_field_error(req, "logit_bias", "token %lld: expected a number in [-100, 100], found %s",
+                                           id, json_is_number(bias) ? "a number outside it"
+                                                                   : cinfer_http_json_type_words(bias));
         p->logit_bias_ids[p->n_logit_bias] = (int32_t)id;
         p->logit_bias_values[p->n_logit_bias++] = (float)json_number_value(bias);
     }
     return 0;
 }
 
-/* A number in (0, hi]: the range check is http_field_number's, then a value that is
+/* A number in (0, hi]: the range check is cinfer_http_field_number's, then a value that is
  * zero as the engine's float is refused too (1e-50 would reach the sampler as 0). */
 static int read_positive(const struct http_request *req, const json_t *obj, const char *name, double hi, float *out)
 {
     double x;
-    int rc = http_field_number(req, obj, name, 0, hi, &x);
+    int rc = cinfer_http_field_number(req, obj, name, 0, hi, &x);
     if (rc < 0)
         return -1;
     if (rc && (float)x == 0.0f)
-        return http_field_error(req, name, "expected a number in (0, %g], found %g", hi, x);
+        return cinfer_http_field_error(req, name, "expected a number in (0, %g], found %g", hi, x);
     if (rc)
         *out = (float)x;
     return 0;
@@ -120,21 +127,21 @@ static int read_float(const struct http_request *req, const json_t *obj, const c
                       float *out)
 {
     double x;
-    int rc = http_field_number(req, obj, name, lo, hi, &x);
+    int rc = cinfer_http_field_number(req, obj, name, lo, hi, &x);
     if (rc > 0)
         *out = (float)x;
     return rc < 0 ? -1 : 0;
 }
 
-int http_read_shared_sampling(const struct http_request *req, const json_t *obj, int vocab_size,
-                              struct cinfer_sampling_params *s)
+int cinfer_http_read_shared_sampling(const struct http_request *req, const json_t *obj, int vocab_size,
+                                     struct cinfer_sampling_params *s)
 {
     long long max_id = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
     long long k;
     int rc;
     if (read_positive(req, obj, "top_p", 1, &s->top_p) < 0)
         return -1;
-    if ((rc = http_field_int(req, obj, "top_k", -1, INT32_MAX, &k)) < 0)
+    if ((rc = cinfer_http_field_int(req, obj, "top_k", -1, INT32_MAX, &k)) < 0)
         return -1;
     if (rc)
         s->top_k = (int)k;
@@ -143,9 +150,9 @@ int http_read_shared_sampling(const struct http_request *req, const json_t *obj,
         read_float(req, obj, "frequency_penalty", -2, 2, &s->frequency_penalty) < 0 ||
         read_positive(req, obj, "repetition_penalty", 2, &s->repetition_penalty) < 0)
         return -1;
-    if (http_field_bool(req, obj, "ignore_eos", &s->ignore_eos) < 0 ||
-        http_field_bool(req, obj, "skip_special_tokens", &s->skip_special_tokens) < 0 ||
-        http_field_bool(req, obj, "no_stop_trim", &s->no_stop_trim) < 0)
+    if (cinfer_http_field_bool(req, obj, "ignore_eos", &s->ignore_eos) < 0 ||
+        cinfer_http_field_bool(req, obj, "skip_special_tokens", &s->skip_special_tokens) < 0 ||
+        cinfer_http_field_bool(req, obj, "no_stop_trim", &s->no_stop_trim) < 0)
         return -1;
     if (read_stop(req, obj, s) < 0 || read_stop_token_ids(req, obj, max_id, s) < 0 ||
         read_logit_bias(req, obj, max_id, s) < 0)

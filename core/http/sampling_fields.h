@@ -17,7 +17,7 @@
  * fields as they are. Token ids must lie in [0, vocab_size - 1], or [0, INT32_MAX]
  * when vocab_size is 0 (unknown here; the engine checks them later). Returns 0, or -1
  * after replying 400 naming the field. Stop strings point into obj. */
-int http_read_shared_sampling(const struct http_request *req, const json_t *obj, int vocab_size,
-                              struct cinfer_sampling_params *s);
+int cinfer_http_read_shared_sampling(const struct http_request *req, const json_t *obj, int vocab_size,
+                                     struct cinfer_sampling_params *s);
 
 #endif

@@ -30,15 +30,15 @@ const char *cinfer_msg_type_name(uint32_t type)
 static void begin(struct wire_writer *w, uint32_t type)
 {
     memset(w, 0, sizeof *w);
-    wire_put_u32(w, CINFER_IPC_MAGIC);
-    wire_put_u32(w, CINFER_IPC_VERSION);
-    wire_put_u32(w, type);
+    cinfer_wire_put_u32(w, CINFER_IPC_MAGIC);
+    cinfer_wire_put_u32(w, CINFER_IPC_VERSION);
+    cinfer_wire_put_u32(w, type);
 }
 
 static int finish(struct wire_writer *w, void **frame, size_t *frame_len)
 {
     if (w->failed) {
-        wire_writer_free(w);
+        cinfer_wire_writer_free(w);
         return CINFER_ERR_NOMEM;
     }
     *frame = w->buf;
@@ -49,10 +49,10 @@ static int finish(struct wire_writer *w, void **frame, size_t *frame_len)
 int cinfer_msg_peek_type(const void *frame, size_t len, uint32_t *type, struct cinfer_error *err)
 {
     struct wire_reader r;
-    wire_reader_init(&r, frame, len);
-    uint32_t magic = wire_get_u32(&r, "magic");
-    uint32_t version = wire_get_u32(&r, "version");
-    *type = wire_get_u32(&r, "type");
+    cinfer_wire_reader_init(&r, frame, len);
+    uint32_t magic = cinfer_wire_get_u32(&r, "magic");
+    uint32_t version = cinfer_wire_get_u32(&r, "version");
+    *type = cinfer_wire_get_u32(&r, "type");
     if (r.failed_field)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "frame of %zu bytes is too short for a header", len);
     if (magic != CINFER_IPC_MAGIC)
@@ -75,13 +75,13 @@ static int open_body(struct wire_reader *r, const void *frame, size_t len, uint3
     if (type != expected)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "expected a %s frame, found type %u (%s)",
                                 cinfer_msg_type_name(expected), type, cinfer_msg_type_name(type));
-    wire_reader_init(r, (const uint8_t *)frame + 12, len - 12);
+    cinfer_wire_reader_init(r, (const uint8_t *)frame + 12, len - 12);
     return CINFER_OK;
 }
 
 static int close_body(struct wire_reader *r, uint32_t type, struct cinfer_error *err)
 {
-    if (wire_reader_done(r))
+    if (cinfer_wire_reader_done(r))
         return CINFER_OK;
     return cinfer_error_set(err, CINFER_ERR_PARSE, "%s frame: field '%s': %s", cinfer_msg_type_name(type),
                             r->failed_field, r->why);
@@ -93,14 +93,14 @@ int cinfer_msg_encode_ready(const struct cinfer_msg_ready *m, void **frame, size
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_READY);
-    wire_put_u8(&w, m->role);
-    wire_put_u32(&w, m->tp_rank);
-    wire_put_u32(&w, m->dp_rank);
-    wire_put_u32(&w, m->pid);
-    wire_put_u64(&w, m->max_total_tokens);
-    wire_put_u32(&w, m->max_request_len);
-    wire_put_u32(&w, m->max_running_requests);
-    wire_put_u32(&w, m->vocab_size);
+    cinfer_wire_put_u8(&w, m->role);
+    cinfer_wire_put_u32(&w, m->tp_rank);
+    cinfer_wire_put_u32(&w, m->dp_rank);
+    cinfer_wire_put_u32(&w, m->pid);
+    cinfer_wire_put_u64(&w, m->max_total_tokens);
+    cinfer_wire_put_u32(&w, m->max_request_len);
+    cinfer_wire_put_u32(&w, m->max_running_requests);
+    cinfer_wire_put_u32(&w, m->vocab_size);
     return finish(&w, frame, frame_len);
 }
 
@@ -110,14 +110,14 @@ int cinfer_msg_decode_ready(const void *frame, size_t len, struct cinfer_msg_rea
     int rc = open_body(&r, frame, len, CINFER_MSG_READY, err);
     if (rc)
         return rc;
-    m->role = wire_get_u8(&r, "role");
-    m->tp_rank = wire_get_u32(&r, "tp_rank");
-    m->dp_rank = wire_get_u32(&r, "dp_rank");
-    m->pid = wire_get_u32(&r, "pid");
-    m->max_total_tokens = wire_get_u64(&r, "max_total_tokens");
-    m->max_request_len = wire_get_u32(&r, "max_request_len");
-    m->max_running_requests = wire_get_u32(&r, "max_running_requests");
-    m->vocab_size = wire_get_u32(&r, "vocab_size");
+    m->role = cinfer_wire_get_u8(&r, "role");
+    m->tp_rank = cinfer_wire_get_u32(&r, "tp_rank");
+    m->dp_rank = cinfer_wire_get_u32(&r, "dp_rank");
+    m->pid = cinfer_wire_get_u32(&r, "pid");
+    m->max_total_tokens = cinfer_wire_get_u64(&r, "max_total_tokens");
+    m->max_request_len = cinfer_wire_get_u32(&r, "max_request_len");
+    m->max_running_requests = cinfer_wire_get_u32(&r, "max_running_requests");
+    m->vocab_size = cinfer_wire_get_u32(&r, "vocab_size");
     return close_body(&r, CINFER_MSG_READY, err);
 }
 
@@ -125,12 +125,12 @@ int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, si
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_FAILED);
-    wire_put_u8(&w, m->role);
-    wire_put_u32(&w, m->tp_rank);
-    wire_put_u32(&w, m->dp_rank);
-    wire_put_u32(&w, m->pid);
-    wire_put_i32(&w, m->code);
-    wire_put_str(&w, m->message);
+    cinfer_wire_put_u8(&w, m->role);
+    cinfer_wire_put_u32(&w, m->tp_rank);
+    cinfer_wire_put_u32(&w, m->dp_rank);
+    cinfer_wire_put_u32(&w, m->pid);
+    cinfer_wire_put_i32(&w, m->code);
+    cinfer_wire_put_str(&w, m->message);
     return finish(&w, frame, frame_len);
 }
 
@@ -141,12 +141,12 @@ int cinfer_msg_decode_failed(const void *frame, size_t len, struct cinfer_msg_fa
     int rc = open_body(&r, frame, len, CINFER_MSG_FAILED, err);
     if (rc)
         return rc;
-    m->role = wire_get_u8(&r, "role");
-    m->tp_rank = wire_get_u32(&r, "tp_rank");
-    m->dp_rank = wire_get_u32(&r, "dp_rank");
-    m->pid = wire_get_u32(&r, "pid");
-    m->code = wire_get_i32(&r, "code");
-    m->message = wire_get_str(&r, "message", CINFER_IPC_MAX_SHORT_TEXT);
+    m->role = cinfer_wire_get_u8(&r, "role");
+    m->tp_rank = cinfer_wire_get_u32(&r, "tp_rank");
+    m->dp_rank = cinfer_wire_get_u32(&r, "dp_rank");
+    m->pid = cinfer_wire_get_u32(&r, "pid");
+    m->code = cinfer_wire_get_i32(&r, "code");
+    m->message = cinfer_wire_get_str(&r, "message", CINFER_IPC_MAX_SHORT_TEXT);
     rc = close_body(&r, CINFER_MSG_FAILED, err);
     if (rc)
         cinfer_msg_failed_free(m);
@@ -163,58 +163,58 @@ void cinfer_msg_failed_free(struct cinfer_msg_failed *m)
 
 static void put_sampling(struct wire_writer *w, const struct cinfer_sampling_params *s)
 {
-    wire_put_f32(w, s->temperature);
-    wire_put_i32(w, s->top_k);
-    wire_put_f32(w, s->top_p);
-    wire_put_f32(w, s->min_p);
-    wire_put_f32(w, s->repetition_penalty);
-    wire_put_f32(w, s->frequency_penalty);
-    wire_put_f32(w, s->presence_penalty);
-    wire_put_u64(w, s->seed);
-    wire_put_u8(w, (uint8_t)(s->has_seed != 0));
-    wire_put_i32(w, s->max_new_tokens);
-    wire_put_i32(w, s->min_new_tokens);
-    wire_put_u8(w, (uint8_t)(s->ignore_eos != 0));
-    wire_put_u8(w, (uint8_t)(s->skip_special_tokens != 0));
-    wire_put_u8(w, (uint8_t)(s->no_stop_trim != 0));
+    cinfer_wire_put_f32(w, s->temperature);
+    cinfer_wire_put_i32(w, s->top_k);
+    cinfer_wire_put_f32(w, s->top_p);
+    cinfer_wire_put_f32(w, s->min_p);
+    cinfer_wire_put_f32(w, s->repetition_penalty);
+    cinfer_wire_put_f32(w, s->frequency_penalty);
+    cinfer_wire_put_f32(w, s->presence_penalty);
+    cinfer_wire_put_u64(w, s->seed);
+    cinfer_wire_put_u8(w, (uint8_t)(s->has_seed != 0));
+    cinfer_wire_put_i32(w, s->max_new_tokens);
+    cinfer_wire_put_i32(w, s->min_new_tokens);
+    cinfer_wire_put_u8(w, (uint8_t)(s->ignore_eos != 0));
+    cinfer_wire_put_u8(w, (uint8_t)(s->skip_special_tokens != 0));
+    cinfer_wire_put_u8(w, (uint8_t)(s->no_stop_trim != 0));
     int n_stop = s->n_stop < 0 ? 0 : s->n_stop > CINFER_MAX_STOP_STRINGS ? CINFER_MAX_STOP_STRINGS : s->n_stop;
-    wire_put_u32(w, (uint32_t)n_stop);
+    cinfer_wire_put_u32(w, (uint32_t)n_stop);
     for (int i = 0; i < n_stop; i++)
-        wire_put_str(w, s->stop[i]);
+        cinfer_wire_put_str(w, s->stop[i]);
     int n_ids = s->n_stop_token_ids < 0 ? 0
                 : s->n_stop_token_ids > CINFER_MAX_STOP_TOKEN_IDS ? CINFER_MAX_STOP_TOKEN_IDS
                                                                   : s->n_stop_token_ids;
-    wire_put_i32_array(w, s->stop_token_ids, (uint32_t)n_ids);
+    cinfer_wire_put_i32_array(w, s->stop_token_ids, (uint32_t)n_ids);
     int n_bias = s->n_logit_bias < 0 ? 0 : s->n_logit_bias > CINFER_MAX_LOGIT_BIAS ? CINFER_MAX_LOGIT_BIAS
                                                                                   : s->n_logit_bias;
-    wire_put_i32_array(w, s->logit_bias_ids, (uint32_t)n_bias);
+    cinfer_wire_put_i32_array(w, s->logit_bias_ids, (uint32_t)n_bias);
     for (int i = 0; i < n_bias; i++) /* the values follow their ids, as many */
-        wire_put_f32(w, s->logit_bias_values[i]);
-    wire_put_u8(w, (uint8_t)(s->logprobs != 0));
-    wire_put_i32(w, s->top_logprobs);
-    wire_put_i32(w, s->priority);
-    wire_put_i32(w, s->waiting_timeout_ms);
-    wire_put_i32(w, s->running_timeout_ms);
+        cinfer_wire_put_f32(w, s->logit_bias_values[i]);
+    cinfer_wire_put_u8(w, (uint8_t)(s->logprobs != 0));
+    cinfer_wire_put_i32(w, s->top_logprobs);
+    cinfer_wire_put_i32(w, s->priority);
+    cinfer_wire_put_i32(w, s->waiting_timeout_ms);
+    cinfer_wire_put_i32(w, s->running_timeout_ms);
 }
 
 static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s)
 {
     memset(s, 0, sizeof *s);
-    s->temperature = wire_get_f32(r, "sampling.temperature");
-    s->top_k = wire_get_i32(r, "sampling.top_k");
-    s->top_p = wire_get_f32(r, "sampling.top_p");
-    s->min_p = wire_get_f32(r, "sampling.min_p");
-    s->repetition_penalty = wire_get_f32(r, "sampling.repetition_penalty");
-    s->frequency_penalty = wire_get_f32(r, "sampling.frequency_penalty");
-    s->presence_penalty = wire_get_f32(r, "sampling.presence_penalty");
-    s->seed = wire_get_u64(r, "sampling.seed");
-    s->has_seed = wire_get_u8(r, "sampling.has_seed");
-    s->max_new_tokens = wire_get_i32(r, "sampling.max_new_tokens");
-    s->min_new_tokens = wire_get_i32(r, "sampling.min_new_tokens");
-    s->ignore_eos = wire_get_u8(r, "sampling.ignore_eos");
-    s->skip_special_tokens = wire_get_u8(r, "sampling.skip_special_tokens");
-    s->no_stop_trim = wire_get_u8(r, "sampling.no_stop_trim");
-    uint32_t n_stop = wire_get_u32(r, "sampling.n_stop");
+    s->temperature = cinfer_wire_get_f32(r, "sampling.temperature");
+    s->top_k = cinfer_wire_get_i32(r, "sampling.top_k");
+    s->top_p = cinfer_wire_get_f32(r, "sampling.top_p");
+    s->min_p = cinfer_wire_get_f32(r, "sampling.min_p");
+    s->repetition_penalty = cinfer_wire_get_f32(r, "sampling.repetition_penalty");
+    s->frequency_penalty = cinfer_wire_get_f32(r, "sampling.frequency_penalty");
+    s->presence_penalty = cinfer_wire_get_f32(r, "sampling.presence_penalty");
+    s->seed = cinfer_wire_get_u64(r, "sampling.seed");
+    s->has_seed = cinfer_wire_get_u8(r, "sampling.has_seed");
+    s->max_new_tokens = cinfer_wire_get_i32(r, "sampling.max_new_tokens");
+    s->min_new_tokens = cinfer_wire_get_i32(r, "sampling.min_new_tokens");
+    s->ignore_eos = cinfer_wire_get_u8(r, "sampling.ignore_eos");
+    s->skip_special_tokens = cinfer_wire_get_u8(r, "sampling.skip_special_tokens");
+    s->no_stop_trim = cinfer_wire_get_u8(r, "sampling.no_stop_trim");
+    uint32_t n_stop = cinfer_wire_get_u32(r, "sampling.n_stop");
     if (n_stop > CINFER_MAX_STOP_STRINGS) {
         if (!r->failed_field) {
             r->failed_field = "sampling.n_stop";
@@ -223,31 +223,31 @@ static void get_sampling(struct wire_reader *r, struct cinfer_sampling_params *s
         return;
     }
     for (uint32_t i = 0; i < n_stop && !r->failed_field; i++) {
-        s->stop[i] = wire_get_str(r, "sampling.stop", CINFER_IPC_MAX_SHORT_TEXT);
+        s->stop[i] = cinfer_wire_get_str(r, "sampling.stop", CINFER_IPC_MAX_SHORT_TEXT);
         if (s->stop[i])
             s->n_stop = (int)i + 1;
     }
     uint32_t n_ids = 0;
-    int32_t *ids = wire_get_i32_array(r, "sampling.stop_token_ids", CINFER_MAX_STOP_TOKEN_IDS, &n_ids);
+    int32_t *ids = cinfer_wire_get_i32_array(r, "sampling.stop_token_ids", CINFER_MAX_STOP_TOKEN_IDS, &n_ids);
     if (ids) {
         memcpy(s->stop_token_ids, ids, n_ids * sizeof *ids);
         s->n_stop_token_ids = (int)n_ids;
         free(ids);
     }
     uint32_t n_bias = 0;
-    int32_t *bias_ids = wire_get_i32_array(r, "sampling.logit_bias_ids", CINFER_MAX_LOGIT_BIAS, &n_bias);
+    int32_t *bias_ids = cinfer_wire_get_i32_array(r, "sampling.logit_bias_ids", CINFER_MAX_LOGIT_BIAS, &n_bias);
     if (bias_ids) {
         memcpy(s->logit_bias_ids, bias_ids, n_bias * sizeof *bias_ids);
         free(bias_ids);
         for (uint32_t i = 0; i < n_bias; i++)
-            s->logit_bias_values[i] = wire_get_f32(r, "sampling.logit_bias_values");
+            s->logit_bias_values[i] = cinfer_wire_get_f32(r, "sampling.logit_bias_values");
         s->n_logit_bias = (int)n_bias;
     }
-    s->logprobs = wire_get_u8(r, "sampling.logprobs");
-    s->top_logprobs = wire_get_i32(r, "sampling.top_logprobs");
-    s->priority = wire_get_i32(r, "sampling.priority");
-    s->waiting_timeout_ms = wire_get_i32(r, "sampling.waiting_timeout_ms");
-    s->running_timeout_ms = wire_get_i32(r, "sampling.running_timeout_ms");
+    s->logprobs = cinfer_wire_get_u8(r, "sampling.logprobs");
+    s->top_logprobs = cinfer_wire_get_i32(r, "sampling.top_logprobs");
+    s->priority = cinfer_wire_get_i32(r, "sampling.priority");
+    s->waiting_timeout_ms = cinfer_wire_get_i32(r, "sampling.waiting_timeout_ms");
+    s->running_timeout_ms = cinfer_wire_get_i32(r, "sampling.running_timeout_ms");
 }
 
 static void free_sampling(struct cinfer_sampling_params *s)
@@ -263,10 +263,10 @@ int cinfer_msg_encode_generate(const struct cinfer_msg_generate *m, void **frame
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_GENERATE);
-    wire_put_u64(&w, m->rid);
-    wire_put_i32_array(&w, m->ids, m->n_ids);
+    cinfer_wire_put_u64(&w, m->rid);
+    cinfer_wire_put_i32_array(&w, m->ids, m->n_ids);
     put_sampling(&w, &m->sampling);
-    wire_put_u8(&w, m->stream);
+    cinfer_wire_put_u8(&w, m->stream);
     return finish(&w, frame, frame_len);
 }
 
@@ -278,10 +278,10 @@ int cinfer_msg_decode_generate(const void *frame, size_t len, struct cinfer_msg_
     int rc = open_body(&r, frame, len, CINFER_MSG_GENERATE, err);
     if (rc)
         return rc;
-    m->rid = wire_get_u64(&r, "rid");
-    m->ids = wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
+    m->rid = cinfer_wire_get_u64(&r, "rid");
+    m->ids = cinfer_wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
     get_sampling(&r, &m->sampling);
-    m->stream = wire_get_u8(&r, "stream");
+    m->stream = cinfer_wire_get_u8(&r, "stream");
     rc = close_body(&r, CINFER_MSG_GENERATE, err);
     if (rc)
         cinfer_msg_generate_free(m);
@@ -300,8 +300,8 @@ int cinfer_msg_encode_abort(const struct cinfer_msg_abort *m, void **frame, size
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_ABORT);
-    wire_put_u64(&w, m->rid);
-    wire_put_u8(&w, m->quiet);
+    cinfer_wire_put_u64(&w, m->rid);
+    cinfer_wire_put_u8(&w, m->quiet);
     return finish(&w, frame, frame_len);
 }
 
@@ -311,8 +311,8 @@ int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abo
     int rc = open_body(&r, frame, len, CINFER_MSG_ABORT, err);
     if (rc)
         return rc;
-    m->rid = wire_get_u64(&r, "rid");
-    m->quiet = wire_get_u8(&r, "quiet");
+    m->rid = cinfer_wire_get_u64(&r, "rid");
+    m->quiet = cinfer_wire_get_u8(&r, "quiet");
     return close_body(&r, CINFER_MSG_ABORT, err);
 }
 
@@ -324,14 +324,14 @@ int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abo
 static void put_logprobs(struct wire_writer *w, const struct cinfer_token_logprob *lp, uint32_t n_ids)
 {
     int present = lp && n_ids;
-    wire_put_u8(w, (uint8_t)present);
+    cinfer_wire_put_u8(w, (uint8_t)present);
     for (uint32_t i = 0; present && i < n_ids; i++) {
         int n_top = lp[i].n_top < 0 ? 0 : lp[i].n_top > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS : lp[i].n_top;
-        wire_put_f32(w, lp[i].logprob);
-        wire_put_u8(w, (uint8_t)n_top);
+        cinfer_wire_put_f32(w, lp[i].logprob);
+        cinfer_wire_put_u8(w, (uint8_t)n_top);
         for (int k = 0; k < n_top; k++) {
-            wire_put_i32(w, lp[i].top_ids[k]);
-            wire_put_f32(w, lp[i].top_logprobs[k]);
+            cinfer_wire_put_i32(w, lp[i].top_ids[k]);
+            cinfer_wire_put_f32(w, lp[i].top_logprobs[k]);
         }
     }
 }
@@ -361,7 +361,7 @@ static const struct logprob_fields text_logprob_fields = {
 static struct cinfer_token_logprob *get_logprobs(struct wire_reader *r, const struct logprob_fields *f,
                                                  const int32_t *ids, uint32_t n_ids)
 {
-    uint8_t present = wire_get_u8(r, f->flag);
+    uint8_t present = cinfer_wire_get_u8(r, f->flag);
     if (r->failed_field || present == 0)
         return NULL;
     if (present != 1) {
@@ -384,16 +384,16 @@ static struct cinfer_token_logprob *get_logprobs(struct wire_reader *r, const st
     }
     for (uint32_t i = 0; i < n_ids && !r->failed_field; i++) {
         lp[i].token = ids[i];
-        lp[i].logprob = wire_get_f32(r, f->logprob);
-        uint8_t n_top = wire_get_u8(r, f->n_top);
+        lp[i].logprob = cinfer_wire_get_f32(r, f->logprob);
+        uint8_t n_top = cinfer_wire_get_u8(r, f->n_top);
         if (!r->failed_field && n_top > CINFER_MAX_TOP_LOGPROBS) {
             refuse_field(r, f->n_top, "%u exceeds the limit %d", n_top, CINFER_MAX_TOP_LOGPROBS);
             break;
         }
         lp[i].n_top = n_top;
         for (int k = 0; k < n_top && !r->failed_field; k++) {
-            lp[i].top_ids[k] = wire_get_i32(r, f->top_ids);
-            lp[i].top_logprobs[k] = wire_get_f32(r, f->top_logprobs);
+            lp[i].top_ids[k] = cinfer_wire_get_i32(r, f->top_ids);
+            lp[i].top_logprobs[k] = cinfer_wire_get_f32(r, f->top_logprobs);
         }
     }
     if (r->failed_field) {
@@ -407,15 +407,15 @@ int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, si
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_TOKENS);
-    wire_put_u32(&w, m->n_items);
+    cinfer_wire_put_u32(&w, m->n_items);
     for (uint32_t i = 0; i < m->n_items; i++) {
         const struct cinfer_token_item *it = &m->items[i];
-        wire_put_u64(&w, it->rid);
-        wire_put_i32_array(&w, it->ids, it->n_ids);
-        wire_put_u8(&w, it->finish_reason);
-        wire_put_u32(&w, it->prompt_tokens);
-        wire_put_u32(&w, it->completion_tokens);
-        wire_put_str(&w, it->error);
+        cinfer_wire_put_u64(&w, it->rid);
+        cinfer_wire_put_i32_array(&w, it->ids, it->n_ids);
+        cinfer_wire_put_u8(&w, it->finish_reason);
+        cinfer_wire_put_u32(&w, it->prompt_tokens);
+        cinfer_wire_put_u32(&w, it->completion_tokens);
+        cinfer_wire_put_str(&w, it->error);
         put_logprobs(&w, it->logprobs, it->n_ids);
     }
     return finish(&w, frame, frame_len);
@@ -428,7 +428,7 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     int rc = open_body(&r, frame, len, CINFER_MSG_TOKENS, err);
     if (rc)
         return rc;
-    uint32_t n = wire_get_u32(&r, "n_items");
+    uint32_t n = cinfer_wire_get_u32(&r, "n_items");
     if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
                                 CINFER_IPC_MAX_BATCH);
@@ -436,7 +436,8 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
      * error length 4, logprobs flag 1: an abort carries nothing more), so a huge
      * count in a short frame fails here. */
     if (!r.failed_field && (size_t)n * 26 > (size_t)(r.end - r.p))
-        return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
                                 n, (size_t)(r.end - r.p));
     if (n) {
         m->items = calloc(n, sizeof *m->items);
@@ -445,12 +446,12 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     }
     for (uint32_t i = 0; i < n && !r.failed_field; i++) {
         struct cinfer_token_item *it = &m->items[i];
-        it->rid = wire_get_u64(&r, "items.rid");
-        it->ids = wire_get_i32_array(&r, "items.ids", CINFER_IPC_MAX_IDS, &it->n_ids);
-        it->finish_reason = wire_get_u8(&r, "items.finish_reason");
-        it->prompt_tokens = wire_get_u32(&r, "items.prompt_tokens");
-        it->completion_tokens = wire_get_u32(&r, "items.completion_tokens");
-        it->error = wire_get_str(&r, "items.error", CINFER_IPC_MAX_SHORT_TEXT);
+        it->rid = cinfer_wire_get_u64(&r, "items.rid");
+        it->ids = cinfer_wire_get_i32_array(&r, "items.ids", CINFER_IPC_MAX_IDS, &it->n_ids);
+        it->finish_reason = cinfer_wire_get_u8(&r, "items.finish_reason");
+        it->prompt_tokens = cinfer_wire_get_u32(&r, "items.prompt_tokens");
+        it->completion_tokens = cinfer_wire_get_u32(&r, "items.completion_tokens");
+        it->error = cinfer_wire_get_str(&r, "items.error", CINFER_IPC_MAX_SHORT_TEXT);
         if (it->error && !it->error[0]) {
             free(it->error);
             it->error = NULL;
@@ -484,14 +485,14 @@ int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_TEXT);
-    wire_put_u64(&w, m->rid);
-    wire_put_bytes(&w, m->text ? m->text : "", m->text ? m->text_len : 0);
-    wire_put_i32_array(&w, m->ids, m->n_ids);
-    wire_put_u8(&w, m->finish_reason);
-    wire_put_str(&w, m->matched_stop);
-    wire_put_u32(&w, m->prompt_tokens);
-    wire_put_u32(&w, m->completion_tokens);
-    wire_put_str(&w, m->error);
+    cinfer_wire_put_u64(&w, m->rid);
+    cinfer_wire_put_bytes(&w, m->text ? m->text : "", m->text ? m->text_len : 0);
+    cinfer_wire_put_i32_array(&w, m->ids, m->n_ids);
+    cinfer_wire_put_u8(&w, m->finish_reason);
+    cinfer_wire_put_str(&w, m->matched_stop);
+    cinfer_wire_put_u32(&w, m->prompt_tokens);
+    cinfer_wire_put_u32(&w, m->completion_tokens);
+    cinfer_wire_put_str(&w, m->error);
     put_logprobs(&w, m->logprobs, m->n_ids);
     return finish(&w, frame, frame_len);
 }
@@ -512,9 +513,9 @@ int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text
     int rc = open_body(&r, frame, len, CINFER_MSG_TEXT, err);
     if (rc)
         return rc;
-    m->rid = wire_get_u64(&r, "rid");
+    m->rid = cinfer_wire_get_u64(&r, "rid");
     uint32_t text_len = 0;
-    const uint8_t *text = wire_get_bytes(&r, "text", CINFER_IPC_MAX_TEXT, &text_len);
+    const uint8_t *text = cinfer_wire_get_bytes(&r, "text", CINFER_IPC_MAX_TEXT, &text_len);
     if (!r.failed_field) {
         m->text = malloc((size_t)text_len + 1);
         if (!m->text)
@@ -524,12 +525,12 @@ int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text
         m->text[text_len] = '\0';
         m->text_len = text_len;
     }
-    m->ids = wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
-    m->finish_reason = wire_get_u8(&r, "finish_reason");
-    m->matched_stop = empty_to_null(wire_get_str(&r, "matched_stop", CINFER_IPC_MAX_SHORT_TEXT));
-    m->prompt_tokens = wire_get_u32(&r, "prompt_tokens");
-    m->completion_tokens = wire_get_u32(&r, "completion_tokens");
-    m->error = empty_to_null(wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
+    m->ids = cinfer_wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
+    m->finish_reason = cinfer_wire_get_u8(&r, "finish_reason");
+    m->matched_stop = empty_to_null(cinfer_wire_get_str(&r, "matched_stop", CINFER_IPC_MAX_SHORT_TEXT));
+    m->prompt_tokens = cinfer_wire_get_u32(&r, "prompt_tokens");
+    m->completion_tokens = cinfer_wire_get_u32(&r, "completion_tokens");
+    m->error = empty_to_null(cinfer_wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
     m->logprobs = get_logprobs(&r, &text_logprob_fields, m->ids, m->n_ids);
     if (!r.failed_field && m->finish_reason > CINFER_FINISH_ERROR) {
         r.failed_field = "finish_reason";
@@ -557,9 +558,9 @@ int cinfer_msg_encode_rpc_call(const struct cinfer_msg_rpc_call *m, void **frame
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_RPC_CALL);
-    wire_put_u64(&w, m->call_id);
-    wire_put_str(&w, m->method);
-    wire_put_str(&w, m->payload);
+    cinfer_wire_put_u64(&w, m->call_id);
+    cinfer_wire_put_str(&w, m->method);
+    cinfer_wire_put_str(&w, m->payload);
     return finish(&w, frame, frame_len);
 }
 
@@ -571,9 +572,9 @@ int cinfer_msg_decode_rpc_call(const void *frame, size_t len, struct cinfer_msg_
     int rc = open_body(&r, frame, len, CINFER_MSG_RPC_CALL, err);
     if (rc)
         return rc;
-    m->call_id = wire_get_u64(&r, "call_id");
-    m->method = wire_get_str(&r, "method", CINFER_IPC_MAX_SHORT_TEXT);
-    m->payload = wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
+    m->call_id = cinfer_wire_get_u64(&r, "call_id");
+    m->method = cinfer_wire_get_str(&r, "method", CINFER_IPC_MAX_SHORT_TEXT);
+    m->payload = cinfer_wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
     rc = close_body(&r, CINFER_MSG_RPC_CALL, err);
     if (rc)
         cinfer_msg_rpc_call_free(m);
@@ -591,10 +592,10 @@ int cinfer_msg_encode_rpc_reply(const struct cinfer_msg_rpc_reply *m, void **fra
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_RPC_REPLY);
-    wire_put_u64(&w, m->call_id);
-    wire_put_u32(&w, m->tp_rank);
-    wire_put_i32(&w, m->status);
-    wire_put_str(&w, m->payload);
+    cinfer_wire_put_u64(&w, m->call_id);
+    cinfer_wire_put_u32(&w, m->tp_rank);
+    cinfer_wire_put_i32(&w, m->status);
+    cinfer_wire_put_str(&w, m->payload);
     return finish(&w, frame, frame_len);
 }
 
@@ -606,10 +607,10 @@ int cinfer_msg_decode_rpc_reply(const void *frame, size_t len, struct cinfer_msg
     int rc = open_body(&r, frame, len, CINFER_MSG_RPC_REPLY, err);
     if (rc)
         return rc;
-    m->call_id = wire_get_u64(&r, "call_id");
-    m->tp_rank = wire_get_u32(&r, "tp_rank");
-    m->status = wire_get_i32(&r, "status");
-    m->payload = wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
+    m->call_id = cinfer_wire_get_u64(&r, "call_id");
+    m->tp_rank = cinfer_wire_get_u32(&r, "tp_rank");
+    m->status = cinfer_wire_get_i32(&r, "status");
+    m->payload = cinfer_wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
     rc = close_body(&r, CINFER_MSG_RPC_REPLY, err);
     if (rc)
         cinfer_msg_rpc_reply_free(m);
@@ -635,13 +636,13 @@ int cinfer_msg_encode_detok_request(const struct cinfer_msg_detok_request *m, vo
 {
     struct wire_writer w;
     begin(&w, CINFER_MSG_DETOK_REQUEST);
-    wire_put_u64(&w, m->rid);
-    wire_put_u8(&w, m->skip_special_tokens);
-    wire_put_u8(&w, m->no_stop_trim);
+    cinfer_wire_put_u64(&w, m->rid);
+    cinfer_wire_put_u8(&w, m->skip_special_tokens);
+    cinfer_wire_put_u8(&w, m->no_stop_trim);
     uint32_t n = m->n_stop > CINFER_MAX_STOP_STRINGS ? CINFER_MAX_STOP_STRINGS : m->n_stop;
-    wire_put_u32(&w, n);
+    cinfer_wire_put_u32(&w, n);
     for (uint32_t i = 0; i < n; i++)
-        wire_put_str(&w, m->stop[i]);
+        cinfer_wire_put_str(&w, m->stop[i]);
     return finish(&w, frame, frame_len);
 }
 
@@ -653,15 +654,16 @@ int cinfer_msg_decode_detok_request(const void *frame, size_t len, struct cinfer
     int rc = open_body(&r, frame, len, CINFER_MSG_DETOK_REQUEST, err);
     if (rc)
         return rc;
-    m->rid = wire_get_u64(&r, "rid");
-    m->skip_special_tokens = wire_get_u8(&r, "skip_special_tokens");
-    m->no_stop_trim = wire_get_u8(&r, "no_stop_trim");
-    uint32_t n = wire_get_u32(&r, "n_stop");
+    m->rid = cinfer_wire_get_u64(&r, "rid");
+    m->skip_special_tokens = cinfer_wire_get_u8(&r, "skip_special_tokens");
+    m->no_stop_trim = cinfer_wire_get_u8(&r, "no_stop_trim");
+    uint32_t n = cinfer_wire_get_u32(&r, "n_stop");
     if (!r.failed_field && n > CINFER_MAX_STOP_STRINGS)
-        return cinfer_error_set(err, CINFER_ERR_PARSE, "DETOK_REQUEST frame: field 'n_stop': %u stop strings, at most %d",
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "DETOK_REQUEST frame: field 'n_stop': %u stop strings, at most %d",
                                 n, CINFER_MAX_STOP_STRINGS);
     for (uint32_t i = 0; i < n && !r.failed_field; i++) {
-        m->stop[i] = wire_get_str(&r, "stop", CINFER_IPC_MAX_SHORT_TEXT);
+        m->stop[i] = cinfer_wire_get_str(&r, "stop", CINFER_IPC_MAX_SHORT_TEXT);
         if (m->stop[i])
             m->n_stop = i + 1;
     }

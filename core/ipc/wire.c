@@ -32,45 +32,45 @@ static void put_le(struct wire_writer *w, uint64_t v, size_t n)
         at[i] = (uint8_t)(v >> (8 * i));
 }
 
-void wire_put_u8(struct wire_writer *w, uint8_t v) { put_le(w, v, 1); }
-void wire_put_u32(struct wire_writer *w, uint32_t v) { put_le(w, v, 4); }
-void wire_put_i32(struct wire_writer *w, int32_t v) { put_le(w, (uint32_t)v, 4); }
-void wire_put_u64(struct wire_writer *w, uint64_t v) { put_le(w, v, 8); }
+void cinfer_wire_put_u8(struct wire_writer *w, uint8_t v) { put_le(w, v, 1); }
+void cinfer_wire_put_u32(struct wire_writer *w, uint32_t v) { put_le(w, v, 4); }
+void cinfer_wire_put_i32(struct wire_writer *w, int32_t v) { put_le(w, (uint32_t)v, 4); }
+void cinfer_wire_put_u64(struct wire_writer *w, uint64_t v) { put_le(w, v, 8); }
 
-void wire_put_f32(struct wire_writer *w, float v)
+void cinfer_wire_put_f32(struct wire_writer *w, float v)
 {
     uint32_t bits;
     memcpy(&bits, &v, 4);
     put_le(w, bits, 4);
 }
 
-void wire_put_bytes(struct wire_writer *w, const void *data, uint32_t len)
+void cinfer_wire_put_bytes(struct wire_writer *w, const void *data, uint32_t len)
 {
-    wire_put_u32(w, len);
+    cinfer_wire_put_u32(w, len);
     uint8_t *at = reserve(w, len);
     if (at && len)
         memcpy(at, data, len);
 }
 
-void wire_put_str(struct wire_writer *w, const char *s)
+void cinfer_wire_put_str(struct wire_writer *w, const char *s)
 {
-    wire_put_bytes(w, s ? s : "", s ? (uint32_t)strlen(s) : 0);
+    cinfer_wire_put_bytes(w, s ? s : "", s ? (uint32_t)strlen(s) : 0);
 }
 
-void wire_put_i32_array(struct wire_writer *w, const int32_t *v, uint32_t n)
+void cinfer_wire_put_i32_array(struct wire_writer *w, const int32_t *v, uint32_t n)
 {
-    wire_put_u32(w, n);
+    cinfer_wire_put_u32(w, n);
     for (uint32_t i = 0; i < n; i++)
-        wire_put_i32(w, v[i]);
+        cinfer_wire_put_i32(w, v[i]);
 }
 
-void wire_writer_free(struct wire_writer *w)
+void cinfer_wire_writer_free(struct wire_writer *w)
 {
     free(w->buf);
     memset(w, 0, sizeof *w);
 }
 
-void wire_reader_init(struct wire_reader *r, const void *data, size_t len)
+void cinfer_wire_reader_init(struct wire_reader *r, const void *data, size_t len)
 {
     r->p = data;
     r->end = r->p + len;
@@ -110,12 +110,12 @@ static uint64_t get_le(struct wire_reader *r, const char *field, size_t n)
     return v;
 }
 
-uint8_t wire_get_u8(struct wire_reader *r, const char *field) { return (uint8_t)get_le(r, field, 1); }
-uint32_t wire_get_u32(struct wire_reader *r, const char *field) { return (uint32_t)get_le(r, field, 4); }
-int32_t wire_get_i32(struct wire_reader *r, const char *field) { return (int32_t)(uint32_t)get_le(r, field, 4); }
-uint64_t wire_get_u64(struct wire_reader *r, const char *field) { return get_le(r, field, 8); }
+uint8_t cinfer_wire_get_u8(struct wire_reader *r, const char *field) { return (uint8_t)get_le(r, field, 1); }
+uint32_t cinfer_wire_get_u32(struct wire_reader *r, const char *field) { return (uint32_t)get_le(r, field, 4); }
+int32_t cinfer_wire_get_i32(struct wire_reader *r, const char *field) { return (int32_t)(uint32_t)get_le(r, field, 4); }
+uint64_t cinfer_wire_get_u64(struct wire_reader *r, const char *field) { return get_le(r, field, 8); }
 
-float wire_get_f32(struct wire_reader *r, const char *field)
+float cinfer_wire_get_f32(struct wire_reader *r, const char *field)
 {
     uint32_t bits = (uint32_t)get_le(r, field, 4);
     float v;
@@ -123,10 +123,10 @@ float wire_get_f32(struct wire_reader *r, const char *field)
     return v;
 }
 
-const uint8_t *wire_get_bytes(struct wire_reader *r, const char *field, uint32_t max_len, uint32_t *len)
+const uint8_t *cinfer_wire_get_bytes(struct wire_reader *r, const char *field, uint32_t max_len, uint32_t *len)
 {
     *len = 0;
-    uint32_t n = wire_get_u32(r, field);
+    uint32_t n = cinfer_wire_get_u32(r, field);
     if (r->failed_field)
         return NULL;
     if (n > max_len) {
@@ -141,10 +141,10 @@ const uint8_t *wire_get_bytes(struct wire_reader *r, const char *field, uint32_t
     return at;
 }
 
-char *wire_get_str(struct wire_reader *r, const char *field, uint32_t max_len)
+char *cinfer_wire_get_str(struct wire_reader *r, const char *field, uint32_t max_len)
 {
     uint32_t n;
-    const uint8_t *at = wire_get_bytes(r, field, max_len, &n);
+    const uint8_t *at = cinfer_wire_get_bytes(r, field, max_len, &n);
     if (!at && r->failed_field)
         return NULL;
     if (n && memchr(at, 0, n)) {
@@ -162,10 +162,10 @@ char *wire_get_str(struct wire_reader *r, const char *field, uint32_t max_len)
     return s;
 }
 
-int32_t *wire_get_i32_array(struct wire_reader *r, const char *field, uint32_t max_n, uint32_t *n)
+int32_t *cinfer_wire_get_i32_array(struct wire_reader *r, const char *field, uint32_t max_n, uint32_t *n)
 {
     *n = 0;
-    uint32_t count = wire_get_u32(r, field);
+    uint32_t count = cinfer_wire_get_u32(r, field);
     if (r->failed_field)
         return NULL;
     if (count > max_n) {
@@ -182,17 +182,18 @@ int32_t *wire_get_i32_array(struct wire_reader *r, const char *field, uint32_t m
         return NULL;
     }
     for (uint32_t i = 0; i < count; i++)
-        v[i] = wire_get_i32(r, field);
+        v[i] = cinfer_wire_get_i32(r, field);
     *n = count;
     return v;
 }
 
-int wire_reader_done(struct wire_reader *r)
+int cinfer_wire_reader_done(struct wire_reader *r)
 {
     if (r->failed_field)
         return 0;
     if (r->p != r->end) {
-        fail(r, "end of frame", "%llu trailing bytes after the last field%.0llu", (unsigned long long)(r->end - r->p), 0);
+        fail(r, "end of frame", "%llu trailing bytes after the last field%.0llu", (unsigned long long)(r->end - r->p),
+             0);
         return 0;
     }
     return 1;
