@@ -27,7 +27,7 @@
 
 #define REFERENCE_DIR CINFER_BINARY_DIR "/tokenizer-reference"
 #define PLUGIN_DIR CINFER_BINARY_DIR "/lib/cinfer/plugins"
-#define SPM_MODEL CINFER_SHARED_DIR "/tokenizers/llama2-tokenizer.model"
+#define SPM_MODEL CINFER_TEST_DATA_DIR "/tokenizers/llama2-tokenizer.model"
 #define PEER_ENV "RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false UV_THREADPOOL_SIZE=1 OMP_NUM_THREADS=1"
 
 struct bench_tokenizer {

@@ -37,7 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     add(CINFER_SOURCE_DIR "/tests/data/tokenizers/tiny-metaspace", 0);
     add(CINFER_SOURCE_DIR "/tests/data/tokenizers/tiny-split", 0);
-    add(CINFER_SOURCE_DIR "/../shared/models/stories260K.gguf", 0);
+    add(CINFER_SOURCE_DIR "/tests/data/models/stories260K.gguf", 0);
     const char *lists[2] = {getenv("CINFER_FUZZ_TOKENIZERS"), getenv("CINFER_FUZZ_LOSSLESS_TOKENIZERS")};
     for (int l = 0; l < 2; l++) {
         if (!lists[l])

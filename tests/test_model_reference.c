@@ -33,7 +33,6 @@
 
 #define SKIP_EXIT_CODE 77
 
-#ifdef CINFER_HAVE_MODEL_RUNTIME
 #define MAX_MODELS 64
 #define KV_PAGE_TOKENS 4 /* small, so every sequence spans several pages */
 #define MAX_SEQ_TOKENS 256
@@ -550,10 +549,3 @@ int main(void)
     }
     return cinfer_test_run_suite(suite_model_reference());
 }
-#else
-int main(void)
-{
-    printf("SKIP: cinfer_model_load or cinfer_runtime_forward is not in the core yet\n");
-    return SKIP_EXIT_CODE;
-}
-#endif

