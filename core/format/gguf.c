@@ -383,10 +383,18 @@ static int parse(struct cinfer_gguf *g, struct cinfer_error *err)
     int rc = cursor_need(&c, 4, "the magic \"GGUF\"");
     if (rc)
         return rc;
-    if (memcmp(c.base, "GGUF", 4) != 0)
+    if (memcmp(c.base, "GGUF", 4) != 0) {
+        char text[4 * 4 + 1];
+        size_t t = 0;
+        for (int i = 0; i < 4; i++) /* the bytes as text too: "{\n  " says JSON, "PK\x03\x04" a zip */
+            t += (size_t)(c.base[i] >= 0x20 && c.base[i] < 0x7f && c.base[i] != '"' && c.base[i] != '\\'
+                              ? snprintf(text + t, sizeof text - t, "%c", c.base[i])
+                              : snprintf(text + t, sizeof text - t, "\\x%02x", c.base[i]));
         return cinfer_error_set(err, CINFER_ERR_PARSE,
-                                "%s: not a GGUF file: expected magic \"GGUF\", found bytes %02x %02x %02x %02x", g->path,
-                                c.base[0], c.base[1], c.base[2], c.base[3]);
+                                "%s: not a GGUF file: GGUF files start with \"GGUF\" (47 47 55 46); this file starts "
+                                "with %02x %02x %02x %02x (\"%s\")",
+                                g->path, c.base[0], c.base[1], c.base[2], c.base[3], text);
+    }
     c.pos = 4;
     if ((rc = read_u32(&c, &g->version, "the version")))
         return rc;

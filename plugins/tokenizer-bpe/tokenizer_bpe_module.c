@@ -4,24 +4,68 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include "cinfer/tokenizer.h"
 #include "tok.h"
 
-static int is_gguf_file(const char *path)
+/* The first bytes of a regular file (up to 8), for telling GGUF from JSON and for
+ * saying what a file is when it is neither. Returns how many were read, -1 if none. */
+static int first_bytes(const char *path, unsigned char head[8])
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return 0;
+        return -1;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, 4, f);
+        return -1;
+    size_t got = fread(head, 1, 8, f);
     fclose(f);
-    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+    return (int)got;
+}
+
+static int is_gguf_file(const char *path)
+{
+    unsigned char head[8];
+    return first_bytes(path, head) >= 4 && memcmp(head, "GGUF", 4) == 0;
+}
+
+/* A file that is not what it should be: say what it starts with, in hex and as text. */
+static int not_a_model_file(const char *path, const char *expected, struct cinfer_error *err)
+{
+    unsigned char head[8];
+    int n = first_bytes(path, head);
+    char hex[8 * 3 + 1] = "", text[8 * 4 + 1] = "";
+    size_t h = 0, t = 0;
+    for (int i = 0; i < n; i++) {
+        h += (size_t)snprintf(hex + h, sizeof hex - h, "%s%02x", i ? " " : "", head[i]);
+        t += (size_t)(head[i] >= 0x20 && head[i] < 0x7f && head[i] != '"' && head[i] != '\\'
+                          ? snprintf(text + t, sizeof text - t, "%c", head[i])
+                          : snprintf(text + t, sizeof text - t, "\\x%02x", head[i]));
+    }
+    if (n <= 0)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: %s, found an empty file", path, expected);
+    return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: %s; this file starts with %s (\"%s\")", path, expected, hex,
+                            text);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+/* A regular file that is JSON text: its first non-blank byte opens an object. */
+static int looks_like_json_object(const char *path)
+{
+    unsigned char head[8];
+    int n = first_bytes(path, head);
+    for (int i = 0; i < n; i++)
+        if (head[i] != ' ' && head[i] != '\t' && head[i] != '\r' && head[i] != '\n')
+            return head[i] == '{';
+    return 0;
 }
 
 static int has_file(const char *dir, const char *name)
@@ -67,6 +111,11 @@ static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinf
     char gguf_in_folder[4096];
     if (is_gguf_file(path))
         rc = tok_load_gguf(tok, path, err);
+    else if (S_ISREG(st.st_mode) && ends_with(path, ".gguf"))
+        rc = not_a_model_file(path, "not a GGUF file: GGUF files start with \"GGUF\" (47 47 55 46)", err);
+    else if (S_ISREG(st.st_mode) && !looks_like_json_object(path))
+        rc = not_a_model_file(path, "expected a GGUF file (starting with \"GGUF\") or a tokenizer.json file (a JSON "
+                              "object)", err);
     else if (S_ISDIR(st.st_mode) && !has_file(path, "tokenizer.json") &&
              single_gguf(path, gguf_in_folder, sizeof(gguf_in_folder)))
         rc = tok_load_gguf(tok, gguf_in_folder, err); /* a folder holding one .gguf file */
