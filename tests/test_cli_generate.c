@@ -140,6 +140,21 @@ START_TEST(bad_values_name_the_flag_and_range)
 }
 END_TEST
 
+/* Settings that cannot be honoured are refused, not ignored: no CUDA backend exists, so
+ * --device cuda fails before any worker starts, naming the setting and the device. */
+START_TEST(device_cuda_is_refused)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/cinfer generate --model %s --device cuda hello 2>&1", CINFER_BINARY_DIR,
+             model);
+    int status = cinfer_test_run(cmd, out, sizeof out);
+    ck_assert_msg(status != 0, "exited 0: %s", out);
+    ck_assert_msg(strstr(out, "engine.device (--device) is \"cuda\"") && strstr(out, "no CUDA backend"),
+                  "printed: %s", out);
+    ck_assert_msg(!strstr(out, "hello"), "generated anyway: %s", out);
+}
+END_TEST
+
 static Suite *suite_cli_generate(void)
 {
     Suite *s = suite_create("cli_generate");
@@ -149,6 +164,7 @@ static Suite *suite_cli_generate(void)
     tcase_add_test(tc, choices_and_logprobs_equal_the_c_api);
     tcase_add_test(tc, sigint_while_choices_run_exits_0);
     tcase_add_test(tc, bad_values_name_the_flag_and_range);
+    tcase_add_test(tc, device_cuda_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

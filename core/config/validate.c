@@ -80,9 +80,22 @@ static int check_server(const struct cinfer_server_args *args, struct cinfer_err
     return 0;
 }
 
+/* The CPU backend is the only one built in so far: a device without a backend is
+ * refused here rather than run on the CPU without a word. */
+static int check_device(const struct cinfer_server_args *args, struct cinfer_error *err)
+{
+    if (args->device == CINFER_DEVICE_CUDA)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "engine.device (--device) is \"cuda\", but this cinfer has no CUDA backend: the "
+                                "forward pass runs on the CPU backend only (use --device cpu)");
+    return 0;
+}
+
 int cinfer_server_args_validate(const struct cinfer_server_args *args, struct cinfer_error *err)
 {
-    int rc = check_launcher(args, err);
+    int rc = check_device(args, err);
+    if (!rc)
+        rc = check_launcher(args, err);
     if (!rc)
         rc = check_scheduler(args, err);
     if (!rc)
