@@ -30,6 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct cinfer_msg_ready ready;
     if (cinfer_msg_decode_ready(data, size, &ready, &err) == CINFER_OK)
         same_bytes(cinfer_msg_encode_ready(&ready, &frame, &len), frame, len, data, size);
+    struct cinfer_msg_heartbeat beat;
+    if (cinfer_msg_decode_heartbeat(data, size, &beat, &err) == CINFER_OK)
+        same_bytes(cinfer_msg_encode_heartbeat(&beat, &frame, &len), frame, len, data, size);
     struct cinfer_msg_failed failed;
     if (cinfer_msg_decode_failed(data, size, &failed, &err) == CINFER_OK) {
         same_bytes(cinfer_msg_encode_failed(&failed, &frame, &len), frame, len, data, size);

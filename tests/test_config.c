@@ -405,7 +405,7 @@ START_TEST(file_errors)
                       "cinfer.cfg:1: scheduler.kv_cache_bytes: expected a size in bytes (an integer, or a string "
                       "such as \"512M\"), found a boolean");
     expect_load_error("engine = { watchdog_timeout = \"10\"; start_timeout = \"1d\"; };", C,
-                      "cinfer.cfg:1: engine.watchdog_timeout: expected a duration from 100ms to 24h (milliseconds, "
+                      "cinfer.cfg:1: engine.watchdog_timeout: expected a duration from 1s to 24h (milliseconds, "
                       "or a string such as \"30s\"), found 10ms");
     expect_load_error("engine = { start_timeout = \"1d\"; };", C,
                       "cinfer.cfg:1: engine.start_timeout: expected a duration from 1ms to 24h (milliseconds, or "
@@ -468,7 +468,7 @@ START_TEST(flag_errors)
     expect_flag_error("--log-level: expected one of \"error\", \"warning\", \"info\", \"debug\", found \"trace\"",
                       "--log-level", "trace", NULL);
     expect_flag_error("--hosts: expected non-empty names, found an empty one (item 2)", "--hosts", "a,,b", NULL);
-    expect_flag_error("--watchdog-timeout: expected a duration from 100ms to 24h (milliseconds, or a string such as "
+    expect_flag_error("--watchdog-timeout: expected a duration from 1s to 24h (milliseconds, or a string such as "
                       "\"30s\"), found \"soon\"",
                       "--watchdog-timeout", "soon", NULL);
     /* The port parsed fine before the bad flag, yet nothing of this call sticks. */

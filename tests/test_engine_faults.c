@@ -137,6 +137,51 @@ START_TEST(kill_9_of_the_detokenizer_mid_stream)
 }
 END_TEST
 
+/* SIGSTOP at the first chunk: the scheduler's loop stops turning but the process lives,
+ * which only the heartbeat watchdog can tell. */
+static int stop_after_first_chunk(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    (void)c;
+    struct killer *k = ctx;
+    if (k->chunks++ == 1) {
+        kill(k->victim, SIGSTOP);
+        k->killed_at = now_s();
+    }
+    return 0;
+}
+
+START_TEST(a_hung_scheduler_is_killed_by_the_watchdog)
+{
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.context_length = 60000;
+    args.watchdog_timeout_ms = 1000;
+    struct cinfer_server_info info;
+    struct cinfer_engine *e = start(&args, NULL, &info);
+    /* Idle for three timeouts: heartbeats keep a live engine healthy. */
+    usleep(3000 * 1000);
+    ck_assert_msg(cinfer_engine_healthy(e), "an idle engine was declared hung");
+    struct killer k = {.victim = info.worker_pids[1]};
+    struct cinfer_generate_request req = long_request();
+    struct cinfer_error err = {0};
+    int rc = cinfer_engine_generate_stream(e, &req, stop_after_first_chunk, &k, &err);
+    double waited = now_s() - k.killed_at;
+    ck_assert_int_ne(rc, CINFER_OK);
+    ck_assert_msg(strstr(err.message, "scheduler tp0 stopped responding: no heartbeat for") &&
+                      strstr(err.message, "engine.watchdog_timeout is 1000 ms"),
+                  "caller saw: %s", err.message);
+    ck_assert_msg(waited >= 0.9 && waited < 2.5, "the caller waited %.2f s after the scheduler hung", waited);
+    ck_assert(!cinfer_engine_healthy(e));
+    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
+    for (int i = 0; i < 200 && dir_exists(info.run_dir); i++)
+        usleep(10000);
+    ck_assert_msg(!dir_exists(info.run_dir), "run folder %s remains", info.run_dir);
+    cinfer_engine_shutdown(&e, 100);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
 static int count_run_dirs(void)
 {
     char cmd[128];
@@ -159,7 +204,7 @@ START_TEST(a_scheduler_that_fails_while_loading)
     char broken[512];
     snprintf(broken, sizeof broken, "%s/broken-%d.gguf", CINFER_BINARY_DIR, (int)getpid());
     char cmd[1400];
-    snprintf(cmd, sizeof cmd, "head -c 20000 %s > %s", CINFER_SHARED_DIR "/models/stories260K.gguf", broken);
+    snprintf(cmd, sizeof cmd, "head -c 20000 %s > %s", CINFER_TEST_DATA_DIR "/models/stories260K.gguf", broken);
     if (strstr(model, ".gguf") == NULL || system(cmd) != 0)
         return; /* needs the GGUF model */
     struct cinfer_server_args args;
@@ -355,6 +400,7 @@ static Suite *suite_engine_faults(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, kill_9_of_the_scheduler_mid_stream);
     tcase_add_test(tc, kill_9_of_the_detokenizer_mid_stream);
+    tcase_add_test(tc, a_hung_scheduler_is_killed_by_the_watchdog);
     tcase_add_test(tc, a_scheduler_that_fails_while_loading);
     tcase_add_test(tc, a_worker_that_never_reports_ready);
     tcase_add_test(tc, sigkill_of_the_main_process_takes_the_workers_down);

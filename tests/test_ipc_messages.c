@@ -280,6 +280,26 @@ START_TEST(headers_are_checked)
 }
 END_TEST
 
+START_TEST(heartbeat_round_trips)
+{
+    struct cinfer_msg_heartbeat in = {.role = CINFER_WORKER_SCHEDULER, .tp_rank = 3, .dp_rank = 1, .pid = 4242};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_heartbeat(&in, &frame, &len), CINFER_OK);
+    ck_assert_uint_eq(len, 12 + 1 + 4 + 4 + 4);
+    struct cinfer_msg_heartbeat out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_heartbeat(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.role, CINFER_WORKER_SCHEDULER);
+    ck_assert_uint_eq(out.tp_rank, 3);
+    ck_assert_uint_eq(out.dp_rank, 1);
+    ck_assert_uint_eq(out.pid, 4242);
+    ck_assert_int_eq(cinfer_msg_decode_heartbeat(frame, len - 1, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "HEARTBEAT frame: field 'pid': needs 4 bytes, only 3 left");
+    free(frame);
+}
+END_TEST
+
 START_TEST(logit_bias_beyond_its_limit_is_rejected)
 {
     struct cinfer_msg_generate in = {.rid = 1};
@@ -341,6 +361,7 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, logprobs_round_trip_in_tokens_and_text);
     tcase_add_test(tc, logprobs_beyond_their_limits_are_rejected);
     tcase_add_test(tc, headers_are_checked);
+    tcase_add_test(tc, heartbeat_round_trips);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
     suite_add_tcase(s, tc);

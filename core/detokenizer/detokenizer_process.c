@@ -204,9 +204,11 @@ int cinfer_default_run_detokenizer_process(const struct cinfer_server_args *args
         d->tok->ops->info(d->tok->tok, &info);
         struct cinfer_msg_ready ready = {.vocab_size = info.vocab_size};
         cinfer_worker_link_ready(&d->link, &ready);
+        int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);
         for (;;) {
+            cinfer_worker_link_heartbeat(&d->link, args->watchdog_timeout_ms);
             zmq_pollitem_t items[] = {{.socket = d->input, .events = ZMQ_POLLIN}, {.fd = 0, .events = ZMQ_POLLIN}};
-            if (zmq_poll(items, 2, 200) < 0 && zmq_errno() != EINTR)
+            if (zmq_poll(items, 2, idle_poll_ms) < 0 && zmq_errno() != EINTR)
                 break;
             if (items[1].revents && cinfer_lifeline_gone())
                 break;

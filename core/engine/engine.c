@@ -247,23 +247,23 @@ static void *engine_thread(void *arg)
                            len, err.message[0] ? err.message : "not a TEXT frame");
             free(frame);
         }
-        if (items[1].revents & ZMQ_POLLIN) {
-            void *frame;
-            size_t len;
-            if (cinfer_channel_recv(e->status, 0, &frame, &len, NULL, NULL) == CINFER_OK) {
-                uint32_t type = 0;
-                struct cinfer_error err = {0};
-                struct cinfer_msg_failed failed;
-                if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_FAILED &&
-                    cinfer_msg_decode_failed(frame, len, &failed, &err) == CINFER_OK) {
-                    cinfer_log(CINFER_LOG_SEV_ERROR, "worker reported a failure: %s", failed.message);
-                    cinfer_msg_failed_free(&failed);
-                } else if (err.message[0]) {
-                    cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s",
-                               err.message);
-                }
-                free(frame);
+        /* Heartbeats and failures; every frame waiting, so heartbeats are seen on time. */
+        void *frame;
+        size_t len;
+        while ((items[1].revents & ZMQ_POLLIN) &&
+               cinfer_channel_recv(e->status, 0, &frame, &len, NULL, NULL) == CINFER_OK) {
+            uint32_t type = 0;
+            struct cinfer_error err = {0};
+            struct cinfer_msg_failed failed;
+            if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_HEARTBEAT) {
+                cinfer_engine_note_heartbeat(e, frame, len);
+            } else if (type == CINFER_MSG_FAILED && cinfer_msg_decode_failed(frame, len, &failed, &err) == CINFER_OK) {
+                cinfer_log(CINFER_LOG_SEV_ERROR, "worker reported a failure: %s", failed.message);
+                cinfer_msg_failed_free(&failed);
+            } else if (err.message[0]) {
+                cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
             }
+            free(frame);
         }
         char why[256];
         if (e->healthy && cinfer_engine_check_workers(e, why, sizeof why))

@@ -45,6 +45,7 @@ struct engine_worker {
     int ready;
     struct cinfer_msg_ready limits;
     int exited;                       /* the watchdog has seen it end */
+    long last_heartbeat_ms;           /* monotonic; READY counts as the first heartbeat */
 };
 
 struct cinfer_engine {
@@ -88,8 +89,11 @@ struct cinfer_engine {
 /* engine_workers.c */
 int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err);
 void cinfer_engine_stop_workers(struct cinfer_engine *e);
-/* Returns 1 (and fills why) when a worker has ended since the last check. */
+/* Returns 1 (and fills why) when a worker has ended since the last check, or has sent
+ * no heartbeat for engine.watchdog_timeout (it is then killed). */
 int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes);
+/* Notes a HEARTBEAT frame from the status channel; engine thread only. */
+void cinfer_engine_note_heartbeat(struct cinfer_engine *e, const void *frame, size_t len);
 
 /* engine_requests.c */
 struct engine_request *cinfer_engine_request_register(struct cinfer_engine *e);          /* lock held */

@@ -2,7 +2,9 @@
  * and one scheduler per tensor-parallel rank, through the configured launcher plugin.
  * Start waits for every READY (or a FAILED with the worker's reason, or its death) up
  * to the start deadline; stop closes the lifeline so every worker exits, then lets the
- * launcher reap them (SIGKILL after a grace period). */
+ * launcher reap them (SIGKILL after a grace period). The watchdog (check_workers, on
+ * the engine thread) sees a worker that ended, and one whose loop stopped turning: no
+ * heartbeat for engine.watchdog_timeout, a forward step that long included. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -113,9 +115,12 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
                     if (!w->ready && w->role == ready.role && (uint32_t)w->tp_rank == ready.tp_rank) {
                         w->ready = 1;
                         w->limits = ready;
+                        w->last_heartbeat_ms = now_ms();
                         n_ready++;
                     }
                 }
+            } else if (type == CINFER_MSG_HEARTBEAT) {
+                cinfer_engine_note_heartbeat(e, frame, len); /* one that is ready already */
             } else if (type == CINFER_MSG_FAILED && cinfer_msg_decode_failed(frame, len, &failed, &rerr) == CINFER_OK) {
                 const char *who = failed.role == CINFER_WORKER_SCHEDULER ? "scheduler" : "detokenizer";
                 if (failed.role == CINFER_WORKER_SCHEDULER)
@@ -234,8 +239,24 @@ void cinfer_engine_stop_workers(struct cinfer_engine *e)
     pthread_mutex_unlock(&e->send_lock);
 }
 
+void cinfer_engine_note_heartbeat(struct cinfer_engine *e, const void *frame, size_t len)
+{
+    struct cinfer_msg_heartbeat beat;
+    struct cinfer_error err = {0};
+    if (cinfer_msg_decode_heartbeat(frame, len, &beat, &err) != CINFER_OK) {
+        cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
+        return;
+    }
+    for (int i = 0; i < e->n_workers; i++) {
+        struct engine_worker *w = &e->workers[i];
+        if (w->ready && w->role == beat.role && (uint32_t)w->tp_rank == beat.tp_rank && w->limits.pid == beat.pid)
+            w->last_heartbeat_ms = now_ms();
+    }
+}
+
 int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes)
 {
+    long now = now_ms();
     for (int i = 0; i < e->n_workers; i++) {
         struct engine_worker *w = &e->workers[i];
         if (w->exited || !w->handle)
@@ -245,6 +266,16 @@ int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_b
         if (st.state != CINFER_WORKER_RUNNING) {
             w->exited = 1;
             describe_end(w, &st, why, why_bytes);
+            return 1;
+        }
+        long silent_ms = now - w->last_heartbeat_ms;
+        if (w->ready && silent_ms > e->args.watchdog_timeout_ms) {
+            /* Hung (a step that never ends, a stopped process): it will not answer, so it
+             * is killed rather than asked; the launcher reaps it with the others. */
+            e->launcher->signal(e->launch, w->handle, SIGKILL);
+            w->exited = 1;
+            snprintf(why, why_bytes, "%s stopped responding: no heartbeat for %ld ms (engine.watchdog_timeout is %d "
+                     "ms); killed it", w->name, silent_ms, e->args.watchdog_timeout_ms);
             return 1;
         }
     }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -68,6 +69,30 @@ int cinfer_worker_link_failed(struct cinfer_worker_link *link, int code, const c
         }
     }
     return 1;
+}
+
+int cinfer_worker_heartbeat_interval_ms(int watchdog_timeout_ms)
+{
+    int interval = watchdog_timeout_ms / 4;
+    return interval < 25 ? 25 : interval > 1000 ? 1000 : interval;
+}
+
+void cinfer_worker_link_heartbeat(struct cinfer_worker_link *link, int watchdog_timeout_ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long now = t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+    if (!link->status || now - link->last_heartbeat_ms < cinfer_worker_heartbeat_interval_ms(watchdog_timeout_ms))
+        return;
+    link->last_heartbeat_ms = now;
+    struct cinfer_msg_heartbeat beat = {.role = (uint8_t)link->role, .tp_rank = (uint32_t)link->tp_rank,
+                                        .dp_rank = (uint32_t)link->dp_rank, .pid = (uint32_t)getpid()};
+    void *frame;
+    size_t len;
+    if (cinfer_msg_encode_heartbeat(&beat, &frame, &len) == CINFER_OK) {
+        cinfer_channel_send(link->status, frame, len, 1, NULL);
+        free(frame);
+    }
 }
 
 void cinfer_worker_link_close(struct cinfer_worker_link *link)

@@ -1,6 +1,6 @@
 /* What every worker process shares: its status channel to the main process (READY or
- * FAILED with its reason) and its lifeline (standard input: EOF means the main
- * process is gone and the worker must exit). */
+ * FAILED with its reason, then heartbeats while its loop turns) and its lifeline
+ * (standard input: EOF means the main process is gone and the worker must exit). */
 #ifndef CINFER_ENGINE_WORKER_LINK_H
 #define CINFER_ENGINE_WORKER_LINK_H
 
@@ -13,6 +13,7 @@ struct cinfer_worker_link {
     int role;            /* enum cinfer_worker_role_id */
     int tp_rank, dp_rank;
     char name[32];       /* "scheduler tp0" */
+    long last_heartbeat_ms; /* monotonic time of the last HEARTBEAT sent */
 };
 
 int cinfer_worker_link_open(struct cinfer_worker_link *link, const struct cinfer_port_args *ports, int role,
@@ -22,6 +23,13 @@ void cinfer_worker_link_ready(struct cinfer_worker_link *link, struct cinfer_msg
 /* Sends FAILED with the message, logs it, and returns the exit status to use (1). */
 int cinfer_worker_link_failed(struct cinfer_worker_link *link, int code, const char *message);
 void cinfer_worker_link_close(struct cinfer_worker_link *link);
+
+/* Called on every turn of a worker's loop: sends a HEARTBEAT when a quarter of the
+ * watchdog's timeout (at most 1 s) has passed since the last one, so the watchdog sees
+ * several per timeout; a loop stuck in one step sends none. */
+void cinfer_worker_link_heartbeat(struct cinfer_worker_link *link, int watchdog_timeout_ms);
+/* How often a worker loop must turn, at least, for its heartbeats to keep time. */
+int cinfer_worker_heartbeat_interval_ms(int watchdog_timeout_ms);
 
 /* 1 once standard input reports end of file or hang-up (the main process is gone). */
 int cinfer_lifeline_gone(void);

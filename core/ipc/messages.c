@@ -21,6 +21,7 @@ const char *cinfer_msg_type_name(uint32_t type)
     case CINFER_MSG_RPC_REPLY: return "RPC_REPLY";
     case CINFER_MSG_SHUTDOWN: return "SHUTDOWN";
     case CINFER_MSG_DETOK_REQUEST: return "DETOK_REQUEST";
+    case CINFER_MSG_HEARTBEAT: return "HEARTBEAT";
     }
     return "unknown";
 }
@@ -119,6 +120,31 @@ int cinfer_msg_decode_ready(const void *frame, size_t len, struct cinfer_msg_rea
     m->max_running_requests = cinfer_wire_get_u32(&r, "max_running_requests");
     m->vocab_size = cinfer_wire_get_u32(&r, "vocab_size");
     return close_body(&r, CINFER_MSG_READY, err);
+}
+
+int cinfer_msg_encode_heartbeat(const struct cinfer_msg_heartbeat *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_HEARTBEAT);
+    cinfer_wire_put_u8(&w, m->role);
+    cinfer_wire_put_u32(&w, m->tp_rank);
+    cinfer_wire_put_u32(&w, m->dp_rank);
+    cinfer_wire_put_u32(&w, m->pid);
+    return finish(&w, frame, frame_len);
+}
+
+int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg_heartbeat *m,
+                                struct cinfer_error *err)
+{
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_HEARTBEAT, err);
+    if (rc)
+        return rc;
+    m->role = cinfer_wire_get_u8(&r, "role");
+    m->tp_rank = cinfer_wire_get_u32(&r, "tp_rank");
+    m->dp_rank = cinfer_wire_get_u32(&r, "dp_rank");
+    m->pid = cinfer_wire_get_u32(&r, "pid");
+    return close_body(&r, CINFER_MSG_HEARTBEAT, err);
 }
 
 int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, size_t *frame_len)

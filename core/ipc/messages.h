@@ -37,6 +37,7 @@ enum cinfer_msg_type {
     CINFER_MSG_RPC_REPLY = 8,   /* scheduler -> main */
     CINFER_MSG_SHUTDOWN = 9,    /* main -> workers: drain and exit */
     CINFER_MSG_DETOK_REQUEST = 10, /* scheduler -> detokenizer: how to decode a new request */
+    CINFER_MSG_HEARTBEAT = 11,  /* worker -> main (status channel): its loop is turning */
 };
 const char *cinfer_msg_type_name(uint32_t type);
 
@@ -58,6 +59,14 @@ struct cinfer_msg_failed {
     uint32_t pid;
     int32_t code;               /* enum cinfer_status */
     char *message;              /* malloc'd by decode */
+};
+
+/* Sent by a worker's loop between steps (at most every few hundred ms): the watchdog
+ * declares a worker hung when none has come for engine.watchdog_timeout. */
+struct cinfer_msg_heartbeat {
+    uint8_t role;
+    uint32_t tp_rank, dp_rank;
+    uint32_t pid;
 };
 
 struct cinfer_msg_generate {
@@ -130,6 +139,7 @@ struct cinfer_msg_rpc_reply {
 /* Encoders return a malloc'd frame in *frame / *frame_len. */
 int cinfer_msg_encode_ready(const struct cinfer_msg_ready *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, size_t *frame_len);
+int cinfer_msg_encode_heartbeat(const struct cinfer_msg_heartbeat *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_generate(const struct cinfer_msg_generate *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_abort(const struct cinfer_msg_abort *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, size_t *frame_len);
@@ -149,6 +159,8 @@ int cinfer_msg_peek_type(const void *frame, size_t len, uint32_t *type, struct c
  * CINFER_ERR_PARSE with the message type, the field and the problem in err. */
 int cinfer_msg_decode_ready(const void *frame, size_t len, struct cinfer_msg_ready *m, struct cinfer_error *err);
 int cinfer_msg_decode_failed(const void *frame, size_t len, struct cinfer_msg_failed *m, struct cinfer_error *err);
+int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg_heartbeat *m,
+                                struct cinfer_error *err);
 int cinfer_msg_decode_generate(const void *frame, size_t len, struct cinfer_msg_generate *m, struct cinfer_error *err);
 int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abort *m, struct cinfer_error *err);
 int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_tokens *m, struct cinfer_error *err);
