@@ -12,6 +12,7 @@
 #include "cinfer/gguf.h"
 #include "model/model.h"
 #include "support/gguf_builder.h"
+#include "support/random_model.h"
 #include "support/runner.h"
 #include "support/tmp_dir.h"
 #include "support/safetensors_builder.h"
@@ -30,11 +31,7 @@ static const struct cinfer_model_load_options quiet = {0};
 
 START_TEST(loads_stories260k)
 {
-    const char *path = CINFER_SHARED_DIR "/models/stories260K.gguf";
-    if (access(path, R_OK) != 0) {
-        printf("model_load: SKIPPED stories260K: %s not found (CINFER_SHARED_DIR has no models)\n", path);
-        return;
-    }
+    const char *path = CINFER_TEST_DATA_DIR "/models/stories260K.gguf";
     struct cinfer_model *m = NULL;
     struct cinfer_error err;
     int rc = cinfer_model_load(path, &quiet, &m, &err);
@@ -563,6 +560,7 @@ struct gguf_model {
     const char *wrong_tensor;  /* its row length one short */
     const float *rope_freqs;   /* head_dim / 2 values, or NULL */
     double rope_theta;
+    int real_values;           /* uniform in [-1, 1) rather than byte patterns (NaN, Inf, 1e38...) */
 };
 
 enum { G_VOCAB = 32, G_HIDDEN = 64, G_HEADS = 4, G_KV = 2, G_INTER = 96, G_LAYERS = 2 };
@@ -577,8 +575,23 @@ static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm,
     uint64_t n = cols * rows;
     size_t bytes = type == CINFER_GGML_F32 ? n * 4 : type == CINFER_GGML_Q8_0 ? n / 32 * 34 : n * 2;
     unsigned char *data = malloc(bytes);
-    for (size_t i = 0; i < bytes; i++)
-        data[i] = (unsigned char)(i * 31 + (size_t)seed_of(name));
+    if (gm->real_values) {
+        static const enum cinfer_dtype as[] = {[CINFER_GGML_F32] = CINFER_DTYPE_F32, [CINFER_GGML_F16] = CINFER_DTYPE_F16,
+                                              [CINFER_GGML_Q8_0] = CINFER_DTYPE_Q8_0,
+                                              [CINFER_GGML_BF16] = CINFER_DTYPE_BF16};
+        uint64_t state = (uint64_t)seed_of(name) * 2654435761u + 1;
+        float *row = malloc(cols * sizeof *row);
+        size_t row_bytes = bytes / rows;
+        for (uint64_t r = 0; r < rows; r++) {
+            for (uint64_t c = 0; c < cols; c++)
+                row[c] = random_uniform(&state);
+            random_model_store_row(row, (int)cols, as[type], data + r * row_bytes);
+        }
+        free(row);
+    } else {
+        for (size_t i = 0; i < bytes; i++)
+            data[i] = (unsigned char)(i * 31 + (size_t)seed_of(name));
+    }
     uint64_t ne[2] = {cols, rows};
     gguf_builder_tensor(b, name, type, rows == 1 ? 1 : 2, ne, data, bytes);
     free(data);
@@ -705,6 +718,114 @@ START_TEST(gguf_families_and_types)
             cinfer_gguf_close(&g);
             cinfer_model_free(&m);
         }
+    cinfer_test_remove_tmp_dir();
+}
+END_TEST
+
+/* One stored value decoded by its format's definition (not by the loader's code). */
+static double f16_value(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    double v = e == 0 ? ldexp(mant, -24) : e == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static double stored_value(const struct cinfer_weight *w, int64_t r, int64_t c)
+{
+    const unsigned char *row = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
+    uint16_t h;
+    uint32_t bits;
+    float f;
+    switch (w->dtype) {
+    case CINFER_DTYPE_F32: memcpy(&f, row + 4 * c, 4); return f;
+    case CINFER_DTYPE_F16: memcpy(&h, row + 2 * c, 2); return f16_value(h);
+    case CINFER_DTYPE_BF16:
+        memcpy(&h, row + 2 * c, 2);
+        bits = (uint32_t)h << 16;
+        memcpy(&f, &bits, 4);
+        return f;
+    case CINFER_DTYPE_Q8_0: {
+        const unsigned char *block = row + (size_t)(c / 32) * 34; /* f16 scale, then 32 int8 */
+        memcpy(&h, block, 2);
+        return f16_value(h) * (double)(int8_t)block[2 + c % 32];
+    }
+    }
+    return NAN;
+}
+
+/* --dtype: every matrix held in the chosen type, each value the stored one widened
+ * exactly or rounded to the nearest of the narrower type; vectors untouched. */
+START_TEST(dtype_option_converts_every_matrix)
+{
+    cinfer_test_make_tmp_dir("test_model_load");
+    static const uint32_t stored[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    static const struct { enum cinfer_weight_dtype option; enum cinfer_dtype type; double rel; } targets[] = {
+        {CINFER_WEIGHT_DTYPE_F32, CINFER_DTYPE_F32, 0},
+        {CINFER_WEIGHT_DTYPE_F16, CINFER_DTYPE_F16, 0x1p-11},   /* half an f16 ulp */
+        {CINFER_WEIGHT_DTYPE_BF16, CINFER_DTYPE_BF16, 0x1p-8},  /* half a bf16 ulp */
+    };
+    int checked = 0;
+    for (int si = 0; si < 4; si++)
+        for (int tied = 0; tied < 2; tied++) {
+            struct gguf_model gm = {.arch = "llama", .matrix_type = stored[si], .tied = tied, .real_values = 1};
+            const char *path = cinfer_test_tmp_path("m.gguf");
+            write_gguf_model(path, &gm);
+            struct cinfer_model *ref = load_ok(path);
+            for (int ti = 0; ti < 3; ti++) {
+                struct cinfer_model_load_options opts = {.dtype = targets[ti].option};
+                struct cinfer_model *m = NULL;
+                struct cinfer_error err;
+                ck_assert_msg(cinfer_model_load(path, &opts, &m, &err) == 0, "%s", err.message);
+                const struct cinfer_weight *pairs[64][2];
+                int n = 0;
+                pairs[n][0] = &ref->tok_embeddings, pairs[n++][1] = &m->tok_embeddings;
+                pairs[n][0] = &ref->lm_head, pairs[n++][1] = &m->lm_head;
+                for (int l = 0; l < m->config.num_layers; l++) {
+                    const struct cinfer_layer_weights *a = &ref->layers[l], *b = &m->layers[l];
+                    const struct cinfer_weight *mats[][2] = {{&a->wq, &b->wq}, {&a->wk, &b->wk}, {&a->wv, &b->wv},
+                                                              {&a->wo, &b->wo}, {&a->w_gate, &b->w_gate},
+                                                              {&a->w_up, &b->w_up}, {&a->w_down, &b->w_down}};
+                    for (size_t k = 0; k < 7; k++)
+                        pairs[n][0] = mats[k][0], pairs[n++][1] = mats[k][1];
+                    ck_assert_int_eq(b->attn_norm.dtype, CINFER_DTYPE_F32);
+                    ck_assert_int_eq(memcmp(a->attn_norm.data, b->attn_norm.data, (size_t)b->attn_norm.cols * 4), 0);
+                }
+                for (int p = 0; p < n; p++) {
+                    const struct cinfer_weight *was = pairs[p][0], *now = pairs[p][1];
+                    ck_assert_int_eq(now->dtype, targets[ti].type);
+                    ck_assert_int_eq(now->rows, was->rows);
+                    for (int64_t r = 0; r < now->rows; r++)
+                        for (int64_t c = 0; c < now->cols; c++) {
+                            double want = stored_value(was, r, c), got = stored_value(now, r, c);
+                            /* widening is exact; narrowing within half an ulp (subnormals: absolute) */
+                            int exact = now->dtype == CINFER_DTYPE_F32 || was->dtype == now->dtype;
+                            double bound = exact ? 0 : targets[ti].rel * fabs(want) + 0x1p-24;
+                            ck_assert_msg((isnan(got) && isnan(want)) || fabs(got - want) <= bound,
+                                          "stored %d as %d: [%lld][%lld] %.9g, expected %.9g",
+                                          (int)was->dtype, (int)now->dtype, (long long)r, (long long)c, got, want);
+                            checked++;
+                        }
+                }
+                ck_assert_int_eq(tied, m->lm_head.data == m->tok_embeddings.data);
+                int converted = ref->layers[0].wq.dtype != targets[ti].type;
+                ck_assert_int_eq(m->matrices_mapped, !converted);
+                cinfer_model_free(&m);
+            }
+            cinfer_model_free(&ref);
+        }
+    printf("model_load: --dtype: %d converted values checked\n", checked);
+    /* A finite value beyond f16's range would become infinite: refused, named. */
+    struct gguf_model wild = {.arch = "llama", .matrix_type = CINFER_GGML_F32};
+    const char *path = cinfer_test_tmp_path("wild.gguf");
+    write_gguf_model(path, &wild);
+    struct cinfer_model_load_options to_f16 = {.dtype = CINFER_WEIGHT_DTYPE_F16};
+    struct cinfer_model *m = NULL;
+    struct cinfer_error err;
+    ck_assert_int_eq(cinfer_model_load(path, &to_f16, &m, &err), CINFER_ERR_RANGE);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.message, "model.dtype (--dtype) f16: the token embedding matrix holds ") &&
+                      strstr(err.message, "beyond the range of f16"),
+                  "%s", err.message);
     cinfer_test_remove_tmp_dir();
 }
 END_TEST
@@ -852,6 +973,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_errors_name_the_problem);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
+    tcase_add_test(tc, dtype_option_converts_every_matrix);
     tcase_add_test(tc, gguf_llama3_rope_freqs_reproduced);
     tcase_add_test(tc, gguf_errors_name_the_problem);
     suite_add_tcase(s, tc);

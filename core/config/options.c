@@ -35,7 +35,8 @@ const struct option cinfer_options[] = {
     {.section = "model", .name = "dtype", .flag = "--dtype",
      .type = OPTION_ENUM, .offset = FIELD(dtype), .choices = dtype_choices,
      .default_int = CINFER_WEIGHT_DTYPE_AUTO, .value_name = "TYPE",
-     .help = "Type the weights are computed in; auto keeps the checkpoint's type."},
+     .help = "Type the weight matrices are held in: auto keeps the checkpoint's types; f32, f16 or bf16 converts "
+             "every matrix to it at load (Q8_0 too, dequantized), in memory of its own."},
     {.section = "model", .name = "no_repack", .flag = "--no-repack",
      .type = OPTION_BOOL, .offset = FIELD(no_repack), .default_int = 0,
      .help = "Read the weights as the file stores them, mapped and shared with other processes through "
@@ -146,7 +147,9 @@ const struct option cinfer_options[] = {
     /* ---- engine ---- */
     {.section = "engine", .name = "device", .flag = "--device",
      .type = OPTION_ENUM, .offset = FIELD(device), .choices = device_choices, .default_int = CINFER_DEVICE_CPU,
-     .value_name = "DEVICE", .help = "Where the forward pass runs; cuda loads the CUDA backend."},
+     .value_name = "DEVICE",
+     .help = "Where the forward pass runs: cpu (the built-in backend); cuda is refused until the CUDA backend "
+             "exists."},
     {.section = "engine", .name = "num_threads", .flag = "--num-threads",
      .type = OPTION_INT, .offset = FIELD(num_threads), .min = 0, .max = 4096, .default_int = 0,
      .value_name = "N", .help = "CPU threads per scheduler process for the forward pass; 0 uses one per core."},
@@ -160,7 +163,7 @@ const struct option cinfer_options[] = {
      .help = "How long every worker has to load its model and report ready (plain numbers are "
              "milliseconds; or 500ms, 30s, 5m, 1h)."},
     {.section = "engine", .name = "watchdog_timeout", .flag = "--watchdog-timeout",
-     .type = OPTION_DURATION_MS, .offset = FIELD(watchdog_timeout_ms), .min = 100, .max = DAY_MS,
+     .type = OPTION_DURATION_MS, .offset = FIELD(watchdog_timeout_ms), .min = SECOND_MS, .max = DAY_MS,
      .default_int = 300 * SECOND_MS, .value_name = "TIME",
      .help = "A worker that neither answers a heartbeat nor finishes a forward step for this long is "
              "declared hung and stopped."},

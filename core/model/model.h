@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/config.h"
 #include "cinfer/error.h"
 
 enum cinfer_dtype {
@@ -84,7 +85,7 @@ struct cinfer_model {
     struct cinfer_weight output_norm;    /* (1, hidden) */
     struct cinfer_weight lm_head;        /* (vocab, hidden); same data as tok_embeddings when tied */
     struct cinfer_layer_weights *layers; /* num_layers of them */
-    size_t weight_bytes;                 /* bytes of all weights as stored (for bandwidth math) */
+    size_t weight_bytes;                 /* bytes of all weights as held (for bandwidth math) */
     void *storage;                       /* loader-private: mappings and owned buffers */
     /* 1 when every matrix weight is a view of a read-only file mapping (set by
      * cinfer_model_load; a model built in memory leaves it 0) */
@@ -93,6 +94,8 @@ struct cinfer_model {
 
 struct cinfer_model_load_options {
     int show_progress;   /* 1: progress bar on a terminal; 0: one log line */
+    enum cinfer_weight_dtype dtype; /* model.dtype: AUTO keeps the stored types; else every
+                                     * matrix is converted to f32, f16 or bf16 at load */
 };
 
 /* path: a Hugging Face model folder or a .gguf file. */

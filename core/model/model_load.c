@@ -206,12 +206,32 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
     m->matrices_mapped = 1; /* both loaders bind matrices as views; only vectors are widened into copies */
+    if (opts && opts->dtype != CINFER_WEIGHT_DTYPE_AUTO) {
+        static const enum cinfer_dtype targets[] = {
+            [CINFER_WEIGHT_DTYPE_F32] = CINFER_DTYPE_F32,
+            [CINFER_WEIGHT_DTYPE_F16] = CINFER_DTYPE_F16,
+            [CINFER_WEIGHT_DTYPE_BF16] = CINFER_DTYPE_BF16,
+        };
+        int converted = 0;
+        if ((unsigned)opts->dtype >= sizeof targets / sizeof targets[0])
+            rc = cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "model.dtype: unknown value %d", (int)opts->dtype);
+        else
+            rc = cinfer_model_convert_matrices(m, targets[opts->dtype], &converted, err);
+        if (rc) {
+            cinfer_model_free(&m);
+            return rc;
+        }
+        if (converted)
+            m->matrices_mapped = 0; /* owned copies: dropping their pages would zero them */
+    }
 
     /* Reading one byte per page faults the weights in now rather than during the first
      * forward pass; a bar shows it on a terminal when the model is large enough to wait for. */
     struct touch_state touch = {.sum = 0};
     for_each_weight(m, add_bytes, &touch);
     uint64_t total_bytes = touch.progress.total_bytes;
+    if (!m->matrices_mapped)
+        m->weight_bytes = (size_t)total_bytes; /* converted matrices count at their new size */
     cinfer_progress_begin(&touch.progress, base_name(path), total_bytes,
                           (!opts || opts->show_progress) && total_bytes >= PROGRESS_MIN_BYTES);
     for_each_weight(m, touch_weight, &touch);

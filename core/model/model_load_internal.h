@@ -77,6 +77,11 @@ extern const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[];
 extern const size_t cinfer_layer_weight_spec_count;
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d);
 
+/* model.dtype: every matrix not already of type target becomes an owned copy of that
+ * type (weight_convert.c); *converted says whether any did. */
+int cinfer_model_convert_matrices(struct cinfer_model *m, enum cinfer_dtype target, int *converted,
+                                  struct cinfer_error *err);
+
 /* The format loaders fill m (config, weights, storage); model_load.c does the rest. */
 int cinfer_model_load_hf(const char *folder, struct cinfer_model *m, struct cinfer_error *err);
 int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinfer_error *err);

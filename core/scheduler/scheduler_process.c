@@ -56,7 +56,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
 {
     const struct cinfer_server_args *args = sp->args;
     const char *model_path = args->model_path ? args->model_path : cinfer_default_model_path();
-    struct cinfer_model_load_options load_opts = {.show_progress = 0};
+    struct cinfer_model_load_options load_opts = {.show_progress = 0, .dtype = args->dtype};
     int rc = cinfer_model_load(model_path, &load_opts, &sp->model, err);
     if (rc)
         return rc;
@@ -302,14 +302,18 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
     } else if (start(&sp, ports, tp_rank, &err) != CINFER_OK) {
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
+        int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);
+        if (idle_poll_ms > 100)
+            idle_poll_ms = 100;
         while (!sp.stop) {
+            cinfer_worker_link_heartbeat(&sp.link, args->watchdog_timeout_ms);
             zmq_pollitem_t items[] = {
                 {.socket = sp.input, .events = ZMQ_POLLIN},
                 {.socket = sp.rpc, .events = ZMQ_POLLIN},
                 {.fd = 0, .events = ZMQ_POLLIN},
             };
             int busy = cinfer_scheduler_has_work(sp.sched);
-            if (zmq_poll(items, 3, busy ? 0 : 100) < 0 && zmq_errno() != EINTR)
+            if (zmq_poll(items, 3, busy ? 0 : idle_poll_ms) < 0 && zmq_errno() != EINTR)
                 break;
             if (items[2].revents && cinfer_lifeline_gone()) {
                 cinfer_log(CINFER_LOG_SEV_INFO, "the lifeline closed (engine shutdown or main process gone); exiting");
