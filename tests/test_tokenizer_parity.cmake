@@ -6,7 +6,7 @@
 add_test(NAME tokenizer_reference_setup
   COMMAND sh ${PROJECT_SOURCE_DIR}/tests/reference/make_tokenizer_reference.sh
           ${PROJECT_BINARY_DIR}/tokenizer-reference
-          ${PROJECT_SOURCE_DIR}/../shared/tokenizers/llama2-tokenizer.model)
+          ${PROJECT_SOURCE_DIR}/tests/data/tokenizers/llama2-tokenizer.model)
 set_tests_properties(tokenizer_reference_setup PROPERTIES
   FIXTURES_SETUP tokenizer_reference TIMEOUT 900)
 set_tests_properties(test_tokenizer_parity PROPERTIES
