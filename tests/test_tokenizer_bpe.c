@@ -938,6 +938,27 @@ START_TEST(errors_name_file_field_expected_and_found)
     gguf_builder_free(&gb);
     ck_assert_int_eq(ops->open(gpath, &tok, &err), CINFER_ERR_NOT_FOUND);
     ck_assert_msg(strstr(err.message, "tokenizer.ggml.model") && strstr(err.message, gpath), "%s", err.message);
+
+    /* a .gguf that is not GGUF (JSON, text, nothing) and a file that is neither kind */
+    static const struct { const char *bytes, *suffix, *expect; } not_gguf[] = {
+        {"[]\n", ".gguf", "not a GGUF file: GGUF files start with \"GGUF\" (47 47 55 46); this file starts with 5b 5d 0a "
+                         "(\"[]\\x0a\")"},
+        {"hello world", ".gguf", "this file starts with 68 65 6c 6c 6f 20 77 6f (\"hello wo\")"},
+        {"", ".gguf", "not a GGUF file: GGUF files start with \"GGUF\" (47 47 55 46), found an empty file"},
+        {"PK\x03\x04zip", ".bin", "expected a GGUF file (starting with \"GGUF\") or a tokenizer.json file (a JSON "
+                                   "object); this file starts with 50 4b 03 04 7a 69 70 (\"PK\\x03\\x04zip\")"},
+    };
+    for (size_t i = 0; i < sizeof not_gguf / sizeof not_gguf[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/cinfer-notgguf-XXXXXX%s", not_gguf[i].suffix);
+        int f = mkstemps(path, (int)strlen(not_gguf[i].suffix));
+        ck_assert_int_ge(f, 0);
+        ck_assert_int_eq(write(f, not_gguf[i].bytes, strlen(not_gguf[i].bytes)), (ssize_t)strlen(not_gguf[i].bytes));
+        close(f);
+        ck_assert_int_eq(ops->open(path, &tok, &err), CINFER_ERR_PARSE);
+        ck_assert_msg(strstr(err.message, path) && strstr(err.message, not_gguf[i].expect), "%s", err.message);
+        unlink(path);
+    }
     unlink(gpath);
 
     /* decode refuses ids outside the vocabulary */
