@@ -14,7 +14,7 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-extern const struct cinfer_tokenizer_ops tokenizer_bpe_ops;
+extern const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops;
 
 enum { MAX_TOKENIZERS = 16 };
 static struct cinfer_tokenizer *toks[MAX_TOKENIZERS];
@@ -24,7 +24,7 @@ static int n_toks;
 static void add(const char *path, int is_lossless)
 {
     struct cinfer_error err = {0};
-    if (n_toks < MAX_TOKENIZERS && tokenizer_bpe_ops.open(path, &toks[n_toks], &err) == 0) {
+    if (n_toks < MAX_TOKENIZERS && cinfer_tokenizer_bpe_ops.open(path, &toks[n_toks], &err) == 0) {
         lossless[n_toks++] = is_lossless;
     } else {
         fprintf(stderr, "fuzz_tokenizer_encode: skipping %s: %s\n", path, err.message);
@@ -88,7 +88,7 @@ static size_t repair(const uint8_t *s, size_t n, char *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const struct cinfer_tokenizer_ops *ops = &tokenizer_bpe_ops;
+    const struct cinfer_tokenizer_ops *ops = &cinfer_tokenizer_bpe_ops;
     if (size < 1)
         return 0;
     struct cinfer_tokenizer *tok = toks[data[0] % n_toks];

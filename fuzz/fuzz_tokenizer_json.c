@@ -10,7 +10,7 @@
 #include "fuzz_input_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-extern const struct cinfer_tokenizer_ops tokenizer_bpe_ops;
+extern const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops;
 
 static const char *const texts[] = {
     "Hello world, it's 2024!", "  spaces\tand\nlines ", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80",
@@ -19,7 +19,7 @@ static const char *const texts[] = {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const struct cinfer_tokenizer_ops *ops = &tokenizer_bpe_ops;
+    const struct cinfer_tokenizer_ops *ops = &cinfer_tokenizer_bpe_ops;
     char path[64];
     int fd = fuzz_input_file(data, size, path, sizeof path);
     if (fd < 0)

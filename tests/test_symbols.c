@@ -27,9 +27,10 @@ static int foreign_names(const char *cmd, char *bad, size_t bad_bytes, int *tota
             continue;
         (*total)++;
         if (strncmp(name, "cinfer_", 7) != 0) {
-            if (n_bad++ < 12) {
-                size_t used = strlen(bad);
-                snprintf(bad + used, bad_bytes - used, " %s", name);
+            size_t used = strlen(bad), n = strlen(name);
+            if (n_bad++ < 12 && used + n + 2 <= bad_bytes) {
+                bad[used] = ' ';
+                memcpy(bad + used + 1, name, n + 1);
             }
         }
     }

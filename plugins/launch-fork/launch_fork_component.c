@@ -2,4 +2,4 @@
 #include "cinfer/plugin.h"
 #include "launch_fork_module.h"
 
-CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_LAUNCHER, "launch-fork", "1.0.0", &launch_fork_ops);
+CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_LAUNCHER, "launch-fork", "1.0.0", &cinfer_launch_fork_ops);

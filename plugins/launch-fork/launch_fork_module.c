@@ -192,7 +192,7 @@ static void fork_fini(struct cinfer_launcher **lp)
     *lp = NULL;
 }
 
-const struct cinfer_launcher_ops launch_fork_ops = {
+const struct cinfer_launcher_ops cinfer_launch_fork_ops = {
     .version = CINFER_LAUNCHER_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_launcher_ops),
     .query = fork_query,

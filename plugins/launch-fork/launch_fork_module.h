@@ -3,6 +3,6 @@
 
 #include "cinfer/launcher.h"
 
-extern const struct cinfer_launcher_ops launch_fork_ops;
+extern const struct cinfer_launcher_ops cinfer_launch_fork_ops;
 
 #endif

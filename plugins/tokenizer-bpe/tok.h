@@ -23,9 +23,9 @@ struct tok_buf {
     size_t len;
     size_t cap;
 };
-int tok_buf_reserve(struct tok_buf *b, size_t need_bytes);
-int tok_buf_append(struct tok_buf *b, const void *data, size_t len);
-void tok_buf_free(struct tok_buf *b);
+int cinfer_tok_buf_reserve(struct tok_buf *b, size_t need_bytes);
+int cinfer_tok_buf_append(struct tok_buf *b, const void *data, size_t len);
+void cinfer_tok_buf_free(struct tok_buf *b);
 
 /* A piece of text inside a tok_pieces buffer. orig_start is where it begins in the
  * (UTF-8-repaired) input, so Metaspace's prepend_scheme "first" knows the first piece. */
@@ -40,28 +40,28 @@ struct tok_pieces {
     size_t n;
     size_t cap;
 };
-int tok_pieces_push(struct tok_pieces *p, const char *s, size_t len, size_t orig_start);
-void tok_pieces_clear(struct tok_pieces *p);
-void tok_pieces_free(struct tok_pieces *p);
+int cinfer_tok_pieces_push(struct tok_pieces *p, const char *s, size_t len, size_t orig_start);
+void cinfer_tok_pieces_clear(struct tok_pieces *p);
+void cinfer_tok_pieces_free(struct tok_pieces *p);
 
 /* ---- UTF-8 (tok_utf8.c) ------------------------------------------------------ */
 /* Length of the valid prefix of s[0..n). */
-size_t tok_utf8_valid_prefix(const char *s, size_t n);
+size_t cinfer_tok_utf8_valid_prefix(const char *s, size_t n);
 /* Appends s with each maximal invalid subsequence replaced by U+FFFD (WHATWG). When
  * hold_incomplete is set, a trailing truncated-but-valid prefix is not consumed:
  * returns the number of bytes consumed. */
-size_t tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, int hold_incomplete,
-                                 int *nomem);
+size_t cinfer_tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, int hold_incomplete,
+                                        int *nomem);
 /* Decodes one code point at s (valid UTF-8 assumed); returns its byte length. */
-size_t tok_utf8_next(const char *s, size_t n, uint32_t *cp);
-size_t tok_utf8_encode(uint32_t cp, char out[4]);
+size_t cinfer_tok_utf8_next(const char *s, size_t n, uint32_t *cp);
+size_t cinfer_tok_utf8_encode(uint32_t cp, char out[4]);
 /* GPT-2's byte-level alphabet: byte -> code point, and the reverse (-1 when none). */
-uint32_t tok_byte_to_cp(uint8_t b);
-int tok_cp_to_byte(uint32_t cp);
+uint32_t cinfer_tok_byte_to_cp(uint8_t b);
+int cinfer_tok_cp_to_byte(uint32_t cp);
 /* Unicode White_Space, as Rust's char::is_whitespace. */
-int tok_is_whitespace(uint32_t cp);
-int tok_is_alnum(uint32_t cp);
-int tok_is_numeric(uint32_t cp); /* Unicode Nd, Nl, No: Rust's char::is_numeric */
+int cinfer_tok_is_whitespace(uint32_t cp);
+int cinfer_tok_is_alnum(uint32_t cp);
+int cinfer_tok_is_numeric(uint32_t cp); /* Unicode Nd, Nl, No: Rust's char::is_numeric */
 
 /* ---- hash maps (tok_hash.c) ------------------------------------------------- */
 /* Byte string -> id. Keys are copied into the map's own arena. */
@@ -76,9 +76,9 @@ struct tok_strmap {
     uint32_t n, cap;
     struct tok_buf keys;
 };
-int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t value);
-int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len); /* -1 absent */
-void tok_strmap_free(struct tok_strmap *m);
+int cinfer_tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t value);
+int32_t cinfer_tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len); /* -1 absent */
+void cinfer_tok_strmap_free(struct tok_strmap *m);
 
 /* (left id, right id) -> (rank, merged id), open addressing. */
 struct tok_pair_entry {
@@ -91,22 +91,23 @@ struct tok_pairmap {
     uint64_t mask;
     size_t n;
 };
-int tok_pairmap_init(struct tok_pairmap *m, size_t expected);
+int cinfer_tok_pairmap_init(struct tok_pairmap *m, size_t expected);
 /* Overwrites an existing entry (a later duplicate merge wins, as in the HF library). */
-int tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged);
-const struct tok_pair_entry *tok_pairmap_get(const struct tok_pairmap *m, int32_t left, int32_t right);
-void tok_pairmap_free(struct tok_pairmap *m);
+int cinfer_tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged);
+const struct tok_pair_entry *cinfer_tok_pairmap_get(const struct tok_pairmap *m, int32_t left, int32_t right);
+void cinfer_tok_pairmap_free(struct tok_pairmap *m);
 
 /* ---- the word cache (tok_cache.c) --------------------------------------------- */
 #define TOK_CACHE_MAX_KEY 30 /* longer words are not cached */
 #define TOK_CACHE_MAX_IDS 14
 struct tok_cache;
-struct tok_cache *tok_cache_new(void);
-void tok_cache_free(struct tok_cache *c);
+struct tok_cache *cinfer_tok_cache_new(void);
+void cinfer_tok_cache_free(struct tok_cache *c);
 /* Appends the cached ids of key and returns 1, or returns 0 (absent, or busy). */
-int tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t len, struct cinfer_token_ids *out);
-void tok_cache_put(struct tok_cache *c, uint64_t hash, const char *key, size_t len, const int32_t *ids, size_t n);
-uint64_t tok_hash_bytes(const char *s, size_t n);
+int cinfer_tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t len, struct cinfer_token_ids *out);
+void cinfer_tok_cache_put(struct tok_cache *c, uint64_t hash, const char *key, size_t len, const int32_t *ids,
+                          size_t n);
+uint64_t cinfer_tok_hash_bytes(const char *s, size_t n);
 
 /* ---- normalizers (tok_normalizer.c) ------------------------------------------ */
 enum tok_norm_kind {
@@ -127,9 +128,9 @@ struct tok_normalizer {
     size_t n;
 };
 /* Writes the normalized s into out (replacing its contents). */
-int tok_normalize(const struct tok_normalizer *nz, const char *s, size_t n, struct tok_buf *out,
-                  struct tok_buf *scratch, struct cinfer_error *err);
-void tok_normalizer_free(struct tok_normalizer *nz);
+int cinfer_tok_normalize(const struct tok_normalizer *nz, const char *s, size_t n, struct tok_buf *out,
+                         struct tok_buf *scratch, struct cinfer_error *err);
+void cinfer_tok_normalizer_free(struct tok_normalizer *nz);
 
 /* ---- pre-tokenizers (tok_pretokenizer.c) ------------------------------------- */
 enum tok_split_behavior {
@@ -164,17 +165,17 @@ struct tok_pretokenizer {
     int byte_level; /* a BYTE_LEVEL step ends the sequence: pieces are raw bytes */
 };
 /* Splits s into pieces appended to out (work is scratch space). */
-int tok_pretokenize(const struct tok_pretokenizer *pt, const char *s, size_t n, size_t orig_start,
-                    struct tok_pieces *out, struct tok_pieces *work, pcre2_match_data *md,
-                    struct cinfer_error *err);
-void tok_pretokenizer_free(struct tok_pretokenizer *pt);
+int cinfer_tok_pretokenize(const struct tok_pretokenizer *pt, const char *s, size_t n, size_t orig_start,
+                           struct tok_pieces *out, struct tok_pieces *work, pcre2_match_data *md,
+                           struct cinfer_error *err);
+void cinfer_tok_pretokenizer_free(struct tok_pretokenizer *pt);
 /* Compiles a Hugging Face (Oniguruma) split regex for PCRE2: \s and \S become Unicode
  * White_Space as Oniguruma has them; UTF, UCP and JIT. */
-int tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const char *where,
-                      struct cinfer_error *err);
-extern const char tok_regex_gpt2[];
-extern const char tok_regex_llama3[];
-extern const char tok_regex_qwen2[];
+int cinfer_tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const char *where,
+                             struct cinfer_error *err);
+extern const char cinfer_tok_regex_gpt2[];
+extern const char cinfer_tok_regex_llama3[];
+extern const char cinfer_tok_regex_qwen2[];
 
 /* ---- added tokens (tok_added.c) ---------------------------------------------- */
 struct tok_added_token {
@@ -195,14 +196,14 @@ struct tok_segments {
     struct tok_segment *v;
     size_t n, cap;
 };
-int tok_added_set_build(struct tok_added_set *set, struct tok_added_token *tokens, size_t n,
-                        int normalized);
+int cinfer_tok_added_set_build(struct tok_added_set *set, struct tok_added_token *tokens, size_t n,
+                               int normalized);
 /* Splits s into text segments and added-token matches (leftmost-longest). */
-int tok_added_split(const struct tok_added_set *set, const char *s, size_t n,
-                    struct tok_segments *out);
-void tok_added_set_free(struct tok_added_set *set);
+int cinfer_tok_added_split(const struct tok_added_set *set, const char *s, size_t n,
+                           struct tok_segments *out);
+void cinfer_tok_added_set_free(struct tok_added_set *set);
 
-/* ---- decoders (tok_stream.c, tok_decode.c) ----------------------------------- */
+/* ---- decoders (tok_stream.c, cinfer_tok_decode.c) ----------------------------------- */
 enum tok_dec_kind {
     TOK_DEC_BYTE_LEVEL, TOK_DEC_METASPACE, TOK_DEC_REPLACE, TOK_DEC_BYTE_FALLBACK,
     TOK_DEC_FUSE, TOK_DEC_STRIP,
@@ -224,10 +225,10 @@ struct tok_decoder_chain {
     size_t join_at; /* index of the first joining step (BYTE_LEVEL or FUSE), or n */
     int join_with_space; /* no decoder at all: HF joins the tokens with " " */
 };
-void tok_decoder_chain_free(struct tok_decoder_chain *dc);
+void cinfer_tok_decoder_chain_free(struct tok_decoder_chain *dc);
 /* Refuses chains the streaming decoder cannot run exactly. */
-int tok_decoder_chain_check(const struct tok_decoder_chain *dc, const char *where,
-                            struct cinfer_error *err);
+int cinfer_tok_decoder_chain_check(const struct tok_decoder_chain *dc, const char *where,
+                                   struct cinfer_error *err);
 
 /* ---- the tokenizer ----------------------------------------------------------- */
 enum tok_model_kind {
@@ -275,33 +276,33 @@ struct cinfer_tokenizer {
     char model_type[32];
 };
 
-/* Loaders fill a zeroed tokenizer; tok_finish() derives what both share. */
-int tok_load_json_folder(struct cinfer_tokenizer *tok, const char *folder, struct cinfer_error *err);
-int tok_load_gguf(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err);
-int tok_vocab_alloc(struct cinfer_tokenizer *tok, uint32_t size);
-int tok_set_piece(struct cinfer_tokenizer *tok, int32_t id, const char *s, size_t len);
-int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err);
+/* Loaders fill a zeroed tokenizer; cinfer_tok_finish() derives what both share. */
+int cinfer_tok_load_json_folder(struct cinfer_tokenizer *tok, const char *folder, struct cinfer_error *err);
+int cinfer_tok_load_gguf(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err);
+int cinfer_tok_vocab_alloc(struct cinfer_tokenizer *tok, uint32_t size);
+int cinfer_tok_set_piece(struct cinfer_tokenizer *tok, int32_t id, const char *s, size_t len);
+int cinfer_tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err);
 /* The key the model looks a stored piece up by: for byte-level vocabularies the raw
  * bytes its characters stand for. Returns 1, 0 (not spelled in the byte alphabet) or
  * CINFER_ERR_NOMEM. */
-int tok_model_key(const struct cinfer_tokenizer *tok, const char *piece, size_t n, struct tok_buf *key);
-int tok_merge_add(struct cinfer_tokenizer *tok, int32_t rank, const char *a, size_t a_len, const char *b,
-                  size_t b_len);
-void tok_free(struct cinfer_tokenizer *tok);
+int cinfer_tok_model_key(const struct cinfer_tokenizer *tok, const char *piece, size_t n, struct tok_buf *key);
+int cinfer_tok_merge_add(struct cinfer_tokenizer *tok, int32_t rank, const char *a, size_t a_len, const char *b,
+                         size_t b_len);
+void cinfer_tok_free(struct cinfer_tokenizer *tok);
 
 /* The model on one pre-tokenized piece; appends ids. */
 struct tok_bpe_work;
-int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size_t n,
-                         struct tok_bpe_work *w, struct cinfer_token_ids *out);
-struct tok_bpe_work *tok_bpe_work_new(void);
-void tok_bpe_work_free(struct tok_bpe_work *w);
+int cinfer_tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size_t n,
+                                struct tok_bpe_work *w, struct cinfer_token_ids *out);
+struct tok_bpe_work *cinfer_tok_bpe_work_new(void);
+void cinfer_tok_bpe_work_free(struct tok_bpe_work *w);
 /* Every way each piece splits into two pieces, so merging looks up ids, not strings. */
-int tok_spm_build_pairs(struct cinfer_tokenizer *tok);
-int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *s, size_t n,
-                        struct cinfer_token_ids *out);
+int cinfer_tok_spm_build_pairs(struct cinfer_tokenizer *tok);
+int cinfer_tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *s, size_t n,
+                               struct cinfer_token_ids *out);
 
-int tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
-               struct cinfer_token_ids *out, struct cinfer_error *err);
+int cinfer_tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
+                      struct cinfer_token_ids *out, struct cinfer_error *err);
 
 /* Streaming decoder; decode() is one step() plus finish() on a fresh one. */
 struct cinfer_token_decoder {
@@ -318,11 +319,11 @@ struct cinfer_token_decoder {
     struct tok_buf out;         /* this call's delta */
     struct tok_buf scratch;
 };
-int tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_tokenizer *tok, int skip_special);
-int tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, struct cinfer_error *err);
-int tok_stream_flush(struct cinfer_token_decoder *d);
-void tok_stream_release(struct cinfer_token_decoder *d);
-int tok_decode(const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
-               char **text, size_t *text_len, struct cinfer_error *err);
+int cinfer_tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_tokenizer *tok, int skip_special);
+int cinfer_tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, struct cinfer_error *err);
+int cinfer_tok_stream_flush(struct cinfer_token_decoder *d);
+void cinfer_tok_stream_release(struct cinfer_token_decoder *d);
+int cinfer_tok_decode(const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                      char **text, size_t *text_len, struct cinfer_error *err);
 
 #endif

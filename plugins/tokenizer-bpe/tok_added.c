@@ -13,7 +13,7 @@ static int longer_first(const void *a, const void *b)
     return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
 }
 
-int tok_added_set_build(struct tok_added_set *set, struct tok_added_token *tokens, size_t n, int normalized)
+int cinfer_tok_added_set_build(struct tok_added_set *set, struct tok_added_token *tokens, size_t n, int normalized)
 {
     size_t counts[256] = {0};
     for (size_t i = 0; i < n; i++)
@@ -36,7 +36,7 @@ int tok_added_set_build(struct tok_added_set *set, struct tok_added_token *token
     return CINFER_OK;
 }
 
-void tok_added_set_free(struct tok_added_set *set)
+void cinfer_tok_added_set_free(struct tok_added_set *set)
 {
     for (int b = 0; b < 256; b++)
         free(set->by_first_byte[b]);
@@ -63,17 +63,17 @@ static uint32_t last_cp(const char *s, size_t n, size_t *cp_len)
     while (k < n && ((uint8_t)s[n - k] & 0xC0) == 0x80)
         k++;
     uint32_t cp;
-    tok_utf8_next(s + n - k, k, &cp);
+    cinfer_tok_utf8_next(s + n - k, k, &cp);
     *cp_len = k;
     return cp;
 }
 
 static int is_word_char(uint32_t cp)
 {
-    return tok_is_alnum(cp) || cp == '_';
+    return cinfer_tok_is_alnum(cp) || cp == '_';
 }
 
-int tok_added_split(const struct tok_added_set *set, const char *s, size_t n, struct tok_segments *out)
+int cinfer_tok_added_split(const struct tok_added_set *set, const char *s, size_t n, struct tok_segments *out)
 {
     out->n = 0;
     size_t text_start = 0;
@@ -93,18 +93,18 @@ int tok_added_split(const struct tok_added_set *set, const char *s, size_t n, st
         if (hit->single_word) {
             uint32_t cp;
             int left_ok = start == 0 || !is_word_char(last_cp(s, start, &k));
-            int right_ok = stop == n || (tok_utf8_next(s + stop, n - stop, &cp), !is_word_char(cp));
+            int right_ok = stop == n || (cinfer_tok_utf8_next(s + stop, n - stop, &cp), !is_word_char(cp));
             if (!left_ok || !right_ok) {
                 i = stop; /* the matcher moves past a match it rejects */
                 continue;
             }
         }
         if (hit->lstrip)
-            while (start > text_start && tok_is_whitespace(last_cp(s, start, &k)))
+            while (start > text_start && cinfer_tok_is_whitespace(last_cp(s, start, &k)))
                 start -= k;
         if (hit->rstrip) {
             uint32_t cp;
-            while (stop < n && (k = tok_utf8_next(s + stop, n - stop, &cp), tok_is_whitespace(cp)))
+            while (stop < n && (k = cinfer_tok_utf8_next(s + stop, n - stop, &cp), cinfer_tok_is_whitespace(cp)))
                 stop += k;
         }
         if (start > text_start && segments_push(out, text_start, start - text_start, -1))

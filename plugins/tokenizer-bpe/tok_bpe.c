@@ -26,12 +26,12 @@ struct tok_bpe_work {
     size_t n_heap, cap_heap;
 };
 
-struct tok_bpe_work *tok_bpe_work_new(void)
+struct tok_bpe_work *cinfer_tok_bpe_work_new(void)
 {
     return calloc(1, sizeof(struct tok_bpe_work));
 }
 
-void tok_bpe_work_free(struct tok_bpe_work *w)
+void cinfer_tok_bpe_work_free(struct tok_bpe_work *w)
 {
     if (!w)
         return;
@@ -110,7 +110,7 @@ static int consider(const struct cinfer_tokenizer *tok, struct tok_bpe_work *w, 
     if (left < 0 || w->syms[left].next < 0)
         return CINFER_OK;
     const struct tok_pair_entry *e =
-        tok_pairmap_get(&tok->merges, w->syms[left].id, w->syms[w->syms[left].next].id);
+        cinfer_tok_pairmap_get(&tok->merges, w->syms[left].id, w->syms[w->syms[left].next].id);
     if (!e)
         return CINFER_OK;
     return heap_push(w, (struct candidate){e->rank, left, e->merged});
@@ -129,8 +129,8 @@ static int initial_symbols(const struct cinfer_tokenizer *tok, const char *s, si
             id = tok->byte_ids[(uint8_t)s[i]];
         } else {
             uint32_t cp;
-            k = tok_utf8_next(s + i, n - i, &cp);
-            id = tok_strmap_get(&tok->model_ids, s + i, k);
+            k = cinfer_tok_utf8_next(s + i, n - i, &cp);
+            id = cinfer_tok_strmap_get(&tok->model_ids, s + i, k);
         }
         if (id >= 0) {
             if (pending_unk && add_symbol(w, tok->unk_id))
@@ -168,18 +168,18 @@ static int initial_symbols(const struct cinfer_tokenizer *tok, const char *s, si
     return CINFER_OK;
 }
 
-int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size_t n,
-                         struct tok_bpe_work *w, struct cinfer_token_ids *out)
+int cinfer_tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size_t n,
+                                struct tok_bpe_work *w, struct cinfer_token_ids *out)
 {
     if (n == 0)
         return CINFER_OK;
     if (tok->ignore_merges) {
-        int32_t whole = tok_strmap_get(&tok->model_ids, s, n);
+        int32_t whole = cinfer_tok_strmap_get(&tok->model_ids, s, n);
         if (whole >= 0)
             return cinfer_token_ids_push(out, whole);
     }
-    uint64_t hash = tok_hash_bytes(s, n);
-    if (tok_cache_get(tok->cache, hash, s, n, out))
+    uint64_t hash = cinfer_tok_hash_bytes(s, n);
+    if (cinfer_tok_cache_get(tok->cache, hash, s, n, out))
         return CINFER_OK;
     w->n_syms = 0;
     w->n_heap = 0;
@@ -192,7 +192,7 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
         if (!left->alive || left->next < 0)
             continue;
         struct symbol *right = &w->syms[left->next];
-        const struct tok_pair_entry *e = tok_pairmap_get(&tok->merges, left->id, right->id);
+        const struct tok_pair_entry *e = cinfer_tok_pairmap_get(&tok->merges, left->id, right->id);
         if (!e || e->merged != c.merged)
             continue; /* stale: a neighbour changed since this candidate was queued */
         left->id = c.merged;
@@ -212,6 +212,6 @@ int tok_bpe_encode_piece(const struct cinfer_tokenizer *tok, const char *s, size
     for (int32_t i = w->n_syms ? 0 : -1; i >= 0; i = w->syms[i].next)
         out->ids[out->len++] = w->syms[i].id;
     if (out->len > first) /* an empty piece has nothing worth caching (and out->ids may be NULL) */
-        tok_cache_put(tok->cache, hash, s, n, out->ids + first, out->len - first);
+        cinfer_tok_cache_put(tok->cache, hash, s, n, out->ids + first, out->len - first);
     return CINFER_OK;
 }

@@ -4,7 +4,7 @@
 
 #include "tok.h"
 
-int tok_buf_reserve(struct tok_buf *b, size_t need_bytes)
+int cinfer_tok_buf_reserve(struct tok_buf *b, size_t need_bytes)
 {
     if (need_bytes <= b->cap)
         return CINFER_OK;
@@ -19,10 +19,10 @@ int tok_buf_reserve(struct tok_buf *b, size_t need_bytes)
     return CINFER_OK;
 }
 
-int tok_buf_append(struct tok_buf *b, const void *data, size_t len)
+int cinfer_tok_buf_append(struct tok_buf *b, const void *data, size_t len)
 {
     /* +1 keeps room for a terminating NUL that callers may add */
-    if (tok_buf_reserve(b, b->len + len + 1) != CINFER_OK)
+    if (cinfer_tok_buf_reserve(b, b->len + len + 1) != CINFER_OK)
         return CINFER_ERR_NOMEM;
     if (len)
         memcpy(b->data + b->len, data, len);
@@ -30,14 +30,14 @@ int tok_buf_append(struct tok_buf *b, const void *data, size_t len)
     return CINFER_OK;
 }
 
-void tok_buf_free(struct tok_buf *b)
+void cinfer_tok_buf_free(struct tok_buf *b)
 {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
-int tok_pieces_push(struct tok_pieces *p, const char *s, size_t len, size_t orig_start)
+int cinfer_tok_pieces_push(struct tok_pieces *p, const char *s, size_t len, size_t orig_start)
 {
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 16;
@@ -48,21 +48,21 @@ int tok_pieces_push(struct tok_pieces *p, const char *s, size_t len, size_t orig
         p->cap = cap;
     }
     size_t start = p->text.len;
-    if (tok_buf_append(&p->text, s, len) != CINFER_OK)
+    if (cinfer_tok_buf_append(&p->text, s, len) != CINFER_OK)
         return CINFER_ERR_NOMEM;
     p->spans[p->n++] = (struct tok_span){start, len, orig_start};
     return CINFER_OK;
 }
 
-void tok_pieces_clear(struct tok_pieces *p)
+void cinfer_tok_pieces_clear(struct tok_pieces *p)
 {
     p->n = 0;
     p->text.len = 0;
 }
 
-void tok_pieces_free(struct tok_pieces *p)
+void cinfer_tok_pieces_free(struct tok_pieces *p)
 {
-    tok_buf_free(&p->text);
+    cinfer_tok_buf_free(&p->text);
     free(p->spans);
     p->spans = NULL;
     p->n = p->cap = 0;

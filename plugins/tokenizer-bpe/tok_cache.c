@@ -23,7 +23,7 @@ struct tok_cache {
     struct tok_cache_entry slots[CACHE_SLOTS];
 };
 
-struct tok_cache *tok_cache_new(void)
+struct tok_cache *cinfer_tok_cache_new(void)
 {
     struct tok_cache *c = calloc(1, sizeof(*c));
     if (!c)
@@ -33,7 +33,7 @@ struct tok_cache *tok_cache_new(void)
     return c;
 }
 
-void tok_cache_free(struct tok_cache *c)
+void cinfer_tok_cache_free(struct tok_cache *c)
 {
     if (!c)
         return;
@@ -42,7 +42,7 @@ void tok_cache_free(struct tok_cache *c)
     free(c);
 }
 
-int tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t len, struct cinfer_token_ids *out)
+int cinfer_tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t len, struct cinfer_token_ids *out)
 {
     if (!c || len == 0 || len > TOK_CACHE_MAX_KEY)
         return 0;
@@ -61,7 +61,7 @@ int tok_cache_get(struct tok_cache *c, uint64_t hash, const char *key, size_t le
     return hit;
 }
 
-void tok_cache_put(struct tok_cache *c, uint64_t hash, const char *key, size_t len, const int32_t *ids, size_t n)
+void cinfer_tok_cache_put(struct tok_cache *c, uint64_t hash, const char *key, size_t len, const int32_t *ids, size_t n)
 {
     if (!c || len == 0 || len > TOK_CACHE_MAX_KEY || n > TOK_CACHE_MAX_IDS)
         return;

@@ -19,16 +19,16 @@ struct encode_work {
 
 static void work_free(struct encode_work *w)
 {
-    tok_buf_free(&w->repaired);
-    tok_buf_free(&w->normalized);
-    tok_buf_free(&w->scratch);
+    cinfer_tok_buf_free(&w->repaired);
+    cinfer_tok_buf_free(&w->normalized);
+    cinfer_tok_buf_free(&w->scratch);
     free(w->raw_segments.v);
     free(w->norm_segments.v);
-    tok_pieces_free(&w->pieces);
-    tok_pieces_free(&w->pieces_work);
+    cinfer_tok_pieces_free(&w->pieces);
+    cinfer_tok_pieces_free(&w->pieces_work);
     if (w->md)
         pcre2_match_data_free(w->md);
-    tok_bpe_work_free(w->bpe);
+    cinfer_tok_bpe_work_free(w->bpe);
 }
 
 /* A SentencePiece fragment as llama.cpp feeds it: a space in front after BOS or a
@@ -38,12 +38,12 @@ static int encode_spm_fragment(const struct cinfer_tokenizer *tok, const char *s
 {
     struct tok_buf *t = &w->scratch;
     t->len = 0;
-    if (prefix_space && tok_buf_append(t, "\xE2\x96\x81", 3))
+    if (prefix_space && cinfer_tok_buf_append(t, "\xE2\x96\x81", 3))
         return CINFER_ERR_NOMEM;
     for (size_t i = 0; i < n; i++)
-        if (s[i] == ' ' ? tok_buf_append(t, "\xE2\x96\x81", 3) : tok_buf_append(t, s + i, 1))
+        if (s[i] == ' ' ? cinfer_tok_buf_append(t, "\xE2\x96\x81", 3) : cinfer_tok_buf_append(t, s + i, 1))
             return CINFER_ERR_NOMEM;
-    return tok_spm_encode_text(tok, t->data, t->len, out);
+    return cinfer_tok_spm_encode_text(tok, t->data, t->len, out);
 }
 
 static int encode_bpe_text(const struct cinfer_tokenizer *tok, const char *s, size_t n, size_t orig,
@@ -51,7 +51,7 @@ static int encode_bpe_text(const struct cinfer_tokenizer *tok, const char *s, si
 {
     int rc;
     if (tok->normalizer.n) {
-        if ((rc = tok_normalize(&tok->normalizer, s, n, &w->normalized, &w->scratch, err)))
+        if ((rc = cinfer_tok_normalize(&tok->normalizer, s, n, &w->normalized, &w->scratch, err)))
             return rc;
         s = w->normalized.data;
         n = w->normalized.len;
@@ -60,7 +60,7 @@ static int encode_bpe_text(const struct cinfer_tokenizer *tok, const char *s, si
     const struct tok_segment *segs = &whole;
     size_t n_segs = 1;
     if (tok->added_normalized.count) {
-        if ((rc = tok_added_split(&tok->added_normalized, s, n, &w->norm_segments)))
+        if ((rc = cinfer_tok_added_split(&tok->added_normalized, s, n, &w->norm_segments)))
             return rc;
         segs = w->norm_segments.v;
         n_segs = w->norm_segments.n;
@@ -74,20 +74,20 @@ static int encode_bpe_text(const struct cinfer_tokenizer *tok, const char *s, si
         if (!segs[i].len)
             continue;
         const char *piece_text = s + segs[i].start;
-        if ((rc = tok_pretokenize(&tok->pretokenizer, piece_text, segs[i].len, orig + segs[i].start, &w->pieces,
-                                  &w->pieces_work, w->md, err)))
+        if ((rc = cinfer_tok_pretokenize(&tok->pretokenizer, piece_text, segs[i].len, orig + segs[i].start, &w->pieces,
+                                         &w->pieces_work, w->md, err)))
             return rc;
         for (size_t p = 0; p < w->pieces.n; p++) {
             const struct tok_span *sp = &w->pieces.spans[p];
-            if ((rc = tok_bpe_encode_piece(tok, w->pieces.text.data + sp->start, sp->len, w->bpe, out)))
+            if ((rc = cinfer_tok_bpe_encode_piece(tok, w->pieces.text.data + sp->start, sp->len, w->bpe, out)))
                 return rc;
         }
     }
     return CINFER_OK;
 }
 
-int tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
-               struct cinfer_token_ids *out, struct cinfer_error *err)
+int cinfer_tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
+                      struct cinfer_token_ids *out, struct cinfer_error *err)
 {
     if (!text && len)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "encode: text is NULL but len is %zu", len);
@@ -95,22 +95,22 @@ int tok_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len,
     int rc = CINFER_OK;
     const char *s = text ? text : "";
     size_t n = len;
-    if (tok_utf8_valid_prefix(s, n) != n) {
+    if (cinfer_tok_utf8_valid_prefix(s, n) != n) {
         int nomem;
-        tok_utf8_append_replacing(&w.repaired, s, n, 0, &nomem);
+        cinfer_tok_utf8_append_replacing(&w.repaired, s, n, 0, &nomem);
         if (nomem)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: encode: out of memory", tok->source_path);
         s = w.repaired.data;
         n = w.repaired.len;
     }
     w.md = pcre2_match_data_create(16, NULL);
-    w.bpe = tok_bpe_work_new();
+    w.bpe = cinfer_tok_bpe_work_new();
     if (!w.md || !w.bpe)
         rc = CINFER_ERR_NOMEM;
     for (size_t i = 0; add_special && rc == CINFER_OK && i < tok->n_prefix; i++)
         rc = cinfer_token_ids_push(out, tok->prefix_ids[i]);
     if (rc == CINFER_OK)
-        rc = tok_added_split(&tok->added_raw, s, n, &w.raw_segments);
+        rc = cinfer_tok_added_split(&tok->added_raw, s, n, &w.raw_segments);
     int prev_special = 1; /* SPM: the text starts as if after a special token */
     for (size_t i = 0; rc == CINFER_OK && i < w.raw_segments.n; i++) {
         const struct tok_segment *seg = &w.raw_segments.v[i];

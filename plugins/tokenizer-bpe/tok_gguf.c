@@ -66,13 +66,13 @@ static int set_split_regex(struct cinfer_tokenizer *tok, const struct cinfer_ggu
     const char *regex = NULL;
 #define PRE_IS(s) (pre.len == strlen(s) && memcmp(pre.data, s, pre.len) == 0)
     if (PRE_IS("llama-bpe") || PRE_IS("llama3")) {
-        regex = tok_regex_llama3;
+        regex = cinfer_tok_regex_llama3;
         tok->ignore_merges = 1; /* llama.cpp does for Llama 3, and adds BOS unless told not to */
         tok->info.add_bos = 1;
     } else if (PRE_IS("qwen2")) {
-        regex = tok_regex_qwen2;
+        regex = cinfer_tok_regex_qwen2;
     } else if (PRE_IS("smollm") || PRE_IS("gpt2") || PRE_IS("default")) {
-        regex = tok_regex_gpt2;
+        regex = cinfer_tok_regex_gpt2;
     }
 #undef PRE_IS
     if (!regex)
@@ -88,7 +88,7 @@ static int set_split_regex(struct cinfer_tokenizer *tok, const struct cinfer_ggu
     pt->steps[0].behavior = TOK_SPLIT_ISOLATED;
     pt->steps[1].kind = TOK_PRE_BYTE_LEVEL;
     pt->byte_level = tok->byte_level = 1;
-    return tok_regex_compile(regex, strlen(regex), &pt->steps[0].regex, "tokenizer.ggml.pre's regex", err);
+    return cinfer_tok_regex_compile(regex, strlen(regex), &pt->steps[0].regex, "tokenizer.ggml.pre's regex", err);
 }
 
 static int set_decoder(struct cinfer_tokenizer *tok)
@@ -163,7 +163,7 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
         if ((rc = set_split_regex(tok, g, err)))
             return rc;
     }
-    if ((rc = tok_vocab_alloc(tok, (uint32_t)n_tokens)))
+    if ((rc = cinfer_tok_vocab_alloc(tok, (uint32_t)n_tokens)))
         return rc;
     tok->added = calloc(n_tokens, sizeof(*tok->added));
     if (!tok->added)
@@ -177,14 +177,14 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
             cinfer_gguf_array_i64(g, "tokenizer.ggml.token_type", i, &type);
         if (tok->scores)
             cinfer_gguf_array_f32(g, "tokenizer.ggml.scores", i, &tok->scores[i]);
-        if (tok_set_piece(tok, (int32_t)i, s.data, s.len)) {
-            tok_buf_free(&key);
+        if (cinfer_tok_set_piece(tok, (int32_t)i, s.data, s.len)) {
+            cinfer_tok_buf_free(&key);
             return CINFER_ERR_NOMEM;
         }
         if (tok->model == TOK_MODEL_BPE && type != GGUF_TOKEN_CONTROL) {
-            int usable = tok_model_key(tok, s.data, s.len, &key);
-            if (usable < 0 || (usable && tok_strmap_put(&tok->model_ids, key.data, key.len, (int32_t)i))) {
-                tok_buf_free(&key);
+            int usable = cinfer_tok_model_key(tok, s.data, s.len, &key);
+            if (usable < 0 || (usable && cinfer_tok_strmap_put(&tok->model_ids, key.data, key.len, (int32_t)i))) {
+                cinfer_tok_buf_free(&key);
                 return CINFER_ERR_NOMEM;
             }
         }
@@ -196,7 +196,7 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
             a->id = (int32_t)i;
             a->content = malloc(s.len + 1);
             if (!a->content) {
-                tok_buf_free(&key);
+                cinfer_tok_buf_free(&key);
                 return CINFER_ERR_NOMEM;
             }
             memcpy(a->content, s.data, s.len);
@@ -205,13 +205,13 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
             a->special = type != GGUF_TOKEN_USER_DEFINED;
         }
     }
-    tok_buf_free(&key);
+    cinfer_tok_buf_free(&key);
 
     if (tok->model == TOK_MODEL_BPE) {
         uint64_t n_merges;
         if ((rc = array_of(g, "tokenizer.ggml.merges", CINFER_GGUF_STRING, &n_merges, "strings", err)))
             return rc;
-        if (tok_pairmap_init(&tok->merges, n_merges))
+        if (cinfer_tok_pairmap_init(&tok->merges, n_merges))
             return CINFER_ERR_NOMEM;
         for (uint64_t i = 0; i < n_merges; i++) {
             struct cinfer_gguf_str m;
@@ -222,7 +222,7 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
                                         "right\", found \"%.*s\"", path, (unsigned long long)i,
                                         (int)(m.len > 200 ? 200 : m.len), m.data);
             size_t a_len = (size_t)(sp - m.data);
-            int missing = tok_merge_add(tok, (int32_t)i, m.data, a_len, sp + 1, m.len - a_len - 1);
+            int missing = cinfer_tok_merge_add(tok, (int32_t)i, m.data, a_len, sp + 1, m.len - a_len - 1);
             if (missing == CINFER_ERR_NOMEM)
                 return missing;
             if (missing > 0)
@@ -272,10 +272,10 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
     }
     if ((rc = set_decoder(tok)))
         return rc;
-    return tok_finish(tok, err);
+    return cinfer_tok_finish(tok, err);
 }
 
-int tok_load_gguf(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err)
+int cinfer_tok_load_gguf(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err)
 {
     tok->source_path = strdup(path);
     tok->unk_id = tok->info.bos_id = tok->info.eos_id = tok->info.pad_id = -1;

@@ -16,7 +16,7 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-uint64_t tok_hash_bytes(const char *s, size_t n)
+uint64_t cinfer_tok_hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
     while (n >= 8) {
@@ -39,7 +39,7 @@ static int strmap_grow(struct tok_strmap *m)
         return CINFER_ERR_NOMEM;
     for (uint32_t e = 0; e < m->n; e++) {
         const struct tok_strmap_entry *en = &m->entries[e];
-        uint64_t h = tok_hash_bytes(m->keys.data + en->key_off, en->key_len);
+        uint64_t h = cinfer_tok_hash_bytes(m->keys.data + en->key_off, en->key_len);
         uint32_t i = (uint32_t)h & (slots_n - 1);
         while (slots[i])
             i = (i + 1) & (slots_n - 1);
@@ -70,9 +70,9 @@ static int64_t strmap_find(const struct tok_strmap *m, const char *key, size_t l
     }
 }
 
-int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t value)
+int cinfer_tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t value)
 {
-    uint64_t h = tok_hash_bytes(key, len);
+    uint64_t h = cinfer_tok_hash_bytes(key, len);
     int64_t e = strmap_find(m, key, len, h);
     if (e >= 0) {
         m->entries[e].value = value;
@@ -89,7 +89,7 @@ int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t va
         m->cap = cap;
     }
     size_t off = m->keys.len;
-    if (len > UINT32_MAX || off > UINT32_MAX || tok_buf_append(&m->keys, key, len) != CINFER_OK)
+    if (len > UINT32_MAX || off > UINT32_MAX || cinfer_tok_buf_append(&m->keys, key, len) != CINFER_OK)
         return CINFER_ERR_NOMEM;
     m->entries[m->n] = (struct tok_strmap_entry){(uint32_t)off, (uint32_t)len, value};
     uint32_t i = (uint32_t)h & m->mask;
@@ -100,21 +100,21 @@ int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t va
     return CINFER_OK;
 }
 
-int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
+int32_t cinfer_tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
 {
-    int64_t e = strmap_find(m, key, len, tok_hash_bytes(key, len));
+    int64_t e = strmap_find(m, key, len, cinfer_tok_hash_bytes(key, len));
     return e < 0 ? -1 : m->entries[e].value;
 }
 
-void tok_strmap_free(struct tok_strmap *m)
+void cinfer_tok_strmap_free(struct tok_strmap *m)
 {
     free(m->slots);
     free(m->entries);
-    tok_buf_free(&m->keys);
+    cinfer_tok_buf_free(&m->keys);
     memset(m, 0, sizeof(*m));
 }
 
-int tok_pairmap_init(struct tok_pairmap *m, size_t expected)
+int cinfer_tok_pairmap_init(struct tok_pairmap *m, size_t expected)
 {
     uint64_t n = 64;
     while (n < expected * 2)
@@ -134,16 +134,16 @@ static uint64_t pair_key(int32_t left, int32_t right)
     return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
 }
 
-int tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged)
+int cinfer_tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged)
 {
     if ((m->n + 1) * 2 > m->mask + 1) {
         struct tok_pairmap bigger;
-        if (tok_pairmap_init(&bigger, (m->mask + 1)) != CINFER_OK)
+        if (cinfer_tok_pairmap_init(&bigger, (m->mask + 1)) != CINFER_OK)
             return CINFER_ERR_NOMEM;
         for (uint64_t i = 0; i <= m->mask; i++)
             if (m->slots[i].key != UINT64_MAX)
-                tok_pairmap_put(&bigger, (int32_t)(m->slots[i].key >> 32), (int32_t)(uint32_t)m->slots[i].key,
-                                m->slots[i].rank, m->slots[i].merged);
+                cinfer_tok_pairmap_put(&bigger, (int32_t)(m->slots[i].key >> 32), (int32_t)(uint32_t)m->slots[i].key,
+                                       m->slots[i].rank, m->slots[i].merged);
         free(m->slots);
         *m = bigger;
     }
@@ -157,7 +157,7 @@ int tok_pairmap_put(struct tok_pairmap *m, int32_t left, int32_t right, int32_t 
     return CINFER_OK;
 }
 
-const struct tok_pair_entry *tok_pairmap_get(const struct tok_pairmap *m, int32_t left, int32_t right)
+const struct tok_pair_entry *cinfer_tok_pairmap_get(const struct tok_pairmap *m, int32_t left, int32_t right)
 {
     if (!m->slots)
         return NULL;
@@ -173,7 +173,7 @@ const struct tok_pair_entry *tok_pairmap_get(const struct tok_pairmap *m, int32_
     }
 }
 
-void tok_pairmap_free(struct tok_pairmap *m)
+void cinfer_tok_pairmap_free(struct tok_pairmap *m)
 {
     free(m->slots);
     memset(m, 0, sizeof(*m));

@@ -190,7 +190,7 @@ static int parse_normalizer(struct jctx *c, const json_t *j, const char *path, s
         } else {
             char where[512];
             snprintf(where, sizeof(where), "%s: %s.pattern.Regex", c->file, path);
-            if ((rc = tok_regex_compile(re, re_len, &st.regex, where, c->err))) {
+            if ((rc = cinfer_tok_regex_compile(re, re_len, &st.regex, where, c->err))) {
                 free(st.content);
                 return rc;
             }
@@ -235,7 +235,7 @@ static int get_replacement(struct jctx *c, const json_t *j, const char *path, ch
         n = 3;
     }
     uint32_t cp;
-    if (n == 0 || n > 4 || tok_utf8_next(s, n, &cp) != n) {
+    if (n == 0 || n > 4 || cinfer_tok_utf8_next(s, n, &cp) != n) {
         char where[512];
         snprintf(where, sizeof(where), "%s.replacement", path);
         return wrong(c, where, "a one-character string", json_object_get(j, "replacement"));
@@ -318,7 +318,7 @@ static int parse_pretokenizer(struct jctx *c, const json_t *j, const char *path,
                 return CINFER_ERR_NOMEM;
         } else {
             snprintf(where, sizeof(where), "%s: %s.pattern.Regex", c->file, path);
-            if ((rc = tok_regex_compile(re, re_len, &st.regex, where, c->err)))
+            if ((rc = cinfer_tok_regex_compile(re, re_len, &st.regex, where, c->err)))
                 return rc;
         }
     } else if (!strcmp(type, "ByteLevel")) {
@@ -327,8 +327,8 @@ static int parse_pretokenizer(struct jctx *c, const json_t *j, const char *path,
         if ((rc = get_bool(c, j, "add_prefix_space", path, 1, &st.add_prefix_space)) ||
             (rc = get_bool(c, j, "use_regex", path, 1, &use_regex)))
             return rc;
-        if (use_regex && (rc = tok_regex_compile(tok_regex_gpt2, strlen(tok_regex_gpt2), &st.regex,
-                                                 "the GPT-2 split regex", c->err)))
+        if (use_regex && (rc = cinfer_tok_regex_compile(cinfer_tok_regex_gpt2, strlen(cinfer_tok_regex_gpt2), &st.regex,
+                                                        "the GPT-2 split regex", c->err)))
             return rc;
         pt->byte_level = 1;
     } else if (!strcmp(type, "Metaspace")) {
@@ -523,7 +523,7 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
     if (max_id < 0)
         return cinfer_error_set(c->err, CINFER_ERR_PARSE, "%s: model.vocab: expected at least one piece, found "
                                 "none", c->file);
-    if ((rc = tok_vocab_alloc(tok, (uint32_t)max_id + 1)))
+    if ((rc = cinfer_tok_vocab_alloc(tok, (uint32_t)max_id + 1)))
         return cinfer_error_set(c->err, rc, "%s: out of memory for %lld ids", c->file, (long long)max_id + 1);
 
     struct tok_buf k = {0};
@@ -531,21 +531,21 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
         int32_t id = (int32_t)json_integer_value(val);
         size_t len = strlen(key); /* jansson object keys cannot hold NUL */
         if (tok->pieces[id]) {
-            tok_buf_free(&k);
+            cinfer_tok_buf_free(&k);
             return cinfer_error_set(c->err, CINFER_ERR_PARSE, "%s: model.vocab: expected one piece per id, "
                                     "found \"%.100s\" and \"%.100s\" both with id %d", c->file,
                                     tok->pieces[id], key, id);
         }
-        int usable = tok_model_key(tok, key, len, &k);
-        if (usable < 0 || tok_set_piece(tok, id, key, len) ||
-            (usable && tok_strmap_put(&tok->model_ids, k.data, k.len, id))) {
-            tok_buf_free(&k);
+        int usable = cinfer_tok_model_key(tok, key, len, &k);
+        if (usable < 0 || cinfer_tok_set_piece(tok, id, key, len) ||
+            (usable && cinfer_tok_strmap_put(&tok->model_ids, k.data, k.len, id))) {
+            cinfer_tok_buf_free(&k);
             return cinfer_error_set(c->err, CINFER_ERR_NOMEM, "%s: out of memory", c->file);
         }
     }
-    tok_buf_free(&k);
+    cinfer_tok_buf_free(&k);
     if (unk) {
-        tok->unk_id = tok_strmap_get(&tok->model_ids, unk, strlen(unk));
+        tok->unk_id = cinfer_tok_strmap_get(&tok->model_ids, unk, strlen(unk));
         if (tok->unk_id < 0)
             for (size_t i = 0; i < tok->n_added; i++)
                 if (!strcmp(tok->added[i].content, unk))
@@ -553,7 +553,7 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
     }
 
     size_t n_merges = merges ? json_array_size(merges) : 0;
-    if (tok_pairmap_init(&tok->merges, n_merges))
+    if (cinfer_tok_pairmap_init(&tok->merges, n_merges))
         return cinfer_error_set(c->err, CINFER_ERR_NOMEM, "%s: out of memory", c->file);
     struct tok_buf both = {0};
     rc = CINFER_OK;
@@ -562,12 +562,12 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
         size_t a_len = 0, b_len = 0;
         if ((rc = merge_sides(c, json_array_get(merges, i), i, &a, &a_len, &b, &b_len)))
             break;
-        int missing = tok_merge_add(tok, (int32_t)i, a, a_len, b, b_len);
+        int missing = cinfer_tok_merge_add(tok, (int32_t)i, a, a_len, b, b_len);
         if (missing == CINFER_ERR_NOMEM) {
             rc = missing;
         } else if (missing > 0) {
             both.len = 0; /* the concatenation, for the message */
-            if (tok_buf_append(&both, a, a_len) || tok_buf_append(&both, b, b_len)) {
+            if (cinfer_tok_buf_append(&both, a, a_len) || cinfer_tok_buf_append(&both, b, b_len)) {
                 rc = CINFER_ERR_NOMEM;
                 break;
             }
@@ -580,7 +580,7 @@ static int parse_model(struct jctx *c, const json_t *model, struct cinfer_tokeni
                                   s == 2 ? " (the merged piece)" : "");
         }
     }
-    tok_buf_free(&both);
+    cinfer_tok_buf_free(&both);
     if (rc == CINFER_ERR_NOMEM)
         cinfer_error_set(c->err, rc, "%s: out of memory", c->file);
     return rc;
@@ -739,7 +739,7 @@ static int config_token(struct jctx *c, const json_t *cfg, const char *key, cons
     } else {
         return wrong(c, key, "a string or an object with \"content\"", v);
     }
-    int32_t found = tok_strmap_get(&tok->piece_ids, s, n);
+    int32_t found = cinfer_tok_strmap_get(&tok->piece_ids, s, n);
     if (found < 0)
         for (size_t i = 0; i < tok->n_added; i++)
             if (tok->added[i].len == n && !memcmp(tok->added[i].content, s, n))
@@ -840,7 +840,7 @@ static json_t *load_json(const char *file, int optional, size_t flags, struct ci
     return root;
 }
 
-int tok_load_json_folder(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err)
+int cinfer_tok_load_json_folder(struct cinfer_tokenizer *tok, const char *path, struct cinfer_error *err)
 {
     char file[4096], cfg_file[4096];
     struct stat st;
@@ -899,7 +899,7 @@ int tok_load_json_folder(struct cinfer_tokenizer *tok, const char *path, struct 
         tok->info.bos_id = tok->prefix_ids[0];
     if (tok->n_suffix)
         tok->info.eos_id = tok->suffix_ids[tok->n_suffix - 1];
-    if ((rc = tok_finish(tok, err)))
+    if ((rc = cinfer_tok_finish(tok, err)))
         return rc;
 
     /* model_max_length is often 1e30 written as an integer: read numbers as reals here */

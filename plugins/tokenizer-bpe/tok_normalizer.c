@@ -11,7 +11,7 @@ static int unicode_form(const char *s, size_t n, utf8proc_option_t options, stru
 {
     out->len = 0;
     if (n == 0)
-        return tok_buf_reserve(out, 1);
+        return cinfer_tok_buf_reserve(out, 1);
     utf8proc_uint8_t *mapped = NULL;
     utf8proc_ssize_t got = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &mapped,
                                         options | UTF8PROC_STABLE);
@@ -19,7 +19,7 @@ static int unicode_form(const char *s, size_t n, utf8proc_option_t options, stru
         return cinfer_error_set(err, got == UTF8PROC_ERROR_NOMEM ? CINFER_ERR_NOMEM : CINFER_ERR_INTERNAL,
                                 "tokenizer normalizer: utf8proc could not normalize %zu bytes: %s", n,
                                 utf8proc_errmsg(got));
-    int rc = tok_buf_append(out, mapped, (size_t)got);
+    int rc = cinfer_tok_buf_append(out, mapped, (size_t)got);
     free(mapped);
     return rc;
 }
@@ -29,19 +29,19 @@ static int lowercase(const char *s, size_t n, struct tok_buf *out)
     out->len = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += tok_utf8_next(s + i, n - i, &cp);
+        i += cinfer_tok_utf8_next(s + i, n - i, &cp);
         char enc[4];
         size_t k;
         if (cp == 0x130) { /* the one unconditional multi-character lowercase (Rust's char::to_lowercase) */
-            if (tok_buf_append(out, "i\xCC\x87", 3) != CINFER_OK)
+            if (cinfer_tok_buf_append(out, "i\xCC\x87", 3) != CINFER_OK)
                 return CINFER_ERR_NOMEM;
             continue;
         }
-        k = tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), enc);
-        if (tok_buf_append(out, enc, k) != CINFER_OK)
+        k = cinfer_tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), enc);
+        if (cinfer_tok_buf_append(out, enc, k) != CINFER_OK)
             return CINFER_ERR_NOMEM;
     }
-    return tok_buf_reserve(out, out->len + 1);
+    return cinfer_tok_buf_reserve(out, out->len + 1);
 }
 
 static int replace_literal(const char *s, size_t n, const struct tok_norm_step *st, struct tok_buf *out)
@@ -53,11 +53,11 @@ static int replace_literal(const char *s, size_t n, const struct tok_norm_step *
         if (!hit)
             break;
         size_t at = (size_t)(hit - s);
-        if (tok_buf_append(out, s + i, at - i) || tok_buf_append(out, st->content, st->content_len))
+        if (cinfer_tok_buf_append(out, s + i, at - i) || cinfer_tok_buf_append(out, st->content, st->content_len))
             return CINFER_ERR_NOMEM;
         i = at + st->text_len;
     }
-    return tok_buf_append(out, s + i, n - i);
+    return cinfer_tok_buf_append(out, s + i, n - i);
 }
 
 static int replace_regex(const char *s, size_t n, const struct tok_norm_step *st, struct tok_buf *out,
@@ -78,7 +78,7 @@ static int replace_regex(const char *s, size_t n, const struct tok_norm_step *st
             break;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        if (tok_buf_append(out, s + i, ov[0] - i) || tok_buf_append(out, st->content, st->content_len)) {
+        if (cinfer_tok_buf_append(out, s + i, ov[0] - i) || cinfer_tok_buf_append(out, st->content, st->content_len)) {
             rc = CINFER_ERR_NOMEM;
             break;
         }
@@ -86,8 +86,8 @@ static int replace_regex(const char *s, size_t n, const struct tok_norm_step *st
             if (ov[0] >= n)
                 { i = n + 1; break; }
             uint32_t cp;
-            size_t k = tok_utf8_next(s + ov[0], n - ov[0], &cp);
-            if (tok_buf_append(out, s + ov[0], k)) { rc = CINFER_ERR_NOMEM; break; }
+            size_t k = cinfer_tok_utf8_next(s + ov[0], n - ov[0], &cp);
+            if (cinfer_tok_buf_append(out, s + ov[0], k)) { rc = CINFER_ERR_NOMEM; break; }
             i = ov[0] + k;
         } else {
             i = ov[1];
@@ -95,8 +95,8 @@ static int replace_regex(const char *s, size_t n, const struct tok_norm_step *st
     }
     pcre2_match_data_free(md);
     if (rc == CINFER_OK && i < n)
-        rc = tok_buf_append(out, s + i, n - i);
-    return rc == CINFER_OK ? tok_buf_reserve(out, out->len + 1) : rc;
+        rc = cinfer_tok_buf_append(out, s + i, n - i);
+    return rc == CINFER_OK ? cinfer_tok_buf_reserve(out, out->len + 1) : rc;
 }
 
 static int strip(const char *s, size_t n, const struct tok_norm_step *st, struct tok_buf *out)
@@ -104,8 +104,8 @@ static int strip(const char *s, size_t n, const struct tok_norm_step *st, struct
     size_t a = 0, b = n;
     while (st->strip_left && a < b) {
         uint32_t cp;
-        size_t k = tok_utf8_next(s + a, b - a, &cp);
-        if (!tok_is_whitespace(cp))
+        size_t k = cinfer_tok_utf8_next(s + a, b - a, &cp);
+        if (!cinfer_tok_is_whitespace(cp))
             break;
         a += k;
     }
@@ -114,13 +114,13 @@ static int strip(const char *s, size_t n, const struct tok_norm_step *st, struct
         while (k < b - a && ((uint8_t)s[b - k] & 0xC0) == 0x80)
             k++;
         uint32_t cp;
-        tok_utf8_next(s + b - k, k, &cp);
-        if (!tok_is_whitespace(cp))
+        cinfer_tok_utf8_next(s + b - k, k, &cp);
+        if (!cinfer_tok_is_whitespace(cp))
             break;
         b -= k;
     }
     out->len = 0;
-    return tok_buf_append(out, s + a, b - a);
+    return cinfer_tok_buf_append(out, s + a, b - a);
 }
 
 static int apply(const struct tok_norm_step *st, const char *s, size_t n, struct tok_buf *out,
@@ -134,9 +134,9 @@ static int apply(const struct tok_norm_step *st, const char *s, size_t n, struct
     case TOK_NORM_LOWERCASE: return lowercase(s, n, out);
     case TOK_NORM_PREPEND:
         out->len = 0;
-        if (n && tok_buf_append(out, st->text, st->text_len))
+        if (n && cinfer_tok_buf_append(out, st->text, st->text_len))
             return CINFER_ERR_NOMEM;
-        return tok_buf_append(out, s, n);
+        return cinfer_tok_buf_append(out, s, n);
     case TOK_NORM_REPLACE:
         return st->regex ? replace_regex(s, n, st, out, err) : replace_literal(s, n, st, out);
     case TOK_NORM_STRIP: return strip(s, n, st, out);
@@ -144,11 +144,11 @@ static int apply(const struct tok_norm_step *st, const char *s, size_t n, struct
     return cinfer_error_set(err, CINFER_ERR_INTERNAL, "tokenizer normalizer: unknown step %d", (int)st->kind);
 }
 
-int tok_normalize(const struct tok_normalizer *nz, const char *s, size_t n, struct tok_buf *out,
-                  struct tok_buf *scratch, struct cinfer_error *err)
+int cinfer_tok_normalize(const struct tok_normalizer *nz, const char *s, size_t n, struct tok_buf *out,
+                         struct tok_buf *scratch, struct cinfer_error *err)
 {
     out->len = 0;
-    if (tok_buf_append(out, s, n) != CINFER_OK)
+    if (cinfer_tok_buf_append(out, s, n) != CINFER_OK)
         return CINFER_ERR_NOMEM;
     for (size_t i = 0; i < nz->n; i++) {
         int rc = apply(&nz->steps[i], out->data, out->len, scratch, err);
@@ -161,7 +161,7 @@ int tok_normalize(const struct tok_normalizer *nz, const char *s, size_t n, stru
     return CINFER_OK;
 }
 
-void tok_normalizer_free(struct tok_normalizer *nz)
+void cinfer_tok_normalizer_free(struct tok_normalizer *nz)
 {
     for (size_t i = 0; i < nz->n; i++) {
         free(nz->steps[i].text);

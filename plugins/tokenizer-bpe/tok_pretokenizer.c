@@ -7,17 +7,17 @@
 
 /* The split regexes llama.cpp picks by tokenizer.ggml.pre, as in the models' own
  * tokenizer.json files. */
-const char tok_regex_gpt2[] =
+const char cinfer_tok_regex_gpt2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char tok_regex_llama3[] =
+const char cinfer_tok_regex_llama3[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const char tok_regex_qwen2[] =
+const char cinfer_tok_regex_qwen2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-int tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const char *where,
-                      struct cinfer_error *err)
+int cinfer_tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const char *where,
+                             struct cinfer_error *err)
 {
     /* Oniguruma's \s is Unicode White_Space (it has U+0085); PCRE2's lacks U+0085. */
     struct tok_buf p = {0};
@@ -26,24 +26,24 @@ int tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const c
         if (pattern[i] == '\\' && i + 1 < len) {
             char c = pattern[i + 1];
             if (c == 's')
-                rc = tok_buf_append(&p, "\\p{White_Space}", 15);
+                rc = cinfer_tok_buf_append(&p, "\\p{White_Space}", 15);
             else if (c == 'S')
-                rc = tok_buf_append(&p, "\\P{White_Space}", 15);
+                rc = cinfer_tok_buf_append(&p, "\\P{White_Space}", 15);
             else
-                rc = tok_buf_append(&p, pattern + i, 2);
+                rc = cinfer_tok_buf_append(&p, pattern + i, 2);
             i++;
         } else {
-            rc = tok_buf_append(&p, pattern + i, 1);
+            rc = cinfer_tok_buf_append(&p, pattern + i, 1);
         }
         if (rc) {
-            tok_buf_free(&p);
+            cinfer_tok_buf_free(&p);
             return CINFER_ERR_NOMEM;
         }
     }
     int code;
     PCRE2_SIZE offset;
     *out = pcre2_compile((PCRE2_SPTR)(p.data ? p.data : ""), p.len, PCRE2_UTF | PCRE2_UCP, &code, &offset, NULL);
-    tok_buf_free(&p);
+    cinfer_tok_buf_free(&p);
     if (!*out) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof(msg));
@@ -121,7 +121,7 @@ static int find_hits(const struct tok_pretok_step *st, const char *s, size_t n, 
         }
         if (b == a) { /* an empty match splits nothing; step over one character */
             uint32_t cp;
-            from = a + (a < n ? tok_utf8_next(s + a, n - a, &cp) : 1);
+            from = a + (a < n ? cinfer_tok_utf8_next(s + a, n - a, &cp) : 1);
             continue;
         }
         if (hits_push(h, a, b))
@@ -175,7 +175,7 @@ static int split_by_hits(const char *s, size_t n, size_t orig, const struct hits
                 cur.m = 0;
         } else {
             if (cur.m >= 0 && !(behavior == TOK_SPLIT_REMOVED && cur.m == 1))
-                if (tok_pieces_push(out, s + cur.a, cur.b - cur.a, orig + cur.a))
+                if (cinfer_tok_pieces_push(out, s + cur.a, cur.b - cur.a, orig + cur.a))
                     return CINFER_ERR_NOMEM;
             cur.a = a;
             cur.b = b;
@@ -184,7 +184,7 @@ static int split_by_hits(const char *s, size_t n, size_t orig, const struct hits
         prev_match = m;
     }
     if (cur.m >= 0 && !(behavior == TOK_SPLIT_REMOVED && cur.m == 1))
-        if (tok_pieces_push(out, s + cur.a, cur.b - cur.a, orig + cur.a))
+        if (cinfer_tok_pieces_push(out, s + cur.a, cur.b - cur.a, orig + cur.a))
             return CINFER_ERR_NOMEM;
     return CINFER_OK;
 }
@@ -198,23 +198,23 @@ static int metaspace(const struct tok_pretok_step *st, const char *s, size_t n, 
                       (n >= st->replacement_len && memcmp(s, st->replacement, st->replacement_len) == 0);
     int prepend = !starts_with && (st->prepend_scheme == TOK_PREPEND_ALWAYS ||
                                    (st->prepend_scheme == TOK_PREPEND_FIRST && orig == 0));
-    if (prepend && tok_buf_append(tmp, st->replacement, st->replacement_len))
+    if (prepend && cinfer_tok_buf_append(tmp, st->replacement, st->replacement_len))
         return CINFER_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        int rc = s[i] == ' ' ? tok_buf_append(tmp, st->replacement, st->replacement_len)
-                             : tok_buf_append(tmp, s + i, 1);
+        int rc = s[i] == ' ' ? cinfer_tok_buf_append(tmp, st->replacement, st->replacement_len)
+                             : cinfer_tok_buf_append(tmp, s + i, 1);
         if (rc)
             return CINFER_ERR_NOMEM;
     }
     if (!st->split)
-        return tok_pieces_push(out, tmp->data, tmp->len, orig);
+        return cinfer_tok_pieces_push(out, tmp->data, tmp->len, orig);
     /* MergedWithNext on the replacement: each piece starts at a replacement */
     size_t a = 0;
     for (size_t i = 0; i <= tmp->len; i++) {
         int at_mark = i < tmp->len && i + st->replacement_len <= tmp->len &&
                       memcmp(tmp->data + i, st->replacement, st->replacement_len) == 0;
         if ((at_mark || i == tmp->len) && i > a) {
-            if (tok_pieces_push(out, tmp->data + a, i - a, orig + a))
+            if (cinfer_tok_pieces_push(out, tmp->data + a, i - a, orig + a))
                 return CINFER_ERR_NOMEM;
             a = i;
         }
@@ -229,19 +229,19 @@ static int whitespace_split(const char *s, size_t n, size_t orig, struct tok_pie
     size_t i = 0;
     while (i < n) {
         uint32_t cp;
-        size_t k = tok_utf8_next(s + i, n - i, &cp);
-        if (tok_is_whitespace(cp)) {
+        size_t k = cinfer_tok_utf8_next(s + i, n - i, &cp);
+        if (cinfer_tok_is_whitespace(cp)) {
             i += k;
             continue;
         }
         size_t a = i;
         while (i < n) {
-            k = tok_utf8_next(s + i, n - i, &cp);
-            if (tok_is_whitespace(cp))
+            k = cinfer_tok_utf8_next(s + i, n - i, &cp);
+            if (cinfer_tok_is_whitespace(cp))
                 break;
             i += k;
         }
-        if (tok_pieces_push(out, s + a, i - a, orig + a))
+        if (cinfer_tok_pieces_push(out, s + a, i - a, orig + a))
             return CINFER_ERR_NOMEM;
     }
     return CINFER_OK;
@@ -254,8 +254,8 @@ static int digits(const struct tok_pretok_step *st, const char *s, size_t n, siz
     h->n = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t k = tok_utf8_next(s + i, n - i, &cp);
-        if (tok_is_numeric(cp) && hits_push(h, i, i + k))
+        size_t k = cinfer_tok_utf8_next(s + i, n - i, &cp);
+        if (cinfer_tok_is_numeric(cp) && hits_push(h, i, i + k))
             return CINFER_ERR_NOMEM;
         i += k;
     }
@@ -278,13 +278,13 @@ static int run_step(const struct tok_pretok_step *st, const struct tok_pieces *i
         case TOK_PRE_BYTE_LEVEL:
             if (st->add_prefix_space && (n == 0 || s[0] != ' ')) {
                 tmp->len = 0;
-                if (tok_buf_append(tmp, " ", 1) || tok_buf_append(tmp, s, n))
+                if (cinfer_tok_buf_append(tmp, " ", 1) || cinfer_tok_buf_append(tmp, s, n))
                     return CINFER_ERR_NOMEM;
                 s = tmp->data;
                 n = tmp->len;
             }
             if (!st->regex) {
-                rc = tok_pieces_push(out, s, n, orig);
+                rc = cinfer_tok_pieces_push(out, s, n, orig);
                 break;
             }
             rc = find_hits(st, s, n, md, h, err);
@@ -301,29 +301,29 @@ static int run_step(const struct tok_pretok_step *st, const struct tok_pieces *i
     return CINFER_OK;
 }
 
-int tok_pretokenize(const struct tok_pretokenizer *pt, const char *s, size_t n, size_t orig_start,
-                    struct tok_pieces *out, struct tok_pieces *work, pcre2_match_data *md,
-                    struct cinfer_error *err)
+int cinfer_tok_pretokenize(const struct tok_pretokenizer *pt, const char *s, size_t n, size_t orig_start,
+                           struct tok_pieces *out, struct tok_pieces *work, pcre2_match_data *md,
+                           struct cinfer_error *err)
 {
-    tok_pieces_clear(out);
-    if (tok_pieces_push(out, s, n, orig_start))
+    cinfer_tok_pieces_clear(out);
+    if (cinfer_tok_pieces_push(out, s, n, orig_start))
         return CINFER_ERR_NOMEM;
     struct hits h = {0};
     struct tok_buf tmp = {0};
     int rc = CINFER_OK;
     for (size_t i = 0; i < pt->n && rc == CINFER_OK; i++) {
-        tok_pieces_clear(work);
+        cinfer_tok_pieces_clear(work);
         rc = run_step(&pt->steps[i], out, work, md, &h, &tmp, err);
         struct tok_pieces t = *out;
         *out = *work;
         *work = t;
     }
     free(h.v);
-    tok_buf_free(&tmp);
+    cinfer_tok_buf_free(&tmp);
     return rc;
 }
 
-void tok_pretokenizer_free(struct tok_pretokenizer *pt)
+void cinfer_tok_pretokenizer_free(struct tok_pretokenizer *pt)
 {
     for (size_t i = 0; i < pt->n; i++) {
         if (pt->steps[i].regex)

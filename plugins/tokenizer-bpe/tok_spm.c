@@ -69,20 +69,21 @@ static struct bigram heap_pop(struct spm_heap *h)
     return top;
 }
 
-int tok_spm_build_pairs(struct cinfer_tokenizer *tok)
+int cinfer_tok_spm_build_pairs(struct cinfer_tokenizer *tok)
 {
-    if (tok_pairmap_init(&tok->spm_pairs, tok->vocab_size * 4))
+    if (cinfer_tok_pairmap_init(&tok->spm_pairs, tok->vocab_size * 4))
         return CINFER_ERR_NOMEM;
     for (uint32_t id = 0; id < tok->vocab_size; id++) {
         const char *p = tok->pieces[id];
         size_t n = tok->piece_len[id];
-        if (!p || tok_strmap_get(&tok->piece_ids, p, n) != (int32_t)id)
+        if (!p || cinfer_tok_strmap_get(&tok->piece_ids, p, n) != (int32_t)id)
             continue; /* a duplicate: lookups never reach it */
         for (size_t k = 1; k < n; k++) {
             if (((uint8_t)p[k] & 0xC0) == 0x80)
                 continue; /* symbols hold whole characters */
-            int32_t a = tok_strmap_get(&tok->piece_ids, p, k), b = tok_strmap_get(&tok->piece_ids, p + k, n - k);
-            if (a >= 0 && b >= 0 && tok_pairmap_put(&tok->spm_pairs, a, b, 0, (int32_t)id))
+            int32_t a = cinfer_tok_strmap_get(&tok->piece_ids, p, k), b = cinfer_tok_strmap_get(&tok->piece_ids, p + k,
+                                                                                                n - k);
+            if (a >= 0 && b >= 0 && cinfer_tok_pairmap_put(&tok->spm_pairs, a, b, 0, (int32_t)id))
                 return CINFER_ERR_NOMEM;
         }
     }
@@ -99,10 +100,10 @@ static int try_bigram(const struct cinfer_tokenizer *tok, const char *text, cons
     size_t len = syms[left].len + syms[right].len;
     int32_t id;
     if (syms[left].id >= 0 && syms[right].id >= 0) {
-        const struct tok_pair_entry *e = tok_pairmap_get(&tok->spm_pairs, syms[left].id, syms[right].id);
+        const struct tok_pair_entry *e = cinfer_tok_pairmap_get(&tok->spm_pairs, syms[left].id, syms[right].id);
         id = e ? e->merged : -1;
     } else {
-        id = tok_strmap_get(&tok->piece_ids, text + syms[left].start, len);
+        id = cinfer_tok_strmap_get(&tok->piece_ids, text + syms[left].start, len);
     }
     if (id < 0 || (uint32_t)id >= tok->vocab_size)
         return CINFER_OK;
@@ -114,12 +115,12 @@ static int32_t byte_token(const struct cinfer_tokenizer *tok, uint8_t b)
     if (tok->fallback_ids[b] >= 0)
         return tok->fallback_ids[b];
     char c = (char)b;
-    int32_t id = tok_strmap_get(&tok->piece_ids, &c, 1);
+    int32_t id = cinfer_tok_strmap_get(&tok->piece_ids, &c, 1);
     return id >= 0 ? id : tok->unk_id;
 }
 
-int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, size_t n,
-                        struct cinfer_token_ids *out)
+int cinfer_tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, size_t n,
+                               struct cinfer_token_ids *out)
 {
     if (n == 0)
         return CINFER_OK;
@@ -130,9 +131,9 @@ int tok_spm_encode_text(const struct cinfer_tokenizer *tok, const char *text, si
     int32_t count = 0;
     for (size_t at = 0; at < n; count++) {
         uint32_t cp;
-        size_t k = tok_utf8_next(text + at, n - at, &cp);
+        size_t k = cinfer_tok_utf8_next(text + at, n - at, &cp);
         syms[count] = (struct spm_symbol){at, k, count - 1, at + k == n ? -1 : count + 1,
-                                          tok_strmap_get(&tok->piece_ids, text + at, k)};
+                                          cinfer_tok_strmap_get(&tok->piece_ids, text + at, k)};
         at += k;
     }
     int rc = CINFER_OK;

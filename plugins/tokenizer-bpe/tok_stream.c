@@ -10,7 +10,7 @@
 
 #include "tok.h"
 
-int tok_decoder_chain_check(const struct tok_decoder_chain *dc, const char *where, struct cinfer_error *err)
+int cinfer_tok_decoder_chain_check(const struct tok_decoder_chain *dc, const char *where, struct cinfer_error *err)
 {
     int fallbacks = 0, whole_strips = 0;
     for (size_t i = 0; i < dc->n; i++) {
@@ -28,7 +28,7 @@ int tok_decoder_chain_check(const struct tok_decoder_chain *dc, const char *wher
     return CINFER_OK;
 }
 
-void tok_decoder_chain_free(struct tok_decoder_chain *dc)
+void cinfer_tok_decoder_chain_free(struct tok_decoder_chain *dc)
 {
     for (size_t i = 0; i < dc->n; i++) {
         free(dc->steps[i].pattern);
@@ -38,7 +38,7 @@ void tok_decoder_chain_free(struct tok_decoder_chain *dc)
     memset(dc, 0, sizeof(*dc));
 }
 
-int tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_tokenizer *tok, int skip_special)
+int cinfer_tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_tokenizer *tok, int skip_special)
 {
     memset(d, 0, sizeof(*d));
     d->tok = tok;
@@ -47,22 +47,22 @@ int tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_tokenize
     return d->step_index ? CINFER_OK : CINFER_ERR_NOMEM;
 }
 
-void tok_stream_release(struct cinfer_token_decoder *d)
+void cinfer_tok_stream_release(struct cinfer_token_decoder *d)
 {
     free(d->step_index);
-    tok_buf_free(&d->byte_run);
-    tok_buf_free(&d->pending);
-    tok_buf_free(&d->out);
-    tok_buf_free(&d->scratch);
+    cinfer_tok_buf_free(&d->byte_run);
+    cinfer_tok_buf_free(&d->pending);
+    cinfer_tok_buf_free(&d->out);
+    cinfer_tok_buf_free(&d->scratch);
 }
 
 /* The last step: bytes become output, complete characters only. */
 static int sink(struct cinfer_token_decoder *d, const char *s, size_t n)
 {
-    if (tok_buf_append(&d->pending, s, n))
+    if (cinfer_tok_buf_append(&d->pending, s, n))
         return CINFER_ERR_NOMEM;
     int nomem;
-    size_t used = tok_utf8_append_replacing(&d->out, d->pending.data, d->pending.len, 1, &nomem);
+    size_t used = cinfer_tok_utf8_append_replacing(&d->out, d->pending.data, d->pending.len, 1, &nomem);
     if (nomem)
         return CINFER_ERR_NOMEM;
     memmove(d->pending.data, d->pending.data + used, d->pending.len - used);
@@ -78,11 +78,11 @@ static int replace_literal(const char *s, size_t n, const char *pat, size_t pat_
         const char *hit = memmem(s + i, n - i, pat, pat_len);
         if (!hit)
             break;
-        if (tok_buf_append(out, s + i, (size_t)(hit - s) - i) || tok_buf_append(out, with, with_len))
+        if (cinfer_tok_buf_append(out, s + i, (size_t)(hit - s) - i) || cinfer_tok_buf_append(out, with, with_len))
             return CINFER_ERR_NOMEM;
         i = (size_t)(hit - s) + pat_len;
     }
-    return tok_buf_append(out, s + i, n - i);
+    return cinfer_tok_buf_append(out, s + i, n - i);
 }
 
 /* Metaspace decoding: the replacement becomes a space, except in the first token
@@ -98,14 +98,14 @@ static int byte_level(const char *s, size_t n, struct tok_buf *out)
     size_t mark = out->len;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += tok_utf8_next(s + i, n - i, &cp);
-        int b = tok_cp_to_byte(cp);
+        i += cinfer_tok_utf8_next(s + i, n - i, &cp);
+        int b = cinfer_tok_cp_to_byte(cp);
         if (b < 0) { /* not of the byte alphabet (an added token): its own bytes */
             out->len = mark;
-            return tok_buf_append(out, s, n);
+            return cinfer_tok_buf_append(out, s, n);
         }
         char c = (char)b;
-        if (tok_buf_append(out, &c, 1))
+        if (cinfer_tok_buf_append(out, &c, 1))
             return CINFER_ERR_NOMEM;
     }
     return CINFER_OK;
@@ -140,7 +140,7 @@ static int whole_stream(struct cinfer_token_decoder *d, size_t step, const char 
     case TOK_DEC_METASPACE: rc = metaspace(st, 0, s, n, &t); break;
     case TOK_DEC_BYTE_LEVEL: rc = byte_level(s, n, &t); break;
     case TOK_DEC_FUSE:
-    case TOK_DEC_BYTE_FALLBACK: rc = tok_buf_append(&t, s, n); break;
+    case TOK_DEC_BYTE_FALLBACK: rc = cinfer_tok_buf_append(&t, s, n); break;
     case TOK_DEC_STRIP: {
         size_t c = st->content_len;
         /* leading: only at the very start of the text */
@@ -165,13 +165,13 @@ static int whole_stream(struct cinfer_token_decoder *d, size_t step, const char 
             size_t total = d->strip_held + trailing;
             size_t release = total > st->strip_stop ? total - st->strip_stop : 0;
             for (size_t k = 0; k < release && rc == CINFER_OK; k++)
-                rc = tok_buf_append(&t, st->content, c);
+                rc = cinfer_tok_buf_append(&t, st->content, c);
             d->strip_held = total - release;
         } else if (n) {
             for (size_t k = 0; k < d->strip_held && rc == CINFER_OK; k++)
-                rc = tok_buf_append(&t, st->content, c);
+                rc = cinfer_tok_buf_append(&t, st->content, c);
             if (rc == CINFER_OK)
-                rc = tok_buf_append(&t, s, n - trailing * c);
+                rc = cinfer_tok_buf_append(&t, s, n - trailing * c);
             d->strip_held = trailing;
         }
         break;
@@ -179,7 +179,7 @@ static int whole_stream(struct cinfer_token_decoder *d, size_t step, const char 
     }
     if (rc == CINFER_OK && t.len)
         rc = whole_stream(d, step + 1, t.data, t.len);
-    tok_buf_free(&t);
+    cinfer_tok_buf_free(&t);
     return rc;
 }
 
@@ -194,12 +194,12 @@ static int flush_byte_run(struct cinfer_token_decoder *d)
     struct tok_buf run = d->byte_run;
     d->byte_run = (struct tok_buf){0};
     int rc = CINFER_OK;
-    if (tok_utf8_valid_prefix(run.data, run.len) == run.len)
+    if (cinfer_tok_utf8_valid_prefix(run.data, run.len) == run.len)
         rc = per_token(d, d->byte_run_step + 1, run.data, run.len);
     else
         for (size_t i = 0; i < run.len && rc == CINFER_OK; i++)
             rc = per_token(d, d->byte_run_step + 1, "\xEF\xBF\xBD", 3);
-    tok_buf_free(&run);
+    cinfer_tok_buf_free(&run);
     return rc;
 }
 
@@ -228,7 +228,7 @@ static int per_token(struct cinfer_token_decoder *d, size_t step, const char *s,
             int rc = byte_level(s, n, &t);
             if (rc == CINFER_OK)
                 rc = whole_stream(d, step + 1, t.data, t.len);
-            tok_buf_free(&t);
+            cinfer_tok_buf_free(&t);
             return rc;
         }
         return whole_stream(d, step, s, n); /* Fuse, or the final join of the tokens */
@@ -244,18 +244,18 @@ static int per_token(struct cinfer_token_decoder *d, size_t step, const char *s,
     case TOK_DEC_METASPACE: rc = metaspace(st, index, s, n, &t); break;
     case TOK_DEC_STRIP:
         strip_token(st, &s, &n);
-        rc = tok_buf_append(&t, s, n);
+        rc = cinfer_tok_buf_append(&t, s, n);
         break;
     case TOK_DEC_BYTE_FALLBACK: {
         int v = byte_token_value(s, n);
         if (v >= 0) {
             char c = (char)v;
             d->byte_run_step = step;
-            return tok_buf_append(&d->byte_run, &c, 1);
+            return cinfer_tok_buf_append(&d->byte_run, &c, 1);
         }
         rc = flush_byte_run(d);
         if (rc == CINFER_OK)
-            rc = tok_buf_append(&t, s, n);
+            rc = cinfer_tok_buf_append(&t, s, n);
         break;
     }
     case TOK_DEC_BYTE_LEVEL:
@@ -264,11 +264,11 @@ static int per_token(struct cinfer_token_decoder *d, size_t step, const char *s,
     }
     if (rc == CINFER_OK)
         rc = per_token(d, step + 1, t.data ? t.data : "", t.len);
-    tok_buf_free(&t);
+    cinfer_tok_buf_free(&t);
     return rc;
 }
 
-int tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, struct cinfer_error *err)
+int cinfer_tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, struct cinfer_error *err)
 {
     const struct cinfer_tokenizer *tok = d->tok;
     for (size_t i = 0; i < n; i++) {
@@ -292,13 +292,13 @@ int tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n
     return CINFER_OK;
 }
 
-int tok_stream_flush(struct cinfer_token_decoder *d)
+int cinfer_tok_stream_flush(struct cinfer_token_decoder *d)
 {
     int rc = flush_byte_run(d);
     d->strip_held = 0; /* trailing strip characters at the very end are dropped */
     if (rc == CINFER_OK && d->pending.len) {
         int nomem;
-        tok_utf8_append_replacing(&d->out, d->pending.data, d->pending.len, 0, &nomem);
+        cinfer_tok_utf8_append_replacing(&d->out, d->pending.data, d->pending.len, 0, &nomem);
         d->pending.len = 0;
         if (nomem)
             rc = CINFER_ERR_NOMEM;

@@ -51,7 +51,7 @@ static long char_len(const uint8_t *s, size_t n)
     return more + 1;
 }
 
-size_t tok_utf8_valid_prefix(const char *s, size_t n)
+size_t cinfer_tok_utf8_valid_prefix(const char *s, size_t n)
 {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;
@@ -78,16 +78,16 @@ size_t tok_utf8_valid_prefix(const char *s, size_t n)
     return n;
 }
 
-size_t tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, int hold_incomplete,
-                                 int *nomem)
+size_t cinfer_tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, int hold_incomplete,
+                                        int *nomem)
 {
     static const char fffd[] = "\xEF\xBF\xBD";
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;
     *nomem = 0;
     while (i < n) {
-        size_t ok = tok_utf8_valid_prefix(s + i, n - i);
-        if (ok && tok_buf_append(out, s + i, ok) != CINFER_OK) {
+        size_t ok = cinfer_tok_utf8_valid_prefix(s + i, n - i);
+        if (ok && cinfer_tok_buf_append(out, s + i, ok) != CINFER_OK) {
             *nomem = 1;
             return i;
         }
@@ -100,7 +100,7 @@ size_t tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, i
                 return i;
             l = -(long)(n - i);
         }
-        if (tok_buf_append(out, fffd, 3) != CINFER_OK) {
+        if (cinfer_tok_buf_append(out, fffd, 3) != CINFER_OK) {
             *nomem = 1;
             return i;
         }
@@ -109,7 +109,7 @@ size_t tok_utf8_append_replacing(struct tok_buf *out, const char *s, size_t n, i
     return n;
 }
 
-size_t tok_utf8_next(const char *s, size_t n, uint32_t *cp)
+size_t cinfer_tok_utf8_next(const char *s, size_t n, uint32_t *cp)
 {
     const uint8_t *u = (const uint8_t *)s;
     if (u[0] < 0x80 || n < 2) {
@@ -129,7 +129,7 @@ size_t tok_utf8_next(const char *s, size_t n, uint32_t *cp)
     return 4;
 }
 
-size_t tok_utf8_encode(uint32_t cp, char out[4])
+size_t cinfer_tok_utf8_encode(uint32_t cp, char out[4])
 {
     return (size_t)utf8proc_encode_char((utf8proc_int32_t)cp, (utf8proc_uint8_t *)out);
 }
@@ -157,33 +157,33 @@ static void build_tables(void)
     }
 }
 
-uint32_t tok_byte_to_cp(uint8_t b)
+uint32_t cinfer_tok_byte_to_cp(uint8_t b)
 {
     pthread_once(&tables_once, build_tables);
     return byte_cp[b];
 }
 
-int tok_cp_to_byte(uint32_t cp)
+int cinfer_tok_cp_to_byte(uint32_t cp)
 {
     pthread_once(&tables_once, build_tables);
     return cp < 324 ? cp_byte[cp] : -1;
 }
 
-int tok_is_whitespace(uint32_t cp)
+int cinfer_tok_is_whitespace(uint32_t cp)
 {
     return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
            (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
            cp == 0x205F || cp == 0x3000;
 }
 
-int tok_is_alnum(uint32_t cp)
+int cinfer_tok_is_alnum(uint32_t cp)
 {
     utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
     return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
            (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
 }
 
-int tok_is_numeric(uint32_t cp)
+int cinfer_tok_is_numeric(uint32_t cp)
 {
     utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
     return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;

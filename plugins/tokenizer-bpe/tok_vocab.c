@@ -6,7 +6,7 @@
 
 #include "tok.h"
 
-int tok_vocab_alloc(struct cinfer_tokenizer *tok, uint32_t size)
+int cinfer_tok_vocab_alloc(struct cinfer_tokenizer *tok, uint32_t size)
 {
     tok->vocab_size = size;
     tok->pieces = calloc(size ? size : 1, sizeof(*tok->pieces));
@@ -15,7 +15,7 @@ int tok_vocab_alloc(struct cinfer_tokenizer *tok, uint32_t size)
     return tok->pieces && tok->piece_len && tok->attr ? CINFER_OK : CINFER_ERR_NOMEM;
 }
 
-int tok_set_piece(struct cinfer_tokenizer *tok, int32_t id, const char *s, size_t len)
+int cinfer_tok_set_piece(struct cinfer_tokenizer *tok, int32_t id, const char *s, size_t len)
 {
     char *copy = malloc(len + 1);
     if (!copy)
@@ -30,19 +30,19 @@ int tok_set_piece(struct cinfer_tokenizer *tok, int32_t id, const char *s, size_
 
 /* What the model looks up for a vocabulary piece: for byte-level vocabularies the raw
  * bytes its characters stand for (so encoding never maps bytes to characters). */
-int tok_model_key(const struct cinfer_tokenizer *tok, const char *piece, size_t n, struct tok_buf *key)
+int cinfer_tok_model_key(const struct cinfer_tokenizer *tok, const char *piece, size_t n, struct tok_buf *key)
 {
     key->len = 0;
     if (!tok->byte_level)
-        return tok_buf_append(key, piece, n) ? CINFER_ERR_NOMEM : 1;
+        return cinfer_tok_buf_append(key, piece, n) ? CINFER_ERR_NOMEM : 1;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += tok_utf8_next(piece + i, n - i, &cp);
-        int b = tok_cp_to_byte(cp);
+        i += cinfer_tok_utf8_next(piece + i, n - i, &cp);
+        int b = cinfer_tok_cp_to_byte(cp);
         if (b < 0)
             return 0; /* not spelled in the byte alphabet: the model can never produce it */
         char ch = (char)b;
-        if (tok_buf_append(key, &ch, 1))
+        if (cinfer_tok_buf_append(key, &ch, 1))
             return CINFER_ERR_NOMEM;
     }
     return 1;
@@ -50,29 +50,29 @@ int tok_model_key(const struct cinfer_tokenizer *tok, const char *piece, size_t 
 
 /* Adds merge number rank of pieces a and b (as stored). Returns 0, CINFER_ERR_NOMEM,
  * or 1, 2, 3 when a, b or their concatenation is not a piece of the model. */
-int tok_merge_add(struct cinfer_tokenizer *tok, int32_t rank, const char *a, size_t a_len, const char *b,
-                  size_t b_len)
+int cinfer_tok_merge_add(struct cinfer_tokenizer *tok, int32_t rank, const char *a, size_t a_len, const char *b,
+                         size_t b_len)
 {
     struct tok_buf both = {0}, key = {0};
     int32_t ids[3] = {-1, -1, -1};
     int rc = CINFER_OK;
-    if (tok_buf_append(&both, a, a_len) || tok_buf_append(&both, b, b_len))
+    if (cinfer_tok_buf_append(&both, a, a_len) || cinfer_tok_buf_append(&both, b, b_len))
         rc = CINFER_ERR_NOMEM;
     const char *names[3] = {a, b, both.data};
     size_t lens[3] = {a_len, b_len, both.len};
     for (int s = 0; s < 3 && rc == CINFER_OK; s++) {
-        int usable = tok_model_key(tok, names[s], lens[s], &key);
+        int usable = cinfer_tok_model_key(tok, names[s], lens[s], &key);
         if (usable < 0)
             rc = CINFER_ERR_NOMEM;
         else if (usable)
-            ids[s] = tok_strmap_get(&tok->model_ids, key.data, key.len);
+            ids[s] = cinfer_tok_strmap_get(&tok->model_ids, key.data, key.len);
         if (rc == CINFER_OK && ids[s] < 0)
             rc = s + 1;
     }
-    if (rc == CINFER_OK && tok_pairmap_put(&tok->merges, ids[0], ids[1], rank, ids[2]))
+    if (rc == CINFER_OK && cinfer_tok_pairmap_put(&tok->merges, ids[0], ids[1], rank, ids[2]))
         rc = CINFER_ERR_NOMEM;
-    tok_buf_free(&both);
-    tok_buf_free(&key);
+    cinfer_tok_buf_free(&both);
+    cinfer_tok_buf_free(&key);
     return rc;
 }
 
@@ -84,42 +84,42 @@ static int contains(const int32_t *ids, size_t n, int32_t id)
     return 0;
 }
 
-int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
+int cinfer_tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
 {
     const char *path = tok->source_path;
     /* added tokens take their ids' pieces and attributes */
     for (size_t i = 0; i < tok->n_added; i++) {
         struct tok_added_token *a = &tok->added[i];
-        if (tok_set_piece(tok, a->id, a->content, a->len))
+        if (cinfer_tok_set_piece(tok, a->id, a->content, a->len))
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
         tok->attr[a->id] |= TOK_ATTR_ADDED | (a->special ? TOK_ATTR_SPECIAL : 0);
     }
     /* a piece listed twice maps to its last id, as llama.cpp's token_to_id does */
     for (uint32_t id = 0; id < tok->vocab_size; id++)
-        if (tok->pieces[id] && tok_strmap_put(&tok->piece_ids, tok->pieces[id], tok->piece_len[id], (int32_t)id))
+        if (tok->pieces[id] && cinfer_tok_strmap_put(&tok->piece_ids, tok->pieces[id], tok->piece_len[id], (int32_t)id))
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     /* the added vocabulary wins on lookups, as in the HF library */
     for (size_t i = 0; i < tok->n_added; i++)
-        if (tok_strmap_put(&tok->piece_ids, tok->added[i].content, tok->added[i].len, tok->added[i].id))
+        if (cinfer_tok_strmap_put(&tok->piece_ids, tok->added[i].content, tok->added[i].len, tok->added[i].id))
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof(name), "<0x%02X>", b);
-        tok->fallback_ids[b] = tok_strmap_get(tok->model == TOK_MODEL_BPE ? &tok->model_ids : &tok->piece_ids,
-                                              name, 6);
+        tok->fallback_ids[b] = cinfer_tok_strmap_get(tok->model == TOK_MODEL_BPE ? &tok->model_ids : &tok->piece_ids,
+                                                     name, 6);
         char c = (char)b;
-        tok->byte_ids[b] = tok->byte_level ? tok_strmap_get(&tok->model_ids, &c, 1) : -1;
+        tok->byte_ids[b] = tok->byte_level ? cinfer_tok_strmap_get(&tok->model_ids, &c, 1) : -1;
         if (tok->fallback_ids[b] >= 0)
             tok->attr[tok->fallback_ids[b]] |= TOK_ATTR_BYTE;
     }
-    if (tok->model == TOK_MODEL_BPE && !(tok->cache = tok_cache_new()))
+    if (tok->model == TOK_MODEL_BPE && !(tok->cache = cinfer_tok_cache_new()))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
-    if (tok->model == TOK_MODEL_SPM && tok_spm_build_pairs(tok))
+    if (tok->model == TOK_MODEL_SPM && cinfer_tok_spm_build_pairs(tok))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
-    if (tok_added_set_build(&tok->added_raw, tok->added, tok->n_added, 0) ||
-        tok_added_set_build(&tok->added_normalized, tok->added, tok->n_added, 1))
+    if (cinfer_tok_added_set_build(&tok->added_raw, tok->added, tok->n_added, 0) ||
+        cinfer_tok_added_set_build(&tok->added_normalized, tok->added, tok->n_added, 1))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory", path);
-    int rc = tok_decoder_chain_check(&tok->decoder, path, err);
+    int rc = cinfer_tok_decoder_chain_check(&tok->decoder, path, err);
     if (rc)
         return rc;
 
@@ -135,7 +135,7 @@ int tok_finish(struct cinfer_tokenizer *tok, struct cinfer_error *err)
     return CINFER_OK;
 }
 
-void tok_free(struct cinfer_tokenizer *tok)
+void cinfer_tok_free(struct cinfer_tokenizer *tok)
 {
     if (!tok)
         return;
@@ -144,20 +144,20 @@ void tok_free(struct cinfer_tokenizer *tok)
     free(tok->pieces);
     free(tok->piece_len);
     free(tok->attr);
-    tok_strmap_free(&tok->piece_ids);
-    tok_strmap_free(&tok->model_ids);
-    tok_pairmap_free(&tok->merges);
-    tok_pairmap_free(&tok->spm_pairs);
-    tok_cache_free(tok->cache);
+    cinfer_tok_strmap_free(&tok->piece_ids);
+    cinfer_tok_strmap_free(&tok->model_ids);
+    cinfer_tok_pairmap_free(&tok->merges);
+    cinfer_tok_pairmap_free(&tok->spm_pairs);
+    cinfer_tok_cache_free(tok->cache);
     free(tok->scores);
-    tok_normalizer_free(&tok->normalizer);
-    tok_pretokenizer_free(&tok->pretokenizer);
+    cinfer_tok_normalizer_free(&tok->normalizer);
+    cinfer_tok_pretokenizer_free(&tok->pretokenizer);
     for (size_t i = 0; i < tok->n_added; i++)
         free(tok->added[i].content);
     free(tok->added);
-    tok_added_set_free(&tok->added_raw);
-    tok_added_set_free(&tok->added_normalized);
-    tok_decoder_chain_free(&tok->decoder);
+    cinfer_tok_added_set_free(&tok->added_raw);
+    cinfer_tok_added_set_free(&tok->added_normalized);
+    cinfer_tok_decoder_chain_free(&tok->decoder);
     free(tok->prefix_ids);
     free(tok->suffix_ids);
     free(tok->chat_template);

@@ -2,6 +2,6 @@
 #include "cinfer/plugin.h"
 #include "cinfer/tokenizer.h"
 
-extern const struct cinfer_tokenizer_ops tokenizer_bpe_ops;
+extern const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops;
 
-CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_TOKENIZER, "tokenizer-bpe", "1.0.0", &tokenizer_bpe_ops);
+CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_TOKENIZER, "tokenizer-bpe", "1.0.0", &cinfer_tokenizer_bpe_ops);

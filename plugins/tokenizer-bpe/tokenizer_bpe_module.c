@@ -110,7 +110,7 @@ static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinf
     int rc;
     char gguf_in_folder[4096];
     if (is_gguf_file(path))
-        rc = tok_load_gguf(tok, path, err);
+        rc = cinfer_tok_load_gguf(tok, path, err);
     else if (S_ISREG(st.st_mode) && ends_with(path, ".gguf"))
         rc = not_a_model_file(path, "not a GGUF file: GGUF files start with \"GGUF\" (47 47 55 46)", err);
     else if (S_ISREG(st.st_mode) && !looks_like_json_object(path))
@@ -118,16 +118,16 @@ static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinf
                               "object)", err);
     else if (S_ISDIR(st.st_mode) && !has_file(path, "tokenizer.json") &&
              single_gguf(path, gguf_in_folder, sizeof(gguf_in_folder)))
-        rc = tok_load_gguf(tok, gguf_in_folder, err); /* a folder holding one .gguf file */
+        rc = cinfer_tok_load_gguf(tok, gguf_in_folder, err); /* a folder holding one .gguf file */
     else if (S_ISDIR(st.st_mode) && !has_file(path, "tokenizer.json"))
         rc = cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: expected tokenizer.json (or a single .gguf file) in "
                               "this folder, found neither", path);
     else
-        rc = tok_load_json_folder(tok, path, err);
+        rc = cinfer_tok_load_json_folder(tok, path, err);
     if (rc) {
         if (rc == CINFER_ERR_NOMEM && err && !err->message[0])
             cinfer_error_set(err, rc, "%s: out of memory", path);
-        tok_free(tok);
+        cinfer_tok_free(tok);
         return rc;
     }
     *out = tok;
@@ -136,7 +136,7 @@ static int bpe_open(const char *path, struct cinfer_tokenizer **out, struct cinf
 
 static void bpe_close(struct cinfer_tokenizer *tok)
 {
-    tok_free(tok);
+    cinfer_tok_free(tok);
 }
 
 static void bpe_info(const struct cinfer_tokenizer *tok, struct cinfer_tokenizer_info *out)
@@ -147,13 +147,13 @@ static void bpe_info(const struct cinfer_tokenizer *tok, struct cinfer_tokenizer
 static int bpe_encode(const struct cinfer_tokenizer *tok, const char *text, size_t len, int add_special,
                       struct cinfer_token_ids *out, struct cinfer_error *err)
 {
-    return tok_encode(tok, text, len, add_special, out, err);
+    return cinfer_tok_encode(tok, text, len, add_special, out, err);
 }
 
 static int bpe_decode(const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
                       char **text, size_t *text_len, struct cinfer_error *err)
 {
-    return tok_decode(tok, ids, n, skip_special, text, text_len, err);
+    return cinfer_tok_decode(tok, ids, n, skip_special, text, text_len, err);
 }
 
 static const char *bpe_id_to_piece(const struct cinfer_tokenizer *tok, int32_t id)
@@ -163,7 +163,7 @@ static const char *bpe_id_to_piece(const struct cinfer_tokenizer *tok, int32_t i
 
 static int32_t bpe_piece_to_id(const struct cinfer_tokenizer *tok, const char *piece, size_t len)
 {
-    return piece ? tok_strmap_get(&tok->piece_ids, piece, len) : -1;
+    return piece ? cinfer_tok_strmap_get(&tok->piece_ids, piece, len) : -1;
 }
 
 static int bpe_is_special(const struct cinfer_tokenizer *tok, int32_t id)
@@ -175,7 +175,7 @@ static int bpe_decoder_new(const struct cinfer_tokenizer *tok, int skip_special,
                            struct cinfer_error *err)
 {
     struct cinfer_token_decoder *d = malloc(sizeof(*d));
-    if (!d || tok_stream_init(d, tok, skip_special)) {
+    if (!d || cinfer_tok_stream_init(d, tok, skip_special)) {
         free(d);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: decoder_new: out of memory", tok->source_path);
     }
@@ -201,7 +201,7 @@ static int take_delta(struct cinfer_token_decoder *d, char **delta, size_t *delt
 static int bpe_decoder_step(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, char **delta,
                             size_t *delta_len, struct cinfer_error *err)
 {
-    int rc = tok_stream_push(d, ids, n, err);
+    int rc = cinfer_tok_stream_push(d, ids, n, err);
     if (rc) {
         d->out.len = 0;
         return rc;
@@ -212,7 +212,7 @@ static int bpe_decoder_step(struct cinfer_token_decoder *d, const int32_t *ids, 
 static int bpe_decoder_finish(struct cinfer_token_decoder *d, char **delta, size_t *delta_len,
                               struct cinfer_error *err)
 {
-    if (tok_stream_flush(d))
+    if (cinfer_tok_stream_flush(d))
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: decoder: out of memory", d->tok->source_path);
     return take_delta(d, delta, delta_len, err);
 }
@@ -221,11 +221,11 @@ static void bpe_decoder_free(struct cinfer_token_decoder *d)
 {
     if (!d)
         return;
-    tok_stream_release(d);
+    cinfer_tok_stream_release(d);
     free(d);
 }
 
-const struct cinfer_tokenizer_ops tokenizer_bpe_ops = {
+const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops = {
     .version = CINFER_TOKENIZER_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_tokenizer_ops),
     .open = bpe_open,
