@@ -61,8 +61,9 @@ bench_peer() {
     node)
       bench_install_peer
       peer_program=bench/peers/llama_cpp_bench.mjs
-      peer_name="llama.cpp $(node -p "require('$CINFER_BENCH_NODE_MODULES/node-llama-cpp/llama/binariesGithubRelease.json').release")"
-      peer_name+=" prebuilt CPU binaries of node-llama-cpp $(node -p "require('$CINFER_BENCH_NODE_MODULES/node-llama-cpp/package.json').version")"
+      local pkg=$CINFER_BENCH_NODE_MODULES/node-llama-cpp
+      peer_name="llama.cpp $(node -p "require('$pkg/llama/binariesGithubRelease.json').release"), the prebuilt"
+      peer_name+=" CPU binaries of node-llama-cpp $(node -p "require('$pkg/package.json').version")"
       ;;
     *)
       echo "CINFER_BENCH_PEER: expected source or node, found '$peer_kind'" >&2

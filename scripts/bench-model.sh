@@ -46,7 +46,8 @@ for t in "${type_list[@]}"; do
 done
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-model.md"
-echo "# scripts/bench-model.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" | tee -a "$build/bench-model.md"
+echo "# scripts/bench-model.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" |
+  tee -a "$build/bench-model.md"
 echo "# peer: $peer_name" | tee -a "$build/bench-model.md"
 nice_cmd=()
 if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ]; then

@@ -56,7 +56,8 @@ release=$(node -p "require('$pkg/llama/binariesGithubRelease.json').release")
 bundle_head=$(git bundle list-heads "$bundle" | awk '$2 == "HEAD" { print $1 }')
 [ -n "$bundle_head" ] || { say "$bundle: no HEAD in the bundle"; exit 1; }
 
-avx512=$(grep -qw avx512f /proc/cpuinfo && echo yes || true)
+avx512=
+if grep -qw avx512f /proc/cpuinfo; then avx512=yes; fi
 amx_off=(-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 cmake_args=(
   -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
@@ -72,11 +73,14 @@ targets=(llama llama-bench llama-server llama-quantize llama-cli)
 
 key=$(
   echo "node-llama-cpp $version, llama.cpp release $release, bundle HEAD $bundle_head"
-  for p in "$pkg"/llama/patches/*.diff; do [ -e "$p" ] && echo "patch $(basename "$p") $(sha256sum <"$p" | cut -c1-16)"; done
+  for p in "$pkg"/llama/patches/*.diff; do
+    [ -e "$p" ] && echo "patch $(basename "$p") $(sha256sum <"$p" | cut -c1-16)"
+  done
   echo "cmake ${cmake_args[*]}"
   echo "targets ${targets[*]}"
   echo "cc $(gcc --version | head -1); c++ $(g++ --version | head -1)"
-  echo "native $(gcc -march=native -Q --help=target 2>/dev/null | awk '$1 == "-march=" { printf "-march=%s ", $2 } $2 == "[enabled]" { printf "%s ", $1 }')"
+  echo "native $(gcc -march=native -Q --help=target 2>/dev/null |
+    awk '$1 == "-march=" { printf "-march=%s ", $2 } $2 == "[enabled]" { printf "%s ", $1 }')"
 )
 
 built() {
@@ -91,7 +95,8 @@ if ! built; then
   if [ -f "$cache/build.key.pending" ] && [ "$(cat "$cache/build.key.pending")" = "$key" ] && [ -d "$build" ]; then
     say "resuming the interrupted build in $cache; log $cache/build.log"
   else
-    say "building llama.cpp $release (node-llama-cpp $version, commit ${bundle_head:0:12}) in $cache; log $cache/build.log"
+    say "building llama.cpp $release (node-llama-cpp $version, commit ${bundle_head:0:12}) in $cache;" \
+        "log $cache/build.log"
     rm -rf "$src" "$build" "$cache/build.key"
     : >"$cache/build.log"
     git -c advice.detachedHead=false clone --quiet "$bundle" "$src"
@@ -118,7 +123,8 @@ if ! built; then
 
   # no AMX, and AVX-512 where the CPU has it, in the CPU backend that was built
   disasm=$(objdump -d --no-show-raw-insn "$bin/libggml-cpu.so")
-  amx=$(grep -cE '\b(ldtilecfg|sttilecfg|tileloadd|tileloaddt1|tilestored|tilezero|tilerelease|tdpb[su][su]d|tdpbf16ps)\b' <<<"$disasm" || true)
+  amx_insns='ldtilecfg|sttilecfg|tileloadd|tileloaddt1|tilestored|tilezero|tilerelease|tdpb[su][su]d|tdpbf16ps'
+  amx=$(grep -cE "\b($amx_insns)\b" <<<"$disasm" || true)
   zmm=$(grep -c '%zmm' <<<"$disasm" || true)
   if [ "$amx" -ne 0 ] || { [ -n "$avx512" ] && [ "$zmm" -eq 0 ]; }; then
     say "$bin/libggml-cpu.so: $amx AMX instructions (expected 0), $zmm using zmm registers (expected many on this CPU)"
