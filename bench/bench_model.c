@@ -18,14 +18,17 @@
  * right after a plain read of as many bytes, the median of read time / step time (see
  * cinfer_paired_floor: the bandwidth here moves by 2x within a minute).
  *
- * llama.cpp runs as `node bench/peers/llama_cpp_bench.mjs` (node-llama-cpp's prebuilt
- * CPU build); its JSON answer is read with jansson.
+ * llama.cpp runs as the --peer program: llama_cpp_peer (bench/peers/llama_cpp_peer.c,
+ * llama.cpp built from source for this CPU by scripts/build-llama-cpp.sh; what
+ * scripts/bench-model.sh passes) or, for a peer ending in .mjs or .js, `node PEER`
+ * (bench/peers/llama_cpp_bench.mjs: node-llama-cpp's prebuilt CPU build). Both take the
+ * same options and print the same JSON, read here with jansson.
  *
  *   bench_model --models a.gguf,b.gguf [--threads 2] [--prompt-tokens 512]
  *               [--prefill-reps 3] [--decode-steps 32] [--batches 1,8,32]
- *               [--bandwidth-mib 1024] [--peer bench/peers/llama_cpp_bench.mjs]
+ *               [--bandwidth-mib 1024] [--peer build-bench/bin/llama_cpp_peer]
  *               [--node node] [--rounds 1] [--json out.json]
- * The peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
+ * The node peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
 #include <errno.h>
 #include <immintrin.h>
 #include <jansson.h>
@@ -78,7 +81,8 @@ struct side_result {
     double prefill_tok_s;
     double decode_tok_s[MAX_BATCHES];
     double peak_rss_bytes;
-    double baseline_rss_bytes; /* the peer's node runtime before it loads anything */
+    double baseline_rss_bytes; /* the peer process before it loads anything (node's runtime for a .mjs peer) */
+    char build[256];           /* the peer's llama_cpp_build: which llama.cpp, built how */
     double paired_floor_fraction; /* cinfer only: median of plain-read time / decode step time */
     int32_t greedy[MAX_GREEDY];
     int n_greedy;
@@ -552,6 +556,9 @@ static int parse_peer_json(const char *text, const struct options *o, struct sid
     json_t *greedy = json_object_get(root, "greedy_tokens");
     r->prefill_tok_s = json_number_value(json_object_get(root, "prefill_tok_s"));
     r->baseline_rss_bytes = json_number_value(json_object_get(root, "baseline_rss_bytes"));
+    r->peak_rss_bytes = json_number_value(json_object_get(root, "peak_rss_bytes"));
+    const char *build = json_string_value(json_object_get(root, "llama_cpp_build"));
+    snprintf(r->build, sizeof r->build, "%s", build ? build : "unknown");
     if (!json_is_array(decode) || (int)json_array_size(decode) != o->n_batches || !json_is_array(greedy)) {
         snprintf(r->error, sizeof r->error, "peer answer lacks 'decode' with %d entries or 'greedy_tokens': %.200s",
                  o->n_batches, text);
@@ -575,6 +582,13 @@ static void join_ints(char *out, size_t cap, const int *xs, int n)
         used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", xs[i]);
 }
 
+/* A peer ending in .mjs or .js is a node script; anything else runs as it is. */
+static int peer_is_script(const char *peer)
+{
+    size_t n = strlen(peer);
+    return (n > 4 && !strcmp(peer + n - 4, ".mjs")) || (n > 3 && !strcmp(peer + n - 3, ".js"));
+}
+
 static void peer_side(const struct options *o, const char *path, struct side_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -588,6 +602,7 @@ static void peer_side(const struct options *o, const char *path, struct side_res
     char *argv[] = {(char *)o->node, (char *)o->peer_script, "--model", (char *)path, "--threads", threads,
                     "--prompt-tokens", prompt, "--prefill-reps", reps, "--decode-steps", steps,
                     "--batches", batches, "--seed", seed, NULL};
+    char **args = peer_is_script(o->peer_script) ? argv : argv + 1; /* (node) peer options... */
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(r->error, sizeof r->error, "pipe: %s", strerror(errno));
@@ -598,11 +613,11 @@ static void peer_side(const struct options *o, const char *path, struct side_res
     posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
     pid_t pid;
-    int rc = posix_spawnp(&pid, o->node, &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, args[0], &fa, NULL, args, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (rc != 0) {
-        snprintf(r->error, sizeof r->error, "could not start '%s': %s", o->node, strerror(rc));
+        snprintf(r->error, sizeof r->error, "could not start '%s': %s", args[0], strerror(rc));
         close(fds[0]);
         return;
     }
@@ -621,9 +636,12 @@ static void peer_side(const struct options *o, const char *path, struct side_res
     }
     text[len] = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        snprintf(r->error, sizeof r->error, "%s %s failed (status 0x%x); see its messages above", o->node,
-                 o->peer_script, status);
-    else if (parse_peer_json(text, o, r) == 0)
+        snprintf(r->error, sizeof r->error, "%s%s%s failed (status 0x%x); see its messages above",
+                 args == argv ? o->node : "", args == argv ? " " : "", o->peer_script, status);
+    /* The peer's own peak (its VmHWM): wait4's ru_maxrss of a child started by
+     * posix_spawn (vfork) carries this process's high-water mark, the bandwidth
+     * buffer's 1 GiB included, so every peer seemed to peak at about 1026 MiB. */
+    else if (parse_peer_json(text, o, r) == 0 && !(r->peak_rss_bytes > 0))
         r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
     free(text);
 }
@@ -856,14 +874,22 @@ int main(int argc, char **argv)
         if (ours[i].ok && peer[i].ok)
             printf("%s: greedy batch-1 tokens agree for the first %d of %d (cinfer vs llama.cpp)\n", o.models[i],
                    greedy_agreement(&ours[i], &peer[i]), ours[i].n_greedy);
+    const char *peer_build = NULL;
+    for (int i = 0; i < o.n_models && o.peer_script; i++)
+        if (peer[i].ok && !peer_build)
+            peer_build = peer[i].build;
+    if (peer_build)
+        printf("llama.cpp: %s (%s)\n", peer_build, o.peer_script);
     if (o.peer_script)
         for (int i = 0; i < o.n_models; i++)
             if (peer[i].ok)
-                printf("%s: llama.cpp's peak RSS includes node's own %.0f MiB\n", o.models[i],
-                       peer[i].baseline_rss_bytes / 1048576.0);
+                printf("%s: llama.cpp's peak RSS includes the %.0f MiB its process held before loading (%s)\n",
+                       o.models[i], peer[i].baseline_rss_bytes / 1048576.0,
+                       peer_is_script(o.peer_script) ? "node's runtime" : "the C peer");
     if (o.json_path) {
-        json_t *root = json_pack("{s:i,s:f,s:f,s:o}", "threads", o.n_threads, "read_bandwidth_start_bytes_s", bw_start,
-                                 "read_bandwidth_end_bytes_s", bw_end, "models", jmodels);
+        json_t *root = json_pack("{s:i,s:f,s:f,s:o,s:s}", "threads", o.n_threads, "read_bandwidth_start_bytes_s",
+                                 bw_start, "read_bandwidth_end_bytes_s", bw_end, "models", jmodels, "llama_cpp_build",
+                                 peer_build ? peer_build : "");
         if (json_dump_file(root, o.json_path, JSON_INDENT(2)) != 0)
             fprintf(stderr, "bench_model: could not write %s\n", o.json_path);
         json_decref(root);

@@ -17,9 +17,12 @@
  *         first token to the last request's last token. At C > 1 the requests arrive
  *         over the first step, so the prefills of all but the first few run inside this
  *         window (about 0.3 s of a 2.2 s window at C = 32, 8-id prompts, f32).
- *   - llama.cpp: `node bench/peers/llama_cpp_bench.mjs` on the same GGUF file, one
- *     context with C sequences decoding --tokens steps (greedy) in lockstep; its
- *     decode tokens/s (C × steps / time, after two warm-up steps).
+ *   - llama.cpp: the --peer program on the same GGUF file, one context with C sequences
+ *     decoding --tokens steps (greedy) in lockstep; its decode tokens/s (C × steps /
+ *     time, after two warm-up steps). The peer is llama_cpp_peer (bench/peers/
+ *     llama_cpp_peer.c on llama.cpp built from source, what scripts/bench-scheduler.sh
+ *     passes) or, for a peer ending in .mjs or .js, `node PEER`
+ *     (bench/peers/llama_cpp_bench.mjs on node-llama-cpp's prebuilt build).
  * With --rounds R the two sides take turns R times and each keeps its best figure per
  * concurrency: other load on a shared machine only ever slows a run down.
  * Prints the table, the ratios, and the scaling cinfer(32) / cinfer(1) against issue 5's
@@ -27,8 +30,8 @@
  *
  *   bench_scheduler --model F.gguf [--tokens 32] [--concurrency 1,8,32,64]
  *                   [--prompt-tokens 8] [--threads 2] [--rounds 3]
- *                   [--peer bench/peers/llama_cpp_bench.mjs] [--node node] [--json out.json]
- * The peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
+ *                   [--peer build-bench/bin/llama_cpp_peer] [--node node] [--json out.json]
+ * The node peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -212,6 +215,13 @@ static void join_ints(char *out, size_t cap, const int *xs, int n)
         used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", xs[i]);
 }
 
+/* A peer ending in .mjs or .js is a node script; anything else runs as it is. */
+static int peer_is_script(const char *peer)
+{
+    size_t n = strlen(peer);
+    return (n > 4 && !strcmp(peer + n - 4, ".mjs")) || (n > 3 && !strcmp(peer + n - 3, ".js"));
+}
+
 /* Fills tok_s[level] from one run of the peer; returns 0, or -1 with *error filled. */
 static int peer_decode(const struct options *o, double *tok_s, char *error, size_t error_cap)
 {
@@ -223,6 +233,7 @@ static int peer_decode(const struct options *o, double *tok_s, char *error, size
     char *argv[] = {(char *)o->node, (char *)o->peer_script, "--model", (char *)o->model, "--threads", threads,
                     "--prompt-tokens", "16", "--prefill-reps", "1", "--decode-steps", steps,
                     "--batches", levels, NULL};
+    char **args = peer_is_script(o->peer_script) ? argv : argv + 1; /* (node) peer options... */
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(error, error_cap, "pipe: %s", strerror(errno));
@@ -233,11 +244,11 @@ static int peer_decode(const struct options *o, double *tok_s, char *error, size
     posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
     pid_t pid;
-    int rc = posix_spawnp(&pid, o->node, &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, args[0], &fa, NULL, args, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (rc != 0) {
-        snprintf(error, error_cap, "could not start '%s': %s", o->node, strerror(rc));
+        snprintf(error, error_cap, "could not start '%s': %s", args[0], strerror(rc));
         close(fds[0]);
         return -1;
     }
@@ -258,8 +269,8 @@ static int peer_decode(const struct options *o, double *tok_s, char *error, size
     json_error_t jerr;
     json_t *root = NULL, *decode = NULL;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        snprintf(error, error_cap, "%s %s failed (status 0x%x); see its messages above", o->node, o->peer_script,
-                 status);
+        snprintf(error, error_cap, "%s%s%s failed (status 0x%x); see its messages above", args == argv ? o->node : "",
+                 args == argv ? " " : "", o->peer_script, status);
     else if (!(root = json_loads(text, 0, &jerr)))
         snprintf(error, error_cap, "peer answer is not JSON (line %d: %s): %.200s", jerr.line, jerr.text, text);
     else if (!json_is_array(decode = json_object_get(root, "decode")) ||
@@ -352,7 +363,8 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, &o)) {
         fprintf(stderr, "usage: bench_scheduler --model F.gguf [--tokens 32] [--concurrency 1,8,32,64]\n"
                         "       [--prompt-tokens 8] [--threads 2] [--rounds 3 (at most 32)]\n"
-                        "       [--peer bench/peers/llama_cpp_bench.mjs] [--node node] [--json out.json]\n");
+                        "       [--peer build-bench/bin/llama_cpp_peer | bench/peers/llama_cpp_bench.mjs]\n"
+                        "       [--node node] [--json out.json]\n");
         return 2;
     }
     struct cinfer_error err = {0};

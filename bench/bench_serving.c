@@ -13,7 +13,9 @@
  *   bench_serving --url http://127.0.0.1:30000 --backend completions --max-concurrency 16
  *
  * Every request asks for ignore_eos (and, through /v1/completions, min_tokens = max_tokens),
- * so the output lengths are the ones drawn. */
+ * so the output lengths are the ones drawn. Prompt ids are drawn below the vocabulary
+ * size the server reports: GET /get_server_info (cinfer, SGLang), or GET /v1/models
+ * (llama-server) where that answers 404. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -239,18 +241,52 @@ static void stop_serve(void)
     serve_pid = 0;
 }
 
-static int fetch_json(const char *host, int port, const char *method, const char *path, const char *body, json_t **out)
+/* quiet_status: an answer with this status fails without a message (the caller has
+ * another way); *status_out gets the status (0: no answer). */
+static int fetch_json_quiet(const char *host, int port, const char *method, const char *path, const char *body,
+                            int quiet_status, int *status_out, json_t **out)
 {
     struct http_client_parser p;
     http_client_parser_init(&p, NULL, NULL);
     int rc = http_client_fetch(&p, host, port, method, path, body, 30000);
     json_error_t jerr;
     *out = rc == 0 && p.status == 200 && p.body ? json_loads(p.body, 0, &jerr) : NULL;
-    if (!*out)
+    *status_out = rc == 0 ? p.status : 0;
+    if (!*out && !(rc == 0 && p.status == quiet_status))
         fprintf(stderr, "bench_serving: %s %s: %s (status %d) %.200s\n", method, path, rc ? p.error : "bad answer",
                 p.status, p.body ? p.body : "");
     http_client_parser_free(&p);
     return *out ? 0 : -1;
+}
+
+static int fetch_json(const char *host, int port, const char *method, const char *path, const char *body, json_t **out)
+{
+    int status;
+    return fetch_json_quiet(host, port, method, path, body, -1, &status, out);
+}
+
+/* The vocabulary size and the model's name: cinfer (and SGLang) answer
+ * /get_server_info; llama-server has none and tells both in /v1/models
+ * (data[0].meta.n_vocab, data[0].id). */
+static int server_model_info(const char *host, int port, int *vocab, char *model_name, size_t name_bytes)
+{
+    json_t *info;
+    int status;
+    const char *name = NULL;
+    if (fetch_json_quiet(host, port, "GET", "/get_server_info", NULL, 404, &status, &info) == 0) {
+        *vocab = (int)json_integer_value(json_object_get(info, "vocab_size"));
+        /* /v1/completions names the model; cinfer serves the model folder's name unless told */
+        name = json_string_value(json_object_get(info, "served_model_name"));
+    } else if (status == 404 && fetch_json(host, port, "GET", "/v1/models", NULL, &info) == 0) {
+        json_t *model = json_array_get(json_object_get(info, "data"), 0);
+        *vocab = (int)json_integer_value(json_object_get(json_object_get(model, "meta"), "n_vocab"));
+        name = json_string_value(json_object_get(model, "id"));
+    } else {
+        return -1;
+    }
+    snprintf(model_name, name_bytes, "%s", name && name[0] ? name : "default");
+    json_decref(info);
+    return 0;
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -413,17 +449,12 @@ int main(int argc, char **argv)
         stop_serve();
         return 1;
     }
-    json_t *info;
-    if (fetch_json(host, port, "GET", "/get_server_info", NULL, &info)) {
+    int vocab = 0;
+    char model_name[256];
+    if (server_model_info(host, port, &vocab, model_name, sizeof model_name)) {
         stop_serve();
         return 1;
     }
-    int vocab = (int)json_integer_value(json_object_get(info, "vocab_size"));
-    /* /v1/completions names the model; cinfer serves the model folder's name unless told */
-    const char *served = json_string_value(json_object_get(info, "served_model_name"));
-    char model_name[256];
-    snprintf(model_name, sizeof model_name, "%s", served && served[0] ? served : "default");
-    json_decref(info);
     if (vocab < 16) {
         fprintf(stderr, "bench_serving: the server reports a vocabulary of %d ids\n", vocab);
         stop_serve();

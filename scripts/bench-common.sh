@@ -19,9 +19,10 @@ bench_own_session() {
   fi
 }
 
-# llama.cpp's prebuilt CPU binaries through node-llama-cpp (pinned by
-# bench/peers/package-lock.json), installed once into .cache/bench and shared by every
-# script; exports CINFER_BENCH_NODE_MODULES for the peers.
+# node-llama-cpp (pinned by bench/peers/package-lock.json), installed once into
+# .cache/bench and shared by every script: its package carries the llama.cpp source that
+# scripts/build-llama-cpp.sh builds, and its prebuilt CPU binaries are the second peer
+# (CINFER_BENCH_PEER=node). Exports CINFER_BENCH_NODE_MODULES for the node peers.
 bench_install_peer() {
   local peer_dir=$PWD/.cache/bench
   mkdir -p "$peer_dir"
@@ -30,4 +31,43 @@ bench_install_peer() {
     npm ci --prefix "$peer_dir" --omit=optional --ignore-scripts --no-audit --no-fund >&2
   fi
   export CINFER_BENCH_NODE_MODULES=$peer_dir/node_modules
+}
+
+# The llama.cpp peer. CINFER_BENCH_PEER=source (the default): llama.cpp built from
+# source for this CPU by scripts/build-llama-cpp.sh (once; cached in .cache/llama.cpp)
+# and bench/peers/llama_cpp_peer.c compiled against it into $1/bin/llama_cpp_peer.
+# CINFER_BENCH_PEER=node: node-llama-cpp's prebuilt CPU binaries through
+# bench/peers/llama_cpp_bench.mjs. Sets peer_program (what --peer gets), peer_kind
+# (source or node), peer_name (one line naming the llama.cpp build) and, for source,
+# llama_cpp_bin (the folder of llama-server, llama-bench, llama-quantize, llama-cli).
+bench_peer() {
+  local build=$1
+  peer_kind=${CINFER_BENCH_PEER:-source}
+  case "$peer_kind" in
+    source)
+      scripts/build-llama-cpp.sh >&2
+      local cache=${CINFER_LLAMA_CPP_CACHE:-$PWD/.cache/llama.cpp}
+      llama_cpp_bin=$cache/build/bin
+      peer_name=$(cat "$cache/build.name")
+      peer_program=$build/bin/llama_cpp_peer
+      if [ ! -x "$peer_program" ] || [ bench/peers/llama_cpp_peer.c -nt "$peer_program" ] ||
+         [ "$cache/build.key" -nt "$peer_program" ]; then
+        mkdir -p "$build/bin"
+        cc -O2 -std=c11 -Wall -Wextra -Werror -I"$cache/src/include" -I"$cache/src/ggml/include" \
+          "-DLLAMA_CPP_PEER_BUILD=\"$peer_name\"" bench/peers/llama_cpp_peer.c -o "$peer_program" \
+          -L"$llama_cpp_bin" -lllama -Wl,-rpath,"$llama_cpp_bin"
+      fi
+      ;;
+    node)
+      bench_install_peer
+      peer_program=bench/peers/llama_cpp_bench.mjs
+      local pkg=$CINFER_BENCH_NODE_MODULES/node-llama-cpp
+      peer_name="llama.cpp $(node -p "require('$pkg/llama/binariesGithubRelease.json').release"), the prebuilt"
+      peer_name+=" CPU binaries of node-llama-cpp $(node -p "require('$pkg/package.json').version")"
+      ;;
+    *)
+      echo "CINFER_BENCH_PEER: expected source or node, found '$peer_kind'" >&2
+      return 1
+      ;;
+  esac
 }

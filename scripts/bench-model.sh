@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The CPU model runtime benchmark against llama.cpp (docs/benchmarks.md, "CPU model
 # runtime"): builds bench_model, writes the SmolLM-135M-shaped random-weight GGUF
-# files (f32, f16, bf16, Q8_0; about 1.2 GB, kept in the build folder), installs
-# llama.cpp's prebuilt CPU binaries from npm (node-llama-cpp, pinned by
-# bench/peers/package-lock.json) and runs both sides on every file in one run.
+# files (f32, f16, bf16, Q8_0; about 1.2 GB, kept in the build folder), builds
+# llama.cpp from source for this CPU (scripts/build-llama-cpp.sh: once, 10-20 minutes
+# the first time; the source is the one node-llama-cpp ships, pinned by
+# bench/peers/package-lock.json) with its peer bench/peers/llama_cpp_peer.c, and runs
+# both sides on every file in one run.
 #
 #   scripts/bench-model.sh [bench_model options]
-#   scripts/bench-model.sh --rounds 3 --decode-steps 24   # the documented run, ~8 min
+#   scripts/bench-model.sh --rounds 3 --decode-steps 24   # the documented run
 #
-# Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
+# Environment: CINFER_BENCH_PEER (source, the default, or node: node-llama-cpp's
+# prebuilt CPU binaries through bench/peers/llama_cpp_bench.mjs),
+# CINFER_BENCH_BUILD (build folder, default build-bench),
 # CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2),
 # CINFER_BENCH_NICE (default -20 as root; 0 to leave priorities alone). On a shared
 # machine both sides, cinfer and the llama.cpp child alike, then win the cores from
@@ -32,10 +36,8 @@ cmake --build "$build" -j2 --target bench_model
 
 /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types"
 
-# llama.cpp through node-llama-cpp: reinstall only when the lock file changed. Scripts
-# are skipped: its postinstall would try to build llama.cpp when no prebuilt binary
-# fits, and the prebuilt linux-x64 package is a direct dependency.
-bench_install_peer
+# llama.cpp built from source (or node-llama-cpp's prebuilt build with CINFER_BENCH_PEER=node)
+bench_peer "$build"
 
 models=""
 IFS=, read -r -a type_list <<<"$types"
@@ -44,10 +46,12 @@ for t in "${type_list[@]}"; do
 done
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-model.md"
-echo "# scripts/bench-model.sh $*" | tee -a "$build/bench-model.md"
+echo "# scripts/bench-model.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" |
+  tee -a "$build/bench-model.md"
+echo "# peer: $peer_name" | tee -a "$build/bench-model.md"
 nice_cmd=()
 if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ]; then
   nice_cmd=(nice -n "$nice_level")
 fi
 "${nice_cmd[@]}" "$build/bin/bench_model" --models "$models" --threads "$threads" \
-  --peer bench/peers/llama_cpp_bench.mjs --json "$build/bench-model.json" "$@" | tee -a "$build/bench-model.md"
+  --peer "$peer_program" --json "$build/bench-model.json" "$@" | tee -a "$build/bench-model.md"

@@ -2,14 +2,16 @@
 # The scheduler's continuous batching throughput against llama.cpp (docs/benchmarks.md,
 # "Scheduler: continuous batching throughput"; issue 5): builds bench_scheduler with the
 # engine's worker and plugins, writes the SmolLM-135M-shaped random-weight GGUF file
-# (kept in the build folder; reused when present), installs llama.cpp's prebuilt CPU
-# binaries from npm (node-llama-cpp, pinned by bench/peers/package-lock.json) and runs
-# both sides, interleaved, in one run.
+# (kept in the build folder; reused when present), builds llama.cpp from source for
+# this CPU with its peer bench/peers/llama_cpp_peer.c (scripts/build-llama-cpp.sh, once,
+# as scripts/bench-model.sh does) and runs both sides, interleaved, in one run.
 #
 #   scripts/bench-scheduler.sh [bench_scheduler options]
 #   scripts/bench-scheduler.sh --tokens 32 --rounds 3      # the documented run
 #
-# Environment: CINFER_BENCH_BUILD (build folder, default build-bench),
+# Environment: CINFER_BENCH_PEER (source, the default, or node: node-llama-cpp's
+# prebuilt CPU binaries through bench/peers/llama_cpp_bench.mjs),
+# CINFER_BENCH_BUILD (build folder, default build-bench),
 # CINFER_BENCH_TYPE (weights of the GGUF file, default q8_0; f32, f16, bf16 also made by
 # bench/make_smollm_shaped.py), CINFER_BENCH_THREADS (default 2), CINFER_BENCH_NICE
 # (default -20 as root; 0 to leave priorities alone). As in scripts/bench-model.sh the
@@ -35,16 +37,17 @@ if [ ! -f "$model" ]; then
   /usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$type"
 fi
 
-# llama.cpp through node-llama-cpp, installed as scripts/bench-model.sh does (same cache).
-bench_install_peer
+# llama.cpp built from source, as scripts/bench-model.sh does (same cache)
+bench_peer "$build"
 
 {
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD), nice $nice_level"
   echo "# scripts/bench-scheduler.sh $*"
+  echo "# peer: $peer_name"
 } | tee "$build/bench-scheduler.md"
 nice_cmd=()
 if [ -n "${CINFER_BENCH_OWN_SESSION:-}" ]; then
   nice_cmd=(nice -n "$nice_level")
 fi
 "${nice_cmd[@]}" "$build/bin/bench_scheduler" --model "$model" --threads "$threads" \
-  --peer bench/peers/llama_cpp_bench.mjs --json "$build/bench-scheduler.json" "$@" | tee -a "$build/bench-scheduler.md"
+  --peer "$peer_program" --json "$build/bench-scheduler.json" "$@" | tee -a "$build/bench-scheduler.md"

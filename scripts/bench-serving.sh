@@ -8,10 +8,12 @@
 #     bench/make_smollm_shaped.py, kept in the build folder) at a concurrency of 8.
 #
 #   - the same SmolLM-shaped file through /v1/completions against cinfer serve and
-#     against a llama.cpp peer (bench/peers/llama_cpp_server.mjs: llama.cpp through
-#     node-llama-cpp's binding behind node's HTTP server, not llama-server), both
-#     started once and measured in turns (cinfer, peer, cinfer, peer, ...); it prints
-#     each side's median over the rounds and the ratios cinfer / peer.
+#     against llama.cpp's llama-server, built from source for this CPU
+#     (scripts/build-llama-cpp.sh, once, as the other bench scripts do), both started
+#     once and measured in turns (cinfer, peer, cinfer, peer, ...); it prints each
+#     side's median over the rounds and the ratios cinfer / peer. With
+#     CINFER_BENCH_PEER=node the peer is bench/peers/llama_cpp_server.mjs instead:
+#     node-llama-cpp's prebuilt binding behind node's HTTP server.
 #
 #   scripts/bench-serving.sh                  # the documented set
 #   scripts/bench-serving.sh --peer           # only the cinfer / llama.cpp comparison
@@ -20,8 +22,9 @@
 # Environment: CINFER_BENCH_BUILD (build folder, default build-bench), CINFER_BENCH_TYPE
 # (weights of the SmolLM-shaped file, default q8_0), CINFER_BENCH_THREADS (compute
 # threads of each server, default 2), CINFER_BENCH_ROUNDS (rounds of the peer
-# comparison, default 3), CINFER_BENCH_PEER_SEQUENCES (the peer's sequences, default
-# 16), CINFER_BENCH_NICE (default -20 as root; 0 leaves
+# comparison, default 3), CINFER_BENCH_PEER (source, the default, or node),
+# CINFER_BENCH_PEER_SEQUENCES (the peer's sequences: llama-server's slots, default 8; the
+# node peer's, default 16), CINFER_BENCH_NICE (default -20 as root; 0 leaves
 # priorities alone). As scripts/bench-scheduler.sh, it re-runs itself in a session of
 # its own and sets that session's autogroup nice, since the kernel shares CPU between
 # sessions before nice applies.
@@ -81,27 +84,42 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # cinfer serve and the llama.cpp peer on the same file and workload, in turns.
 peer_comparison() {
   smollm_model
-  bench_install_peer
-  # the workload keeps 8 requests in flight; the peer holds twice as many sequences, so
-  # a request never waits for a finished one's KV cells to be cleared (which waits for
-  # the batch in flight); cinfer serve admits up to its max_running_requests (64)
-  local out=$build/serving-peer parallel=8 sequences=${CINFER_BENCH_PEER_SEQUENCES:-16}
+  bench_peer "$build"
+  # the workload keeps 8 requests in flight. llama-server gets 8 slots of 512 tokens: it
+  # frees a slot as its request ends, and 8 slots gave a lower ITL than 16 (38-41 ms
+  # against 48-58 ms, Q8_0, 2026-12-01). The node peer gets twice as many sequences, so a
+  # request never waits for a finished one's KV cells to be cleared (which waits for the
+  # batch in flight). cinfer serve admits up to its max_running_requests (64).
+  local out=$build/serving-peer parallel=8 sequences=16
+  [ "$peer_kind" = source ] && sequences=8
+  sequences=${CINFER_BENCH_PEER_SEQUENCES:-$sequences}
   rm -rf "$out" && mkdir -p "$out"
   server_pids=() # global: the EXIT trap reads it after this function is gone
   trap 'if ((${#server_pids[@]})); then kill "${server_pids[@]}" 2>/dev/null; wait "${server_pids[@]}" 2>/dev/null; fi' EXIT
   start_server "$out/cinfer.log" "$build/bin/cinfer" serve --model-path "$model" --port 0 --log-level error \
     --num-threads "$threads"
   cinfer_pid=$started_pid cinfer_url=$started_url
-  start_server "$out/peer.log" node bench/peers/llama_cpp_server.mjs --model "$model" --threads "$threads" \
-    --parallel "$sequences"
+  local peer_server
+  if [ "$peer_kind" = source ]; then
+    peer_server=("$llama_cpp_bin/llama-server" --model "$model" --host 127.0.0.1 --port 0 --threads "$threads"
+                 --threads-batch "$threads" --parallel "$sequences" --ctx-size $((sequences * 512)) --no-webui)
+  else
+    peer_server=(node bench/peers/llama_cpp_server.mjs --model "$model" --threads "$threads" --parallel "$sequences")
+  fi
+  start_server "$out/peer.log" "${peer_server[@]}"
   peer_pid=$started_pid peer_url=$started_url
   local work=(--backend completions --num-prompts 32 --max-concurrency "$parallel" --random-input-len 128
               --random-output-len 32 --random-range-ratio 0.5 --seed 1)
   echo "== cinfer serve vs llama.cpp on $model, /v1/completions, 2 x $rounds rounds in turns"
   echo "   cinfer: cinfer serve --num-threads $threads (max_running_requests 64; the workload keeps $parallel in flight)"
-  echo "   peer:   llama.cpp through node-llama-cpp 3.21.1's binding (prebuilt CPU build) behind node's HTTP"
-  echo "           server (bench/peers/llama_cpp_server.mjs), $threads threads, $sequences sequences in one context;"
-  echo "           not llama-server: its batching and HTTP layer are node-llama-cpp's and node's"
+  echo "   peer:   $peer_name"
+  if [ "$peer_kind" = source ]; then
+    echo "           llama-server ${peer_server[*]:1}"
+  else
+    echo "           through node-llama-cpp's binding behind node's HTTP server (bench/peers/llama_cpp_server.mjs),"
+    echo "           $threads threads, $sequences sequences in one context; not llama-server: its batching and HTTP"
+    echo "           layer are node-llama-cpp's and node's"
+  fi
   echo "   workload: bench_serving ${work[*]}"
   # a few requests each first, so neither side's first round pays for cold caches
   for side in cinfer peer; do

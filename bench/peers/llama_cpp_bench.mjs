@@ -14,6 +14,7 @@
 // so every timed step is a batch of B tokens. Greedy sampling (temperature 0); the
 // first timed step starts after two warm-up steps with every sequence in lockstep.
 import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
 import process from "node:process";
 
 // Installed by scripts/bench-model.sh with `npm ci --prefix <cache dir>`; NODE_PATH
@@ -54,6 +55,14 @@ function promptTokens(n, seed, vocab) {
         out.push(259 + (x % (vocab - 259)));
     }
     return out;
+}
+
+// This process's peak RSS: VmHWM, not resourceUsage().maxRSS, which for a process
+// started by posix_spawn (bench_model, bench_scheduler) carries the parent's high-water
+// mark (bench_model's 1 GiB bandwidth buffer included) across the exec.
+function peakRssBytes() {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync("/proc/self/status", "utf8"));
+    return m ? Number(m[1]) * 1024 : process.resourceUsage().maxRSS * 1024;
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -131,7 +140,7 @@ async function main() {
         prefill_runs_tok_s: prefillRuns,
         decode,
         greedy_tokens: greedy,
-        peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+        peak_rss_bytes: peakRssBytes(),
         baseline_rss_bytes: baselineRssBytes,
         llama_cpp_build: llama.llamaCppRelease?.release ?? "unknown",
         cpu_backend: llama.buildType ?? "prebuilt",
