@@ -17,7 +17,6 @@ static const char *const dtype_choices[] = {"auto", "f32", "f16", "bf16", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const schedule_policy_choices[] = {"fcfs", "lpm", NULL};
 static const char *const restart_policy_choices[] = {"off", "on-failure", NULL};
-static const char *const launcher_choices[] = {"fork", "mpi", "ssh", "auto", NULL};
 static const char *const log_level_choices[] = {"error", "warning", "info", "debug", NULL};
 
 const char *const cinfer_config_sections[] = {"model", "tokenizer", "launcher", "scheduler",
@@ -57,9 +56,11 @@ const struct option cinfer_options[] = {
 
     /* ---- launcher ---- */
     {.section = "launcher", .name = "plugin", .flag = "--launcher",
-     .type = OPTION_STRING, .offset = FIELD(launcher), .choices = launcher_choices, .default_string = "auto", .value_name = "NAME",
-     .help = "How worker processes start: fork (this machine), mpi (as MPI ranks), ssh (on the hosts "
-             "listed), auto (mpi inside an MPI job, else fork), or the path of a launcher plugin file."},
+     .type = OPTION_STRING, .offset = FIELD(launcher), .default_string = "auto", .value_name = "NAME",
+     .help = "The launcher plugin that starts the worker processes: auto (every launcher found is asked "
+             "whether it is usable here, and the highest priority wins: MPI inside an MPI job, else fork), "
+             "fork, mpi or ssh (short for launch-fork, launch-mpi, launch-ssh), any other launcher plugin by "
+             "name, or the path of a plugin file. `cinfer plugins` shows each launcher's answer."},
     {.section = "launcher", .name = "hosts", .flag = "--hosts",
      .type = OPTION_STRING_LIST, .offset = FIELD(hosts), .value_name = "HOST,...",
      .help = "Hosts for the ssh launcher, one per data-parallel replica, as host or user@host."},

@@ -8,8 +8,12 @@
 static int check_launcher(const struct cinfer_server_args *args, struct cinfer_error *err)
 {
     const char *launcher = args->launcher;
-    int is_ssh = !strcmp(launcher, "ssh");
-    int local_only = !strcmp(launcher, "fork") || !strcmp(launcher, "mpi") || !strcmp(launcher, "auto");
+    int is_ssh = !strcmp(launcher, "ssh") || !strcmp(launcher, "launch-ssh");
+    int local_only = !strcmp(launcher, "fork") || !strcmp(launcher, "launch-fork");
+    if (!launcher[0])
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "launcher.plugin (--launcher) is empty: expected auto, a launcher plugin's name or "
+                                "the path of its file");
     if (is_ssh && args->hosts.count == 0)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "launcher.plugin is \"ssh\" but launcher.hosts (--hosts) is empty: the ssh "

@@ -51,13 +51,7 @@ void cinfer_option_describe_expected(const struct option *opt, int with_range, c
     out[0] = '\0';
     switch (opt->type) {
     case OPTION_STRING:
-        if (opt->choices && with_range) {
-            append(out, out_bytes, "one of ");
-            append_choices(out, out_bytes, opt->choices);
-            append(out, out_bytes, " or the path of a plugin file (with a '/')");
-        } else {
-            append(out, out_bytes, with_range && opt->default_string ? "a non-empty string" : "a string");
-        }
+        append(out, out_bytes, with_range && opt->default_string ? "a non-empty string" : "a string");
         break;
     case OPTION_STRING_LIST:
         append(out, out_bytes, "a list of strings");
@@ -161,25 +155,15 @@ int cinfer_option_set_double(struct cinfer_server_args *args, const struct optio
     return 0;
 }
 
-static int is_one_of(const char *value, const char *const *choices)
-{
-    for (int i = 0; choices[i]; i++)
-        if (!strcmp(value, choices[i]))
-            return 1;
-    return 0;
-}
-
 int cinfer_option_set_string(struct cinfer_server_args *args, const struct option *opt, const char *value,
                              struct cinfer_error *err)
 {
     char *copy = NULL;
     if (value && *value) {
-        if (opt->choices && !is_one_of(value, opt->choices) && !strchr(value, '/'))
-            return expected_found(err, opt, "\"%s\"", value);
         copy = strdup(value);
         if (!copy)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory copying %s.%s", opt->section, opt->name);
-    } else if (opt->choices || opt->default_string) {
+    } else if (opt->default_string) {
         /* Options with a default have no meaning when unset. */
         return expected_found(err, opt, "%s", "an empty string");
     }

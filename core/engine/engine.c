@@ -15,6 +15,7 @@
 #include "cinfer/tokenizer.h"
 #include "engine/engine_internal.h"
 #include "engine/hooks.h"
+#include "engine/launcher_select.h"
 #include "engine/port_args.h"
 #include "engine/run_dir.h"
 #include "ipc/channel.h"
@@ -58,17 +59,6 @@ static int find_worker(char *out, size_t out_bytes, struct cinfer_error *err)
     return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
                             "cannot find the cinfer-worker executable (looked beside libcinfer and in %s; set CINFER_WORKER)",
                             n > 0 ? self : "the executable's folder");
-}
-
-static const char *launcher_plugin_name(const char *launcher)
-{
-    if (!launcher || !strcmp(launcher, "fork") || !strcmp(launcher, "auto"))
-        return "launch-fork";
-    if (!strcmp(launcher, "mpi"))
-        return "launch-mpi";
-    if (!strcmp(launcher, "ssh"))
-        return "launch-ssh";
-    return launcher; /* a plugin name or file */
 }
 
 static void *engine_thread(void *arg);
@@ -167,16 +157,16 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
         destroy(e);
         return rc;
     }
-    const char *launcher_name = launcher_plugin_name(e->args.launcher);
-    struct cinfer_launcher_options lopts = {.worker_path = e->worker_path,
-                                            .hosts = (const char *const *)e->args.hosts.items};
-    if ((rc = cinfer_plugin_open(launcher_name, CINFER_PLUGIN_KIND_LAUNCHER, e->args.plugin_path, &e->launcher_plugin,
-                                 err))) {
+    struct cinfer_launcher_config lconfig = {
+        .struct_size = sizeof lconfig, .worker_path = e->worker_path,
+        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size};
+    if ((rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err))) {
         destroy(e);
         return rc;
     }
     e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
-    if ((rc = e->launcher->init(&lopts, &e->launch, err)) || (rc = cinfer_engine_start_workers(e, err))) {
+    if ((rc = cinfer_launcher_start(e->launcher, &lconfig, &e->launch, err)) ||
+        (rc = cinfer_engine_start_workers(e, err))) {
         destroy(e);
         return rc;
     }

@@ -63,6 +63,15 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
     REQUIRE_SLOT(ops, signal);
     REQUIRE_SLOT(ops, wait);
     REQUIRE_SLOT(ops, fini);
+    if (ops->version >= 2) {
+        if (ops->struct_size < offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group)
+            return cinfer_error_set(err, CINFER_ERR_ABI,
+                                    "%s: plugin '%s' has launcher vtable version %u but only %u bytes, expected at "
+                                    "least %zu", origin, d->name, ops->version, ops->struct_size,
+                                    offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group);
+        REQUIRE_SLOT(ops, query_config);
+        REQUIRE_SLOT(ops, init_config);
+    }
     return CINFER_OK;
 }
 
@@ -103,8 +112,9 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
         known_size = sizeof(struct cinfer_tokenizer_ops);
         break;
     case CINFER_PLUGIN_KIND_LAUNCHER:
-        known_version = CINFER_LAUNCHER_OPS_VERSION;
-        known_size = sizeof(struct cinfer_launcher_ops);
+        /* version 1 still drives: its slots end at fini */
+        known_version = CINFER_LAUNCHER_OPS_MIN_VERSION;
+        known_size = offsetof(struct cinfer_launcher_ops, query_config);
         break;
     default: /* backend: its vtable is checked by the backend registry */
         known_version = 1;

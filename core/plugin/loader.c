@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cinfer/launcher.h"
 #include "cinfer/plugins.h"
 #include "plugin/builtin_plugins.h"
 #include "plugin/descriptor_check.h"
@@ -215,6 +216,7 @@ static void report(const char *file, const struct cinfer_plugin *p, const struct
         entry.kind = cinfer_plugin_kind_name(p->desc->kind);
         entry.version = p->desc->version;
         entry.loads = 1;
+        entry.plugin = p;
     } else {
         entry.why_not = why->message;
     }
@@ -270,5 +272,20 @@ int cinfer_plugin_list(const char *search_path, cinfer_plugin_listing_fn fn, voi
         }
     }
     cinfer_plugin_dirs_free(&dirs);
+    return CINFER_OK;
+}
+
+int cinfer_launcher_query(const struct cinfer_plugin *p, const struct cinfer_launcher_config *config,
+                          struct cinfer_launcher_answer *answer)
+{
+    memset(answer, 0, sizeof *answer);
+    if (!p || p->desc->kind != CINFER_PLUGIN_KIND_LAUNCHER)
+        return CINFER_ERR_INVALID_ARGUMENT;
+    const struct cinfer_launcher_ops *ops = p->desc->vtable;
+    if (ops->version >= 2)
+        return ops->query_config(config, answer);
+    answer->usable = ops->query(&answer->priority) == 1;
+    if (!answer->usable)
+        snprintf(answer->why, sizeof answer->why, "its query() said no (a version-1 launcher gives no reason)");
     return CINFER_OK;
 }

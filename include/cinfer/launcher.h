@@ -3,7 +3,16 @@
  * A launcher decides where and how a worker process runs: launch-fork starts
  * cinfer-worker on this machine, launch-ssh on a listed host, launch-mpi as MPI ranks.
  * Modelled on PRRTE's plm framework: query() says whether the launcher is usable here
- * and with what priority; "not usable" is an answer, not an error. */
+ * and with what priority; "not usable" is an answer, not an error.
+ *
+ * Versions (slots are only appended; the core checks a vtable's version before calling
+ * a slot that came later, and NULL for optional ones):
+ *   1: query, init, spawn, status, signal, wait, fini.
+ *   2: query_config and init_config, which see the engine's launcher configuration
+ *      (struct cinfer_launcher_config, sized by its first word) and say why a
+ *      launcher is not usable; spawn_group (optional) starts a whole group of ranks
+ *      in one call, as mpirun does. A version-1 plugin still loads: the core then
+ *      calls query and init, and spawn once per worker. */
 #ifndef CINFER_LAUNCHER_H
 #define CINFER_LAUNCHER_H
 
@@ -16,7 +25,9 @@
 extern "C" {
 #endif
 
-#define CINFER_LAUNCHER_OPS_VERSION 1u
+#define CINFER_LAUNCHER_OPS_VERSION 2u
+/* The oldest vtable version this core still drives. */
+#define CINFER_LAUNCHER_OPS_MIN_VERSION 1u
 
 struct cinfer_launcher;        /* the plugin's state */
 struct cinfer_worker_handle;   /* one started worker, owned by the launcher */
@@ -57,9 +68,30 @@ struct cinfer_worker_status {
     int code;
 };
 
+/* What version-1 slots (query, init) receive. Frozen: new settings go in
+ * struct cinfer_launcher_config. */
 struct cinfer_launcher_options {
     const char *worker_path;     /* absolute path of cinfer-worker */
     const char *const *hosts;    /* for remote launchers; NULL-terminated, may be NULL */
+};
+
+/* The engine's launcher configuration, for version-2 slots. struct_size is the size
+ * the core built it with: a plugin reads a field only when struct_size covers it (a
+ * core older than the plugin passes fewer fields). Fields are only appended. */
+struct cinfer_launcher_config {
+    uint32_t struct_size;
+    const char *worker_path;     /* absolute path of cinfer-worker on this machine */
+    const char *const *hosts;    /* launcher.hosts: NULL-terminated, may be NULL */
+    int tp_size;                 /* ranks per replica (launcher.tp_size) */
+    int dp_size;                 /* replicas (launcher.dp_size) */
+};
+
+/* query_config's answer. */
+#define CINFER_LAUNCHER_WHY_BYTES 256
+struct cinfer_launcher_answer {
+    int usable;                  /* 1: usable here; 0: not (why says why) */
+    int priority;                /* when usable: higher wins for launcher = "auto" */
+    char why[CINFER_LAUNCHER_WHY_BYTES]; /* when not usable: the reason, for a person */
 };
 
 struct cinfer_launcher_ops {
@@ -81,6 +113,20 @@ struct cinfer_launcher_ops {
                 struct cinfer_worker_status *out);
     /* Stops every worker still running and frees l; sets *l to NULL. */
     void (*fini)(struct cinfer_launcher **l);
+
+    /* ---- valid since version 2 ---- */
+    /* Whether this launcher can start the configured workers here, and with what
+     * priority; fills *answer and returns CINFER_OK (an unusable launcher is an
+     * answer, not an error). Must not start anything. Required. */
+    int (*query_config)(const struct cinfer_launcher_config *config, struct cinfer_launcher_answer *answer);
+    /* init with the whole configuration. Required. */
+    int (*init_config)(const struct cinfer_launcher_config *config, struct cinfer_launcher **out,
+                       struct cinfer_error *err);
+    /* Optional (NULL: the core calls spawn once per request). Starts the n workers of
+     * reqs as one group (the ranks of a replica); out[i] is the handle of reqs[i].
+     * Either every worker starts or none is left running. */
+    int (*spawn_group)(struct cinfer_launcher *l, const struct cinfer_spawn_request *reqs, int n,
+                       struct cinfer_worker_handle **out, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus

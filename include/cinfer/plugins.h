@@ -44,12 +44,23 @@ struct cinfer_plugin_listing {
     const char *version;  /* NULL if it did not load */
     int loads;            /* 1 when every check passed */
     const char *why_not;  /* the refusal when loads == 0 */
+    /* Appended later: the loaded plugin, valid during the callback only (NULL when it
+     * did not load), e.g. to ask a launcher with cinfer_launcher_query(). */
+    const struct cinfer_plugin *plugin;
 };
 typedef void (*cinfer_plugin_listing_fn)(const struct cinfer_plugin_listing *entry, void *ctx);
 CINFER_API int cinfer_plugin_list(const char *search_path, cinfer_plugin_listing_fn fn, void *ctx,
                                   struct cinfer_error *err);
 
 CINFER_API const char *cinfer_plugin_kind_name(uint32_t kind);
+
+/* Asks a loaded launcher plugin whether it can start the configured workers here:
+ * query_config for a version-2 launcher, query for a version-1 one (which cannot say
+ * why not). CINFER_ERR_INVALID_ARGUMENT when p is not a launcher. */
+struct cinfer_launcher_config;
+struct cinfer_launcher_answer;
+CINFER_API int cinfer_launcher_query(const struct cinfer_plugin *p, const struct cinfer_launcher_config *config,
+                                     struct cinfer_launcher_answer *answer);
 /* The folder the loader searches last (beside libcinfer); NULL for a static build. */
 CINFER_API const char *cinfer_plugin_install_dir(void);
 

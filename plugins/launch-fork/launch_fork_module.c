@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -25,10 +27,35 @@ struct cinfer_launcher {
     struct cinfer_worker_handle *workers;
 };
 
+#define FORK_PRIORITY 10 /* PRRTE's rsh/fork rank: MPI and SSH rank higher where they apply */
+
+static int is_this_machine(const char *host)
+{
+    return !host || !host[0] || !strcmp(host, "localhost") || !strcmp(host, "127.0.0.1") || !strcmp(host, "::1");
+}
+
 static int fork_query(int *priority)
 {
-    *priority = 10; /* always usable; MPI and SSH rank higher where they apply */
+    *priority = FORK_PRIORITY;
     return 1;
+}
+
+/* Usable unless the configuration names hosts other than this machine. */
+static int fork_query_config(const struct cinfer_launcher_config *config, struct cinfer_launcher_answer *answer)
+{
+    memset(answer, 0, sizeof *answer);
+    answer->usable = 1;
+    answer->priority = FORK_PRIORITY;
+    if (config && config->struct_size >= offsetof(struct cinfer_launcher_config, hosts) + sizeof config->hosts &&
+        config->hosts)
+        for (const char *const *h = config->hosts; *h; h++)
+            if (!is_this_machine(*h)) {
+                answer->usable = 0;
+                snprintf(answer->why, sizeof answer->why,
+                         "starts workers on this machine only, and launcher.hosts lists '%s'", *h);
+                break;
+            }
+    return CINFER_OK;
 }
 
 static int fork_init(const struct cinfer_launcher_options *opts, struct cinfer_launcher **out,
@@ -37,6 +64,13 @@ static int fork_init(const struct cinfer_launcher_options *opts, struct cinfer_l
     (void)opts;
     *out = calloc(1, sizeof **out);
     return *out ? CINFER_OK : cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-fork: out of memory");
+}
+
+static int fork_init_config(const struct cinfer_launcher_config *config, struct cinfer_launcher **out,
+                            struct cinfer_error *err)
+{
+    (void)config;
+    return fork_init(NULL, out, err);
 }
 
 /* In the child: stdin becomes the lifeline, every other descriptor above 2 closes,
@@ -68,7 +102,7 @@ static int fork_spawn(struct cinfer_launcher *l, const struct cinfer_spawn_reque
                       struct cinfer_worker_handle **out, struct cinfer_error *err)
 {
     const char *title = req->title ? req->title : "worker";
-    if (req->host && req->host[0] && strcmp(req->host, "localhost") && strcmp(req->host, "127.0.0.1"))
+    if (!is_this_machine(req->host))
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
                                 "launch-fork: %s: host '%s' is not this machine (use launch-ssh for other hosts)",
                                 title, req->host);
@@ -202,4 +236,7 @@ const struct cinfer_launcher_ops cinfer_launch_fork_ops = {
     .signal = fork_signal,
     .wait = fork_wait,
     .fini = fork_fini,
+    .query_config = fork_query_config,
+    .init_config = fork_init_config,
+    .spawn_group = NULL, /* one fork per worker: the core calls spawn for each */
 };

@@ -1,5 +1,6 @@
 /* A launcher plugin, offered where a tokenizer is expected. */
 #include <errno.h>
+#include <stddef.h>
 
 #include "cinfer/launcher.h"
 #include "cinfer/plugin.h"
@@ -34,7 +35,9 @@ static int wait_for(struct cinfer_launcher *l, struct cinfer_worker_handle *w, i
 }
 static void fini(struct cinfer_launcher **l) { *l = NULL; }
 
+/* A version-1 launcher: its vtable ends at fini. */
 static const struct cinfer_launcher_ops ops = {
-    CINFER_LAUNCHER_OPS_VERSION, sizeof(struct cinfer_launcher_ops), query, init, spawn, status, sig, wait_for, fini};
+    .version = 1, .struct_size = offsetof(struct cinfer_launcher_ops, query_config), .query = query, .init = init,
+    .spawn = spawn, .status = status, .signal = sig, .wait = wait_for, .fini = fini};
 
 CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_LAUNCHER, "fake-wrong-kind", "1.0.0", &ops);
