@@ -92,7 +92,7 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     struct request_state *st = *slot(d, it->rid);
     struct cinfer_msg_text t = {.rid = it->rid, .ids = it->ids, .n_ids = it->n_ids, .finish_reason = it->finish_reason,
                                 .prompt_tokens = it->prompt_tokens, .completion_tokens = it->completion_tokens,
-                                .error = it->error, .logprobs = it->logprobs};
+                                .error = it->error, .logprobs = it->logprobs, .code = it->code};
     if (!st) {
         /* Unknown request: only a final error or abort is worth passing on. */
         if (it->finish_reason != CINFER_FINISH_NONE)
@@ -112,7 +112,11 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     if (rc == CINFER_OK && final)
         rc = d->tok->ops->decoder_finish(st->decoder, &tail, &tail_len, &err);
     if (rc != CINFER_OK) {
+        /* The request did nothing wrong: ids the model produced did not decode. That
+         * is this worker's failure (500), whatever code the tokenizer chose, unless
+         * memory ran out. */
         t.finish_reason = CINFER_FINISH_ERROR;
+        t.code = rc == CINFER_ERR_NOMEM ? CINFER_ERR_NOMEM : CINFER_ERR_INTERNAL;
         t.error = err.message;
         send_text(d, &t);
         free(delta);

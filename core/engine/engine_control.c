@@ -40,7 +40,7 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
     if (!e->rpc[0]) { /* the workers are being restarted */
         pthread_mutex_unlock(&e->rpc_lock);
         free(out);
-        return cinfer_error_set(err, CINFER_ERR_STATE, "the schedulers are restarting");
+        return cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the schedulers are restarting");
     }
     uint64_t call_id = ++e->next_call_id;
     struct cinfer_msg_rpc_call call = {.call_id = call_id, .method = (char *)method, .payload = (char *)(payload ? payload : "")};

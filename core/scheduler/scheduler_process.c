@@ -126,11 +126,12 @@ static void send_frame(void *socket, int rc, void *frame, size_t len, const char
 }
 
 /* A request the scheduler refused (too long, queue full) finishes at once with the
- * reason, through the detokenizer like any other. */
-static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, const char *why)
+ * refusal's code and words, through the detokenizer like any other. */
+static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, const struct cinfer_error *why)
 {
     struct cinfer_token_item item = {.rid = rid, .finish_reason = CINFER_FINISH_ERROR,
-                                     .prompt_tokens = (uint32_t)n_prompt, .error = (char *)why};
+                                     .prompt_tokens = (uint32_t)n_prompt, .error = (char *)why->message,
+                                     .code = why->code < 0 ? why->code : CINFER_ERR_INTERNAL};
     struct cinfer_msg_tokens msg = {.items = &item, .n_items = 1};
     void *frame = NULL;
     size_t len = 0;
@@ -153,7 +154,7 @@ static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_gene
 
     struct cinfer_error err = {0};
     if (cinfer_scheduler_add(sp->sched, g->rid, g->ids, (int)g->n_ids, &g->sampling, &err) != CINFER_OK)
-        refuse(sp, g->rid, (int)g->n_ids, err.message);
+        refuse(sp, g->rid, (int)g->n_ids, &err);
 }
 
 static void handle_input(struct scheduler_process *sp)
@@ -276,6 +277,9 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
         out[i].completion_tokens = (uint32_t)items[i].completion_tokens;
         out[i].error = (char *)items[i].error;
         out[i].logprobs = items[i].has_logprobs ? (struct cinfer_token_logprob *)&items[i].logprobs : NULL;
+        out[i].code = items[i].finish_reason == CINFER_FINISH_ERROR
+                          ? (items[i].code < 0 ? items[i].code : CINFER_ERR_INTERNAL)
+                          : 0;
     }
     struct cinfer_msg_tokens msg = {.items = out, .n_items = (uint32_t)n};
     void *frame = NULL;
