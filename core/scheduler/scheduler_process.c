@@ -220,7 +220,8 @@ static char *flush_json(const char *why)
     return json;
 }
 
-/* {"error": "unknown method '<method>'"}. */
+/* {"error": "unknown method '<method>'"}; a name that is not UTF-8 is left out, as
+ * JSON cannot carry it. */
 static char *unknown_method_json(const char *method)
 {
     char *why = NULL;
@@ -228,6 +229,8 @@ static char *unknown_method_json(const char *method)
     if (asprintf(&why, "unknown method '%s'", method) >= 0)
         o = json_pack("{s:s}", "error", why);
     free(why);
+    if (!o)
+        o = json_pack("{s:s}", "error", "unknown method (its name is not UTF-8)");
     char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return json;
