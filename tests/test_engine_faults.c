@@ -4,8 +4,10 @@
  * a scheduler that fails while loading, a worker that never reports READY, SIGKILL of
  * the main process, SIGINT to `cinfer generate`, a garbage frame injected into every
  * channel, a shutdown whose drain deadline cuts a request (CINFER_ERR_UNAVAILABLE for
- * it and for a request made while draining), and the restart policy (refusals while
- * the workers come back are CHILD or UNAVAILABLE, nothing else). */
+ * it and for a request made while draining), the restart policy (refusals while the
+ * workers come back are CHILD or UNAVAILABLE, nothing else), and a detokenizer whose
+ * tokenizer cannot decode (CINFER_ERR_INTERNAL: the worker's failure, never passed
+ * off as the request's). */
 #include <pthread.h>
 #include <errno.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
+#include "cinfer/tokenizer.h"
 #include "engine/hooks.h"
 #include "engine/worker_link.h"
 #include "support/engine_fixture.h"
@@ -450,6 +453,70 @@ START_TEST(a_shutdown_fails_what_it_cuts_as_unavailable)
 }
 END_TEST
 
+/* A tokenizer that encodes as the real one but cannot decode: its decoder fails at
+ * start (mode 1) or, blaming the ids with CINFER_ERR_RANGE, at the first step (mode 2).
+ * Set before the engine starts; the forked detokenizer inherits it. */
+static int broken_mode;
+static struct cinfer_tokenizer_ops broken_ops;
+
+static int decoder_new_fails(const struct cinfer_tokenizer *tok, int skip_special, struct cinfer_token_decoder **out,
+                             struct cinfer_error *err)
+{
+    (void)tok; (void)skip_special; (void)out;
+    return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "this tokenizer cannot decode incrementally");
+}
+
+static int decoder_step_fails(struct cinfer_token_decoder *dec, const int32_t *ids, size_t n, char **delta,
+                              size_t *delta_len, struct cinfer_error *err)
+{
+    (void)dec; (void)n; (void)delta; (void)delta_len;
+    return cinfer_error_set(err, CINFER_ERR_RANGE, "token id %d has no text", ids[0]);
+}
+
+static int init_broken_tokenizer(const struct cinfer_server_args *args, struct cinfer_tokenizer_ctx **out,
+                                 struct cinfer_error *err)
+{
+    int rc = cinfer_default_init_tokenizer(args, out, err);
+    if (rc)
+        return rc;
+    broken_ops = *(*out)->ops;
+    if (broken_mode == 1)
+        broken_ops.decoder_new = decoder_new_fails;
+    else
+        broken_ops.decoder_step = decoder_step_fails;
+    (*out)->ops = &broken_ops;
+    return CINFER_OK;
+}
+
+START_TEST(a_detokenizer_that_cannot_decode_fails_requests_as_internal)
+{
+    if (!model)
+        return;
+    static const char *const words[] = {"", "cannot start decoding request", "has no text"};
+    for (broken_mode = 1; broken_mode <= 2; broken_mode++) {
+        struct cinfer_server_args args;
+        cinfer_test_engine_args(&args, model);
+        struct cinfer_engine_hooks hooks;
+        cinfer_engine_default_hooks(&hooks);
+        hooks.init_tokenizer = init_broken_tokenizer;
+        struct cinfer_server_info info;
+        struct cinfer_engine *e = start(&args, &hooks, &info);
+        struct cinfer_generate_request req = long_request();
+        req.sampling.max_new_tokens = 8;
+        struct cinfer_generate_result r;
+        struct cinfer_error err = {0};
+        ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), CINFER_ERR_INTERNAL);
+        ck_assert_int_eq(err.code, CINFER_ERR_INTERNAL);
+        ck_assert_msg(strstr(err.message, words[broken_mode]), "%s", err.message);
+        printf("detokenizer failing (mode %d): %d (%s): %s\n", broken_mode, err.code, cinfer_strerror(err.code),
+               err.message);
+        ck_assert(cinfer_engine_healthy(e)); /* a request failed, not the engine */
+        cinfer_engine_shutdown(&e, 1000);
+        cinfer_server_args_free(&args);
+    }
+}
+END_TEST
+
 static Suite *suite_engine_faults(void)
 {
     Suite *s = suite_create("engine_faults");
@@ -465,6 +532,7 @@ static Suite *suite_engine_faults(void)
     tcase_add_test(tc, garbage_frames_on_every_channel_are_dropped);
     tcase_add_test(tc, restart_policy_brings_the_workers_back);
     tcase_add_test(tc, a_shutdown_fails_what_it_cuts_as_unavailable);
+    tcase_add_test(tc, a_detokenizer_that_cannot_decode_fails_requests_as_internal);
     suite_add_tcase(s, tc);
     return s;
 }
