@@ -1,9 +1,13 @@
 /* The engine end to end, through the real processes: greedy output equals the model
  * runtime's own single-process greedy output; 32 threads each get their own right
  * answer; streaming (callback and iterator) yields the same text as blocking; hooks
- * overridden by an embedder run; workers are named for ps; RPC reaches every rank;
- * two engines in one process keep to themselves; logprobs equal the log-softmax of the
- * runtime's own logits; n choices each reproduce alone with their seed. */
+ * overridden by an embedder run; workers are named for ps; RPC reaches every rank, and
+ * its answers (errors included, whatever their words) are valid JSON; two engines in
+ * one process keep to themselves; logprobs equal the log-softmax of the runtime's own
+ * logits; n choices each reproduce alone with their seed; each refusal (empty prompt,
+ * token outside the vocabulary, prompt past the context or the KV cache, full queue)
+ * reaches the caller with its own status code from every entry point. */
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -310,6 +314,75 @@ START_TEST(overridden_hooks_run)
 }
 END_TEST
 
+/* Parses an RPC answer; fails the test, showing the text, when it is not JSON. */
+static json_t *rpc_json(const struct cinfer_rpc_reply *r)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(r->payload, 0, &jerr);
+    ck_assert_msg(json_is_object(j), "RPC answer of tp%d is not a JSON object (%s): %s", r->tp_rank, jerr.text,
+                  r->payload);
+    return j;
+}
+
+/* The scheduler's answers are JSON whatever text they carry: an error naming a method
+ * full of quotes, backslashes and control characters, the server info, and a
+ * flush_cache refused while a request runs (its words reach the caller without JSON
+ * around them). */
+static void assert_rpc_answers_are_json(struct cinfer_engine *e)
+{
+    static const char nasty[] = "say \"hi\" \\ back\nand\r\tthen {\"x\": 1} \x01 caf\xc3\xa9 '";
+    struct cinfer_rpc_reply *replies;
+    int n;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, nasty, "{}", 2000, &replies, &n, &err), 0);
+    ck_assert_int_eq(replies[0].status, CINFER_ERR_NOT_FOUND);
+    json_t *j = rpc_json(&replies[0]);
+    char want[256];
+    snprintf(want, sizeof want, "unknown method '%s'", nasty);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "error")), want);
+    printf("RPC error answer for a method with quotes, backslashes and newlines: %s\n", replies[0].payload);
+    json_decref(j);
+    cinfer_rpc_replies_free(replies, n);
+    /* A name that is not UTF-8 cannot be quoted in JSON: the answer still is JSON. */
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "bad \xff\xfe name", "{}", 2000, &replies, &n, &err), 0);
+    ck_assert_int_eq(replies[0].status, CINFER_ERR_NOT_FOUND);
+    j = rpc_json(&replies[0]);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "error")), "unknown method (its name is not UTF-8)");
+    json_decref(j);
+    cinfer_rpc_replies_free(replies, n);
+
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "server_info", "{}", 2000, &replies, &n, &err), 0);
+    j = rpc_json(&replies[0]);
+    ck_assert(json_is_integer(json_object_get(j, "running_requests")));
+    ck_assert(json_is_integer(json_object_get(j, "max_total_tokens")));
+    ck_assert(json_is_boolean(json_object_get(j, "prefix_cache_enabled")));
+    json_decref(j);
+    cinfer_rpc_replies_free(replies, n);
+
+    /* A request running: flush_cache is refused, as JSON with the words inside. */
+    struct cinfer_generate_request req = greedy(prompts[0]);
+    req.sampling.ignore_eos = 1;
+    req.sampling.max_new_tokens = 100000; /* runs until closed (or the context ends it) */
+    struct cinfer_stream *s = NULL;
+    ck_assert_int_eq(cinfer_engine_stream_open(e, &req, &s, &err), 0);
+    struct cinfer_stream_chunk c;
+    ck_assert_msg(cinfer_stream_next(s, &c, 10000, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(c.finish_reason, CINFER_FINISH_NONE);
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "flush_cache", "{}", 2000, &replies, &n, &err), 0);
+    ck_assert_int_eq(replies[0].status, CINFER_ERR_STATE);
+    j = rpc_json(&replies[0]);
+    ck_assert(json_is_false(json_object_get(j, "flushed")));
+    const char *why = json_string_value(json_object_get(j, "error"));
+    ck_assert_msg(why && strstr(why, "1 requests are running"), "%s", replies[0].payload);
+    snprintf(want, sizeof want, "scheduler tp0: %s", why);
+    json_decref(j);
+    cinfer_rpc_replies_free(replies, n);
+    ck_assert_int_eq(cinfer_engine_flush_cache(e, &err), CINFER_ERR_STATE);
+    ck_assert_int_eq(err.code, CINFER_ERR_STATE);
+    ck_assert_str_eq(err.message, want);
+    cinfer_stream_close(&s);
+}
+
 START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
 {
     if (!model)
@@ -343,6 +416,7 @@ START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
     ck_assert_int_eq(replies[0].status, CINFER_ERR_NOT_FOUND);
     cinfer_rpc_replies_free(replies, n);
     ck_assert_int_eq(cinfer_engine_flush_cache(e, &err), 0);
+    assert_rpc_answers_are_json(e);
 
     char run_dir[192];
     snprintf(run_dir, sizeof run_dir, "%s", info.run_dir);
@@ -634,7 +708,8 @@ START_TEST(a_failed_choice_fails_the_call_and_aborts_the_rest)
     struct cinfer_generate_request req = greedy(prompts[0]);
     req.n = 8;
     struct cinfer_generate_result choices[8];
-    ck_assert_int_eq(cinfer_engine_generate_n(e, &req, choices, 8, &err), CINFER_ERR_CHILD);
+    ck_assert_int_eq(cinfer_engine_generate_n(e, &req, choices, 8, &err), CINFER_ERR_OVERLOADED);
+    ck_assert_int_eq(err.code, CINFER_ERR_OVERLOADED);
     ck_assert_msg(strstr(err.message, "queue full"), "%s", err.message);
     for (int i = 0; i < 8; i++) /* nothing left to free */
         ck_assert(!choices[i].text && !choices[i].output_ids && !choices[i].logprobs);
@@ -659,6 +734,122 @@ START_TEST(a_failed_choice_fails_the_call_and_aborts_the_rest)
 }
 END_TEST
 
+/* A request of these ids (or, with n_ids 0, of nothing) must fail with code from
+ * every entry point: the blocking call, the callback stream and the iterator (which
+ * takes the refusal at open when the engine refuses it, else as its first chunk). */
+static int never_called(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    (void)c;
+    (void)ctx;
+    ck_abort_msg("a refused request yielded a chunk");
+    return 1;
+}
+
+static void expect_refusal(struct cinfer_engine *e, const int32_t *ids, size_t n_ids, int code, const char *words)
+{
+    struct cinfer_generate_request req = {.input_ids = ids, .n_input_ids = n_ids};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.max_new_tokens = 4;
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), code);
+    ck_assert_int_eq(err.code, code);
+    ck_assert_msg(strstr(err.message, words), "%s: expected '%s' in: %s", cinfer_strerror(code), words, err.message);
+    printf("%zu ids -> %d (%s): %s\n", n_ids, code, cinfer_strerror(code), err.message);
+    cinfer_error_clear(&err);
+    ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, never_called, NULL, &err), code);
+    ck_assert_int_eq(err.code, code);
+    cinfer_error_clear(&err);
+    struct cinfer_stream *s = NULL;
+    int rc = cinfer_engine_stream_open(e, &req, &s, &err);
+    if (rc == CINFER_OK) {
+        struct cinfer_stream_chunk c;
+        rc = cinfer_stream_next(s, &c, 10000, &err);
+        cinfer_stream_close(&s);
+    }
+    ck_assert_int_eq(rc, code);
+    ck_assert_int_eq(err.code, code);
+}
+
+START_TEST(each_refusal_reaches_the_caller_with_its_code)
+{
+    if (!model)
+        return;
+    /* One running, one waiting; a KV cache smaller than the context. */
+    enum { CONTEXT = 512 };
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.context_length = CONTEXT;
+    args.kv_cache_bytes = 256 << 10;
+    args.max_running_requests = 1;
+    args.max_queued_requests = 1;
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "%s", err.message);
+    cinfer_server_args_free(&args);
+    struct cinfer_server_info info;
+    ck_assert_int_eq(cinfer_engine_server_info(e, &info, &err), 0);
+    ck_assert_int_eq(info.max_request_len, CONTEXT);
+    int kv = (int)info.max_total_tokens;
+    ck_assert_msg(kv > 16 && kv + 1 < CONTEXT, "KV cache of %d tokens for a context of %d", kv, CONTEXT);
+    static int32_t ids[CONTEXT + 8];
+    for (int i = 0; i < CONTEXT + 8; i++)
+        ids[i] = 1 + i % 7;
+
+    /* The caller's faults: refused by the engine (nothing to send) or by the scheduler. */
+    expect_refusal(e, NULL, 0, CINFER_ERR_INVALID_ARGUMENT, "neither a prompt nor input_ids");
+    int32_t outside[] = {1, info.vocab_size, 2};
+    expect_refusal(e, outside, 3, CINFER_ERR_RANGE, "outside the vocabulary");
+    expect_refusal(e, ids, CONTEXT, CINFER_ERR_CONTEXT_LENGTH, "leaves no room for output in the context length");
+    expect_refusal(e, ids, (size_t)kv, CINFER_ERR_CONTEXT_LENGTH, "does not fit the KV cache");
+
+    /* A full queue: six at once against one running and one waiting. */
+    enum { N = 6 };
+    struct cinfer_stream *s[N];
+    struct cinfer_generate_request req = {.input_ids = ids, .n_input_ids = 4};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0;
+    req.sampling.ignore_eos = 1;
+    req.sampling.max_new_tokens = 64;
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(cinfer_engine_stream_open(e, &req, &s[i], &err), 0);
+    int refused = 0, finished = 0;
+    for (int i = 0; i < N; i++) {
+        for (;;) {
+            struct cinfer_stream_chunk c;
+            cinfer_error_clear(&err);
+            int rc = cinfer_stream_next(s[i], &c, 30000, &err);
+            if (rc) {
+                ck_assert_msg(rc == CINFER_ERR_OVERLOADED && err.code == rc && strstr(err.message, "queue full"),
+                              "stream %d: %d %s", i, rc, err.message);
+                refused++;
+                break;
+            }
+            if (c.finish_reason != CINFER_FINISH_NONE) {
+                ck_assert_int_eq(c.completion_tokens, 64);
+                finished++;
+                break;
+            }
+        }
+        cinfer_stream_close(&s[i]);
+    }
+    printf("queue full: %d of %d refused with %d (%s), %d finished\n", refused, N, CINFER_ERR_OVERLOADED,
+           cinfer_strerror(CINFER_ERR_OVERLOADED), finished);
+    ck_assert_int_ge(refused, 1); /* at most 2 fit; how many depends on the steps between arrivals */
+    ck_assert_int_ge(finished, 1);
+    ck_assert_int_eq(refused + finished, N);
+
+    /* None of it harmed the engine. */
+    req.sampling.max_new_tokens = 8;
+    struct cinfer_generate_result r;
+    ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+    ck_assert_int_eq((int)r.n_output_ids, 8);
+    cinfer_generate_result_free(&r);
+    ck_assert(cinfer_engine_healthy(e));
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
 static Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -675,6 +866,7 @@ static Suite *suite_engine(void)
     tcase_add_test(tc, logprobs_are_the_log_softmax_of_the_runtime_logits);
     tcase_add_test(tc, n_choices_each_reproduce_alone_with_their_seed);
     tcase_add_test(tc, a_failed_choice_fails_the_call_and_aborts_the_rest);
+    tcase_add_test(tc, each_refusal_reaches_the_caller_with_its_code);
     suite_add_tcase(s, tc);
     return s;
 }

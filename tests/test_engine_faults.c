@@ -1,8 +1,14 @@
-/* Faults, each asserting what the caller sees and that no process or run folder is
- * left behind: kill -9 of the scheduler mid-stream and of the detokenizer, a
- * scheduler that fails while loading, a worker that never reports READY, SIGKILL of
- * the main process, SIGINT to `cinfer generate`, and a garbage frame injected into
- * every channel. */
+/* Faults, each asserting what the caller sees (the status code as well as the words)
+ * and that no process or run folder is left behind: kill -9 of the scheduler
+ * mid-stream and of the detokenizer (CINFER_ERR_CHILD, then and for later requests),
+ * a scheduler that fails while loading, a worker that never reports READY, SIGKILL of
+ * the main process, SIGINT to `cinfer generate`, a garbage frame injected into every
+ * channel, a shutdown whose drain deadline cuts a request (CINFER_ERR_UNAVAILABLE for
+ * it and for a request made while draining), the restart policy (refusals while the
+ * workers come back are CHILD or UNAVAILABLE, nothing else), and a detokenizer whose
+ * tokenizer cannot decode (CINFER_ERR_INTERNAL: the worker's failure, never passed
+ * off as the request's). */
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +22,7 @@
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
+#include "cinfer/tokenizer.h"
 #include "engine/hooks.h"
 #include "engine/worker_link.h"
 #include "support/engine_fixture.h"
@@ -108,12 +115,18 @@ static void kill_worker_mid_stream(int worker_index, const char *name)
     int rc = cinfer_engine_generate_stream(e, &req, kill_after_first_chunk, &k, &err);
     double waited = now_s() - k.killed_at;
     ck_assert_int_eq(rc, CINFER_ERR_CHILD);
+    ck_assert_int_eq(err.code, CINFER_ERR_CHILD);
     ck_assert_msg(strstr(err.message, name) && strstr(err.message, "killed by signal 9"), "caller saw: %s", err.message);
+    printf("%s killed mid-stream: %d (%s): %s\n", name, rc, cinfer_strerror(rc), err.message);
     ck_assert_msg(waited < 2.0, "the caller waited %.2f s after the kill", waited);
     ck_assert(!cinfer_engine_healthy(e));
     /* A new request is refused at once with the reason. */
     ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, kill_after_first_chunk, &k, &err), CINFER_ERR_CHILD);
+    ck_assert_int_eq(err.code, CINFER_ERR_CHILD);
     ck_assert_msg(strstr(err.message, "not healthy"), "%s", err.message);
+    struct cinfer_server_info after;
+    ck_assert_int_eq(cinfer_engine_server_info(e, &after, &err), CINFER_ERR_CHILD); /* control calls too */
+    ck_assert_int_eq(cinfer_engine_flush_cache(e, &err), CINFER_ERR_CHILD);
     pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
     ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
     for (int i = 0; i < 200 && dir_exists(info.run_dir); i++)
@@ -374,21 +387,178 @@ START_TEST(restart_policy_brings_the_workers_back)
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_engine_generate(e, &req, &before, &err), 0);
     kill(info.worker_pids[1], SIGKILL);
-    /* Healthy again once the new workers report READY. */
-    int healthy_again = 0;
+    /* Healthy again once the new workers report READY. Meanwhile a request is refused
+     * as the engine's state says: a lost worker (CHILD) or workers restarting
+     * (UNAVAILABLE); never a status that blames the request. */
+    int healthy_again = 0, refusals = 0;
+    struct cinfer_generate_request probe = long_request();
+    probe.sampling.max_new_tokens = 1;
     for (int i = 0; i < 300 && !healthy_again; i++) {
         usleep(20000);
+        struct cinfer_generate_result r;
+        cinfer_error_clear(&err);
+        int rc = cinfer_engine_generate(e, &probe, &r, &err);
+        if (rc == CINFER_OK)
+            cinfer_generate_result_free(&r);
+        else {
+            ck_assert_msg(rc == CINFER_ERR_CHILD || rc == CINFER_ERR_UNAVAILABLE, "while restarting: %d %s", rc,
+                          err.message);
+            ck_assert_int_eq(err.code, rc);
+            refusals++;
+        }
         struct cinfer_server_info now;
         healthy_again = cinfer_engine_healthy(e) && cinfer_engine_server_info(e, &now, &err) == 0 &&
                         now.worker_pids[1] != info.worker_pids[1];
     }
     ck_assert_msg(healthy_again, "the workers did not come back");
+    printf("restart: %d requests refused while the workers came back, each CHILD or UNAVAILABLE\n", refusals);
     ck_assert_int_eq(cinfer_engine_generate(e, &req, &after, &err), 0);
     ck_assert_str_eq(after.text, before.text);
     cinfer_generate_result_free(&before);
     cinfer_generate_result_free(&after);
     cinfer_engine_shutdown(&e, 1000);
     cinfer_server_args_free(&args);
+}
+END_TEST
+
+struct long_caller {
+    struct cinfer_engine *engine;
+    volatile int chunks;
+    int rc;
+    struct cinfer_error err;
+};
+
+static int count_chunk(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    (void)c;
+    ((struct long_caller *)ctx)->chunks++;
+    return 0;
+}
+
+static void *generate_long(void *arg)
+{
+    struct long_caller *c = arg;
+    struct cinfer_generate_request req = long_request();
+    c->rc = cinfer_engine_generate_stream(c->engine, &req, count_chunk, c, &c->err);
+    return NULL;
+}
+
+struct shutter {
+    struct cinfer_engine *engine;
+    volatile int started;
+};
+
+static void *shut_down(void *arg)
+{
+    struct shutter *s = arg;
+    s->started = 1;
+    cinfer_engine_shutdown(&s->engine, 1500);
+    return NULL;
+}
+
+START_TEST(a_shutdown_fails_what_it_cuts_as_unavailable)
+{
+    if (!model)
+        return;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.context_length = 60000; /* the request outlives the drain deadline */
+    struct cinfer_server_info info;
+    struct cinfer_engine *e = start(&args, NULL, &info);
+    struct long_caller caller = {.engine = e};
+    pthread_t gen, shut;
+    ck_assert_int_eq(pthread_create(&gen, NULL, generate_long, &caller), 0);
+    while (caller.chunks < 2)
+        usleep(1000);
+    struct shutter shutter = {.engine = e};
+    ck_assert_int_eq(pthread_create(&shut, NULL, shut_down, &shutter), 0);
+    while (!shutter.started)
+        usleep(1000);
+    usleep(200000); /* well inside the 1.5 s drain: the engine still exists */
+    struct cinfer_generate_request req = long_request();
+    req.sampling.max_new_tokens = 4;
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), CINFER_ERR_UNAVAILABLE);
+    ck_assert_int_eq(err.code, CINFER_ERR_UNAVAILABLE);
+    ck_assert_str_eq(err.message, "the engine is shutting down");
+    printf("a request while draining: %d (%s): %s\n", err.code, cinfer_strerror(err.code), err.message);
+    pthread_join(gen, NULL);
+    pthread_join(shut, NULL);
+    ck_assert_ptr_null(shutter.engine);
+    ck_assert_int_eq(caller.rc, CINFER_ERR_UNAVAILABLE);
+    ck_assert_int_eq(caller.err.code, CINFER_ERR_UNAVAILABLE);
+    ck_assert_str_eq(caller.err.message, "the engine is shutting down");
+    printf("a request cut by the drain deadline after %d chunks: %d (%s): %s\n", caller.chunks, caller.rc,
+           cinfer_strerror(caller.rc), caller.err.message);
+    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
+    ck_assert_msg(!dir_exists(info.run_dir), "run folder %s remains", info.run_dir);
+    cinfer_server_args_free(&args);
+}
+END_TEST
+
+/* A tokenizer that encodes as the real one but cannot decode: its decoder fails at
+ * start (mode 1) or, blaming the ids with CINFER_ERR_RANGE, at the first step (mode 2).
+ * Set before the engine starts; the forked detokenizer inherits it. */
+static int broken_mode;
+static struct cinfer_tokenizer_ops broken_ops;
+
+static int decoder_new_fails(const struct cinfer_tokenizer *tok, int skip_special, struct cinfer_token_decoder **out,
+                             struct cinfer_error *err)
+{
+    (void)tok; (void)skip_special; (void)out;
+    return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "this tokenizer cannot decode incrementally");
+}
+
+static int decoder_step_fails(struct cinfer_token_decoder *dec, const int32_t *ids, size_t n, char **delta,
+                              size_t *delta_len, struct cinfer_error *err)
+{
+    (void)dec; (void)n; (void)delta; (void)delta_len;
+    return cinfer_error_set(err, CINFER_ERR_RANGE, "token id %d has no text", ids[0]);
+}
+
+static int init_broken_tokenizer(const struct cinfer_server_args *args, struct cinfer_tokenizer_ctx **out,
+                                 struct cinfer_error *err)
+{
+    int rc = cinfer_default_init_tokenizer(args, out, err);
+    if (rc)
+        return rc;
+    broken_ops = *(*out)->ops;
+    if (broken_mode == 1)
+        broken_ops.decoder_new = decoder_new_fails;
+    else
+        broken_ops.decoder_step = decoder_step_fails;
+    (*out)->ops = &broken_ops;
+    return CINFER_OK;
+}
+
+START_TEST(a_detokenizer_that_cannot_decode_fails_requests_as_internal)
+{
+    if (!model)
+        return;
+    static const char *const words[] = {"", "cannot start decoding request", "has no text"};
+    for (broken_mode = 1; broken_mode <= 2; broken_mode++) {
+        struct cinfer_server_args args;
+        cinfer_test_engine_args(&args, model);
+        struct cinfer_engine_hooks hooks;
+        cinfer_engine_default_hooks(&hooks);
+        hooks.init_tokenizer = init_broken_tokenizer;
+        struct cinfer_server_info info;
+        struct cinfer_engine *e = start(&args, &hooks, &info);
+        struct cinfer_generate_request req = long_request();
+        req.sampling.max_new_tokens = 8;
+        struct cinfer_generate_result r;
+        struct cinfer_error err = {0};
+        ck_assert_int_eq(cinfer_engine_generate(e, &req, &r, &err), CINFER_ERR_INTERNAL);
+        ck_assert_int_eq(err.code, CINFER_ERR_INTERNAL);
+        ck_assert_msg(strstr(err.message, words[broken_mode]), "%s", err.message);
+        printf("detokenizer failing (mode %d): %d (%s): %s\n", broken_mode, err.code, cinfer_strerror(err.code),
+               err.message);
+        ck_assert(cinfer_engine_healthy(e)); /* a request failed, not the engine */
+        cinfer_engine_shutdown(&e, 1000);
+        cinfer_server_args_free(&args);
+    }
 }
 END_TEST
 
@@ -407,6 +577,8 @@ static Suite *suite_engine_faults(void)
     tcase_add_test(tc, sigint_to_cinfer_generate_drains_and_exits_0);
     tcase_add_test(tc, garbage_frames_on_every_channel_are_dropped);
     tcase_add_test(tc, restart_policy_brings_the_workers_back);
+    tcase_add_test(tc, a_shutdown_fails_what_it_cuts_as_unavailable);
+    tcase_add_test(tc, a_detokenizer_that_cannot_decode_fails_requests_as_internal);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,17 @@ START_TEST(every_code_has_words)
         ck_assert_str_ne(words, "unknown error");
     }
     ck_assert_str_eq(cinfer_strerror(CINFER_STATUS_MIN - 1), "unknown error");
+    ck_assert_str_eq(cinfer_strerror(1), "unknown error");
+    /* Each code its own words: a caller tells them apart without the number. */
+    for (int a = 0; a >= CINFER_STATUS_MIN; a--)
+        for (int b = a - 1; b >= CINFER_STATUS_MIN; b--)
+            ck_assert_msg(strcmp(cinfer_strerror(a), cinfer_strerror(b)) != 0, "codes %d and %d both read '%s'", a, b,
+                          cinfer_strerror(a));
+    /* The codes the engine adds to tell a caller's fault from the engine's. */
+    ck_assert_str_eq(cinfer_strerror(CINFER_ERR_OVERLOADED), "engine overloaded, retry later");
+    ck_assert_str_eq(cinfer_strerror(CINFER_ERR_CONTEXT_LENGTH), "prompt too long for the context");
+    ck_assert_str_eq(cinfer_strerror(CINFER_ERR_UNAVAILABLE), "engine not available");
+    ck_assert_int_eq(CINFER_STATUS_MIN, -17);
 }
 END_TEST
 

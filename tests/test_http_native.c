@@ -10,9 +10,11 @@
  *   - a client that disconnects (curl killed) aborts its request: within 1 s nothing runs
  *     and the KV pages are back at their baseline;
  *   - errors, each with its status and OpenAI's error shape: malformed JSON (position),
- *     wrong type and out of range (the field), prompt too long (the numbers), queue full
- *     (503), engine down (scheduler killed: 503), body too large (413), wrong method
- *     (405), unknown path (404). */
+ *     wrong type and out of range (the field), an empty prompt (400), prompt too long
+ *     for the context (the numbers) and, within it, for the KV cache (400, the
+ *     scheduler's refusal by its code, streaming or not), queue full (503
+ *     server_overloaded), engine down (scheduler killed: 503 service_unavailable), body
+ *     too large (413), wrong method (405), unknown path (404). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -53,7 +55,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void start(int max_running, int max_queued)
+static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
 {
     cinfer_test_make_tmp_dir("http-native");
     struct cinfer_server_args args;
@@ -61,7 +63,7 @@ static void start(int max_running, int max_queued)
     ck_assert_int_eq(cinfer_server_args_init(&args, &err), 0);
     free(args.model_path);
     args.model_path = strdup(MODEL);
-    args.kv_cache_bytes = 16ll << 20;
+    args.kv_cache_bytes = kv_cache_bytes;
     args.start_timeout_ms = 30000;
     args.log_level = CINFER_LOG_ERROR;
     args.num_threads = 1;
@@ -78,6 +80,11 @@ static void start(int max_running, int max_queued)
     port = cinfer_http_server_port(server);
     ck_assert_int_gt(port, 0);
     cinfer_server_args_free(&args);
+}
+
+static void start(int max_running, int max_queued)
+{
+    start_kv(max_running, max_queued, 16ll << 20);
 }
 
 static void stop(void)
@@ -569,7 +576,7 @@ END_TEST
 
 START_TEST(errors_have_status_and_shape)
 {
-    start(0, 0);
+    start_kv(0, 0, 1ll << 20); /* 512 KV tokens of the default model, in a context of 2048 */
     struct reply r = curl("POST", "/generate", "{\"text\": \"a\",\n \"sampling_params\": {\"max_new_tokens\": }}");
     assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"line 2", "column", NULL});
     reply_free(&r);
@@ -602,6 +609,37 @@ START_TEST(errors_have_status_and_shape)
     strcat(text, "\"}");
     r = curl("POST", "/generate", text);
     assert_error(&r, 400, "invalid_request_error", "text", (const char *const[]){"2148 tokens", "2048 tokens", NULL});
+    reply_free(&r);
+
+    /* Within the context but longer than the KV cache: the scheduler refuses it, and
+     * its code (CONTEXT_LENGTH) makes the status, streaming or not. */
+    struct cinfer_server_info info;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_server_info(engine, &info, &err), 0);
+    ck_assert_int_lt(info.max_total_tokens + 1, CONTEXT);
+    char ids[8 * CONTEXT + 64];
+    int at = snprintf(ids, sizeof ids, "{\"input_ids\": [1");
+    for (int i = 1; i < (int)info.max_total_tokens + 8; i++)
+        at += snprintf(ids + at, sizeof ids - (size_t)at, ", %d", 1 + i % 50);
+    snprintf(ids + at, sizeof ids - (size_t)at, "]}");
+    char kv_words[64];
+    snprintf(kv_words, sizeof kv_words, "the KV cache of %lld tokens", (long long)info.max_total_tokens);
+    r = curl("POST", "/generate", ids);
+    assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"does not fit", kv_words, NULL});
+    printf("past the KV cache: %d %s\n", r.status, json_string_value(json_object_get(json_object_get(r.json, "error"),
+                                                                                     "message")));
+    reply_free(&r);
+    snprintf(ids + at, sizeof ids - (size_t)at, "], \"stream\": true}");
+    r = curl("POST", "/generate", ids);
+    assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"does not fit", kv_words, NULL});
+    reply_free(&r);
+
+    /* An empty prompt, as text or as ids. */
+    r = curl("POST", "/generate", "{\"text\": \"\"}");
+    assert_error(&r, 400, "invalid_request_error", "text", (const char *const[]){"no tokens", NULL});
+    reply_free(&r);
+    r = curl("POST", "/generate", "{\"input_ids\": []}");
+    assert_error(&r, 400, "invalid_request_error", "input_ids", (const char *const[]){"empty", NULL});
     reply_free(&r);
 
     /* 100 KiB against a limit of 64 KiB: refused before parsing. */
@@ -667,7 +705,7 @@ START_TEST(queue_full_then_engine_down)
         json_decref(j);
         free(out);
     }
-    printf("queue full: %d completed, %d refused with 503\n", completed, refused);
+    printf("queue full: %d completed, %d refused with 503 server_overloaded\n", completed, refused);
     ck_assert_int_ge(completed, 2);
     ck_assert_int_ge(refused, 1);
     /* the 503 itself, with its status, for one more request while two are in */

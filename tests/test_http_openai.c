@@ -6,8 +6,9 @@
  * tests/reference/openai_client/openai_api.mjs asserts what the client returns against
  * them: completions and chat, streaming and not, n > 1, seeds, logprobs in both
  * shapes, stop strings, usage, logit bias, a departing client, and every error as the
- * client raises it (400 naming the field, 404, 401, 503 for a full queue and, last, a
- * killed scheduler). Exits 77 (skip) where node or the package is absent (the fixture
+ * client raises it (400 naming the field, an empty prompt, 400 for a prompt past the KV
+ * cache of a second engine whose cache is smaller than its context, 404, 401, 503 for
+ * a full queue and, last, a killed scheduler). Exits 77 (skip) where node or the package is absent (the fixture
  * test_http_openai_client_setup says why). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,16 @@ START_TEST(official_client_sees_the_engine_answers)
     tok->ops->info(tok->tok, &info);
     struct cinfer_server_info server_info;
     ck_assert_msg(cinfer_engine_server_info(e, &server_info, &err) == 0, "%s", err.message);
+    /* a second engine whose KV cache (128 tokens of models/default) is smaller than
+     * its context (256) */
+    cinfer_test_engine_args(&args, MODEL);
+    args.kv_cache_bytes = 256 << 10;
+    struct cinfer_engine *small_kv = NULL;
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &small_kv, &err) == 0, "small-KV engine: %s", err.message);
+    cinfer_server_args_free(&args);
+    struct cinfer_server_info small_info;
+    ck_assert_msg(cinfer_engine_server_info(small_kv, &small_info, &err) == 0, "%s", err.message);
+    ck_assert_int_lt(small_info.max_total_tokens + 4, small_info.max_request_len);
 
     json_t *refs = json_array();
     for (size_t i = 0; i < sizeof prompts / sizeof prompts[0]; i++)
@@ -252,16 +263,20 @@ START_TEST(official_client_sees_the_engine_answers)
     struct cinfer_http_server *open_srv = start_server(e, NULL, NULL);
     struct cinfer_http_server *keyed_srv = start_server(e, API_KEY, NULL);
     struct cinfer_http_server *own_srv = renderer ? start_server(e, NULL, template_path) : NULL;
+    struct cinfer_http_server *small_srv = start_server(small_kv, NULL, NULL);
     char base[64], keyed[64], own[64] = "";
     snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(open_srv));
     snprintf(keyed, sizeof keyed, "http://127.0.0.1:%d/v1", cinfer_http_server_port(keyed_srv));
     if (own_srv)
         snprintf(own, sizeof own, "http://127.0.0.1:%d/v1", cinfer_http_server_port(own_srv));
     json_object_set_new(json_object_get(chat, "ownTemplate"), "baseURL", json_string(own));
-    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o}", "baseURL", base, "keyedBaseURL", keyed,
-                            "apiKey", API_KEY, "model", cinfer_http_server_model_name(open_srv), "maxModelLen",
-                            server_info.max_request_len, "maxTokens", MAX_TOKENS, "vocabSize", (int)info.vocab_size,
-                            "prompts", refs, "chat", chat);
+    char small_base[64];
+    snprintf(small_base, sizeof small_base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(small_srv));
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:{s:s, s:I}}", "baseURL", base,
+                            "keyedBaseURL", keyed, "apiKey", API_KEY, "model", cinfer_http_server_model_name(open_srv),
+                            "maxModelLen", server_info.max_request_len, "maxTokens", MAX_TOKENS, "vocabSize",
+                            (int)info.vocab_size, "prompts", refs, "chat", chat, "smallKv", "baseURL", small_base,
+                            "kvTokens", (json_int_t)small_info.max_total_tokens);
     ck_assert_ptr_nonnull(cfg);
     const char *cfg_path = cinfer_test_tmp_path("config.json");
     ck_assert_int_eq(json_dump_file(cfg, cfg_path, JSON_INDENT(1)), 0);
@@ -273,6 +288,8 @@ START_TEST(official_client_sees_the_engine_answers)
     int rc = cinfer_test_run(cmd, out, sizeof out);
     fputs(out, stdout);
 
+    cinfer_http_server_stop(&small_srv);
+    cinfer_engine_shutdown(&small_kv, 1000);
     cinfer_http_server_stop(&own_srv);
     cinfer_http_server_stop(&keyed_srv);
     cinfer_http_server_stop(&open_srv);
@@ -290,7 +307,7 @@ START_TEST(official_client_sees_the_engine_answers)
     ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
     int passed = (int)json_integer_value(json_object_get(summary, "passed"));
     size_t failed = json_array_size(json_object_get(summary, "failed"));
-    int expected = renderer ? 31 : 24;
+    int expected = renderer ? 33 : 26;
     printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
     json_decref(summary);
     ck_assert_int_eq(rc, 0);

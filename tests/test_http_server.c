@@ -618,33 +618,54 @@ END_TEST
 
 START_TEST(engine_errors_map_to_statuses)
 {
-    /* The sentences as core/scheduler and core/engine write them. */
+    /* The code alone decides; the words never do. Each message below is one that
+     * another code's case once matched on, so a mapping that still read them fails. */
     static const struct {
         int code;
         const char *message;
         int status;
         const char *type;
     } cases[] = {
-        {CINFER_ERR_CHILD, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "server_overloaded"},
-        {CINFER_ERR_STATE, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "server_overloaded"},
-        {CINFER_ERR_CHILD, "prompt of 900 tokens does not fit the KV cache of 512 tokens", 400,
-        "invalid_request_error"},
-        {CINFER_ERR_CHILD, "prompt of 300 tokens leaves no room for output in the context length of 256 tokens", 400,
+        {CINFER_ERR_OVERLOADED, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "server_overloaded"},
+        {CINFER_ERR_OVERLOADED, "", 503, "server_overloaded"},
+        {CINFER_ERR_CONTEXT_LENGTH, "prompt of 900 tokens does not fit the KV cache of 512 tokens", 400,
          "invalid_request_error"},
-        {CINFER_ERR_CHILD, "the engine lost a worker: scheduler tp0 was killed by signal 9", 503,
-        "service_unavailable"},
-        {CINFER_ERR_CHILD, "the engine is not healthy: scheduler tp0 exited", 503, "service_unavailable"},
-        {CINFER_ERR_STATE, "the engine is shutting down", 503, "service_unavailable"},
-        {CINFER_ERR_RANGE, "sampling.temperature is -1, expected >= 0", 400, "invalid_request_error"},
+        {CINFER_ERR_CONTEXT_LENGTH, "the engine lost a worker", 400, "invalid_request_error"},
         {CINFER_ERR_INVALID_ARGUMENT, "the prompt tokenizes to no tokens", 400, "invalid_request_error"},
-        {CINFER_ERR_CHILD, "out of memory retracting the request", 500, "internal_error"},
+        {CINFER_ERR_RANGE, "sampling.temperature is -1, expected >= 0", 400, "invalid_request_error"},
+        {CINFER_ERR_PARSE, "x", 400, "invalid_request_error"},
+        {CINFER_ERR_UNSUPPORTED, "x", 400, "invalid_request_error"},
+        {CINFER_ERR_STATE, "cannot flush the prefix cache while 1 requests are running and 0 waiting", 400,
+         "invalid_request_error"},
+        {CINFER_ERR_NOT_FOUND, "x", 404, "not_found_error"},
+        {CINFER_ERR_CHILD, "the engine lost a worker: scheduler tp0 was killed by signal 9", 503,
+         "service_unavailable"},
+        {CINFER_ERR_CHILD, "queue full: 4 requests are waiting (max_queued_requests 4)", 503, "service_unavailable"},
+        {CINFER_ERR_CHILD, "prompt of 300 tokens leaves no room for output in the context length of 256 tokens", 503,
+         "service_unavailable"},
+        {CINFER_ERR_UNAVAILABLE, "the engine is shutting down", 503, "service_unavailable"},
+        {CINFER_ERR_TIMEOUT, "RPC 'server_info': scheduler tp0 did not answer within 5000 ms", 503,
+         "service_unavailable"},
+        {CINFER_ERR_IO, "request 7 aborted: the client closed the connection", 499, "internal_error"},
+        {CINFER_ERR_NOMEM, "out of memory retracting the request", 500, "internal_error"},
+        {CINFER_ERR_INTERNAL, "queue full", 500, "internal_error"},
+        {CINFER_ERR_CONFIG, "x", 500, "internal_error"},
+        {-1000, "queue full", 500, "internal_error"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct cinfer_error err = {.code = cases[i].code};
         snprintf(err.message, sizeof err.message, "%s", cases[i].message);
         const char *type = NULL;
-        ck_assert_int_eq(cinfer_http_engine_error_status(&err, &type), cases[i].status);
+        ck_assert_msg(cinfer_http_engine_error_status(&err, &type) == cases[i].status, "case %zu (code %d)", i,
+                      cases[i].code);
         ck_assert_str_eq(type, cases[i].type);
+    }
+    /* Every code of the enum has a status: 4xx for the caller's faults, 5xx otherwise. */
+    for (int code = -1; code >= CINFER_STATUS_MIN; code--) {
+        struct cinfer_error err = {.code = code};
+        const char *type = NULL;
+        int status = cinfer_http_engine_error_status(&err, &type);
+        ck_assert_msg(status >= 400 && status < 600 && type, "code %d: %d", code, status);
     }
 }
 END_TEST

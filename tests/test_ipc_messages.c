@@ -1,8 +1,13 @@
 /* IPC messages round-trip, and every malformed frame — cut short at each byte, with a
  * wrong magic, version or type, trailing bytes, or counts beyond their limits — is
  * rejected with a message naming the frame type and the field. Logprobs (version 2)
- * round-trip bit for bit and their counts are bounded. */
+ * round-trip bit for bit and their counts are bounded. Error codes (version 3) of
+ * TOKENS items and TEXT round-trip for every status, and a code outside the enum, an
+ * error without a code or a code without an error is rejected; so are RPC reply and
+ * FAILED codes outside the enum. */
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +75,8 @@ START_TEST(tokens_and_text_round_trip)
     int32_t a[] = {5, 6}, b[] = {7};
     struct cinfer_token_item items[] = {
         {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3, .completion_tokens = 2},
-        {.rid = 2, .ids = b, .n_ids = 1, .finish_reason = CINFER_FINISH_ERROR, .error = "out of KV pages"},
+        {.rid = 2, .ids = b, .n_ids = 1, .finish_reason = CINFER_FINISH_ERROR, .error = "out of KV pages",
+         .code = CINFER_ERR_NOMEM},
     };
     struct cinfer_msg_tokens in = {.items = items, .n_items = 2};
     void *frame;
@@ -82,7 +88,9 @@ START_TEST(tokens_and_text_round_trip)
     ck_assert_uint_eq(out.n_items, 2);
     ck_assert_int_eq(out.items[0].ids[1], 6);
     ck_assert_ptr_null(out.items[0].error);
+    ck_assert_int_eq(out.items[0].code, 0);
     ck_assert_str_eq(out.items[1].error, "out of KV pages");
+    ck_assert_int_eq(out.items[1].code, CINFER_ERR_NOMEM);
     cinfer_msg_tokens_free(&out);
     for (size_t cut = 0; cut < len; cut++)
         ck_assert_int_eq(cinfer_msg_decode_tokens(frame, cut, &out, &err), CINFER_ERR_PARSE);
@@ -214,18 +222,19 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     uint8_t *bytes = frame;
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
-    ck_assert_int_eq(bytes[len - 14], 1);
-    ck_assert_int_eq(bytes[len - 9], 1);
+    /* (and the item's error code, 4 bytes, after them) */
+    ck_assert_int_eq(bytes[len - 18], 1);
+    ck_assert_int_eq(bytes[len - 13], 1);
 
-    bytes[len - 9] = CINFER_MAX_TOP_LOGPROBS + 1;
+    bytes[len - 13] = CINFER_MAX_TOP_LOGPROBS + 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.logprobs.n_top': 21 exceeds the limit 20");
-    bytes[len - 9] = 1;
+    bytes[len - 13] = 1;
 
-    bytes[len - 14] = 2;
+    bytes[len - 18] = 2;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.has_logprobs': 2 is neither 0 nor 1");
-    bytes[len - 14] = 1;
+    bytes[len - 18] = 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_OK);
     cinfer_msg_tokens_free(&out);
     free(frame);
@@ -235,8 +244,8 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     struct cinfer_msg_text t = {.rid = 9};
     ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
     bytes = frame;
-    ck_assert_int_eq(bytes[len - 1], 0);
-    bytes[len - 1] = 1;
+    ck_assert_int_eq(bytes[len - 5], 0); /* the flag, before the 4-byte code */
+    bytes[len - 5] = 1;
     struct cinfer_msg_text tout;
     ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TEXT frame: field 'has_logprobs': logprobs are present for no ids");
@@ -267,7 +276,7 @@ START_TEST(headers_are_checked)
     bytes[0] ^= 0xFF;
     bytes[4] = 99; /* version */
     ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
-    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 2");
+    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 3");
     bytes[4] = CINFER_IPC_VERSION;
 
     /* Trailing bytes are as wrong as missing ones. */
@@ -339,7 +348,7 @@ START_TEST(counts_beyond_limits_are_rejected)
     ck_assert_msg(strstr(err.message, "GENERATE frame: field 'ids'"), "%s", err.message);
 
     /* A text field with an embedded NUL. */
-    struct cinfer_msg_failed f = {.role = 1, .message = "x"};
+    struct cinfer_msg_failed f = {.role = 1, .code = CINFER_ERR_IO, .message = "x"};
     void *bytes;
     size_t len;
     ck_assert_int_eq(cinfer_msg_encode_failed(&f, &bytes, &len), CINFER_OK);
@@ -348,6 +357,146 @@ START_TEST(counts_beyond_limits_are_rejected)
     ck_assert_int_eq(cinfer_msg_decode_failed(bytes, len, &fo, &err), CINFER_ERR_PARSE);
     ck_assert_msg(strstr(err.message, "NUL"), "%s", err.message);
     free(bytes);
+}
+END_TEST
+
+/* Overwrites the last 4 bytes of a frame (where TOKENS items and TEXT end with the
+ * code) with code, little-endian. */
+static void put_last_i32(void *frame, size_t len, int32_t code)
+{
+    uint32_t u = (uint32_t)code;
+    uint8_t *end = (uint8_t *)frame + len - 4;
+    for (int i = 0; i < 4; i++)
+        end[i] = (uint8_t)(u >> (8 * i));
+}
+
+START_TEST(error_codes_round_trip_in_tokens_and_text)
+{
+    int32_t id = 3;
+    for (int code = -1; code >= CINFER_STATUS_MIN; code--) {
+        struct cinfer_token_item items[] = {
+            {.rid = 1, .ids = &id, .n_ids = 1, .completion_tokens = 1}, /* another request, going on */
+            {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .prompt_tokens = 9, .error = "why", .code = code},
+        };
+        struct cinfer_msg_tokens in = {.items = items, .n_items = 2};
+        void *frame, *again;
+        size_t len, again_len;
+        ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+        struct cinfer_msg_tokens out;
+        struct cinfer_error err = {0};
+        ck_assert_msg(cinfer_msg_decode_tokens(frame, len, &out, &err) == CINFER_OK, "%d: %s", code, err.message);
+        ck_assert_int_eq(out.items[0].code, 0);
+        ck_assert_int_eq(out.items[1].code, code);
+        ck_assert_int_eq(out.items[1].finish_reason, CINFER_FINISH_ERROR);
+        ck_assert_str_eq(out.items[1].error, "why");
+        ck_assert_int_eq(cinfer_msg_encode_tokens(&out, &again, &again_len), CINFER_OK);
+        ck_assert_uint_eq(again_len, len);
+        ck_assert_mem_eq(again, frame, len);
+        free(again);
+        cinfer_msg_tokens_free(&out);
+        free(frame);
+
+        struct cinfer_msg_text t = {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .error = "why", .code = code};
+        ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
+        struct cinfer_msg_text tout;
+        ck_assert_msg(cinfer_msg_decode_text(frame, len, &tout, &err) == CINFER_OK, "%d: %s", code, err.message);
+        ck_assert_int_eq(tout.code, code);
+        ck_assert_str_eq(tout.error, "why");
+        ck_assert_int_eq(cinfer_msg_encode_text(&tout, &again, &again_len), CINFER_OK);
+        ck_assert_uint_eq(again_len, len);
+        ck_assert_mem_eq(again, frame, len);
+        free(again);
+        cinfer_msg_text_free(&tout);
+        for (size_t cut = 0; cut < len; cut++)
+            ck_assert_int_eq(cinfer_msg_decode_text(frame, cut, &tout, &err), CINFER_ERR_PARSE);
+        free(frame);
+    }
+}
+END_TEST
+
+START_TEST(codes_outside_the_enum_are_rejected)
+{
+    char expected[160];
+    /* TOKENS: one failed item, its code last in the frame. */
+    struct cinfer_token_item item = {.rid = 5, .finish_reason = CINFER_FINISH_ERROR, .error = "x",
+                                     .code = CINFER_ERR_OVERLOADED};
+    struct cinfer_msg_tokens in = {.items = &item, .n_items = 1};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_tokens out;
+    struct cinfer_error err = {0};
+    const int32_t outside[] = {1, 2, 500, CINFER_STATUS_MIN - 1, -1000, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+        put_last_i32(frame, len, outside[i]);
+        ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
+        snprintf(expected, sizeof expected,
+                 "TOKENS frame: field 'items.code': %d is not a status code (expected %d..0)", (int)outside[i],
+                 CINFER_STATUS_MIN);
+        ck_assert_str_eq(err.message, expected);
+    }
+    put_last_i32(frame, len, 0); /* an error must say which */
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TOKENS frame: field 'items.code': 0 for a request that failed "
+                                  "(finish reason error needs its code)");
+    free(frame);
+    item.finish_reason = CINFER_FINISH_LENGTH; /* a code on a request that did not fail */
+    item.code = 0;
+    ck_assert_int_eq(cinfer_msg_encode_tokens(&in, &frame, &len), CINFER_OK);
+    put_last_i32(frame, len, CINFER_ERR_CHILD);
+    ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TOKENS frame: field 'items.code': -12 for a request that did not fail "
+                                  "(finish reason 1)");
+    free(frame);
+
+    /* TEXT, the same way. */
+    struct cinfer_msg_text t = {.rid = 5, .finish_reason = CINFER_FINISH_ERROR, .error = "x", .code = CINFER_ERR_CHILD};
+    ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
+    struct cinfer_msg_text tout;
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+        put_last_i32(frame, len, outside[i]);
+        ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
+        snprintf(expected, sizeof expected, "TEXT frame: field 'code': %d is not a status code (expected %d..0)",
+                 (int)outside[i], CINFER_STATUS_MIN);
+        ck_assert_str_eq(err.message, expected);
+    }
+    put_last_i32(frame, len, 0);
+    ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "TEXT frame: field 'code': 0 for a request that failed "
+                                  "(finish reason error needs its code)");
+    free(frame);
+
+    /* An RPC reply's status (last before the payload string: patched by search). */
+    struct cinfer_msg_rpc_reply r = {.call_id = 1, .status = CINFER_ERR_STATE, .payload = "{}"};
+    ck_assert_int_eq(cinfer_msg_encode_rpc_reply(&r, &frame, &len), CINFER_OK);
+    const uint8_t state_then_len[8] = {0xF3, 0xFF, 0xFF, 0xFF, 2, 0, 0, 0}; /* -13, then strlen("{}") */
+    uint8_t *at = memmem(frame, len, state_then_len, sizeof state_then_len);
+    ck_assert_ptr_nonnull(at);
+    struct cinfer_msg_rpc_reply rout;
+    ck_assert_int_eq(cinfer_msg_decode_rpc_reply(frame, len, &rout, &err), CINFER_OK);
+    ck_assert_int_eq(rout.status, CINFER_ERR_STATE);
+    cinfer_msg_rpc_reply_free(&rout);
+    at[0] = 7;
+    at[1] = at[2] = at[3] = 0;
+    ck_assert_int_eq(cinfer_msg_decode_rpc_reply(frame, len, &rout, &err), CINFER_ERR_PARSE);
+    snprintf(expected, sizeof expected, "RPC_REPLY frame: field 'status': 7 is not a status code (expected %d..0)",
+             CINFER_STATUS_MIN);
+    ck_assert_str_eq(err.message, expected);
+    free(frame);
+
+    /* A worker's FAILED must carry a failure's code. */
+    struct cinfer_msg_failed f = {.role = 1, .code = CINFER_ERR_IO, .message = "boom"};
+    ck_assert_int_eq(cinfer_msg_encode_failed(&f, &frame, &len), CINFER_OK);
+    const uint8_t io_then_len[8] = {0xFD, 0xFF, 0xFF, 0xFF, 4, 0, 0, 0}; /* -3, then strlen("boom") */
+    at = memmem(frame, len, io_then_len, sizeof io_then_len);
+    ck_assert_ptr_nonnull(at);
+    at[0] = at[1] = at[2] = at[3] = 0;
+    struct cinfer_msg_failed fout;
+    ck_assert_int_eq(cinfer_msg_decode_failed(frame, len, &fout, &err), CINFER_ERR_PARSE);
+    snprintf(expected, sizeof expected,
+             "FAILED frame: field 'code': 0 is not a failure's status code (expected %d..-1)", CINFER_STATUS_MIN);
+    ck_assert_str_eq(err.message, expected);
+    free(frame);
 }
 END_TEST
 
@@ -364,6 +513,8 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, heartbeat_round_trips);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
+    tcase_add_test(tc, error_codes_round_trip_in_tokens_and_text);
+    tcase_add_test(tc, codes_outside_the_enum_are_rejected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -362,14 +362,14 @@ START_TEST(queue_full_and_too_long_refused)
     random_ids(&seed, ids, 600);
     for (int i = 0; i < 3; i++)
         ck_assert(cinfer_scheduler_add(f.s, (uint64_t)i, ids, 10, &p, &err) == 0);
-    ck_assert_int_eq(cinfer_scheduler_add(f.s, 3, ids, 10, &p, &err), CINFER_ERR_STATE);
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 3, ids, 10, &p, &err), CINFER_ERR_OVERLOADED);
     ck_assert_str_eq(err.message, "queue full: 3 requests are waiting (max_queued_requests 3)");
 
     int context = model->config.max_position_embeddings > 0 ? model->config.max_position_embeddings : 512;
     int too_long = context < 600 ? context : 600;
     ck_assert_int_gt(context, 100);
     char expected[200];
-    ck_assert_int_eq(cinfer_scheduler_add(f.s, 4, ids, too_long, &p, &err), CINFER_ERR_RANGE);
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 4, ids, too_long, &p, &err), CINFER_ERR_CONTEXT_LENGTH);
     snprintf(expected, sizeof expected,
              "prompt of %d tokens leaves no room for output in the context length of %d tokens", too_long, context);
     ck_assert_str_eq(err.message, expected);
@@ -377,7 +377,7 @@ START_TEST(queue_full_and_too_long_refused)
     /* Longer than the whole KV cache (64 tokens) though within the context. */
     struct setup small = {.kv_tokens = 64, .max_running = 2};
     fixture_open(&f, &small);
-    ck_assert_int_eq(cinfer_scheduler_add(f.s, 5, ids, 100, &p, &err), CINFER_ERR_RANGE);
+    ck_assert_int_eq(cinfer_scheduler_add(f.s, 5, ids, 100, &p, &err), CINFER_ERR_CONTEXT_LENGTH);
     ck_assert_str_eq(err.message, "prompt of 100 tokens does not fit the KV cache of 64 tokens");
     fixture_close(&f);
 }

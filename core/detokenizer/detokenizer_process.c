@@ -68,15 +68,32 @@ static void send_text(struct detokenizer *d, const struct cinfer_msg_text *t)
     free(frame);
 }
 
+/* The code of this worker's own failure on a request: never the request's fault (its
+ * ids came from the model), so INTERNAL whatever the tokenizer said, unless memory ran
+ * out. */
+static int own_failure_code(int rc)
+{
+    return rc == CINFER_ERR_NOMEM ? CINFER_ERR_NOMEM : CINFER_ERR_INTERNAL;
+}
+
 static void handle_request(struct detokenizer *d, struct cinfer_msg_detok_request *r)
 {
     drop_state(d, r->rid); /* a reused id starts over */
     struct request_state *st = calloc(1, sizeof *st);
     struct cinfer_error err = {0};
-    if (!st || cinfer_stop_matcher_init(&st->stops, r->stop, (int)r->n_stop, r->no_stop_trim) ||
-        d->tok->ops->decoder_new(d->tok->tok, r->skip_special_tokens, &st->decoder, &err)) {
-        cinfer_log(CINFER_LOG_SEV_ERROR, "request %llu: cannot start decoding: %s", (unsigned long long)r->rid,
-                   err.message[0] ? err.message : "out of memory");
+    int rc = !st ? CINFER_ERR_NOMEM : cinfer_stop_matcher_init(&st->stops, r->stop, (int)r->n_stop, r->no_stop_trim);
+    if (rc == CINFER_OK)
+        rc = d->tok->ops->decoder_new(d->tok->tok, r->skip_special_tokens, &st->decoder, &err);
+    if (rc != CINFER_OK) {
+        char why[CINFER_ERROR_MESSAGE_BYTES + 64];
+        snprintf(why, sizeof why, "cannot start decoding request %llu: %s", (unsigned long long)r->rid,
+                 err.message[0] ? err.message : cinfer_strerror(rc));
+        cinfer_log(CINFER_LOG_SEV_ERROR, "%s", why);
+        /* Fail it now: its tokens, unknown here, would otherwise end it as a success
+         * with no text. */
+        struct cinfer_msg_text t = {.rid = r->rid, .finish_reason = CINFER_FINISH_ERROR, .error = why,
+                                    .code = own_failure_code(rc)};
+        send_text(d, &t);
         if (st)
             cinfer_stop_matcher_free(&st->stops);
         free(st);
@@ -92,7 +109,7 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     struct request_state *st = *slot(d, it->rid);
     struct cinfer_msg_text t = {.rid = it->rid, .ids = it->ids, .n_ids = it->n_ids, .finish_reason = it->finish_reason,
                                 .prompt_tokens = it->prompt_tokens, .completion_tokens = it->completion_tokens,
-                                .error = it->error, .logprobs = it->logprobs};
+                                .error = it->error, .logprobs = it->logprobs, .code = it->code};
     if (!st) {
         /* Unknown request: only a final error or abort is worth passing on. */
         if (it->finish_reason != CINFER_FINISH_NONE)
@@ -112,7 +129,9 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     if (rc == CINFER_OK && final)
         rc = d->tok->ops->decoder_finish(st->decoder, &tail, &tail_len, &err);
     if (rc != CINFER_OK) {
+        /* ids the model produced did not decode */
         t.finish_reason = CINFER_FINISH_ERROR;
+        t.code = own_failure_code(rc);
         t.error = err.message;
         send_text(d, &t);
         free(delta);

@@ -192,7 +192,7 @@ static void on_worker_death(struct cinfer_engine *e, const char *why)
     snprintf(e->failure, sizeof e->failure, "%s", why);
     char message[1200];
     snprintf(message, sizeof message, "the engine lost a worker: %s", why);
-    cinfer_engine_fail_all(e, message);
+    cinfer_engine_fail_all(e, CINFER_ERR_CHILD, message);
     pthread_mutex_unlock(&e->lock);
 
     cinfer_engine_stop_workers(e);
@@ -293,7 +293,7 @@ void cinfer_engine_shutdown(struct cinfer_engine **ep, int drain_timeout_ms)
     while (e->n_inflight > 0 && e->healthy)
         if (pthread_cond_timedwait(&e->idle, &e->lock, &deadline) == ETIMEDOUT)
             break;
-    cinfer_engine_fail_all(e, "the engine is shutting down");
+    cinfer_engine_fail_all(e, CINFER_ERR_UNAVAILABLE, "the engine is shutting down");
     /* Callers still inside generate() take their error chunk and leave. */
     while (e->n_inflight > 0) {
         struct timespec brief;
@@ -359,7 +359,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
                                     .stream = 1};
     pthread_mutex_lock(&e->lock);
     if (!e->accepting || !e->healthy) {
-        rc = !e->accepting ? cinfer_error_set(err, CINFER_ERR_STATE, "the engine is shutting down")
+        rc = !e->accepting ? cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the engine is shutting down")
                            : cinfer_error_set(err, CINFER_ERR_CHILD, "the engine is not healthy: %s", e->failure);
         pthread_mutex_unlock(&e->lock);
         cinfer_token_ids_free(&ids);
@@ -455,6 +455,14 @@ static void fill_chunk_view(const struct engine_chunk *c, uint64_t rid, struct c
     view->completion_tokens = c->completion_tokens;
 }
 
+/* A failed request's chunk as the caller's status: the code of the worker (or the
+ * engine) that failed it, with its words. */
+static int chunk_error(const struct engine_chunk *c, struct cinfer_error *err)
+{
+    int code = c->code < 0 ? c->code : CINFER_ERR_INTERNAL; /* every error chunk has one */
+    return cinfer_error_set(err, code, "%s", c->error ? c->error : cinfer_strerror(code));
+}
+
 /* The single-choice entry points refuse n > 1 rather than return one of n. */
 static int one_choice(const struct cinfer_generate_request *req, const char *function, struct cinfer_error *err)
 {
@@ -474,7 +482,7 @@ static int run_stream(struct cinfer_engine *e, struct engine_request *r, cinfer_
         struct engine_chunk *c;
         take_chunk(e, r, -1, &c);
         if (c->finish_reason == CINFER_FINISH_ERROR) {
-            int rc = cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
+            int rc = chunk_error(c, err);
             cinfer_engine_chunk_free(c);
             close_request(e, r, 1);
             return rc;
@@ -686,7 +694,7 @@ int cinfer_stream_next(struct cinfer_stream *s, struct cinfer_stream_chunk *chun
     if (c->finish_reason != CINFER_FINISH_NONE)
         s->done = 1;
     if (c->finish_reason == CINFER_FINISH_ERROR)
-        return cinfer_error_set(err, CINFER_ERR_CHILD, "%s", c->error ? c->error : "the request failed");
+        return chunk_error(c, err);
     fill_chunk_view(c, s->req->rid, chunk);
     return CINFER_OK;
 }

@@ -40,7 +40,7 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
     if (!e->rpc[0]) { /* the workers are being restarted */
         pthread_mutex_unlock(&e->rpc_lock);
         free(out);
-        return cinfer_error_set(err, CINFER_ERR_STATE, "the schedulers are restarting");
+        return cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the schedulers are restarting");
     }
     uint64_t call_id = ++e->next_call_id;
     struct cinfer_msg_rpc_call call = {.call_id = call_id, .method = (char *)method, .payload = (char *)(payload ? payload : "")};
@@ -98,14 +98,22 @@ int cinfer_engine_collective_rpc(struct cinfer_engine *e, const char *method, co
     return rc;
 }
 
+/* A rank's refusal keeps its status; its words are the "error" member of its JSON
+ * answer (the whole answer when there is none). */
 int cinfer_engine_flush_cache(struct cinfer_engine *e, struct cinfer_error *err)
 {
     struct cinfer_rpc_reply *replies;
     int n;
     int rc = cinfer_engine_collective_rpc(e, "flush_cache", "{}", 5000, &replies, &n, err);
-    for (int i = 0; rc == CINFER_OK && i < n; i++)
-        if (replies[i].status != CINFER_OK)
-            rc = cinfer_error_set(err, replies[i].status, "flush_cache on scheduler tp%d: %s", i, replies[i].payload);
+    for (int i = 0; rc == CINFER_OK && i < n; i++) {
+        if (replies[i].status == CINFER_OK)
+            continue;
+        json_error_t jerr;
+        json_t *answer = json_loads(replies[i].payload, 0, &jerr);
+        const char *why = json_string_value(json_object_get(answer, "error"));
+        rc = cinfer_error_set(err, replies[i].status, "scheduler tp%d: %s", i, why ? why : replies[i].payload);
+        json_decref(answer);
+    }
     cinfer_rpc_replies_free(replies, n);
     return rc;
 }

@@ -24,6 +24,7 @@ struct engine_chunk {
     enum cinfer_finish_reason finish_reason;
     char *matched_stop;
     char *error;
+    int code;                         /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
     int prompt_tokens;
     int completion_tokens;
     struct engine_chunk *next;
@@ -102,8 +103,9 @@ struct engine_request *cinfer_engine_request_find(struct cinfer_engine *e, uint6
 /* Queues a chunk (taking ownership of its strings); lock held. */
 void cinfer_engine_request_push(struct engine_request *r, struct engine_chunk *c);
 void cinfer_engine_chunk_free(struct engine_chunk *c);
-/* Ends every request in flight with an error chunk; lock held. */
-void cinfer_engine_fail_all(struct cinfer_engine *e, const char *why);
+/* Ends every request in flight with an error chunk of code (enum cinfer_status) and
+ * why; lock held. */
+void cinfer_engine_fail_all(struct cinfer_engine *e, int code, const char *why);
 int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err);
 void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame, size_t len);
 

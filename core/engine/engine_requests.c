@@ -76,7 +76,7 @@ void cinfer_engine_request_push(struct engine_request *r, struct engine_chunk *c
     pthread_cond_broadcast(&r->ready);
 }
 
-void cinfer_engine_fail_all(struct cinfer_engine *e, const char *why)
+void cinfer_engine_fail_all(struct cinfer_engine *e, int code, const char *why)
 {
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         for (struct engine_request *r = e->buckets[b]; r; r = r->next) {
@@ -84,6 +84,7 @@ void cinfer_engine_fail_all(struct cinfer_engine *e, const char *why)
             if (!c)
                 continue;
             c->finish_reason = CINFER_FINISH_ERROR;
+            c->code = code;
             c->error = strdup(why);
             cinfer_engine_request_push(r, c);
         }
@@ -93,8 +94,16 @@ int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, 
 {
     pthread_mutex_lock(&e->send_lock);
     int rc = e->to_scheduler ? cinfer_channel_send(e->to_scheduler, frame, len, 0, err)
-                             : cinfer_error_set(err, CINFER_ERR_STATE, "the scheduler is not running");
+                             : cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the scheduler is not running");
     pthread_mutex_unlock(&e->send_lock);
+    /* A socket error is no fault of the request (nor a client gone, which CINFER_ERR_IO
+     * means to the HTTP server): the engine cannot take requests now. */
+    if (rc == CINFER_ERR_IO || rc == CINFER_ERR_TIMEOUT) {
+        cinfer_error_prefix(err, "sending to the scheduler");
+        rc = CINFER_ERR_UNAVAILABLE;
+        if (err)
+            err->code = rc;
+    }
     return rc;
 }
 
@@ -131,6 +140,7 @@ void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame,
     c->finish_reason = (enum cinfer_finish_reason)t.finish_reason;
     c->matched_stop = t.matched_stop;
     c->error = t.error;
+    c->code = t.code; /* the decoder guarantees a status code, nonzero exactly for an error */
     c->prompt_tokens = (int)t.prompt_tokens;
     c->completion_tokens = (int)t.completion_tokens;
     pthread_mutex_lock(&e->lock);

@@ -59,7 +59,9 @@ int cinfer_worker_link_failed(struct cinfer_worker_link *link, int code, const c
     if (link->status) {
         struct cinfer_msg_failed failed = {
             .role = (uint8_t)link->role, .tp_rank = (uint32_t)link->tp_rank, .dp_rank = (uint32_t)link->dp_rank,
-            .pid = (uint32_t)getpid(), .code = code, .message = (char *)message,
+            .pid = (uint32_t)getpid(), .message = (char *)message,
+            /* a failure always has a status code: the decoder refuses one without */
+            .code = code < 0 && code >= CINFER_STATUS_MIN ? code : CINFER_ERR_INTERNAL,
         };
         void *frame;
         size_t len;

@@ -64,9 +64,10 @@ void cinfer_http_reply_text(struct http_conn *c, int status, const char *content
  * "service_unavailable" (503, engine down), "internal_error" (500). param may be NULL. */
 void cinfer_http_reply_error(struct http_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* Maps an engine error to its status and type (queue full -> 503 server_overloaded,
- * CINFER_ERR_CHILD / engine stopped -> 503 service_unavailable, prompt too long or a
- * sampling parameter out of range -> 400 invalid_request_error, ...) and replies. */
+/* Maps an engine error to its status and type by its code alone (CINFER_ERR_OVERLOADED
+ * -> 503 server_overloaded, CINFER_ERR_CHILD / CINFER_ERR_UNAVAILABLE -> 503
+ * service_unavailable, CINFER_ERR_CONTEXT_LENGTH or a sampling parameter out of range
+ * -> 400 invalid_request_error, ...; the table is in docs/http.md) and replies. */
 void cinfer_http_reply_engine_error(struct http_conn *c, const struct cinfer_error *err);
 /* The status and type cinfer_http_reply_engine_error would answer with (for tests and logs). */
 int cinfer_http_engine_error_status(const struct cinfer_error *err, const char **type);

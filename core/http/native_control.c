@@ -153,8 +153,8 @@ void cinfer_native_handle_server_info(const struct http_request *req)
 }
 
 /* ---- /flush_cache ------------------------------------------------------------------ */
-/* As SGLang: 200 with a line of text, or 400 with the engine's reason (requests still
- * running or waiting). */
+/* As SGLang: 200 with a line of text, or 400 with the scheduler's reason when requests
+ * still run or wait (CINFER_ERR_STATE); any other failure by its code. */
 void cinfer_native_handle_flush_cache(const struct http_request *req)
 {
     struct cinfer_error err = {0};
@@ -162,19 +162,10 @@ void cinfer_native_handle_flush_cache(const struct http_request *req)
     if (rc == CINFER_OK) {
         static const char done[] = "Cache flushed.\n";
         cinfer_http_reply_text(req->conn, 200, "text/plain; charset=utf-8", done, sizeof done - 1);
-    } else if (rc == CINFER_ERR_STATE) {
-        /* The scheduler's refusal arrives as its RPC answer, {"flushed":false,"error":"..."}:
-         * give the person the sentence inside. */
-        const char *brace = strchr(err.message, '{');
-        json_error_t jerr;
-        json_t *answer = brace ? json_loads(brace, 0, &jerr) : NULL;
-        const char *why = json_string_value(json_object_get(answer, "error"));
-        cinfer_http_reply_error(req->conn, 400, "invalid_request_error", NULL, "cache not flushed: %s",
-                                why ? why : err.message);
-        json_decref(answer);
-    } else {
-        cinfer_http_reply_engine_error(req->conn, &err);
+        return;
     }
+    cinfer_error_prefix(&err, "cache not flushed");
+    cinfer_http_reply_engine_error(req->conn, &err);
 }
 
 /* ---- /abort_request ---------------------------------------------------------------- */

@@ -321,8 +321,8 @@ static int step_for(struct run *r, struct slot *s, int timeout_ms, struct cinfer
 /* ---- streaming ---------------------------------------------------------------------- */
 static json_t *error_event(const struct cinfer_error *err)
 {
-    const char *type = err->code == CINFER_ERR_CHILD || err->code == CINFER_ERR_STATE ? "service_unavailable"
-                                                                                      : "internal_error";
+    const char *type = "internal_error";
+    cinfer_http_engine_error_status(err, &type);
     return json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err->message, "type", type, "param", "code");
 }
 

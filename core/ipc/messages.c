@@ -88,6 +88,17 @@ static int close_body(struct wire_reader *r, uint32_t type, struct cinfer_error 
                             r->failed_field, r->why);
 }
 
+/* Records why field is refused, as the wire readers do. */
+__attribute__((format(printf, 3, 4))) static void refuse_field(struct wire_reader *r, const char *field,
+                                                               const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+    r->failed_field = field;
+}
+
 /* ---- READY / FAILED --------------------------------------------------------------- */
 
 int cinfer_msg_encode_ready(const struct cinfer_msg_ready *m, void **frame, size_t *frame_len)
@@ -172,6 +183,9 @@ int cinfer_msg_decode_failed(const void *frame, size_t len, struct cinfer_msg_fa
     m->dp_rank = cinfer_wire_get_u32(&r, "dp_rank");
     m->pid = cinfer_wire_get_u32(&r, "pid");
     m->code = cinfer_wire_get_i32(&r, "code");
+    if (!r.failed_field && (m->code >= 0 || m->code < CINFER_STATUS_MIN))
+        refuse_field(&r, "code", "%d is not a failure's status code (expected %d..-1)", (int)m->code,
+                     CINFER_STATUS_MIN);
     m->message = cinfer_wire_get_str(&r, "message", CINFER_IPC_MAX_SHORT_TEXT);
     rc = close_body(&r, CINFER_MSG_FAILED, err);
     if (rc)
@@ -362,16 +376,6 @@ static void put_logprobs(struct wire_writer *w, const struct cinfer_token_logpro
     }
 }
 
-__attribute__((format(printf, 3, 4))) static void refuse_field(struct wire_reader *r, const char *field,
-                                                               const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->why, sizeof r->why, fmt, ap);
-    va_end(ap);
-    r->failed_field = field;
-}
-
 /* Field names as refusals show them, inside a TOKENS item or at the top of TEXT. */
 struct logprob_fields {
     const char *flag, *entries, *logprob, *n_top, *top_ids, *top_logprobs;
@@ -429,6 +433,21 @@ static struct cinfer_token_logprob *get_logprobs(struct wire_reader *r, const st
     return lp;
 }
 
+/* A request's error code from the wire (layout in messages.h): a member of enum
+ * cinfer_status, nonzero exactly when the finish reason is ERROR. Anything else would
+ * reach a caller as a status nobody raised, so the frame is refused. */
+static void check_code(struct wire_reader *r, const char *field, int32_t code, uint8_t finish_reason)
+{
+    if (r->failed_field)
+        return;
+    if (code > 0 || code < CINFER_STATUS_MIN)
+        refuse_field(r, field, "%d is not a status code (expected %d..0)", (int)code, CINFER_STATUS_MIN);
+    else if (finish_reason == CINFER_FINISH_ERROR && code == 0)
+        refuse_field(r, field, "0 for a request that failed (finish reason error needs its code)");
+    else if (finish_reason != CINFER_FINISH_ERROR && code != 0)
+        refuse_field(r, field, "%d for a request that did not fail (finish reason %u)", (int)code, finish_reason);
+}
+
 int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, size_t *frame_len)
 {
     struct wire_writer w;
@@ -443,6 +462,7 @@ int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, si
         cinfer_wire_put_u32(&w, it->completion_tokens);
         cinfer_wire_put_str(&w, it->error);
         put_logprobs(&w, it->logprobs, it->n_ids);
+        cinfer_wire_put_i32(&w, it->code);
     }
     return finish(&w, frame, frame_len);
 }
@@ -458,10 +478,10 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
                                 CINFER_IPC_MAX_BATCH);
-    /* Each item takes at least 26 bytes (rid 8, ids count 4, finish 1, two counts 8,
-     * error length 4, logprobs flag 1: an abort carries nothing more), so a huge
-     * count in a short frame fails here. */
-    if (!r.failed_field && (size_t)n * 26 > (size_t)(r.end - r.p))
+    /* Each item takes at least 30 bytes (rid 8, ids count 4, finish 1, two counts 8,
+     * error length 4, logprobs flag 1, code 4: an abort carries nothing more), so a
+     * huge count in a short frame fails here. */
+    if (!r.failed_field && (size_t)n * 30 > (size_t)(r.end - r.p))
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
                                 n, (size_t)(r.end - r.p));
@@ -483,10 +503,12 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
             it->error = NULL;
         }
         it->logprobs = get_logprobs(&r, &item_logprob_fields, it->ids, it->n_ids);
+        it->code = cinfer_wire_get_i32(&r, "items.code");
         if (!r.failed_field && it->finish_reason > CINFER_FINISH_ERROR) {
             r.failed_field = "items.finish_reason";
             snprintf(r.why, sizeof r.why, "unknown finish reason %u", it->finish_reason);
         }
+        check_code(&r, "items.code", it->code, it->finish_reason);
         m->n_items = i + 1;
     }
     rc = close_body(&r, CINFER_MSG_TOKENS, err);
@@ -520,6 +542,7 @@ int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t
     cinfer_wire_put_u32(&w, m->completion_tokens);
     cinfer_wire_put_str(&w, m->error);
     put_logprobs(&w, m->logprobs, m->n_ids);
+    cinfer_wire_put_i32(&w, m->code);
     return finish(&w, frame, frame_len);
 }
 
@@ -558,10 +581,12 @@ int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text
     m->completion_tokens = cinfer_wire_get_u32(&r, "completion_tokens");
     m->error = empty_to_null(cinfer_wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
     m->logprobs = get_logprobs(&r, &text_logprob_fields, m->ids, m->n_ids);
+    m->code = cinfer_wire_get_i32(&r, "code");
     if (!r.failed_field && m->finish_reason > CINFER_FINISH_ERROR) {
         r.failed_field = "finish_reason";
         snprintf(r.why, sizeof r.why, "unknown finish reason %u", m->finish_reason);
     }
+    check_code(&r, "code", m->code, m->finish_reason);
     rc = close_body(&r, CINFER_MSG_TEXT, err);
     if (rc)
         cinfer_msg_text_free(m);
@@ -636,6 +661,8 @@ int cinfer_msg_decode_rpc_reply(const void *frame, size_t len, struct cinfer_msg
     m->call_id = cinfer_wire_get_u64(&r, "call_id");
     m->tp_rank = cinfer_wire_get_u32(&r, "tp_rank");
     m->status = cinfer_wire_get_i32(&r, "status");
+    if (!r.failed_field && (m->status > 0 || m->status < CINFER_STATUS_MIN))
+        refuse_field(&r, "status", "%d is not a status code (expected %d..0)", (int)m->status, CINFER_STATUS_MIN);
     m->payload = cinfer_wire_get_str(&r, "payload", CINFER_IPC_MAX_TEXT);
     rc = close_body(&r, CINFER_MSG_RPC_REPLY, err);
     if (rc)

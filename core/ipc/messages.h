@@ -7,7 +7,13 @@
  *
  * Logprobs (in TOKENS items and TEXT) follow the ids they describe: a u8 flag (0: none,
  * 1: present) and, when present, per id: f32 logprob, u8 n_top (at most
- * CINFER_MAX_TOP_LOGPROBS), then n_top pairs of i32 id and f32 logprob. */
+ * CINFER_MAX_TOP_LOGPROBS), then n_top pairs of i32 id and f32 logprob.
+ *
+ * A TOKENS item and a TEXT message end with an i32 code: the enum cinfer_status of a
+ * request that failed (finish reason ERROR), 0 for any other. The code is what callers
+ * get (C API status, HTTP status); the error string is only words for a person. A
+ * decoder rejects a code outside the enum, an ERROR without a code and a code without
+ * an ERROR. */
 #ifndef CINFER_IPC_MESSAGES_H
 #define CINFER_IPC_MESSAGES_H
 
@@ -18,7 +24,7 @@
 #include "cinfer/error.h"
 
 #define CINFER_IPC_MAGIC 0x464E4943u /* "CINF" */
-#define CINFER_IPC_VERSION 2u /* 2: TOKENS and TEXT carry logprobs */
+#define CINFER_IPC_VERSION 3u /* 2: TOKENS and TEXT carry logprobs; 3: and an error code */
 
 /* Limits a decoder enforces. */
 #define CINFER_IPC_MAX_IDS (1u << 22)        /* token ids in one message */
@@ -92,6 +98,7 @@ struct cinfer_token_item {
     uint32_t completion_tokens;
     char *error;                /* for CINFER_FINISH_ERROR; malloc'd by decode, may be NULL */
     struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL when not asked; malloc'd by decode */
+    int32_t code;               /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
 };
 
 struct cinfer_msg_tokens {
@@ -111,6 +118,7 @@ struct cinfer_msg_text {
     uint32_t completion_tokens;
     char *error;                /* may be NULL */
     struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL; malloc'd by decode */
+    int32_t code;               /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
 };
 
 /* Sent by the scheduler before the first TOKENS of a request, on the same channel, so

@@ -231,16 +231,16 @@ int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t
             return cinfer_error_set(err, CINFER_ERR_RANGE, "prompt token %d at position %d is outside the vocabulary [0, %d)",
                                     ids[i], i, s->opts.vocab_size);
     if (n_ids + 1 > s->opts.context_length)
-        return cinfer_error_set(err, CINFER_ERR_RANGE,
+        return cinfer_error_set(err, CINFER_ERR_CONTEXT_LENGTH,
                                 "prompt of %d tokens leaves no room for output in the context length of %d tokens",
                                 n_ids, s->opts.context_length);
     int64_t capacity = cinfer_scheduler_max_total_tokens(s);
     if (n_ids + 1 > capacity)
-        return cinfer_error_set(err, CINFER_ERR_RANGE,
+        return cinfer_error_set(err, CINFER_ERR_CONTEXT_LENGTH,
                                 "prompt of %d tokens does not fit the KV cache of %lld tokens", n_ids,
                                 (long long)capacity);
     if (s->opts.max_queued_requests > 0 && s->n_waiting >= s->opts.max_queued_requests)
-        return cinfer_error_set(err, CINFER_ERR_STATE, "queue full: %d requests are waiting (max_queued_requests %d)",
+        return cinfer_error_set(err, CINFER_ERR_OVERLOADED, "queue full: %d requests are waiting (max_queued_requests %d)",
                                 s->n_waiting, s->opts.max_queued_requests);
     struct request *r = calloc(1, sizeof *r);
     int cap = n_ids + (params->max_new_tokens > 0 ? params->max_new_tokens : 16) + 1;
@@ -343,6 +343,7 @@ static void retract_last(struct cinfer_scheduler *s)
         struct cinfer_step_item *it = new_item(s, r);
         if (it) {
             it->finish_reason = CINFER_FINISH_ERROR;
+            it->code = CINFER_ERR_NOMEM;
             it->error = "out of memory retracting the request";
         }
         request_free(r);

@@ -21,7 +21,7 @@
 
 struct cinfer_scheduler_options {
     int max_running_requests;   /* requests decoding together */
-    int max_queued_requests;    /* beyond it add() refuses with "queue full" */
+    int max_queued_requests;    /* beyond it add() refuses with CINFER_ERR_OVERLOADED "queue full" */
     int max_prefill_tokens;     /* prompt tokens one step may carry */
     int chunked_prefill_size;   /* a prompt is prefilled in chunks of at most this (0: whole) */
     int context_length;         /* prompt + output limit per request */
@@ -57,6 +57,7 @@ struct cinfer_step_item {
     int prompt_tokens;
     int completion_tokens;
     const char *error;          /* why, for CINFER_FINISH_ERROR and a timeout's ABORT; or NULL */
+    int code;                   /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
     char message[64];           /* storage error may point to */
 };
 
@@ -64,8 +65,10 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
                             struct cinfer_scheduler **out, struct cinfer_error *err);
 void cinfer_scheduler_destroy(struct cinfer_scheduler **s);
 
-/* Queues a request (copies ids and params). CINFER_ERR_RANGE with the numbers for a
- * prompt longer than the context or the cache; CINFER_ERR_STATE "queue full". */
+/* Queues a request (copies ids and params). Refusals, each with the numbers in err:
+ * CINFER_ERR_INVALID_ARGUMENT for an empty prompt, CINFER_ERR_RANGE for a token outside
+ * the vocabulary, CINFER_ERR_CONTEXT_LENGTH for a prompt longer than the context or
+ * the KV cache, CINFER_ERR_OVERLOADED "queue full". */
 int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t *ids, int n_ids,
                          const struct cinfer_sampling_params *params, struct cinfer_error *err);
 /* Removes the request wherever it is and frees its pages at once. 1 if it was there. */

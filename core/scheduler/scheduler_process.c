@@ -2,6 +2,7 @@
  * model, binds its input and RPC channels, reports READY with its limits, then loops:
  * take requests and aborts, answer RPCs, run one batching step, send the new tokens to
  * the detokenizer. It exits when told to shut down or when its lifeline breaks. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,11 +127,12 @@ static void send_frame(void *socket, int rc, void *frame, size_t len, const char
 }
 
 /* A request the scheduler refused (too long, queue full) finishes at once with the
- * reason, through the detokenizer like any other. */
-static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, const char *why)
+ * refusal's code and words, through the detokenizer like any other. */
+static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, const struct cinfer_error *why)
 {
     struct cinfer_token_item item = {.rid = rid, .finish_reason = CINFER_FINISH_ERROR,
-                                     .prompt_tokens = (uint32_t)n_prompt, .error = (char *)why};
+                                     .prompt_tokens = (uint32_t)n_prompt, .error = (char *)why->message,
+                                     .code = why->code < 0 ? why->code : CINFER_ERR_INTERNAL};
     struct cinfer_msg_tokens msg = {.items = &item, .n_items = 1};
     void *frame = NULL;
     size_t len = 0;
@@ -153,7 +155,7 @@ static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_gene
 
     struct cinfer_error err = {0};
     if (cinfer_scheduler_add(sp->sched, g->rid, g->ids, (int)g->n_ids, &g->sampling, &err) != CINFER_OK)
-        refuse(sp, g->rid, (int)g->n_ids, err.message);
+        refuse(sp, g->rid, (int)g->n_ids, &err);
 }
 
 static void handle_input(struct scheduler_process *sp)
@@ -186,24 +188,51 @@ static void handle_input(struct scheduler_process *sp)
     free(frame);
 }
 
+/* RPC answers are JSON built with jansson, so any text inside (an error's words, a
+ * method name) is escaped; NULL when out of memory. */
 static char *server_info_json(struct scheduler_process *sp)
 {
     struct cinfer_scheduler_stats st;
     cinfer_scheduler_get_stats(sp->sched, &st);
-    char *json = malloc(1024);
-    if (json)
-        snprintf(json, 1024,
-                 "{\"running_requests\":%d,\"queued_requests\":%d,\"max_total_tokens\":%lld,"
-                 "\"kv_pages_free\":%d,\"kv_pages_total\":%d,"
-                 "\"prefix_cache_hit_tokens\":%lld,\"prefix_cache_query_tokens\":%lld,"
-                 "\"prefix_cache_pages\":%d,\"prefix_cache_enabled\":%s,\"prefill_tokens\":%lld,"
-                 "\"retractions\":%lld}",
-                 cinfer_scheduler_running(sp->sched), cinfer_scheduler_queued(sp->sched),
-                 (long long)cinfer_scheduler_max_total_tokens(sp->sched), cinfer_runtime_kv_pages_free(sp->rt),
-                 cinfer_runtime_kv_pages_total(sp->rt), (long long)st.prefix_cache_hit_tokens,
-                 (long long)st.prefix_cache_query_tokens, st.cached_pages,
-                 sp->args->disable_radix_cache ? "false" : "true", (long long)st.prefill_tokens,
-                 (long long)st.retractions);
+    json_t *o = json_pack("{s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:I, s:I}",
+                          "running_requests", cinfer_scheduler_running(sp->sched),
+                          "queued_requests", cinfer_scheduler_queued(sp->sched),
+                          "max_total_tokens", (json_int_t)cinfer_scheduler_max_total_tokens(sp->sched),
+                          "kv_pages_free", cinfer_runtime_kv_pages_free(sp->rt),
+                          "kv_pages_total", cinfer_runtime_kv_pages_total(sp->rt),
+                          "prefix_cache_hit_tokens", (json_int_t)st.prefix_cache_hit_tokens,
+                          "prefix_cache_query_tokens", (json_int_t)st.prefix_cache_query_tokens,
+                          "prefix_cache_pages", st.cached_pages,
+                          "prefix_cache_enabled", !sp->args->disable_radix_cache,
+                          "prefill_tokens", (json_int_t)st.prefill_tokens,
+                          "retractions", (json_int_t)st.retractions);
+    char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return json;
+}
+
+/* {"flushed": false, "error": why} or, with why NULL, {"flushed": true}. */
+static char *flush_json(const char *why)
+{
+    json_t *o = why ? json_pack("{s:b, s:s}", "flushed", 0, "error", why) : json_pack("{s:b}", "flushed", 1);
+    char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return json;
+}
+
+/* {"error": "unknown method '<method>'"}; a name that is not UTF-8 is left out, as
+ * JSON cannot carry it. */
+static char *unknown_method_json(const char *method)
+{
+    char *why = NULL;
+    json_t *o = NULL;
+    if (asprintf(&why, "unknown method '%s'", method) >= 0)
+        o = json_pack("{s:s}", "error", why);
+    free(why);
+    if (!o)
+        o = json_pack("{s:s}", "error", "unknown method (its name is not UTF-8)");
+    char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
     return json;
 }
 
@@ -232,18 +261,16 @@ static void handle_rpc(struct scheduler_process *sp)
     } else if (!strcmp(call.method, "flush_cache")) {
         /* Refused while requests run or wait (scheduler.h says why). */
         struct cinfer_error ferr = {0};
-        if (cinfer_scheduler_flush_cache(sp->sched, &ferr) == CINFER_OK) {
-            reply.payload = "{\"flushed\":true}";
-        } else {
+        if (cinfer_scheduler_flush_cache(sp->sched, &ferr) != CINFER_OK)
             reply.status = ferr.code;
-            owned = malloc(sizeof ferr.message + 32);
-            if (owned)
-                snprintf(owned, sizeof ferr.message + 32, "{\"flushed\":false,\"error\":\"%s\"}", ferr.message);
-            reply.payload = owned ? owned : "{\"flushed\":false}";
-        }
+        reply.payload = owned = flush_json(reply.status ? ferr.message : NULL);
     } else {
         reply.status = CINFER_ERR_NOT_FOUND;
-        reply.payload = "{\"error\":\"unknown method\"}";
+        reply.payload = owned = unknown_method_json(call.method);
+    }
+    if (!reply.payload) { /* out of memory building the answer: say so, still as JSON */
+        reply.status = CINFER_ERR_NOMEM;
+        reply.payload = "{\"error\":\"out of memory\"}";
     }
     void *out = NULL;
     size_t out_len = 0;
@@ -276,6 +303,9 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
         out[i].completion_tokens = (uint32_t)items[i].completion_tokens;
         out[i].error = (char *)items[i].error;
         out[i].logprobs = items[i].has_logprobs ? (struct cinfer_token_logprob *)&items[i].logprobs : NULL;
+        out[i].code = items[i].finish_reason == CINFER_FINISH_ERROR
+                          ? (items[i].code < 0 ? items[i].code : CINFER_ERR_INTERNAL)
+                          : 0;
     }
     struct cinfer_msg_tokens msg = {.items = out, .n_items = (uint32_t)n};
     void *frame = NULL;

@@ -23,6 +23,9 @@ const char *cinfer_strerror(int code)
     case CINFER_ERR_CHILD: return "worker process failed";
     case CINFER_ERR_STATE: return "operation not valid in this state";
     case CINFER_ERR_INTERNAL: return "internal error";
+    case CINFER_ERR_OVERLOADED: return "engine overloaded, retry later";
+    case CINFER_ERR_CONTEXT_LENGTH: return "prompt too long for the context";
+    case CINFER_ERR_UNAVAILABLE: return "engine not available";
     }
     return "unknown error";
 }

@@ -29,8 +29,11 @@ enum cinfer_status {
     CINFER_ERR_CHILD = -12,         /* a worker process failed or died */
     CINFER_ERR_STATE = -13,         /* the object is not in a state that allows the call */
     CINFER_ERR_INTERNAL = -14,      /* a cinfer bug: an invariant did not hold */
+    CINFER_ERR_OVERLOADED = -15,    /* the engine's queue is full: retry later */
+    CINFER_ERR_CONTEXT_LENGTH = -16, /* a prompt does not fit the context length or the KV cache */
+    CINFER_ERR_UNAVAILABLE = -17,   /* the engine is shutting down or restarting its workers */
 };
-#define CINFER_STATUS_MIN CINFER_ERR_INTERNAL
+#define CINFER_STATUS_MIN CINFER_ERR_UNAVAILABLE
 
 /* Words for every code; never NULL (unknown codes get "unknown error"). */
 CINFER_API const char *cinfer_strerror(int code);

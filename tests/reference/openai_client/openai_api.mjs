@@ -3,7 +3,8 @@
 // with the engine's C API, and runs this with CINFER_OPENAI_CONFIG naming a JSON file:
 //   baseURL, keyedBaseURL + apiKey (a second server that wants a key), model,
 //   maxModelLen, maxTokens, prompts: [{text, ids, promptTokens, greedyText, greedyIds,
-//   logprobs}], chat: {renderer, messages, promptTokens, greedyText}.
+//   logprobs}], chat: {renderer, messages, promptTokens, greedyText}, smallKv: {baseURL,
+//   kvTokens} (a server on a second engine whose KV cache is smaller than the context).
 // Each check prints "ok - name" or "not ok - name: why"; the last line is a JSON
 // summary {"passed": n, "failed": [names], "figures": {...}}; the exit status is 0
 // only when every check passed.
@@ -282,6 +283,32 @@ await check('errors: a prompt past the context is 400 with the numbers', async (
   assert.match(e.message, new RegExp(`${ids.length}.*${cfg.maxModelLen}`));
   await expectError(OpenAI.BadRequestError, 400,
                     () => streamCompletion({ ...greedy, prompt: ids }), undefined);
+});
+
+await check('errors: an empty prompt is BadRequestError 400 naming prompt', async () => {
+  for (const prompt of ['', [], [[]]]) {
+    const e = await expectError(OpenAI.BadRequestError, 400, () => client.completions.create({ ...greedy, prompt }),
+                                'prompt');
+    assert.equal(e.type, 'invalid_request_error');
+  }
+});
+
+// Inside the context but past the KV cache: the HTTP layer lets it through and the
+// scheduler refuses it; its status code (not its words) makes the 400.
+await check('errors: a prompt past the KV cache is BadRequestError 400 from the scheduler, and it recovers', async () => {
+  const small = new OpenAI({ baseURL: cfg.smallKv.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  const ids = Array.from({ length: cfg.smallKv.kvTokens + 4 }, (_, i) => P1.ids[i % P1.ids.length]);
+  assert.ok(ids.length < cfg.maxModelLen, `${ids.length} ids must fit the context of ${cfg.maxModelLen}`);
+  const words = new RegExp(`prompt of ${ids.length} tokens does not fit the KV cache of ${cfg.smallKv.kvTokens} tokens`);
+  const e = await expectError(OpenAI.BadRequestError, 400, () => small.completions.create({ ...greedy, prompt: ids }));
+  assert.equal(e.type, 'invalid_request_error');
+  assert.match(e.message, words);
+  const s = await expectError(OpenAI.BadRequestError, 400, async () => {
+    for await (const chunk of await small.completions.create({ ...greedy, prompt: ids, stream: true })) void chunk;
+  });
+  assert.match(s.message, words);
+  const r = await small.completions.create({ ...greedy, prompt: P1.text });
+  assert.equal(r.choices[0].text, P1.greedyText);
 });
 
 await check('errors: more choices than the queue holds is 503 server_overloaded, and the engine recovers', async () => {
