@@ -392,11 +392,12 @@ START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_engine_server_info(e, &info, &err), 0);
     ck_assert_int_eq(info.n_workers, 2);
+    struct test_worker_pids wp = cinfer_test_worker_pids(e);
     char cmdline[256];
-    cinfer_test_cmdline(info.worker_pids[0], cmdline, sizeof cmdline);
+    cinfer_test_cmdline(wp.pid[0], cmdline, sizeof cmdline);
     ck_assert_str_eq(cmdline, "cinfer-worker detokenizer");
-    cinfer_test_cmdline(info.worker_pids[1], cmdline, sizeof cmdline);
-    ck_assert_str_eq(cmdline, "cinfer-worker scheduler tp0");
+    cinfer_test_cmdline(wp.pid[1], cmdline, sizeof cmdline);
+    ck_assert_str_eq(cmdline, "cinfer-worker scheduler dp0 tp0");
     ck_assert_int_gt((int)info.max_total_tokens, 0);
     ck_assert_int_gt(info.max_request_len, 0);
     ck_assert_int_eq(info.tp_size, 1);
@@ -420,7 +421,7 @@ START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
 
     char run_dir[192];
     snprintf(run_dir, sizeof run_dir, "%s", info.run_dir);
-    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t pids[2] = {wp.pid[0], wp.pid[1]};
     cinfer_engine_shutdown(&e, 1000);
     ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 0), 0);
     ck_assert_int_ne(stat(run_dir, &st), 0); /* removed at shutdown */

@@ -65,6 +65,9 @@ static int dir_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* The workers of the engine start() made last, as they were then. */
+static struct test_worker_pids started;
+
 static struct cinfer_engine *start(struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
                                    struct cinfer_server_info *info)
 {
@@ -72,6 +75,7 @@ static struct cinfer_engine *start(struct cinfer_server_args *args, const struct
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_engine_create(args, hooks, &e, &err) == 0, "%s", err.message);
     ck_assert_int_eq(cinfer_engine_server_info(e, info, &err), 0);
+    started = cinfer_test_worker_pids(e);
     return e;
 }
 
@@ -109,7 +113,7 @@ static void kill_worker_mid_stream(int worker_index, const char *name)
     args.context_length = 60000; /* long enough that the stream is still going at the kill */
     struct cinfer_server_info info;
     struct cinfer_engine *e = start(&args, NULL, &info);
-    struct killer k = {.victim = info.worker_pids[worker_index]};
+    struct killer k = {.victim = started.pid[worker_index]};
     struct cinfer_generate_request req = long_request();
     struct cinfer_error err = {0};
     int rc = cinfer_engine_generate_stream(e, &req, kill_after_first_chunk, &k, &err);
@@ -127,7 +131,7 @@ static void kill_worker_mid_stream(int worker_index, const char *name)
     struct cinfer_server_info after;
     ck_assert_int_eq(cinfer_engine_server_info(e, &after, &err), CINFER_ERR_CHILD); /* control calls too */
     ck_assert_int_eq(cinfer_engine_flush_cache(e, &err), CINFER_ERR_CHILD);
-    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t pids[2] = {started.pid[0], started.pid[1]};
     ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
     for (int i = 0; i < 200 && dir_exists(info.run_dir); i++)
         usleep(10000);
@@ -174,7 +178,7 @@ START_TEST(a_hung_scheduler_is_killed_by_the_watchdog)
     /* Idle for three timeouts: heartbeats keep a live engine healthy. */
     usleep(3000 * 1000);
     ck_assert_msg(cinfer_engine_healthy(e), "an idle engine was declared hung");
-    struct killer k = {.victim = info.worker_pids[1]};
+    struct killer k = {.victim = started.pid[1]};
     struct cinfer_generate_request req = long_request();
     struct cinfer_error err = {0};
     int rc = cinfer_engine_generate_stream(e, &req, stop_after_first_chunk, &k, &err);
@@ -185,7 +189,7 @@ START_TEST(a_hung_scheduler_is_killed_by_the_watchdog)
                   "caller saw: %s", err.message);
     ck_assert_msg(waited >= 0.9 && waited < 2.5, "the caller waited %.2f s after the scheduler hung", waited);
     ck_assert(!cinfer_engine_healthy(e));
-    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t pids[2] = {started.pid[0], started.pid[1]};
     ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
     for (int i = 0; i < 200 && dir_exists(info.run_dir); i++)
         usleep(10000);
@@ -275,6 +279,12 @@ START_TEST(a_worker_that_never_reports_ready)
 }
 END_TEST
 
+/* What the forked main process tells the test before it is killed. */
+struct main_report {
+    struct test_worker_pids pids;
+    char run_dir[192];
+};
+
 START_TEST(sigkill_of_the_main_process_takes_the_workers_down)
 {
     if (!model)
@@ -288,27 +298,30 @@ START_TEST(sigkill_of_the_main_process_takes_the_workers_down)
         cinfer_test_engine_args(&args, model);
         struct cinfer_engine *e = NULL;
         struct cinfer_error err = {0};
-        struct cinfer_server_info info = {0};
-        if (cinfer_engine_create(&args, NULL, &e, &err) == 0)
-            cinfer_engine_server_info(e, &info, &err);
-        ssize_t ignored = write(fds[1], &info, sizeof info);
+        struct main_report report = {.pids.n = 0};
+        struct cinfer_server_info info;
+        if (cinfer_engine_create(&args, NULL, &e, &err) == 0 && cinfer_engine_server_info(e, &info, &err) == 0) {
+            report.pids = cinfer_test_worker_pids(e);
+            snprintf(report.run_dir, sizeof report.run_dir, "%s", info.run_dir);
+        }
+        ssize_t ignored = write(fds[1], &report, sizeof report);
         (void)ignored;
         for (;;)
             pause();
     }
     close(fds[1]);
-    struct cinfer_server_info info;
-    ck_assert_int_eq(read(fds[0], &info, sizeof info), (ssize_t)sizeof info);
-    ck_assert_int_eq(info.n_workers, 2);
-    ck_assert(cinfer_test_pid_running(info.worker_pids[0]) && cinfer_test_pid_running(info.worker_pids[1]));
+    struct main_report report;
+    ck_assert_int_eq(read(fds[0], &report, sizeof report), (ssize_t)sizeof report);
+    ck_assert_int_eq(report.pids.n, 2);
+    ck_assert(cinfer_test_pid_running(report.pids.pid[0]) && cinfer_test_pid_running(report.pids.pid[1]));
     kill(main_pid, SIGKILL);
     waitpid(main_pid, NULL, 0);
-    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t pids[2] = {report.pids.pid[0], report.pids.pid[1]};
     pid_t alive = cinfer_test_wait_gone(pids, 2, 2000);
     ck_assert_msg(alive == 0, "worker %d still runs 2 s after the main process died", (int)alive);
     /* Nobody removed the run folder (the main process died); remove it here. */
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", info.run_dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", report.run_dir);
     ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -364,7 +377,7 @@ START_TEST(garbage_frames_on_every_channel_are_dropped)
     ck_assert(cinfer_engine_healthy(e));
     ck_assert_int_eq(cinfer_engine_generate(e, &req, &after, &err), 0);
     ck_assert_str_eq(after.text, before.text);
-    ck_assert(cinfer_test_pid_running(info.worker_pids[0]) && cinfer_test_pid_running(info.worker_pids[1]));
+    ck_assert(cinfer_test_pid_running(started.pid[0]) && cinfer_test_pid_running(started.pid[1]));
     cinfer_generate_result_free(&before);
     cinfer_generate_result_free(&after);
     cinfer_engine_shutdown(&e, 1000);
@@ -386,7 +399,7 @@ START_TEST(restart_policy_brings_the_workers_back)
     struct cinfer_generate_result before, after;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_engine_generate(e, &req, &before, &err), 0);
-    kill(info.worker_pids[1], SIGKILL);
+    kill(started.pid[1], SIGKILL);
     /* Healthy again once the new workers report READY. Meanwhile a request is refused
      * as the engine's state says: a lost worker (CHILD) or workers restarting
      * (UNAVAILABLE); never a status that blames the request. */
@@ -408,7 +421,7 @@ START_TEST(restart_policy_brings_the_workers_back)
         }
         struct cinfer_server_info now;
         healthy_again = cinfer_engine_healthy(e) && cinfer_engine_server_info(e, &now, &err) == 0 &&
-                        now.worker_pids[1] != info.worker_pids[1];
+                        cinfer_test_worker_pids(e).pid[1] != started.pid[1];
     }
     ck_assert_msg(healthy_again, "the workers did not come back");
     printf("restart: %d requests refused while the workers came back, each CHILD or UNAVAILABLE\n", refusals);
@@ -491,7 +504,7 @@ START_TEST(a_shutdown_fails_what_it_cuts_as_unavailable)
     ck_assert_str_eq(caller.err.message, "the engine is shutting down");
     printf("a request cut by the drain deadline after %d chunks: %d (%s): %s\n", caller.chunks, caller.rc,
            cinfer_strerror(caller.rc), caller.err.message);
-    pid_t pids[2] = {info.worker_pids[0], info.worker_pids[1]};
+    pid_t pids[2] = {started.pid[0], started.pid[1]};
     ck_assert_int_eq(cinfer_test_wait_gone(pids, 2, 2000), 0);
     ck_assert_msg(!dir_exists(info.run_dir), "run folder %s remains", info.run_dir);
     cinfer_server_args_free(&args);

@@ -32,6 +32,7 @@
 #include "cinfer/engine.h"
 #include "cinfer/http.h"
 #include "cinfer/tokenizer.h"
+#include "support/engine_fixture.h"
 #include "support/runner.h"
 #include "support/tmp_dir.h"
 
@@ -168,7 +169,8 @@ static struct reply curl(const char *method, const char *path, const char *body)
 }
 
 /* An OpenAI-shaped error with this status whose message contains each of words (NULL-ended). */
-static void assert_error(const struct reply *r, int status, const char *type, const char *param, const char *const *words)
+static void assert_error(const struct reply *r, int status, const char *type, const char *param,
+                         const char *const *words)
 {
     ck_assert_msg(r->status == status, "status %d, expected %d: %s", r->status, status, r->body);
     json_t *e = json_object_get(r->json, "error");
@@ -323,7 +325,8 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
                           "{\"text\": \"And God said\", \"stream\": true, \"rid\": \"stream-1\","
                           " \"sampling_params\": {\"max_new_tokens\": 24, \"temperature\": 0}}");
     ck_assert_msg(s.status == 200, "%d %s", s.status, s.body);
-    ck_assert_msg(strstr(s.headers, "Content-Type: text/event-stream") || strstr(s.headers, "content-type: text/event-stream"),
+    ck_assert_msg(strstr(s.headers, "Content-Type: text/event-stream") || strstr(s.headers,
+                                                                                 "content-type: text/event-stream"),
                   "headers: %s", s.headers);
     ck_assert_msg(strcasestr(s.headers, "Transfer-Encoding: chunked"), "not chunked: %s", s.headers);
     json_t *events = sse_events(s.body);
@@ -407,9 +410,11 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
              " \"temperature\": 0.9, \"sampling_seed\": 7}}");
     ck_assert_msg(r.status == 200 && json_array_size(r.json) == 4, "%d %s", r.status, r.body);
     /* one rid for a whole list names all of it */
-    one = curl("POST", "/generate", "{\"text\": [\"a\", \"b\"], \"rid\": \"both\", \"sampling_params\": {\"max_new_tokens\": 2}}");
+    one = curl("POST", "/generate",
+               "{\"text\": [\"a\", \"b\"], \"rid\": \"both\", \"sampling_params\": {\"max_new_tokens\": 2}}");
     ck_assert_msg(one.status == 200 && json_array_size(one.json) == 2, "%d %s", one.status, one.body);
-    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(one.json, 1), "meta_info"), "id")),
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(one.json, 1), "meta_info"),
+                                                       "id")),
                      "both");
     reply_free(&one);
     one = curl("POST", "/generate",
@@ -480,7 +485,8 @@ START_TEST(tokenize_detokenize_info_health)
     cinfer_token_ids_free(&ids);
 
     r = curl("POST", "/v1/detokenize", "{\"tokens\": [5, 99999]}");
-    assert_error(&r, 400, "invalid_request_error", "tokens", (const char *const[]){"99999", "[0, 3072)", "tokens[1]", NULL});
+    assert_error(&r, 400, "invalid_request_error", "tokens", (const char *const[]){"99999", "[0, 3072)", "tokens[1]",
+                 NULL});
     reply_free(&r);
 
     r = curl("GET", "/get_server_info", NULL);
@@ -492,7 +498,8 @@ START_TEST(tokenize_detokenize_info_health)
     ck_assert_int_eq(json_integer_value(json_object_get(r.json, "kv_pages_total")), info.kv_pages_total);
     ck_assert_int_eq(json_integer_value(json_object_get(r.json, "running_requests")), 0);
     ck_assert_uint_eq(json_array_size(json_object_get(r.json, "worker_pids")), (size_t)info.n_workers);
-    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(r.json, "worker_pids"), 1)), info.worker_pids[1]);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(r.json, "worker_pids"), 1)),
+                     cinfer_test_worker_pids(engine).pid[1]);
     const json_t *sargs = json_object_get(r.json, "server_args");
     ck_assert_int_eq(json_integer_value(json_object_get(sargs, "max_request_body_bytes")), 64 << 10);
     ck_assert(json_is_true(json_object_get(sargs, "disable_radix_cache")));
@@ -521,8 +528,10 @@ START_TEST(abort_by_rid_and_by_disconnect)
     assert_error(&r, 400, "invalid_request_error", "rid", (const char *const[]){"already in flight", NULL});
     reply_free(&r);
     r = curl("POST", "/flush_cache", NULL); /* a request is running: refused, with the reason */
-    assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"not flushed", "1 requests are running", NULL});
-    printf("flush_cache while running: %s\n", json_string_value(json_object_get(json_object_get(r.json, "error"), "message")));
+    assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"not flushed", "1 requests are running",
+                 NULL});
+    printf("flush_cache while running: %s\n", json_string_value(json_object_get(json_object_get(r.json, "error"),
+                                                                                "message")));
     reply_free(&r);
     r = curl("POST", "/abort_request", "{\"rid\": \"long-abort\"}");
     ck_assert_msg(r.status == 200 && json_integer_value(json_object_get(r.json, "aborted")) == 1, "%s", r.body);
@@ -581,7 +590,8 @@ START_TEST(errors_have_status_and_shape)
     assert_error(&r, 400, "invalid_request_error", NULL, (const char *const[]){"line 2", "column", NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"temperature\": \"hot\"}}");
-    assert_error(&r, 400, "invalid_request_error", "temperature", (const char *const[]){"temperature", "a string", NULL});
+    assert_error(&r, 400, "invalid_request_error", "temperature", (const char *const[]){"temperature", "a string",
+                 NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": 5}");
     assert_error(&r, 400, "invalid_request_error", "text", (const char *const[]){"text", "an integer", NULL});
@@ -590,13 +600,15 @@ START_TEST(errors_have_status_and_shape)
     assert_error(&r, 400, "invalid_request_error", "top_p", (const char *const[]){"top_p", "[0, 1]", "1.5", NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"max_new_tokens\": -3}}");
-    assert_error(&r, 400, "invalid_request_error", "max_new_tokens", (const char *const[]){"max_new_tokens", "-3", NULL});
+    assert_error(&r, 400, "invalid_request_error", "max_new_tokens", (const char *const[]){"max_new_tokens", "-3",
+                 NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"regex\": \"a+\"}}");
     assert_error(&r, 400, "invalid_request_error", "regex", (const char *const[]){"not supported", NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"temprature\": 1}}");
-    assert_error(&r, 400, "invalid_request_error", "temprature", (const char *const[]){"not a sampling parameter", NULL});
+    assert_error(&r, 400, "invalid_request_error", "temprature", (const char *const[]){"not a sampling parameter",
+                 NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"input_ids\": [1, 2, 5000]}");
     assert_error(&r, 400, "invalid_request_error", "input_ids", (const char *const[]){"5000", "[0, 3072)", NULL});

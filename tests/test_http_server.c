@@ -596,7 +596,7 @@ START_TEST(health_turns_503_when_the_scheduler_dies)
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_engine_server_info(s.engine, &info, &err), 0);
     ck_assert_int_ge(info.n_workers, 2);
-    pid_t scheduler = info.worker_pids[1]; /* detokenizer first, then scheduler tp0 */
+    pid_t scheduler = cinfer_test_worker_pids(s.engine).pid[1]; /* detokenizer first, then scheduler tp0 */
     struct reply r;
     curl(&r, "http://127.0.0.1:%d/health", s.port);
     ck_assert_int_eq(r.status, 200);

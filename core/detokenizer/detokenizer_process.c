@@ -207,7 +207,7 @@ int cinfer_default_run_detokenizer_process(const struct cinfer_server_args *args
 {
     struct detokenizer *d = calloc(1, sizeof *d);
     struct cinfer_error err = {0};
-    if (!d || cinfer_worker_link_open(&d->link, ports, CINFER_WORKER_DETOKENIZER, 0, 0, &err)) {
+    if (!d || cinfer_worker_link_open(&d->link, ports, CINFER_WORKER_DETOKENIZER, 0, 0, 1, &err)) {
         fprintf(stderr, "detokenizer: %s\n", d ? err.message : "out of memory");
         free(d);
         return 1;

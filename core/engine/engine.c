@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "engine/hooks.h"
 #include "engine/launcher_select.h"
 #include "engine/port_args.h"
+#include "engine/router.h"
 #include "engine/run_dir.h"
 #include "ipc/channel.h"
 #include "scheduler/sampling_validate.h"
@@ -83,6 +85,11 @@ static void destroy(struct cinfer_engine *e)
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         while (e->buckets[b])
             cinfer_engine_request_unregister(e, e->buckets[b]);
+    for (int r = 0; e->replicas && r < e->n_replicas; r++)
+        free(e->replicas[r].rpc);
+    free(e->replicas);
+    free(e->workers);
+    cinfer_router_free(&e->router);
     cinfer_server_args_free(&e->args);
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->send_lock);
@@ -91,15 +98,58 @@ static void destroy(struct cinfer_engine *e)
     free(e);
 }
 
+/* Workers: the detokenizer, then replica 0's ranks, replica 1's... and the replicas
+ * that own them. */
+static int make_worker_table(struct cinfer_engine *e, struct cinfer_error *err)
+{
+    int tp = e->args.tp_size, dp = e->args.dp_size;
+    e->n_workers = 1 + dp * tp;
+    e->n_replicas = dp;
+    e->workers = calloc((size_t)e->n_workers, sizeof *e->workers);
+    e->replicas = calloc((size_t)dp, sizeof *e->replicas);
+    e->router = cinfer_router_new(dp, 65536); /* a million tokens of prompts per replica */
+    if (!e->workers || !e->replicas || !e->router)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %d workers", e->n_workers);
+    struct engine_worker *w = &e->workers[0];
+    snprintf(w->name, sizeof w->name, "detokenizer");
+    w->role = CINFER_WORKER_DETOKENIZER;
+    for (int r = 0; r < dp; r++) {
+        struct engine_replica *rep = &e->replicas[r];
+        rep->dp_rank = r;
+        rep->first_worker = 1 + r * tp;
+        rep->state = REPLICA_DOWN;
+        if (!(rep->rpc = calloc((size_t)tp, sizeof *rep->rpc)))
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for replica dp%d", r);
+        for (int t = 0; t < tp; t++) {
+            w = &e->workers[rep->first_worker + t];
+            w->role = CINFER_WORKER_SCHEDULER;
+            w->dp_rank = r;
+            w->tp_rank = t;
+            if (dp > 1)
+                snprintf(w->name, sizeof w->name, "scheduler dp%d tp%d", r, t);
+            else
+                snprintf(w->name, sizeof w->name, "scheduler tp%d", t);
+        }
+    }
+    for (int i = 0; i < e->n_workers; i++) {
+        e->workers[i].lifeline = -1;
+        e->workers[i].phase = CINFER_WORKER_DOWN;
+        snprintf(e->workers[i].host, sizeof e->workers[i].host, "localhost");
+    }
+    return CINFER_OK;
+}
+
 int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
     *out = NULL;
-    if (args->tp_size != 1 || args->dp_size != 1)
+    if (args->tp_size != 1)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "tp_size %d, dp_size %d: this build runs one scheduler (tp_size 1, dp_size 1); "
-                                "tensor and data parallelism arrive with the launch-mpi and launch-ssh plugins",
-                                args->tp_size, args->dp_size);
+                                "launcher.tp_size %d: tensor parallelism is not wired into the scheduler process yet "
+                                "(tp_size 1 only)", args->tp_size);
+    int rc = cinfer_hooks_check(hooks, err);
+    if (rc)
+        return rc;
     struct cinfer_engine *e = calloc(1, sizeof *e);
     if (!e)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory creating the engine");
@@ -107,31 +157,19 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     pthread_mutex_init(&e->send_lock, NULL);
     pthread_mutex_init(&e->rpc_lock, NULL);
     pthread_cond_init(&e->idle, NULL);
-    e->lifeline[0] = e->lifeline[1] = -1;
-    int rc = cinfer_server_args_copy(&e->args, args, err);
+    rc = cinfer_server_args_copy(&e->args, args, err);
     if (rc) {
         free(e);
         return rc;
     }
     cinfer_log_set_level((int)e->args.log_level);
-    cinfer_engine_default_hooks(&e->hooks);
-    if (hooks) {
-        if (hooks->run_scheduler_process && hooks->run_scheduler_process != e->hooks.run_scheduler_process) {
-            e->hooks.run_scheduler_process = hooks->run_scheduler_process;
-            e->custom_hooks = 1;
-        }
-        if (hooks->run_detokenizer_process && hooks->run_detokenizer_process != e->hooks.run_detokenizer_process) {
-            e->hooks.run_detokenizer_process = hooks->run_detokenizer_process;
-            e->custom_hooks = 1;
-        }
-        if (hooks->init_tokenizer && hooks->init_tokenizer != e->hooks.init_tokenizer) {
-            e->hooks.init_tokenizer = hooks->init_tokenizer;
-            e->custom_hooks = 1; /* the detokenizer must run it too */
-        }
+    e->custom_hooks = cinfer_hooks_merge(&e->hooks, hooks);
+    if ((rc = make_worker_table(e, err))) {
+        destroy(e);
+        return rc;
     }
 
-    char run_dir[192];
-    char *settings = NULL;
+    char run_dir[192] = "";
     if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
@@ -141,14 +179,6 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
         destroy(e);
         return rc;
     }
-    if ((rc = cinfer_server_args_to_string(&e->args, &settings, err)) ||
-        (rc = cinfer_run_dir_write(run_dir, "server_args.cfg", settings, err))) {
-        free(settings);
-        destroy(e);
-        return rc;
-    }
-    free(settings);
-
     /* No socket yet: zmq starts its threads with the first one, and the workers are
      * forked before that (cinfer_engine_start_workers opens the engine's sockets). */
     e->zmq_context = zmq_ctx_new();
@@ -182,35 +212,6 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     return CINFER_OK;
 }
 
-/* The watchdog's verdict: every caller in flight gets the reason at once, the other
- * workers stop, the run folder goes; with restart_policy on-failure they start again. */
-static void on_worker_death(struct cinfer_engine *e, const char *why)
-{
-    cinfer_log(CINFER_LOG_SEV_ERROR, "%s; failing every request in flight", why);
-    pthread_mutex_lock(&e->lock);
-    e->healthy = 0;
-    snprintf(e->failure, sizeof e->failure, "%s", why);
-    char message[1200];
-    snprintf(message, sizeof message, "the engine lost a worker: %s", why);
-    cinfer_engine_fail_all(e, CINFER_ERR_CHILD, message);
-    pthread_mutex_unlock(&e->lock);
-
-    cinfer_engine_stop_workers(e);
-    if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping) {
-        struct cinfer_error err = {0};
-        if (cinfer_engine_start_workers(e, &err) == CINFER_OK) {
-            pthread_mutex_lock(&e->lock);
-            e->healthy = 1;
-            e->failure[0] = '\0';
-            pthread_mutex_unlock(&e->lock);
-            cinfer_log(CINFER_LOG_SEV_WARNING, "workers restarted after: %s", why);
-            return;
-        }
-        cinfer_log(CINFER_LOG_SEV_ERROR, "restarting the workers failed: %s", err.message);
-    }
-    cinfer_run_dir_remove(e->ports.run_dir);
-}
-
 static void *engine_thread(void *arg)
 {
     struct cinfer_engine *e = arg;
@@ -237,29 +238,18 @@ static void *engine_thread(void *arg)
                            len, err.message[0] ? err.message : "not a TEXT frame");
             free(frame);
         }
-        /* Heartbeats and failures; every frame waiting, so heartbeats are seen on time. */
-        void *frame;
-        size_t len;
-        while ((items[1].revents & ZMQ_POLLIN) &&
-               cinfer_channel_recv(e->status, 0, &frame, &len, NULL, NULL) == CINFER_OK) {
-            uint32_t type = 0;
-            struct cinfer_error err = {0};
-            struct cinfer_msg_failed failed;
-            if (cinfer_msg_peek_type(frame, len, &type, &err) == CINFER_OK && type == CINFER_MSG_HEARTBEAT) {
-                cinfer_engine_note_heartbeat(e, frame, len);
-            } else if (type == CINFER_MSG_FAILED && cinfer_msg_decode_failed(frame, len, &failed, &err) == CINFER_OK) {
-                cinfer_log(CINFER_LOG_SEV_ERROR, "worker reported a failure: %s", failed.message);
-                cinfer_msg_failed_free(&failed);
-            } else if (err.message[0]) {
-                cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
-            }
-            free(frame);
-        }
-        char why[256];
-        if (e->healthy && cinfer_engine_check_workers(e, why, sizeof why))
-            on_worker_death(e, why);
+        cinfer_engine_watch(e); /* status frames, lost workers, restarts */
     }
     return NULL;
+}
+
+/* Some replica can still finish requests (lock held). */
+static int serving(const struct cinfer_engine *e)
+{
+    for (int r = 0; r < e->n_replicas; r++)
+        if (e->replicas[r].state == REPLICA_UP)
+            return 1;
+    return 0;
 }
 
 int cinfer_engine_healthy(struct cinfer_engine *e)
@@ -290,7 +280,7 @@ void cinfer_engine_shutdown(struct cinfer_engine **ep, int drain_timeout_ms)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    while (e->n_inflight > 0 && e->healthy)
+    while (e->n_inflight > 0 && serving(e))
         if (pthread_cond_timedwait(&e->idle, &e->lock, &deadline) == ETIMEDOUT)
             break;
     cinfer_engine_fail_all(e, CINFER_ERR_UNAVAILABLE, "the engine is shutting down");
@@ -328,9 +318,11 @@ static int validate(const struct cinfer_engine *e, const struct cinfer_generate_
     if (req->n < 0 || req->n > CINFER_MAX_CHOICES)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "request n is %d, expected 0..%d choices", req->n,
                                 CINFER_MAX_CHOICES);
-    int vocab_size = 0; /* from scheduler tp0's READY; bounds stop_token_ids and logit_bias */
-    for (int i = 0; i < e->n_workers; i++)
-        if (e->workers[i].role == CINFER_WORKER_SCHEDULER && e->workers[i].tp_rank == 0)
+    /* From a scheduler's READY (every replica runs the same model); bounds
+     * stop_token_ids and logit_bias. */
+    int vocab_size = 0;
+    for (int i = 0; i < e->n_workers && !vocab_size; i++)
+        if (e->workers[i].role == CINFER_WORKER_SCHEDULER)
             vocab_size = (int)e->workers[i].limits.vocab_size;
     return cinfer_sampling_validate(&req->sampling, vocab_size, err);
 }
@@ -358,7 +350,8 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     struct cinfer_msg_generate g = {.ids = (int32_t *)prompt_ids, .n_ids = (uint32_t)n_ids, .sampling = req->sampling,
                                     .stream = 1};
     pthread_mutex_lock(&e->lock);
-    if (!e->accepting || !e->healthy) {
+    int replica = e->accepting ? cinfer_engine_route(e, prompt_ids, n_ids) : -1;
+    if (replica < 0) {
         rc = !e->accepting ? cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the engine is shutting down")
                            : cinfer_error_set(err, CINFER_ERR_CHILD, "the engine is not healthy: %s", e->failure);
         pthread_mutex_unlock(&e->lock);
@@ -366,6 +359,10 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
         return rc;
     }
     struct engine_request *r = cinfer_engine_request_register(e);
+    if (r)
+        r->replica = replica; /* counted in flight there by the route */
+    else
+        e->replicas[replica].in_flight--;
     pthread_mutex_unlock(&e->lock);
     if (!r) {
         cinfer_token_ids_free(&ids);
@@ -377,7 +374,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     rc = cinfer_msg_encode_generate(&g, &frame, &len);
     cinfer_token_ids_free(&ids);
     if (rc == CINFER_OK) {
-        rc = cinfer_engine_send_to_scheduler(e, frame, len, err);
+        rc = cinfer_engine_send_to_scheduler(e, replica, frame, len, err);
         free(frame);
     } else {
         cinfer_error_set(err, rc, "out of memory encoding a request");
@@ -431,7 +428,7 @@ static void close_request(struct cinfer_engine *e, struct engine_request *r, int
         size_t len;
         struct cinfer_error err = {0};
         if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
-            cinfer_engine_send_to_scheduler(e, frame, len, &err);
+            cinfer_engine_send_to_scheduler(e, r->replica, frame, len, &err);
             free(frame);
         }
     }
@@ -719,6 +716,7 @@ int cinfer_engine_abort(struct cinfer_engine *e, uint64_t rid)
 {
     pthread_mutex_lock(&e->lock);
     struct engine_request *r = cinfer_engine_request_find(e, rid);
+    int replica = r ? r->replica : -1;
     if (r) {
         struct engine_chunk *c = calloc(1, sizeof *c);
         if (c) {
@@ -734,7 +732,7 @@ int cinfer_engine_abort(struct cinfer_engine *e, uint64_t rid)
     size_t len;
     struct cinfer_error err = {0};
     if (cinfer_msg_encode_abort(&a, &frame, &len) == CINFER_OK) {
-        cinfer_engine_send_to_scheduler(e, frame, len, &err);
+        cinfer_engine_send_to_scheduler(e, replica, frame, len, &err);
         free(frame);
     }
     return CINFER_OK;

@@ -1,5 +1,6 @@
-/* Requests in flight in the main process: a table by request id, the queue of output
- * chunks each caller waits on, and the handling of TEXT frames from the detokenizer. */
+/* Requests in flight in the main process: a table by request id (each with the replica
+ * it was sent to), the queue of output chunks each caller waits on, and the handling of
+ * TEXT frames from the detokenizer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ struct engine_request *cinfer_engine_request_register(struct cinfer_engine *e)
         return NULL;
     pthread_cond_init(&r->ready, NULL);
     r->rid = ++e->next_rid;
+    r->replica = -1; /* until routed */
     struct engine_request **b = &e->buckets[r->rid % ENGINE_BUCKETS];
     r->next = *b;
     *b = r;
@@ -34,6 +36,8 @@ void cinfer_engine_request_unregister(struct cinfer_engine *e, struct engine_req
         cinfer_engine_chunk_free(c);
     }
     pthread_cond_destroy(&r->ready);
+    if (r->replica >= 0)
+        e->replicas[r->replica].in_flight--;
     free(r);
     e->n_inflight--;
     pthread_cond_broadcast(&e->idle);
@@ -76,10 +80,12 @@ void cinfer_engine_request_push(struct engine_request *r, struct engine_chunk *c
     pthread_cond_broadcast(&r->ready);
 }
 
-void cinfer_engine_fail_all(struct cinfer_engine *e, int code, const char *why)
+static void fail_requests(struct cinfer_engine *e, int replica, int code, const char *why)
 {
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         for (struct engine_request *r = e->buckets[b]; r; r = r->next) {
+            if (replica >= 0 && r->replica != replica)
+                continue;
             struct engine_chunk *c = calloc(1, sizeof *c);
             if (!c)
                 continue;
@@ -90,11 +96,24 @@ void cinfer_engine_fail_all(struct cinfer_engine *e, int code, const char *why)
         }
 }
 
-int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_error *err)
+void cinfer_engine_fail_all(struct cinfer_engine *e, int code, const char *why)
+{
+    fail_requests(e, -1, code, why);
+}
+
+void cinfer_engine_fail_replica(struct cinfer_engine *e, int replica, int code, const char *why)
+{
+    fail_requests(e, replica, code, why);
+}
+
+int cinfer_engine_send_to_scheduler(struct cinfer_engine *e, int replica, const void *frame, size_t len,
+                                    struct cinfer_error *err)
 {
     pthread_mutex_lock(&e->send_lock);
-    int rc = e->to_scheduler ? cinfer_channel_send(e->to_scheduler, frame, len, 0, err)
-                             : cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the scheduler is not running");
+    void *socket = replica >= 0 && replica < e->n_replicas ? e->replicas[replica].to_scheduler : NULL;
+    int rc = socket ? cinfer_channel_send(socket, frame, len, 0, err)
+                    : cinfer_error_set(err, CINFER_ERR_UNAVAILABLE, "the scheduler of replica dp%d is not running",
+                                       replica);
     pthread_mutex_unlock(&e->send_lock);
     /* A socket error is no fault of the request (nor a client gone, which CINFER_ERR_IO
      * means to the HTTP server): the engine cannot take requests now. */
@@ -119,11 +138,15 @@ void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame,
         return;
     }
     if (t.finish_reason == CINFER_FINISH_STOP_STRING) {
+        pthread_mutex_lock(&e->lock);
+        struct engine_request *held = cinfer_engine_request_find(e, t.rid);
+        int replica = held ? held->replica : -1; /* a caller gone early has aborted it already */
+        pthread_mutex_unlock(&e->lock);
         struct cinfer_msg_abort a = {.rid = t.rid, .quiet = 1};
         void *out;
         size_t out_len;
-        if (cinfer_msg_encode_abort(&a, &out, &out_len) == CINFER_OK) {
-            cinfer_engine_send_to_scheduler(e, out, out_len, &err);
+        if (replica >= 0 && cinfer_msg_encode_abort(&a, &out, &out_len) == CINFER_OK) {
+            cinfer_engine_send_to_scheduler(e, replica, out, out_len, &err);
             free(out);
         }
     }

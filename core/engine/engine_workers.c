@@ -1,16 +1,21 @@
-/* Starting, watching and stopping the worker processes of an engine: one detokenizer
- * and one scheduler per tensor-parallel rank, through the configured launcher plugin.
- * Start waits for every READY (or a FAILED with the worker's reason, or its death) up
- * to the start deadline; stop closes the lifeline so every worker exits, then lets the
- * launcher reap them (SIGKILL after a grace period). The watchdog (check_workers, on
- * the engine thread) sees a worker that ended, and one whose loop stopped turning: no
- * heartbeat for engine.watchdog_timeout, a forward step that long included. */
+/* Starting, watching and stopping the worker processes of an engine: one detokenizer,
+ * and dp_size replicas of tp_size scheduler ranks, through the chosen launcher plugin.
+ *
+ * Each worker's standard input is one end of a socket pair: the engine writes the
+ * worker's settings and endpoints there, then keeps its end open as the worker's
+ * lifeline (end of file tells the worker the engine is gone). The first start waits for
+ * every READY (or a FAILED with the worker's reason, or its death) up to the start
+ * deadline. After that the watchdog (cinfer_engine_watch, on the engine thread) sees a
+ * worker that ended and one whose loop stopped turning (no heartbeat for
+ * engine.watchdog_timeout, a forward step that long included). A scheduler's end costs
+ * its replica only: its requests fail with the worker named, its other ranks stop, and
+ * the restart policy starts the replica again while the others keep serving. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -18,9 +23,13 @@
 #include "cinfer/plugins.h"
 #include "engine/engine_internal.h"
 #include "engine/hooks.h"
-#include "engine/port_args.h"
+#include "engine/router.h"
+#include "engine/run_dir.h"
 #include "ipc/channel.h"
+#include "ipc/worker_settings.h"
 #include "util/log.h"
+
+#define STOP_GRACE_MS 2000 /* a stopped worker's time to exit before SIGKILL */
 
 static long now_ms(void)
 {
@@ -29,61 +38,161 @@ static long now_ms(void)
     return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
 }
 
+static int start_timeout_ms(const struct cinfer_engine *e)
+{
+    return e->args.start_timeout_ms > 0 ? e->args.start_timeout_ms : 60000;
+}
+
+/* ---- one worker -------------------------------------------------------------------- */
+
 /* In a forked child (custom hooks): run the hook for the role with the engine's
  * settings, which the fork copied. */
-struct child_job {
-    struct cinfer_engine *engine;
-    int role;
-    int tp_rank;
-};
-
 static int run_child_job(void *ctx)
 {
-    struct child_job *job = ctx;
+    struct engine_child_job *job = ctx;
     struct cinfer_engine *e = job->engine;
     cinfer_worker_set_hooks(&e->hooks);
     const struct cinfer_engine_hooks *h = cinfer_worker_hooks();
     if (job->role == CINFER_WORKER_SCHEDULER)
-        return h->run_scheduler_process(&e->args, &e->ports, -1, job->tp_rank, 0);
+        return h->run_scheduler_process(&e->args, &e->ports, -1, job->tp_rank, job->dp_rank);
     return h->run_detokenizer_process(&e->args, &e->ports);
 }
 
-static int spawn_one(struct cinfer_engine *e, int role, int tp_rank, struct cinfer_error *err)
+static void close_lifeline(struct engine_worker *w)
 {
-    struct engine_worker *w = &e->workers[e->n_workers];
-    memset(w, 0, sizeof *w);
-    w->role = role;
-    w->tp_rank = tp_rank;
-    if (role == CINFER_WORKER_SCHEDULER)
-        snprintf(w->name, sizeof w->name, "scheduler tp%d", tp_rank);
-    else
-        snprintf(w->name, sizeof w->name, "detokenizer");
+    if (w->lifeline >= 0) {
+        close(w->lifeline);
+        w->lifeline = -1;
+    }
+}
 
-    /* Everything the child needs is built here, before the launcher forks. */
-    char rank_tag[16], rank[16];
-    snprintf(rank_tag, sizeof rank_tag, "tp%d", tp_rank);
-    snprintf(rank, sizeof rank, "%d", tp_rank);
-    const char *argv_sched[] = {e->worker_path, "scheduler", rank_tag, "--run-dir", e->ports.run_dir,
-                                "--tp-rank", rank, "--dp-rank", "0", "--gpu-id", "-1", NULL};
-    const char *argv_detok[] = {e->worker_path, "detokenizer", "--run-dir", e->ports.run_dir, NULL};
-    static struct child_job jobs[ENGINE_MAX_WORKERS]; /* read only by the forked child */
-    struct child_job *job = &jobs[e->n_workers];
-    *job = (struct child_job){e, role, tp_rank};
-    struct cinfer_spawn_request req = {
-        .role = role == CINFER_WORKER_SCHEDULER ? CINFER_ROLE_SCHEDULER : CINFER_ROLE_DETOKENIZER,
-        .tp_rank = tp_rank,
+/* The request that starts w, with its argv in the caller's buffers (built before any
+ * fork) and its standard input on *child_end. */
+struct spawn_buffers {
+    char dp[16], tp[16];
+    const char *argv[12];
+};
+
+static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struct spawn_buffers *b,
+                         struct cinfer_spawn_request *req, int *child_end, struct cinfer_error *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return cinfer_error_set(err, CINFER_ERR_IO, "%s: cannot create its standard input: %s", w->name,
+                                strerror(errno));
+    w->lifeline = sv[0];
+    *child_end = sv[1];
+    snprintf(b->dp, sizeof b->dp, "%d", w->dp_rank);
+    snprintf(b->tp, sizeof b->tp, "%d", w->tp_rank);
+    int n = 0;
+    b->argv[n++] = e->worker_path;
+    if (w->role == CINFER_WORKER_SCHEDULER) {
+        b->argv[n++] = "scheduler";
+        b->argv[n++] = "--dp-rank";
+        b->argv[n++] = b->dp;
+        b->argv[n++] = "--tp-rank";
+        b->argv[n++] = b->tp;
+        b->argv[n++] = "--gpu-id";
+        b->argv[n++] = "-1";
+    } else {
+        b->argv[n++] = "detokenizer";
+    }
+    b->argv[n] = NULL;
+    w->job = (struct engine_child_job){e, w->role, w->dp_rank, w->tp_rank};
+    *req = (struct cinfer_spawn_request){
+        .role = w->role == CINFER_WORKER_SCHEDULER ? CINFER_ROLE_SCHEDULER : CINFER_ROLE_DETOKENIZER,
+        .tp_rank = w->tp_rank,
+        .dp_rank = w->dp_rank,
         .gpu_id = -1,
-        .argv = e->custom_hooks ? NULL : (role == CINFER_WORKER_SCHEDULER ? argv_sched : argv_detok),
+        .host = w->host,
+        .argv = e->custom_hooks ? NULL : b->argv,
         .child_main = e->custom_hooks ? run_child_job : NULL,
-        .child_ctx = job,
-        .stdin_fd = e->lifeline[0],
+        .child_ctx = &w->job,
+        .stdin_fd = sv[1],
         .title = w->name,
     };
-    int rc = e->launcher->spawn(e->launch, &req, &w->handle, err);
-    if (rc)
-        return rc;
-    e->n_workers++;
     return CINFER_OK;
+}
+
+/* Starts workers [first, first + n): as one group where the launcher can (a replica's
+ * ranks), else one by one; then writes each one's settings on its standard input. On
+ * failure none of them is left running. */
+static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfer_error *err)
+{
+    struct spawn_buffers *bufs = calloc((size_t)n, sizeof *bufs);
+    struct cinfer_spawn_request *reqs = calloc((size_t)n, sizeof *reqs);
+    struct cinfer_worker_handle **handles = calloc((size_t)n, sizeof *handles);
+    int *child_ends = malloc((size_t)n * sizeof *child_ends);
+    int rc = bufs && reqs && handles && child_ends ? CINFER_OK
+                                                   : cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory");
+    int prepared = 0;
+    for (; rc == CINFER_OK && prepared < n; prepared++) {
+        struct engine_worker *w = &e->workers[first + prepared];
+        w->phase = CINFER_WORKER_STARTING;
+        w->handle = NULL;
+        memset(&w->limits, 0, sizeof w->limits);
+        rc = prepare_spawn(e, w, &bufs[prepared], &reqs[prepared], &child_ends[prepared], err);
+    }
+    if (rc == CINFER_OK) {
+        if (e->launcher->version >= 2 && e->launcher->spawn_group && n > 1) {
+            rc = e->launcher->spawn_group(e->launch, reqs, n, handles, err);
+        } else {
+            for (int i = 0; rc == CINFER_OK && i < n; i++)
+                rc = e->launcher->spawn(e->launch, &reqs[i], &handles[i], err);
+        }
+    }
+    for (int i = 0; i < prepared; i++) {
+        close(child_ends[i]); /* the worker holds its own copy now */
+        e->workers[first + i].handle = handles[i];
+    }
+    /* Settings go after the start, so a worker that is slow to read them holds no one up. */
+    for (int i = 0; rc == CINFER_OK && i < n; i++) {
+        struct engine_worker *w = &e->workers[first + i];
+        if (!e->custom_hooks && (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &e->ports, err)))
+            cinfer_error_prefix(err, "%s", w->name);
+    }
+    if (rc) {
+        for (int i = 0; i < prepared; i++) {
+            struct engine_worker *w = &e->workers[first + i];
+            close_lifeline(w);
+            if (w->handle) {
+                struct cinfer_worker_status st;
+                e->launcher->signal(e->launch, w->handle, SIGKILL);
+                e->launcher->wait(e->launch, w->handle, -1, &st);
+                w->handle = NULL;
+            }
+            w->phase = CINFER_WORKER_DOWN;
+        }
+    }
+    free(bufs);
+    free(reqs);
+    free(handles);
+    free(child_ends);
+    return rc;
+}
+
+/* Stops workers [first, first + n): lifelines closed (each worker exits on end of
+ * file), then SIGKILL for any still running after the grace period; all reaped. */
+static void stop_workers(struct cinfer_engine *e, int first, int n)
+{
+    for (int i = first; i < first + n; i++)
+        close_lifeline(&e->workers[i]);
+    long deadline = now_ms() + STOP_GRACE_MS;
+    for (int i = first; i < first + n; i++) {
+        struct engine_worker *w = &e->workers[i];
+        struct cinfer_worker_status st;
+        long left = deadline - now_ms();
+        if (w->handle && e->launcher->wait(e->launch, w->handle, left > 0 ? (int)left : 0, &st) == CINFER_ERR_TIMEOUT)
+            e->launcher->signal(e->launch, w->handle, SIGKILL);
+    }
+    for (int i = first; i < first + n; i++) {
+        struct engine_worker *w = &e->workers[i];
+        struct cinfer_worker_status st;
+        if (w->handle)
+            e->launcher->wait(e->launch, w->handle, -1, &st);
+        w->handle = NULL;
+        w->phase = CINFER_WORKER_DOWN;
+    }
 }
 
 static void describe_end(const struct engine_worker *w, const struct cinfer_worker_status *st, char *buf, size_t n)
@@ -94,59 +203,169 @@ static void describe_end(const struct engine_worker *w, const struct cinfer_work
         snprintf(buf, n, "%s exited with status %d", w->name, st->code);
 }
 
+/* ---- a replica's sockets ------------------------------------------------------------- */
+
+static void close_replica_sockets(struct cinfer_engine *e, struct engine_replica *r)
+{
+    pthread_mutex_lock(&e->send_lock);
+    cinfer_channel_close(&r->to_scheduler);
+    pthread_mutex_unlock(&e->send_lock);
+    pthread_mutex_lock(&e->rpc_lock);
+    for (int t = 0; r->rpc && t < e->args.tp_size; t++)
+        cinfer_channel_close(&r->rpc[t]);
+    pthread_mutex_unlock(&e->rpc_lock);
+}
+
+/* Callers' threads use these sockets under send_lock / rpc_lock, and a restart replaces
+ * them from the engine thread, so both take the same locks. */
+static int open_replica_sockets(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
+{
+    char endpoint[CINFER_ENDPOINT_BYTES];
+    int rc = CINFER_OK;
+    pthread_mutex_lock(&e->send_lock);
+    cinfer_port_args_scheduler_input(&e->ports, r->dp_rank, endpoint, sizeof endpoint);
+    if (!(r->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, endpoint, 0, NULL, err)))
+        rc = err->code;
+    pthread_mutex_unlock(&e->send_lock);
+    pthread_mutex_lock(&e->rpc_lock);
+    for (int t = 0; rc == CINFER_OK && t < e->args.tp_size; t++) {
+        cinfer_port_args_rpc(&e->ports, r->dp_rank, t, endpoint, sizeof endpoint);
+        /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
+        if (!(r->rpc[t] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, "engine", err))) {
+            rc = err->code;
+        } else { /* a send waits for the connection, but not forever */
+            int send_timeout_ms = 2000;
+            zmq_setsockopt(r->rpc[t], ZMQ_SNDTIMEO, &send_timeout_ms, sizeof send_timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&e->rpc_lock);
+    if (rc)
+        close_replica_sockets(e, r);
+    return rc;
+}
+
+/* ---- status frames ------------------------------------------------------------------- */
+
+static struct engine_worker *find_worker(struct cinfer_engine *e, int role, uint32_t dp_rank, uint32_t tp_rank)
+{
+    for (int i = 0; i < e->n_workers; i++) {
+        struct engine_worker *w = &e->workers[i];
+        if (w->role == role && (role != CINFER_WORKER_SCHEDULER || ((uint32_t)w->dp_rank == dp_rank &&
+                                                                     (uint32_t)w->tp_rank == tp_rank)))
+            return w;
+    }
+    return NULL;
+}
+
+/* A READY, HEARTBEAT or FAILED frame. A FAILED one is returned in *failed (else its
+ * code is 0) so that the start can report it. */
+static void handle_status_frame(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_msg_failed *failed)
+{
+    uint32_t type = 0;
+    struct cinfer_error err = {0};
+    if (cinfer_msg_peek_type(frame, len, &type, &err) != CINFER_OK) {
+        cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
+        return;
+    }
+    if (type == CINFER_MSG_READY) {
+        struct cinfer_msg_ready ready;
+        if (cinfer_msg_decode_ready(frame, len, &ready, &err) != CINFER_OK) {
+            cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed READY frame: %s", err.message);
+            return;
+        }
+        struct engine_worker *w = find_worker(e, ready.role, ready.dp_rank, ready.tp_rank);
+        if (w && w->phase == CINFER_WORKER_STARTING) {
+            w->phase = CINFER_WORKER_UP;
+            w->limits = ready;
+            w->last_heartbeat_ms = now_ms();
+        }
+    } else if (type == CINFER_MSG_HEARTBEAT) {
+        struct cinfer_msg_heartbeat beat;
+        if (cinfer_msg_decode_heartbeat(frame, len, &beat, &err) != CINFER_OK) {
+            cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed HEARTBEAT frame: %s", err.message);
+            return;
+        }
+        struct engine_worker *w = find_worker(e, beat.role, beat.dp_rank, beat.tp_rank);
+        if (w && w->phase == CINFER_WORKER_UP && w->limits.pid == beat.pid)
+            w->last_heartbeat_ms = now_ms();
+    } else if (type == CINFER_MSG_FAILED) {
+        struct cinfer_msg_failed f;
+        if (cinfer_msg_decode_failed(frame, len, &f, &err) != CINFER_OK) {
+            cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed FAILED frame: %s", err.message);
+            return;
+        }
+        struct engine_worker *w = find_worker(e, f.role, f.dp_rank, f.tp_rank);
+        cinfer_log(CINFER_LOG_SEV_ERROR, "%s reported a failure: %s", w ? w->name : "a worker", f.message);
+        if (failed && !failed->code)
+            *failed = f;
+        else
+            cinfer_msg_failed_free(&f);
+    } else {
+        cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a %s frame on the status channel", cinfer_msg_type_name(type));
+    }
+}
+
+/* Every frame waiting on the status channel (timeout_ms for the first). */
+static void drain_status(struct cinfer_engine *e, int timeout_ms, struct cinfer_msg_failed *failed)
+{
+    void *frame;
+    size_t len;
+    while (cinfer_channel_recv(e->status, timeout_ms, &frame, &len, NULL, NULL) == CINFER_OK) {
+        handle_status_frame(e, frame, len, failed);
+        free(frame);
+        timeout_ms = 0;
+    }
+}
+
+/* ---- the first start ----------------------------------------------------------------- */
+
+static int all_up(const struct cinfer_engine *e, int first, int n)
+{
+    for (int i = first; i < first + n; i++)
+        if (e->workers[i].phase != CINFER_WORKER_UP)
+            return 0;
+    return 1;
+}
+
+/* A worker of [first, first + n) that has ended, described in why. */
+static int any_ended(struct cinfer_engine *e, int first, int n, char *why, size_t why_bytes)
+{
+    for (int i = first; i < first + n; i++) {
+        struct engine_worker *w = &e->workers[i];
+        struct cinfer_worker_status st;
+        if (!w->handle || e->launcher->status(e->launch, w->handle, &st) != CINFER_OK ||
+            st.state == CINFER_WORKER_RUNNING)
+            continue;
+        describe_end(w, &st, why, why_bytes);
+        return 1;
+    }
+    return 0;
+}
+
 /* Waits for READY from every worker; a FAILED, a death or the deadline ends it. */
 static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
 {
-    long deadline = now_ms() + (e->args.start_timeout_ms > 0 ? e->args.start_timeout_ms : 60000);
-    int n_ready = 0;
-    while (n_ready < e->n_workers) {
-        void *frame;
-        size_t len;
-        struct cinfer_error rerr = {0};
-        int rc = cinfer_channel_recv(e->status, 50, &frame, &len, NULL, &rerr);
-        if (rc == CINFER_OK) {
-            uint32_t type = 0;
-            struct cinfer_msg_ready ready;
-            struct cinfer_msg_failed failed;
-            if (cinfer_msg_peek_type(frame, len, &type, &rerr) == CINFER_OK && type == CINFER_MSG_READY &&
-                cinfer_msg_decode_ready(frame, len, &ready, &rerr) == CINFER_OK) {
-                for (int i = 0; i < e->n_workers; i++) {
-                    struct engine_worker *w = &e->workers[i];
-                    if (!w->ready && w->role == ready.role && (uint32_t)w->tp_rank == ready.tp_rank) {
-                        w->ready = 1;
-                        w->limits = ready;
-                        w->last_heartbeat_ms = now_ms();
-                        n_ready++;
-                    }
-                }
-            } else if (type == CINFER_MSG_HEARTBEAT) {
-                cinfer_engine_note_heartbeat(e, frame, len); /* one that is ready already */
-            } else if (type == CINFER_MSG_FAILED && cinfer_msg_decode_failed(frame, len, &failed, &rerr) == CINFER_OK) {
-                const char *who = failed.role == CINFER_WORKER_SCHEDULER ? "scheduler" : "detokenizer";
-                if (failed.role == CINFER_WORKER_SCHEDULER)
-                    cinfer_error_set(err, CINFER_ERR_CHILD, "%s tp%u failed to start: %s", who, failed.tp_rank,
-                                     failed.message);
-                else
-                    cinfer_error_set(err, CINFER_ERR_CHILD, "%s failed to start: %s", who, failed.message);
-                cinfer_msg_failed_free(&failed);
-                free(frame);
-                return CINFER_ERR_CHILD;
-            } else {
-                cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", rerr.message);
-            }
-            free(frame);
-            continue;
+    long deadline = now_ms() + start_timeout_ms(e);
+    while (!all_up(e, 0, e->n_workers)) {
+        struct cinfer_msg_failed failed = {0};
+        drain_status(e, 50, &failed);
+        if (failed.code) {
+            struct engine_worker *w = find_worker(e, failed.role, failed.dp_rank, failed.tp_rank);
+            cinfer_error_set(err, CINFER_ERR_CHILD, "%s failed to start: %s", w ? w->name : "a worker",
+                             failed.message);
+            cinfer_msg_failed_free(&failed);
+            return CINFER_ERR_CHILD;
         }
         char why[256];
-        if (cinfer_engine_check_workers(e, why, sizeof why))
+        if (any_ended(e, 0, e->n_workers, why, sizeof why))
             return cinfer_error_set(err, CINFER_ERR_CHILD, "%s before it was ready", why);
         if (now_ms() > deadline) {
             /* Name every worker still silent and every one that did answer: which side
              * of the status channel failed is the first question on a report. */
-            enum { LIST_BYTES = 256 };
+            enum { LIST_BYTES = 512 };
             char silent[LIST_BYTES] = "", answered[LIST_BYTES] = "";
             for (int i = 0; i < e->n_workers; i++) {
-                char *list = e->workers[i].ready ? answered : silent;
+                char *list = e->workers[i].phase == CINFER_WORKER_UP ? answered : silent;
                 size_t used = strlen(list);
                 snprintf(list + used, LIST_BYTES - used, "%s%s", used ? ", " : "", e->workers[i].name);
             }
@@ -160,16 +379,13 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
 
 int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *err)
 {
-    e->n_workers = 0;
-    if (pipe2(e->lifeline, O_CLOEXEC) != 0)
-        return cinfer_error_set(err, CINFER_ERR_IO, "cannot create the workers' lifeline pipe: %s", strerror(errno));
-    int rc = spawn_one(e, CINFER_WORKER_DETOKENIZER, 0, err);
-    for (int rank = 0; rc == CINFER_OK && rank < e->args.tp_size; rank++)
-        rc = spawn_one(e, CINFER_WORKER_SCHEDULER, rank, err);
-    /* The engine's own sockets are bound after the first spawn: a worker forked without
-     * exec (custom hooks) then copies a process without zmq's threads, whose locks it
-     * could otherwise inherit held. The workers connect before the bind and zmq retries
-     * (cinfer_channel_open keeps that interval short). A restart finds them open. */
+    int rc = spawn_workers(e, 0, 1, err); /* the detokenizer */
+    for (int r = 0; rc == CINFER_OK && r < e->n_replicas; r++)
+        rc = spawn_workers(e, e->replicas[r].first_worker, e->args.tp_size, err);
+    /* The engine's own sockets are bound after the workers start: a worker forked
+     * without exec (custom hooks) then copies a process without zmq's threads, whose
+     * locks it could otherwise inherit held. The workers connect before the bind and zmq
+     * retries (cinfer_channel_open keeps that interval short). A restart finds them open. */
     if (rc == CINFER_OK && !e->status &&
         !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)))
         rc = err->code;
@@ -178,29 +394,9 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
         rc = err->code;
     if (rc == CINFER_OK)
         rc = wait_ready(e, err);
-    /* Callers' threads use these sockets under send_lock / rpc_lock; the watchdog
-     * thread replaces them on a restart, so it takes the same locks. */
-    if (rc == CINFER_OK) {
-        pthread_mutex_lock(&e->send_lock);
-        pthread_mutex_lock(&e->rpc_lock);
-        e->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, e->ports.scheduler_input, 0, NULL, err);
-        for (int rank = 0; e->to_scheduler && rank < e->args.tp_size; rank++) {
-            char endpoint[CINFER_ENDPOINT_BYTES];
-            cinfer_port_args_rpc_endpoint(&e->ports, rank, endpoint, sizeof endpoint);
-            /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
-            e->rpc[rank] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, "engine", err);
-            if (!e->rpc[rank]) {
-                rc = err->code;
-            } else { /* a send waits for the connection, but not forever */
-                int send_timeout_ms = 2000;
-                zmq_setsockopt(e->rpc[rank], ZMQ_SNDTIMEO, &send_timeout_ms, sizeof send_timeout_ms);
-            }
-        }
-        if (!e->to_scheduler)
-            rc = err->code;
-        pthread_mutex_unlock(&e->rpc_lock);
-        pthread_mutex_unlock(&e->send_lock);
-    }
+    for (int r = 0; rc == CINFER_OK && r < e->n_replicas; r++)
+        if ((rc = open_replica_sockets(e, &e->replicas[r], err)) == CINFER_OK)
+            e->replicas[r].state = REPLICA_UP;
     if (rc)
         cinfer_engine_stop_workers(e);
     return rc;
@@ -208,76 +404,202 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
 
 void cinfer_engine_stop_workers(struct cinfer_engine *e)
 {
-    /* Closing our end of the lifeline is the signal: every worker sees EOF and exits. */
-    if (e->lifeline[1] >= 0) {
-        close(e->lifeline[1]);
-        e->lifeline[1] = -1;
+    stop_workers(e, 0, e->n_workers);
+    for (int r = 0; r < e->n_replicas; r++) {
+        close_replica_sockets(e, &e->replicas[r]);
+        e->replicas[r].state = REPLICA_DOWN;
     }
-    if (e->lifeline[0] >= 0) {
-        close(e->lifeline[0]);
-        e->lifeline[0] = -1;
-    }
-    long deadline = now_ms() + 2000;
-    for (int i = 0; i < e->n_workers; i++) {
-        struct cinfer_worker_status st;
-        long left = deadline - now_ms();
-        if (e->workers[i].handle &&
-            e->launcher->wait(e->launch, e->workers[i].handle, left > 0 ? (int)left : 0, &st) == CINFER_ERR_TIMEOUT)
-            e->launcher->signal(e->launch, e->workers[i].handle, SIGKILL);
-    }
-    for (int i = 0; i < e->n_workers; i++) {
-        struct cinfer_worker_status st;
-        if (e->workers[i].handle)
-            e->launcher->wait(e->launch, e->workers[i].handle, -1, &st);
-    }
-    pthread_mutex_lock(&e->send_lock);
-    pthread_mutex_lock(&e->rpc_lock);
-    cinfer_channel_close(&e->to_scheduler);
-    for (int rank = 0; rank < ENGINE_MAX_WORKERS; rank++)
-        cinfer_channel_close(&e->rpc[rank]);
-    pthread_mutex_unlock(&e->rpc_lock);
-    pthread_mutex_unlock(&e->send_lock);
 }
 
-void cinfer_engine_note_heartbeat(struct cinfer_engine *e, const void *frame, size_t len)
+/* ---- the watchdog ---------------------------------------------------------------------- */
+
+static int replica_of(const struct cinfer_engine *e, const struct engine_worker *w)
 {
-    struct cinfer_msg_heartbeat beat;
+    return w->role == CINFER_WORKER_SCHEDULER ? w->dp_rank : -1;
+}
+
+/* Every worker up and every replica serving. Lock held. */
+static void update_health(struct cinfer_engine *e)
+{
+    int healthy = all_up(e, 0, e->n_workers);
+    for (int r = 0; r < e->n_replicas; r++)
+        healthy &= e->replicas[r].state == REPLICA_UP;
+    if (healthy && !e->healthy)
+        e->failure[0] = '\0';
+    e->healthy = healthy;
+}
+
+/* Starts a replica's ranks again; the watchdog sees them to READY. */
+static void restart_replica(struct cinfer_engine *e, struct engine_replica *r)
+{
     struct cinfer_error err = {0};
-    if (cinfer_msg_decode_heartbeat(frame, len, &beat, &err) != CINFER_OK) {
-        cinfer_log(CINFER_LOG_SEV_WARNING, "dropped a malformed frame on the status channel: %s", err.message);
+    if (spawn_workers(e, r->first_worker, e->args.tp_size, &err) != CINFER_OK) {
+        cinfer_log(CINFER_LOG_SEV_ERROR, "restarting replica dp%d failed: %s", r->dp_rank, err.message);
         return;
     }
-    for (int i = 0; i < e->n_workers; i++) {
-        struct engine_worker *w = &e->workers[i];
-        if (w->ready && w->role == beat.role && (uint32_t)w->tp_rank == beat.tp_rank && w->limits.pid == beat.pid)
-            w->last_heartbeat_ms = now_ms();
-    }
+    pthread_mutex_lock(&e->lock);
+    r->state = REPLICA_STARTING;
+    r->start_deadline_ms = now_ms() + start_timeout_ms(e);
+    pthread_mutex_unlock(&e->lock);
 }
 
-int cinfer_engine_check_workers(struct cinfer_engine *e, char *why, size_t why_bytes)
+/* The whole engine stops serving (the detokenizer, or the last replica without a
+ * restart policy): every caller gets why at once, every worker stops, the run folder
+ * goes; with restart policy on-failure everything starts again. */
+static void engine_failed(struct cinfer_engine *e, const char *why)
+{
+    cinfer_log(CINFER_LOG_SEV_ERROR, "%s; failing every request in flight", why);
+    char message[1200];
+    snprintf(message, sizeof message, "the engine lost a worker: %s", why);
+    pthread_mutex_lock(&e->lock);
+    e->healthy = 0;
+    snprintf(e->failure, sizeof e->failure, "%s", why);
+    cinfer_engine_fail_all(e, CINFER_ERR_CHILD, message);
+    for (int r = 0; r < e->n_replicas; r++)
+        e->replicas[r].state = REPLICA_DOWN;
+    pthread_mutex_unlock(&e->lock);
+
+    cinfer_engine_stop_workers(e);
+    if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping) {
+        struct cinfer_error err = {0};
+        if (cinfer_engine_start_workers(e, &err) == CINFER_OK) {
+            pthread_mutex_lock(&e->lock);
+            for (int r = 0; r < e->n_replicas; r++)
+                cinfer_router_forget(e->router, r);
+            update_health(e);
+            pthread_mutex_unlock(&e->lock);
+            cinfer_log(CINFER_LOG_SEV_WARNING, "workers restarted after: %s", why);
+            return;
+        }
+        cinfer_log(CINFER_LOG_SEV_ERROR, "restarting the workers failed: %s", err.message);
+    }
+    cinfer_run_dir_remove(e->ports.run_dir);
+}
+
+/* A replica lost a rank: its requests fail with why, its other ranks stop; the others
+ * keep serving. */
+static void replica_failed(struct cinfer_engine *e, struct engine_replica *r, const char *why)
+{
+    int was_starting = r->state == REPLICA_STARTING;
+    cinfer_log(CINFER_LOG_SEV_ERROR, "%s; %s", why,
+               was_starting ? "the replica's restart failed" : "failing the replica's requests in flight");
+    char message[1200];
+    snprintf(message, sizeof message, "the engine lost a worker: %s", why);
+    pthread_mutex_lock(&e->lock);
+    r->state = REPLICA_DOWN;
+    e->healthy = 0;
+    snprintf(e->failure, sizeof e->failure, "%s", why);
+    cinfer_engine_fail_replica(e, r->dp_rank, CINFER_ERR_CHILD, message);
+    cinfer_router_forget(e->router, r->dp_rank);
+    int serving = 0;
+    for (int i = 0; i < e->n_replicas; i++)
+        serving += e->replicas[i].state != REPLICA_DOWN;
+    pthread_mutex_unlock(&e->lock);
+
+    close_replica_sockets(e, r);
+    stop_workers(e, r->first_worker, e->args.tp_size);
+    if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping && !was_starting) {
+        restart_replica(e, r);
+        return;
+    }
+    if (!serving)
+        engine_failed(e, why);
+}
+
+/* A worker that ended or stopped heartbeating; describes it in why. */
+static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, size_t why_bytes)
 {
     long now = now_ms();
     for (int i = 0; i < e->n_workers; i++) {
         struct engine_worker *w = &e->workers[i];
-        if (w->exited || !w->handle)
+        if (w->phase == CINFER_WORKER_DOWN || !w->handle)
             continue;
         struct cinfer_worker_status st;
         e->launcher->status(e->launch, w->handle, &st);
         if (st.state != CINFER_WORKER_RUNNING) {
-            w->exited = 1;
             describe_end(w, &st, why, why_bytes);
-            return 1;
+            w->phase = CINFER_WORKER_DOWN;
+            return w;
         }
         long silent_ms = now - w->last_heartbeat_ms;
-        if (w->ready && silent_ms > e->args.watchdog_timeout_ms) {
+        if (w->phase == CINFER_WORKER_UP && silent_ms > e->args.watchdog_timeout_ms) {
             /* Hung (a step that never ends, a stopped process): it will not answer, so it
-             * is killed rather than asked; the launcher reaps it with the others. */
+             * is killed rather than asked; stopping it reaps it. */
             e->launcher->signal(e->launch, w->handle, SIGKILL);
-            w->exited = 1;
+            w->phase = CINFER_WORKER_DOWN;
             snprintf(why, why_bytes, "%s stopped responding: no heartbeat for %ld ms (engine.watchdog_timeout is %d "
                      "ms); killed it", w->name, silent_ms, e->args.watchdog_timeout_ms);
-            return 1;
+            return w;
         }
     }
-    return 0;
+    return NULL;
+}
+
+/* A restarting replica whose ranks are all READY starts serving; one past its deadline
+ * fails. */
+static void finish_restarts(struct cinfer_engine *e)
+{
+    for (int i = 0; i < e->n_replicas; i++) {
+        struct engine_replica *r = &e->replicas[i];
+        if (r->state != REPLICA_STARTING)
+            continue;
+        if (all_up(e, r->first_worker, e->args.tp_size)) {
+            struct cinfer_error err = {0};
+            if (open_replica_sockets(e, r, &err) != CINFER_OK) {
+                replica_failed(e, r, err.message);
+                continue;
+            }
+            pthread_mutex_lock(&e->lock);
+            r->state = REPLICA_UP;
+            update_health(e);
+            pthread_mutex_unlock(&e->lock);
+            cinfer_log(CINFER_LOG_SEV_WARNING, "replica dp%d restarted and serving", r->dp_rank);
+        } else if (now_ms() > r->start_deadline_ms) {
+            char why[256];
+            snprintf(why, sizeof why, "replica dp%d did not report READY within the start deadline of %d ms",
+                     r->dp_rank, e->args.start_timeout_ms);
+            replica_failed(e, r, why);
+        }
+    }
+}
+
+void cinfer_engine_watch(struct cinfer_engine *e)
+{
+    struct cinfer_msg_failed failed = {0};
+    drain_status(e, 0, &failed);
+    cinfer_msg_failed_free(&failed); /* logged; the worker's end tells the rest */
+    int engine_up = 0;
+    for (int r = 0; r < e->n_replicas; r++)
+        engine_up |= e->replicas[r].state != REPLICA_DOWN;
+    if (!engine_up)
+        return; /* stopped for good: nothing left to watch */
+    char why[320];
+    struct engine_worker *w;
+    while ((w = lost_worker(e, why, sizeof why)) != NULL) {
+        int r = replica_of(e, w);
+        if (r < 0)
+            engine_failed(e, why);
+        else
+            replica_failed(e, &e->replicas[r], why);
+    }
+    finish_restarts(e);
+}
+
+int cinfer_engine_route(struct cinfer_engine *e, const int32_t *ids, size_t n_ids)
+{
+    int *up = malloc(2 * (size_t)e->n_replicas * sizeof *up), *load = up + e->n_replicas;
+    if (!up)
+        return -1;
+    for (int r = 0; r < e->n_replicas; r++) {
+        up[r] = e->replicas[r].state == REPLICA_UP;
+        load[r] = e->replicas[r].in_flight;
+    }
+    size_t matched;
+    int chosen = cinfer_router_choose(e->router, ids, n_ids, up, load, &matched);
+    free(up);
+    if (chosen >= 0) {
+        e->replicas[chosen].in_flight++;
+        e->replicas[chosen].routed++;
+    }
+    return chosen;
 }

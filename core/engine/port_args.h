@@ -1,4 +1,5 @@
-/* The channel endpoints of one engine, all inside its private run folder. */
+/* The channel endpoints of one engine, all inside its private run folder; the
+ * per-replica and per-rank ones are spelled out by cinfer_port_args_* (cinfer/engine.h). */
 #ifndef CINFER_ENGINE_PORT_ARGS_H
 #define CINFER_ENGINE_PORT_ARGS_H
 
@@ -9,7 +10,5 @@
 /* Fills ports for run_dir; CINFER_ERR_RANGE when the folder's path is too long for a
  * unix socket address. */
 int cinfer_port_args_init(struct cinfer_port_args *ports, const char *run_dir, struct cinfer_error *err);
-/* "<rpc_prefix>-tp<rank>" */
-void cinfer_port_args_rpc_endpoint(const struct cinfer_port_args *ports, int tp_rank, char *buf, size_t buf_bytes);
 
 #endif

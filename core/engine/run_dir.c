@@ -19,29 +19,6 @@ int cinfer_run_dir_create(char *path, size_t path_bytes, struct cinfer_error *er
     return CINFER_OK;
 }
 
-int cinfer_run_dir_write(const char *dir, const char *name, const char *text, struct cinfer_error *err)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return cinfer_error_set(err, CINFER_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            return cinfer_error_set(err, CINFER_ERR_IO, "%s: %s", path, strerror(e));
-        }
-        done += (size_t)n;
-    }
-    close(fd);
-    return CINFER_OK;
-}
-
 void cinfer_run_dir_remove(const char *path)
 {
     if (!path || !path[0])

@@ -1,5 +1,5 @@
 /* The engine's private run folder: created mode 0700 under $TMPDIR (or /tmp), holding
- * the unix sockets and the settings workers read; removed with everything in it. */
+ * the unix sockets of its channels; removed with everything in it. */
 #ifndef CINFER_ENGINE_RUN_DIR_H
 #define CINFER_ENGINE_RUN_DIR_H
 
@@ -8,8 +8,6 @@
 #include "cinfer/error.h"
 
 int cinfer_run_dir_create(char *path, size_t path_bytes, struct cinfer_error *err);
-/* Writes text to <dir>/<name> (mode 0600). */
-int cinfer_run_dir_write(const char *dir, const char *name, const char *text, struct cinfer_error *err);
 /* Removes every file in dir, then dir itself. Quiet when it is already gone. */
 void cinfer_run_dir_remove(const char *path);
 

@@ -12,13 +12,15 @@
 #include "util/log.h"
 
 int cinfer_worker_link_open(struct cinfer_worker_link *link, const struct cinfer_port_args *ports, int role,
-                            int tp_rank, int dp_rank, struct cinfer_error *err)
+                            int tp_rank, int dp_rank, int dp_size, struct cinfer_error *err)
 {
     memset(link, 0, sizeof *link);
     link->role = role;
     link->tp_rank = tp_rank;
     link->dp_rank = dp_rank;
-    if (role == CINFER_WORKER_SCHEDULER)
+    if (role == CINFER_WORKER_SCHEDULER && dp_size > 1)
+        snprintf(link->name, sizeof link->name, "scheduler dp%d tp%d", dp_rank, tp_rank);
+    else if (role == CINFER_WORKER_SCHEDULER)
         snprintf(link->name, sizeof link->name, "scheduler tp%d", tp_rank);
     else
         snprintf(link->name, sizeof link->name, "detokenizer");

@@ -12,12 +12,13 @@ struct cinfer_worker_link {
     void *status;        /* PUSH to the main process */
     int role;            /* enum cinfer_worker_role_id */
     int tp_rank, dp_rank;
-    char name[32];       /* "scheduler tp0" */
+    char name[48];       /* "scheduler tp0", "scheduler dp1 tp0" */
     long last_heartbeat_ms; /* monotonic time of the last HEARTBEAT sent */
 };
 
+/* Names the worker as the engine does ("scheduler dp1 tp0" when dp_size > 1). */
 int cinfer_worker_link_open(struct cinfer_worker_link *link, const struct cinfer_port_args *ports, int role,
-                            int tp_rank, int dp_rank, struct cinfer_error *err);
+                            int tp_rank, int dp_rank, int dp_size, struct cinfer_error *err);
 /* Fills role, ranks and pid of ready and sends it. */
 void cinfer_worker_link_ready(struct cinfer_worker_link *link, struct cinfer_msg_ready *ready);
 /* Sends FAILED with the message, logs it, and returns the exit status to use (1). */

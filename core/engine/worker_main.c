@@ -1,8 +1,9 @@
-/* The entry point of a worker process: `cinfer-worker scheduler tp0 --run-dir DIR ...`
- * or `cinfer-worker detokenizer --run-dir DIR`. It reads the engine's settings from
- * DIR/server_args.cfg (written by the main process), names itself for `ps`, and calls
- * the hook for its role. An embedder with its own hooks builds its own worker binary
- * around cinfer_worker_main(). */
+/* The entry point of a worker process: `cinfer-worker scheduler --dp-rank R --tp-rank N`
+ * or `cinfer-worker detokenizer`. Its identity comes from its launch (argv, or the rank
+ * an MPI launcher's environment gives); its settings and the engine's endpoints come
+ * on standard input, which then stays open as its lifeline. It names itself for `ps`
+ * and calls the hook for its role. An embedder with its own hooks builds its own worker
+ * binary around cinfer_worker_main(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +12,32 @@
 #include "cinfer/engine.h"
 #include "cinfer/plugins.h"
 #include "engine/hooks.h"
-#include "engine/port_args.h"
+#include "ipc/worker_settings.h"
 #include "util/log.h"
 #include "util/proc_title.h"
 
+/* How long the settings may take to arrive: the engine writes them right after the
+ * start, so this only bounds a worker started by hand or behind a stalled launcher. */
+#define SETTINGS_TIMEOUT_MS 60000
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: cinfer-worker scheduler tpN --run-dir DIR [--tp-rank N] [--dp-rank N] [--gpu-id N]\n"
-                    "       cinfer-worker detokenizer --run-dir DIR\n"
-                    "cinfer-worker is started by the engine's launcher, not by hand.\n");
+    fprintf(stderr, "usage: cinfer-worker scheduler [--dp-rank R] [--tp-rank N] [--gpu-id G]\n"
+                    "       cinfer-worker detokenizer\n"
+                    "cinfer-worker is started by the engine's launcher, which writes its settings on its\n"
+                    "standard input; it is not run by hand.\n");
     return 2;
+}
+
+/* A rank: a non-negative decimal number. */
+static int parse_rank(const char *text, int *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!text[0] || *end || v < -1 || v > 1 << 20)
+        return -1;
+    *out = (int)v;
+    return 0;
 }
 
 int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *hooks)
@@ -28,41 +45,33 @@ int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *
     if (argc < 2)
         return usage();
     const char *role = argv[1];
-    const char *run_dir = NULL;
     int tp_rank = 0, dp_rank = 0, gpu_id = -1;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--run-dir") && i + 1 < argc)
-            run_dir = argv[++i];
-        else if (!strcmp(argv[i], "--tp-rank") && i + 1 < argc)
-            tp_rank = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dp-rank") && i + 1 < argc)
-            dp_rank = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--gpu-id") && i + 1 < argc)
-            gpu_id = atoi(argv[++i]);
-        else if (!strncmp(argv[i], "tp", 2) && i == 2)
-            tp_rank = atoi(argv[i] + 2);
-        else
+        int *target = !strcmp(argv[i], "--tp-rank") ? &tp_rank
+                      : !strcmp(argv[i], "--dp-rank") ? &dp_rank
+                      : !strcmp(argv[i], "--gpu-id")  ? &gpu_id
+                                                      : NULL;
+        if (!target || i + 1 >= argc || parse_rank(argv[i + 1], target))
             return usage();
+        i++;
     }
     int is_scheduler = !strcmp(role, "scheduler");
-    if ((!is_scheduler && strcmp(role, "detokenizer")) || !run_dir)
+    if (!is_scheduler && strcmp(role, "detokenizer"))
         return usage();
+    char title[64];
+    if (is_scheduler)
+        snprintf(title, sizeof title, "cinfer-worker scheduler dp%d tp%d", dp_rank, tp_rank);
+    else
+        snprintf(title, sizeof title, "cinfer-worker detokenizer");
 
     struct cinfer_error err = {0};
     struct cinfer_port_args ports;
     struct cinfer_server_args args;
-    char settings[512];
-    snprintf(settings, sizeof settings, "%s/server_args.cfg", run_dir);
-    if (cinfer_port_args_init(&ports, run_dir, &err) || cinfer_server_args_init(&args, &err) ||
-        cinfer_server_args_load_file(&args, settings, &err)) {
-        fprintf(stderr, "cinfer-worker %s: %s\n", role, err.message);
+    if (cinfer_hooks_check(hooks, &err) ||
+        cinfer_worker_settings_receive(0, SETTINGS_TIMEOUT_MS, &args, &ports, &err)) {
+        fprintf(stderr, "%s: %s\n", title, err.message);
         return 1;
     }
-    char title[64];
-    if (is_scheduler)
-        snprintf(title, sizeof title, "cinfer-worker scheduler tp%d", tp_rank);
-    else
-        snprintf(title, sizeof title, "cinfer-worker detokenizer");
     cinfer_plugin_install_dir(); /* found (and kept) before the title rewrites argv[0] */
     cinfer_set_process_title(argc, argv, title);
     cinfer_log_set_level((int)args.log_level);

@@ -239,6 +239,7 @@ static int choose_model_name(struct cinfer_http_server *srv, struct cinfer_engin
             path = info.model_path;
         char copy[1024];
         snprintf(copy, sizeof copy, "%s", path ? path : "default");
+
         size_t n = strlen(copy);
         while (n > 1 && copy[n - 1] == '/')
             copy[--n] = '\0';

@@ -184,34 +184,48 @@ static int put_counters(struct http_buffer *b, const struct metric_values *m)
     return rc;
 }
 
+static double ratio(int64_t part, int64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : 0.0;
+}
+
+/* One gauge: the engine's total, then one sample per replica (label dp_rank) when there
+ * is more than one. */
+#define PUT_GAUGE(name, help, format, total, of_replica)                                         \
+    do {                                                                                        \
+        if (!rc)                                                                                \
+            rc = family(b, name, "gauge", help);                                                \
+        if (!rc && have)                                                                        \
+            rc = put(b, name " " format "\n", total);                                           \
+        for (int r = 0; !rc && have && n_replicas > 1 && r < n_replicas; r++) {                 \
+            const struct cinfer_replica_info *ri = &replicas[r];                                \
+            if (ri->up)                                                                         \
+                rc = put(b, name "{dp_rank=\"%d\"} " format "\n", ri->dp_rank, of_replica);     \
+        }                                                                                       \
+    } while (0)
+
 /* The engine's gauges; families without a sample when the engine cannot answer. */
 static int put_gauges(struct http_buffer *b, struct cinfer_engine *engine)
 {
     struct cinfer_server_info info;
     struct cinfer_error err = {0};
-    int have = engine && cinfer_engine_server_info(engine, &info, &err) == CINFER_OK;
-    int rc = family(b, "cinfer_num_running_reqs", "gauge", "Requests in the running batch.");
-    if (!rc && have)
-        rc = put(b, "cinfer_num_running_reqs %d\n", info.running_requests);
-    if (!rc)
-        rc = family(b, "cinfer_num_queue_reqs", "gauge", "Requests waiting for a batch slot.");
-    if (!rc && have)
-        rc = put(b, "cinfer_num_queue_reqs %d\n", info.queued_requests);
-    if (!rc)
-        rc = family(b, "cinfer_kv_cache_usage_ratio", "gauge",
-                    "Share of the KV cache pages in use (pages held by the prefix cache count).");
-    if (!rc && have)
-        rc = put(b, "cinfer_kv_cache_usage_ratio %.6g\n",
-                 info.kv_pages_total > 0 ? (double)(info.kv_pages_total - info.kv_pages_free) / info.kv_pages_total
-                                         : 0.0);
-    if (!rc)
-        rc = family(b, "cinfer_cache_hit_rate", "gauge",
-                    "Share of prompt tokens found in the prefix cache since start.");
-    if (!rc && have)
-        rc = put(b, "cinfer_cache_hit_rate %.6g\n",
-                 info.prefix_cache_query_tokens > 0
-                     ? (double)info.prefix_cache_hit_tokens / (double)info.prefix_cache_query_tokens
-                     : 0.0);
+    struct cinfer_replica_info *replicas = NULL;
+    int n_replicas = 0;
+    int have = engine && cinfer_engine_server_info(engine, &info, &err) == CINFER_OK &&
+               cinfer_engine_replicas(engine, &replicas, &n_replicas, &err) == CINFER_OK;
+    int rc = 0;
+    PUT_GAUGE("cinfer_num_running_reqs", "Requests in the running batch.", "%d", info.running_requests,
+              ri->running_requests);
+    PUT_GAUGE("cinfer_num_queue_reqs", "Requests waiting for a batch slot.", "%d", info.queued_requests,
+              ri->queued_requests);
+    PUT_GAUGE("cinfer_kv_cache_usage_ratio",
+              "Share of the KV cache pages in use (pages held by the prefix cache count).",
+              "%.6g", ratio(info.kv_pages_total - info.kv_pages_free, info.kv_pages_total),
+              ratio(ri->kv_pages_total - ri->kv_pages_free, ri->kv_pages_total));
+    PUT_GAUGE("cinfer_cache_hit_rate", "Share of prompt tokens found in the prefix cache since start.", "%.6g",
+              ratio(info.prefix_cache_hit_tokens, info.prefix_cache_query_tokens),
+              ratio(ri->prefix_cache_hit_tokens, ri->prefix_cache_query_tokens));
+    free(replicas);
     return rc;
 }
 

@@ -118,13 +118,38 @@ void cinfer_native_handle_server_info(const struct http_request *req)
 {
     struct cinfer_server_info info;
     struct cinfer_error err = {0};
-    if (cinfer_engine_server_info(req->ctx->engine, &info, &err)) {
+    struct cinfer_worker_info *worker_list = NULL;
+    struct cinfer_replica_info *replica_list = NULL;
+    int n_workers = 0, n_replicas = 0;
+    if (cinfer_engine_server_info(req->ctx->engine, &info, &err) ||
+        cinfer_engine_workers(req->ctx->engine, &worker_list, &n_workers, &err) ||
+        cinfer_engine_replicas(req->ctx->engine, &replica_list, &n_replicas, &err)) {
+        free(worker_list);
         cinfer_http_reply_engine_error(req->conn, &err);
         return;
     }
-    json_t *pids = json_array();
-    for (int i = 0; i < info.n_workers; i++)
-        json_array_append_new(pids, json_integer(info.worker_pids[i]));
+    static const char *const phase_words[] = {[CINFER_WORKER_STARTING] = "starting", [CINFER_WORKER_UP] = "up",
+                                              [CINFER_WORKER_DOWN] = "down"};
+    json_t *pids = json_array(), *workers = json_array(), *replicas = json_array();
+    for (int i = 0; i < n_workers; i++) {
+        const struct cinfer_worker_info *w = &worker_list[i];
+        json_array_append_new(pids, json_integer(w->pid));
+        json_array_append_new(workers, json_pack("{s:s, s:i, s:i, s:s, s:i, s:s}", "role", w->role, "dp_rank",
+                                                 w->dp_rank, "tp_rank", w->tp_rank, "host", w->host, "pid", w->pid,
+                                                 "state", phase_words[w->phase]));
+    }
+    for (int r = 0; r < n_replicas; r++) {
+        const struct cinfer_replica_info *ri = &replica_list[r];
+        json_array_append_new(
+            replicas, json_pack("{s:i, s:b, s:i, s:i, s:i, s:i, s:I, s:I, s:i, s:i, s:I, s:I}", "dp_rank", ri->dp_rank,
+                                "up", ri->up, "running_requests", ri->running_requests, "queued_requests",
+                                ri->queued_requests, "routed_requests", ri->routed_requests, "in_flight",
+                                ri->in_flight, "prefix_cache_hit_tokens", (json_int_t)ri->prefix_cache_hit_tokens,
+                                "prefix_cache_query_tokens", (json_int_t)ri->prefix_cache_query_tokens,
+                                "kv_pages_total", ri->kv_pages_total, "kv_pages_free", ri->kv_pages_free,
+                                "prefill_tokens", (json_int_t)ri->prefill_tokens, "retractions",
+                                (json_int_t)ri->retractions));
+    }
     double hit_rate = info.prefix_cache_query_tokens > 0
                           ? (double)info.prefix_cache_hit_tokens / (double)info.prefix_cache_query_tokens
                           : 0.0;
@@ -143,10 +168,16 @@ void cinfer_native_handle_server_info(const struct http_request *req)
                           "kv_pages_free", info.kv_pages_free, "kv_page_size", info.kv_page_size, "prefill_tokens",
                           (json_int_t)info.prefill_tokens, "retractions", (json_int_t)info.retractions, "healthy",
                           cinfer_engine_healthy(req->ctx->engine), "server_args", server_args_json(req->ctx->args));
+    free(worker_list);
+    free(replica_list);
     if (!o) {
+        json_decref(workers);
+        json_decref(replicas);
         cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the server info");
         return;
     }
+    json_object_set_new(o, "workers", workers);
+    json_object_set_new(o, "replicas", replicas);
     json_object_set_new(o, "run_dir", json_string(info.run_dir));
     json_object_set_new(o, "created", json_integer(req->ctx->created_unix_s));
     cinfer_native_reply_ok(req->conn, o);

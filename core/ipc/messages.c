@@ -22,6 +22,7 @@ const char *cinfer_msg_type_name(uint32_t type)
     case CINFER_MSG_SHUTDOWN: return "SHUTDOWN";
     case CINFER_MSG_DETOK_REQUEST: return "DETOK_REQUEST";
     case CINFER_MSG_HEARTBEAT: return "HEARTBEAT";
+    case CINFER_MSG_WORKER_SETTINGS: return "WORKER_SETTINGS";
     }
     return "unknown";
 }
@@ -156,6 +157,57 @@ int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg
     m->dp_rank = cinfer_wire_get_u32(&r, "dp_rank");
     m->pid = cinfer_wire_get_u32(&r, "pid");
     return close_body(&r, CINFER_MSG_HEARTBEAT, err);
+}
+
+/* ---- WORKER_SETTINGS ---------------------------------------------------------------- */
+
+/* The endpoints in order; each is a fixed array of the port args. */
+#define PORT_FIELDS(X)                                                                     \
+    X(run_dir) X(scheduler_input) X(detokenizer_input) X(tokenizer_input) X(status) X(rpc_prefix) \
+    X(plan_prefix) X(comm_prefix)
+
+int cinfer_msg_encode_worker_settings(const struct cinfer_msg_worker_settings *m, void **frame, size_t *frame_len)
+{
+    struct wire_writer w;
+    begin(&w, CINFER_MSG_WORKER_SETTINGS);
+    cinfer_wire_put_str(&w, m->server_args);
+#define PUT_PORT(field) cinfer_wire_put_str(&w, m->ports.field);
+    PORT_FIELDS(PUT_PORT)
+#undef PUT_PORT
+    return finish(&w, frame, frame_len);
+}
+
+/* Copies one endpoint into its fixed array, refusing one that does not fit. */
+static void get_port(struct wire_reader *r, const char *field, char *dst, size_t dst_bytes)
+{
+    char *s = cinfer_wire_get_str(r, field, (uint32_t)dst_bytes - 1);
+    if (s)
+        snprintf(dst, dst_bytes, "%s", s);
+    free(s);
+}
+
+int cinfer_msg_decode_worker_settings(const void *frame, size_t len, struct cinfer_msg_worker_settings *m,
+                                      struct cinfer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    struct wire_reader r;
+    int rc = open_body(&r, frame, len, CINFER_MSG_WORKER_SETTINGS, err);
+    if (rc)
+        return rc;
+    m->server_args = cinfer_wire_get_str(&r, "server_args", CINFER_IPC_MAX_SETTINGS);
+#define GET_PORT(field) get_port(&r, "ports." #field, m->ports.field, sizeof m->ports.field);
+    PORT_FIELDS(GET_PORT)
+#undef GET_PORT
+    rc = close_body(&r, CINFER_MSG_WORKER_SETTINGS, err);
+    if (rc)
+        cinfer_msg_worker_settings_free(m);
+    return rc;
+}
+
+void cinfer_msg_worker_settings_free(struct cinfer_msg_worker_settings *m)
+{
+    free(m->server_args);
+    memset(m, 0, sizeof *m);
 }
 
 int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, size_t *frame_len)

@@ -44,6 +44,7 @@ enum cinfer_msg_type {
     CINFER_MSG_SHUTDOWN = 9,    /* main -> workers: drain and exit */
     CINFER_MSG_DETOK_REQUEST = 10, /* scheduler -> detokenizer: how to decode a new request */
     CINFER_MSG_HEARTBEAT = 11,  /* worker -> main (status channel): its loop is turning */
+    CINFER_MSG_WORKER_SETTINGS = 12, /* main -> worker (its standard input): settings and endpoints */
 };
 const char *cinfer_msg_type_name(uint32_t type);
 
@@ -73,6 +74,15 @@ struct cinfer_msg_heartbeat {
     uint8_t role;
     uint32_t tp_rank, dp_rank;
     uint32_t pid;
+};
+
+/* What a worker needs to run, sent on its standard input before anything else: every
+ * setting (libconfig text, as cinfer_server_args_to_string writes it) and the engine's
+ * endpoints. Its identity (role, ranks) comes from its launch, not from here. */
+#define CINFER_IPC_MAX_SETTINGS (1u << 24) /* bytes of settings text */
+struct cinfer_msg_worker_settings {
+    char *server_args;               /* malloc'd by decode */
+    struct cinfer_port_args ports;
 };
 
 struct cinfer_msg_generate {
@@ -148,6 +158,7 @@ struct cinfer_msg_rpc_reply {
 int cinfer_msg_encode_ready(const struct cinfer_msg_ready *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_failed(const struct cinfer_msg_failed *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_heartbeat(const struct cinfer_msg_heartbeat *m, void **frame, size_t *frame_len);
+int cinfer_msg_encode_worker_settings(const struct cinfer_msg_worker_settings *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_generate(const struct cinfer_msg_generate *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_abort(const struct cinfer_msg_abort *m, void **frame, size_t *frame_len);
 int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, size_t *frame_len);
@@ -169,6 +180,9 @@ int cinfer_msg_decode_ready(const void *frame, size_t len, struct cinfer_msg_rea
 int cinfer_msg_decode_failed(const void *frame, size_t len, struct cinfer_msg_failed *m, struct cinfer_error *err);
 int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg_heartbeat *m,
                                 struct cinfer_error *err);
+int cinfer_msg_decode_worker_settings(const void *frame, size_t len, struct cinfer_msg_worker_settings *m,
+                                      struct cinfer_error *err);
+void cinfer_msg_worker_settings_free(struct cinfer_msg_worker_settings *m);
 int cinfer_msg_decode_generate(const void *frame, size_t len, struct cinfer_msg_generate *m, struct cinfer_error *err);
 int cinfer_msg_decode_abort(const void *frame, size_t len, struct cinfer_msg_abort *m, struct cinfer_error *err);
 int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_tokens *m, struct cinfer_error *err);

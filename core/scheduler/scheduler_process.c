@@ -52,7 +52,7 @@ static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struc
     return (size_t)fmin(budget, needed);
 }
 
-static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int tp_rank,
+static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank, int tp_rank,
                  struct cinfer_error *err)
 {
     const struct cinfer_server_args *args = sp->args;
@@ -98,10 +98,11 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
     if (rc)
         return rc;
 
-    char rpc_endpoint[CINFER_ENDPOINT_BYTES];
-    cinfer_port_args_rpc_endpoint(ports, tp_rank, rpc_endpoint, sizeof rpc_endpoint);
+    char rpc_endpoint[CINFER_ENDPOINT_BYTES], input_endpoint[CINFER_ENDPOINT_BYTES];
+    cinfer_port_args_rpc(ports, dp_rank, tp_rank, rpc_endpoint, sizeof rpc_endpoint);
+    cinfer_port_args_scheduler_input(ports, dp_rank, input_endpoint, sizeof input_endpoint);
     void *z = sp->link.zmq_context;
-    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, ports->scheduler_input, 1, NULL, err)) ||
+    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, input_endpoint, 1, NULL, err)) ||
         !(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, rpc_endpoint, 1, NULL, err)) ||
         !(sp->detok = cinfer_channel_open(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, err)))
         return err->code;
@@ -321,7 +322,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
 {
     struct scheduler_process sp = {.args = args};
     struct cinfer_error err = {0};
-    if (cinfer_worker_link_open(&sp.link, ports, CINFER_WORKER_SCHEDULER, tp_rank, dp_rank, &err)) {
+    if (cinfer_worker_link_open(&sp.link, ports, CINFER_WORKER_SCHEDULER, tp_rank, dp_rank, args->dp_size, &err)) {
         fprintf(stderr, "scheduler tp%d: %s\n", tp_rank, err.message);
         return 1;
     }
@@ -329,7 +330,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
     if (gpu_id >= 0) {
         cinfer_error_set(&err, CINFER_ERR_UNSUPPORTED, "GPU %d requested, but this build runs on the CPU only", gpu_id);
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-    } else if (start(&sp, ports, tp_rank, &err) != CINFER_OK) {
+    } else if (start(&sp, ports, dp_rank, tp_rank, &err) != CINFER_OK) {
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
         int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);

@@ -3,7 +3,7 @@
  * server info, call every scheduler rank, shut down.
  *
  * The engine is a main process (this library, in the caller's process) joined by
- * ZeroMQ to worker processes: one scheduler per tensor-parallel rank and one
+ * ZeroMQ to worker processes: dp_size replicas of tp_size scheduler ranks each, and one
  * detokenizer, started through a launcher plugin and watched by a watchdog thread.
  * Every function is thread-safe; two engines in one process are independent. */
 #ifndef CINFER_ENGINE_H
@@ -140,20 +140,41 @@ struct cinfer_generate_result {
 CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
 
 /* ---- channels: the seeds' PortArgs --------------------------------------------------- */
-/* ZeroMQ endpoints of one engine, inside its private run folder (mode 0700). The
- * receiving side of each channel binds, so each can be reached (and tested) alone. */
+/* ZeroMQ endpoints of one engine (ipc:// inside its private run folder, mode 0700, for
+ * processes on one machine). The receiving side of each channel binds, so each can be
+ * reached (and tested) alone. Endpoints that exist once per replica or rank are
+ * prefixes: the functions below spell each one out. Workers receive these with their
+ * settings (on standard input), never from a file. */
 #define CINFER_ENDPOINT_BYTES 256
 struct cinfer_port_args {
     char run_dir[192];
-    char scheduler_input[CINFER_ENDPOINT_BYTES];   /* main PUSH -> scheduler tp0 PULL (binds) */
-    char detokenizer_input[CINFER_ENDPOINT_BYTES]; /* scheduler PUSH -> detokenizer PULL (binds) */
+    char scheduler_input[CINFER_ENDPOINT_BYTES - 16]; /* main PUSH -> scheduler dp<r> tp0 PULL (binds), per replica */
+    char detokenizer_input[CINFER_ENDPOINT_BYTES]; /* schedulers PUSH -> detokenizer PULL (binds) */
     char tokenizer_input[CINFER_ENDPOINT_BYTES];   /* detokenizer PUSH -> main PULL (binds) */
-    char status[CINFER_ENDPOINT_BYTES];            /* workers PUSH READY/FAILED -> main PULL (binds) */
-    char rpc_prefix[CINFER_ENDPOINT_BYTES - 16];   /* scheduler tpN ROUTER (binds) at "<prefix>-tpN" */
+    char status[CINFER_ENDPOINT_BYTES];            /* workers PUSH READY/FAILED/HEARTBEAT -> main PULL (binds) */
+    char rpc_prefix[CINFER_ENDPOINT_BYTES - 32];   /* scheduler dp<r> tp<n> ROUTER (binds), per rank */
+    char plan_prefix[CINFER_ENDPOINT_BYTES - 32];  /* scheduler dp<r> tp0 PUSH -> tp<n> PULL (binds), n > 0:
+                                                    * each forward's plan (tensor parallelism) */
+    char comm_prefix[64];                          /* shared-memory communicator of each replica (shm_open name) */
 };
+/* The endpoint of a channel for one replica (and rank): "<prefix>-dp<r>[-tp<n>]". */
+CINFER_API void cinfer_port_args_scheduler_input(const struct cinfer_port_args *ports, int dp_rank, char *buf,
+                                                 size_t buf_bytes);
+CINFER_API void cinfer_port_args_rpc(const struct cinfer_port_args *ports, int dp_rank, int tp_rank, char *buf,
+                                     size_t buf_bytes);
+CINFER_API void cinfer_port_args_plan(const struct cinfer_port_args *ports, int dp_rank, int tp_rank, char *buf,
+                                      size_t buf_bytes);
+CINFER_API void cinfer_port_args_comm(const struct cinfer_port_args *ports, int dp_rank, char *buf, size_t buf_bytes);
 
 /* ---- hooks: how worker processes run and how the tokenizer is made ----------------- */
+/* Bump when a slot is appended; slots are never reordered or removed. A caller fills
+ * the struct with cinfer_engine_default_hooks() (which sets version and struct_size)
+ * and then replaces the slots it wants; the engine reads only the slots struct_size
+ * covers and uses its defaults for the rest. */
+#define CINFER_ENGINE_HOOKS_VERSION 1u
 struct cinfer_engine_hooks {
+    uint32_t version;     /* CINFER_ENGINE_HOOKS_VERSION the caller was built with */
+    uint32_t struct_size; /* sizeof(struct cinfer_engine_hooks) the caller was built with */
     /* Runs in the scheduler worker process; returns its exit status. */
     int (*run_scheduler_process)(const struct cinfer_server_args *args, const struct cinfer_port_args *ports,
                                  int gpu_id, int tp_rank, int dp_rank);
@@ -163,12 +184,14 @@ struct cinfer_engine_hooks {
     int (*init_tokenizer)(const struct cinfer_server_args *args, struct cinfer_tokenizer_ctx **out,
                           struct cinfer_error *err);
 };
-/* The real implementations; an embedder copies them and overrides some slots. */
+/* The real implementations (and version, struct_size); an embedder copies them and
+ * overrides some slots. */
 CINFER_API void cinfer_engine_default_hooks(struct cinfer_engine_hooks *hooks);
 
-/* The body of a worker executable: parses `ROLE [tpN] --run-dir DIR ...`, reads the
- * engine's settings from the run folder and runs the hook for the role (hooks may be
- * NULL for the defaults). cinfer-worker is main() calling this. */
+/* The body of a worker executable: parses `ROLE [--dp-rank R] [--tp-rank N]`, reads the
+ * engine's settings and endpoints from standard input (which then stays open as the
+ * lifeline: end of file means the engine is gone) and runs the hook for the role
+ * (hooks may be NULL for the defaults). cinfer-worker is main() calling this. */
 CINFER_API int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *hooks);
 
 /* ---- lifecycle --------------------------------------------------------------------- */
@@ -218,11 +241,40 @@ CINFER_API void cinfer_stream_close(struct cinfer_stream **s);
 CINFER_API int cinfer_engine_abort(struct cinfer_engine *engine, uint64_t request_id);
 
 /* ---- control ----------------------------------------------------------------------- */
+enum cinfer_worker_phase {
+    CINFER_WORKER_STARTING = 1,   /* started, READY not yet seen */
+    CINFER_WORKER_UP = 2,         /* READY, heartbeating */
+    CINFER_WORKER_DOWN = 3,       /* ended (exited, killed, stopped by the watchdog) */
+};
+/* One worker process of the engine. */
+struct cinfer_worker_info {
+    char role[16];                /* "scheduler" or "detokenizer" */
+    int dp_rank;                  /* replica (0 for the detokenizer) */
+    int tp_rank;
+    char host[64];                /* where it runs ("localhost" for this machine) */
+    int pid;                      /* on that host; 0 before READY */
+    enum cinfer_worker_phase phase;
+};
+/* One data-parallel replica: its requests and its prefix cache. */
+struct cinfer_replica_info {
+    int dp_rank;
+    int up;                       /* 1 when every rank is READY and serving */
+    int running_requests;
+    int queued_requests;
+    int routed_requests;          /* requests sent to it since start */
+    int in_flight;                /* of those, still open */
+    int64_t prefix_cache_hit_tokens;
+    int64_t prefix_cache_query_tokens;
+    int kv_pages_total;
+    int kv_pages_free;
+    int64_t prefill_tokens;
+    int64_t retractions;
+};
 struct cinfer_server_info {
     char model_path[1024];
     char run_dir[192];            /* the engine's private folder of sockets (for operators) */
-    int worker_pids[16];          /* detokenizer, then scheduler tp0.. (local launchers) */
-    int n_workers;
+    int n_workers;                /* every worker process (cinfer_engine_workers lists them) */
+    int n_replicas;               /* data-parallel replicas (cinfer_engine_replicas lists them) */
     char architecture[32];
     char version[32];             /* cinfer's */
     int tp_size;
@@ -241,12 +293,24 @@ struct cinfer_server_info {
     int64_t prefill_tokens;       /* prompt tokens computed since start (cache hits excluded) */
     int64_t retractions;          /* requests sent back to the queue under KV pressure */
 };
+/* The figures are sums over the replicas that are up; a replica's KV page figures are
+ * its tp0's. */
 CINFER_API int cinfer_engine_server_info(struct cinfer_engine *engine, struct cinfer_server_info *out,
                                          struct cinfer_error *err);
+/* Every worker: the detokenizer, then each replica's ranks in order. *out is malloc'd
+ * (free() it), *n entries; never fails but for memory. */
+CINFER_API int cinfer_engine_workers(struct cinfer_engine *engine, struct cinfer_worker_info **out, int *n,
+                                     struct cinfer_error *err);
+/* Every replica with its own figures (a replica that is down has only its counts).
+ * *out is malloc'd (free() it), *n entries. */
+CINFER_API int cinfer_engine_replicas(struct cinfer_engine *engine, struct cinfer_replica_info **out, int *n,
+                                      struct cinfer_error *err);
 CINFER_API int cinfer_engine_flush_cache(struct cinfer_engine *engine, struct cinfer_error *err);
 
-/* Calls `method` on every scheduler rank; replies[i] is rank i's answer (malloc'd). */
+/* Calls `method` on every scheduler rank of every replica that is up; replies[i] is
+ * one rank's answer (malloc'd), replica by replica, rank by rank. */
 struct cinfer_rpc_reply {
+    int dp_rank;
     int tp_rank;
     int status;                   /* 0 or a cinfer_status from that rank */
     char *payload;                /* malloc'd, NUL-terminated (JSON text) */

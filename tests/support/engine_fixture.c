@@ -21,3 +21,16 @@ void cinfer_test_engine_args(struct cinfer_server_args *args, const char *model)
     args->log_level = CINFER_LOG_ERROR;
     args->num_threads = 1;
 }
+
+struct test_worker_pids cinfer_test_worker_pids(struct cinfer_engine *e)
+{
+    struct test_worker_pids out = {.n = 0};
+    struct cinfer_worker_info *workers = NULL;
+    int n = 0;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_workers(e, &workers, &n, &err) == 0, "%s", err.message);
+    for (int i = 0; i < n && i < CINFER_TEST_MAX_WORKERS; i++)
+        out.pid[out.n++] = workers[i].pid;
+    free(workers);
+    return out;
+}
