@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/port_args.h"
 #include "ipc/messages.h"
+#include "ipc/worker_settings.h"
 #include "support/runner.h"
 
 START_TEST(generate_round_trips)
@@ -309,6 +314,64 @@ START_TEST(heartbeat_round_trips)
 }
 END_TEST
 
+/* A worker's settings over a socket pair, as the engine hands them over: what goes in
+ * comes out, and every way the stream can be wrong is refused with words. */
+START_TEST(worker_settings_travel_on_stdin)
+{
+    struct cinfer_server_args in;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
+    ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
+                                                    "test", &err), 0);
+    struct cinfer_port_args ports;
+    ck_assert_int_eq(cinfer_port_args_init(&ports, "/tmp/cinfer-XyZ123", &err), 0);
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(cinfer_worker_settings_send(sv[0], &in, &ports, &err), 0);
+    struct cinfer_server_args out;
+    struct cinfer_port_args out_ports;
+    ck_assert_msg(cinfer_worker_settings_receive(sv[1], 1000, &out, &out_ports, &err) == 0, "%s", err.message);
+    char *a, *b;
+    ck_assert_int_eq(cinfer_server_args_to_string(&in, &a, &err), 0);
+    ck_assert_int_eq(cinfer_server_args_to_string(&out, &b, &err), 0);
+    ck_assert_str_eq(a, b);
+    ck_assert_int_eq(out.dp_size, 3);
+    ck_assert_int_eq(memcmp(&ports, &out_ports, sizeof ports), 0);
+    char endpoint[CINFER_ENDPOINT_BYTES];
+    cinfer_port_args_rpc(&out_ports, 2, 1, endpoint, sizeof endpoint);
+    ck_assert_str_eq(endpoint, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
+    cinfer_port_args_comm(&out_ports, 1, endpoint, sizeof endpoint);
+    ck_assert_str_eq(endpoint, "/cinfer-XyZ123-comm-dp1");
+    free(a);
+    free(b);
+    cinfer_server_args_free(&out);
+
+    /* Nothing written yet: a timeout that says so. */
+    ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 50, &out, &out_ports, &err), CINFER_ERR_TIMEOUT);
+    ck_assert_str_eq(err.message, "no settings on standard input: 0 of 4 bytes of the settings' length came within 50 ms");
+    /* A length beyond any settings. */
+    ck_assert_int_eq(write(sv[0], "\xff\xff\xff\x7f", 4), 4);
+    ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 1000, &out, &out_ports, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "the settings' length is 2147483647 bytes, expected 12 to"), "%s", err.message);
+    /* A settings text the configuration refuses: named as the engine's settings. */
+    struct cinfer_msg_worker_settings bad = {.server_args = "model = { dtype = \"f8\"; };", .ports = ports};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_worker_settings(&bad, &frame, &len), 0);
+    ck_assert_int_eq(cinfer_worker_settings_parse(frame, len, &out, &out_ports, &err), CINFER_ERR_CONFIG);
+    ck_assert_msg(strstr(err.message, "the engine's settings:1: model.dtype: expected one of"), "%s", err.message);
+    free(frame);
+    /* The stream ends early: the engine is gone before the worker read its settings. */
+    ck_assert_int_eq(write(sv[0], "\x40\x00", 2), 2);
+    close(sv[0]);
+    ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 1000, &out, &out_ports, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "standard input ended after 2 of 4 bytes of the settings' length"), "%s",
+                  err.message);
+    close(sv[1]);
+    cinfer_server_args_free(&in);
+}
+END_TEST
+
 START_TEST(logit_bias_beyond_its_limit_is_rejected)
 {
     struct cinfer_msg_generate in = {.rid = 1};
@@ -511,6 +574,7 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, logprobs_beyond_their_limits_are_rejected);
     tcase_add_test(tc, headers_are_checked);
     tcase_add_test(tc, heartbeat_round_trips);
+    tcase_add_test(tc, worker_settings_travel_on_stdin);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
     tcase_add_test(tc, error_codes_round_trip_in_tokens_and_text);

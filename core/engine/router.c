@@ -23,6 +23,7 @@ struct replica_blocks {
 
 struct engine_router {
     int n_replicas;
+    int next_tie;             /* where the search for the least loaded starts: ties take turns */
     size_t max_blocks;
     struct replica_blocks *replicas; /* (n_replicas) */
 };
@@ -169,7 +170,8 @@ int cinfer_router_choose(struct engine_router *r, const int32_t *ids, size_t n_i
 {
     *matched_tokens = 0;
     int least = -1, most_load = 0;
-    for (int i = 0; i < r->n_replicas; i++) {
+    for (int k = 0; k < r->n_replicas; k++) {
+        int i = (r->next_tie + k) % r->n_replicas;
         if (!up[i])
             continue;
         if (least < 0 || load[i] < load[least])
@@ -205,6 +207,8 @@ int cinfer_router_choose(struct engine_router *r, const int32_t *ids, size_t n_i
         if (best >= 0 && (double)tokens > CACHE_THRESHOLD * (double)n_ids)
             chosen = best;
     }
+    if (chosen == least)
+        r->next_tie = (least + 1) % r->n_replicas;
     *matched_tokens = matched_blocks(&r->replicas[chosen], hashes, n_blocks) * CINFER_ROUTER_BLOCK_TOKENS;
     remember(r, &r->replicas[chosen], hashes, n_blocks);
     free(hashes);

@@ -3,7 +3,8 @@
  * covers every token before it, so a hit is a whole prefix), at most a fixed number of
  * blocks per replica, least recently used forgotten first. A request goes to the
  * replica holding the longest prefix of its prompt when that covers more than half of
- * it and the replicas' loads are not far apart; otherwise to the least loaded. Like
+ * it and the replicas' loads are not far apart; otherwise to the least loaded (equal
+ * loads take turns, so idle replicas share sequential traffic). Like
  * SGLang's router it is approximate: it remembers what was sent, not what each
  * replica's cache still holds. Not thread-safe: the engine calls it under its lock. */
 #ifndef CINFER_ENGINE_ROUTER_H
