@@ -81,6 +81,70 @@ START_TEST(third_party_plugin_builds_with_find_package_and_loads)
 }
 END_TEST
 
+/* A third-party launcher: chosen by name (flag and config file), or by auto when it says
+ * it is usable here with a higher priority than launch-fork; it really starts the
+ * workers (it logs each one it starts). */
+START_TEST(third_party_launcher_is_chosen_by_name_and_by_auto)
+{
+    install_once();
+    run_ok("cmake -S " CINFER_SOURCE_DIR "/tests/external_plugin -B " WORK "/ext-cmake"
+           " -DCMAKE_PREFIX_PATH=" PREFIX " && cmake --build " WORK "/ext-cmake");
+    const char *cinfer = "env -u CINFER_PLUGIN_PATH RELAY_LAUNCHER_LOG=" WORK "/relay.log " PREFIX "/bin/cinfer";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s plugins --plugin-path %s", cinfer, WORK "/ext-cmake");
+    run_ok(cmd);
+    ck_assert_msg(strstr(output, "relay-launcher   launcher   0.1.0    loads") &&
+                      strstr(output, "here: not usable: RELAY_LAUNCHER_ENABLE is not set to 1") &&
+                      strstr(output, "here: usable, priority 10"),
+                  "output:\n%s", output);
+    snprintf(cmd, sizeof cmd, "RELAY_LAUNCHER_ENABLE=1 %s plugins --plugin-path %s", cinfer, WORK "/ext-cmake");
+    run_ok(cmd);
+    ck_assert_msg(strstr(output, "here: usable, priority 50"), "output:\n%s", output);
+
+    /* By name on the command line, and from a config file; auto picks it when enabled,
+     * launch-fork when not. */
+    static const struct {
+        const char *env, *flags;
+        int relayed;
+    } runs[] = {
+        {"RELAY_LAUNCHER_ENABLE=1", "--launcher relay-launcher", 1},
+        {"RELAY_LAUNCHER_ENABLE=1", "--config " WORK "/relay.cfg", 1},
+        {"RELAY_LAUNCHER_ENABLE=1", "--launcher auto", 1},
+        {"RELAY_LAUNCHER_ENABLE=0", "--launcher auto", 0},
+    };
+    FILE *cfg = fopen(WORK "/relay.cfg", "w");
+    ck_assert_ptr_nonnull(cfg);
+    fprintf(cfg, "launcher = { plugin = \"relay-launcher\"; plugin_path = \"%s\"; };\n", WORK "/ext-cmake");
+    fclose(cfg);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        unlink(WORK "/relay.log");
+        snprintf(cmd, sizeof cmd, "%s %s generate --plugin-path %s %s --log-level error --max-new-tokens 6 "
+                 "'And God said'", runs[i].env, cinfer, WORK "/ext-cmake", runs[i].flags);
+        run_ok(cmd);
+        ck_assert_msg(strncmp(output, "And God said", 12) == 0, "%s: output:\n%s", runs[i].flags, output);
+        FILE *log = fopen(WORK "/relay.log", "r");
+        char lines[256] = "";
+        if (log) {
+            size_t n = fread(lines, 1, sizeof lines - 1, log);
+            lines[n] = '\0';
+            fclose(log);
+        }
+        if (runs[i].relayed)
+            ck_assert_msg(!strcmp(lines, "detokenizer\nscheduler tp0\n"), "%s %s: the relay started: '%s'", runs[i].env,
+                          runs[i].flags, lines);
+        else
+            ck_assert_msg(!lines[0], "%s %s: the relay started '%s'", runs[i].env, runs[i].flags, lines);
+    }
+    /* A launcher that is not usable here, named: refused with its reason. */
+    snprintf(cmd, sizeof cmd, "RELAY_LAUNCHER_ENABLE=0 %s generate --plugin-path %s --launcher relay-launcher hi 2>&1",
+             cinfer, WORK "/ext-cmake");
+    ck_assert_int_ne(cinfer_test_run(cmd, output, sizeof output), 0);
+    ck_assert_msg(strstr(output, "launcher.plugin \"relay-launcher\"") &&
+                      strstr(output, "is not usable here: RELAY_LAUNCHER_ENABLE is not set to 1"),
+                  "output:\n%s", output);
+}
+END_TEST
+
 START_TEST(third_party_plugin_builds_with_pkg_config_and_loads)
 {
     install_once();
@@ -118,6 +182,7 @@ static Suite *suite_install(void)
     tcase_add_test(tc, install_lays_out_the_product);
     tcase_add_test(tc, installed_cinfer_finds_its_plugins_without_environment);
     tcase_add_test(tc, third_party_plugin_builds_with_find_package_and_loads);
+    tcase_add_test(tc, third_party_launcher_is_chosen_by_name_and_by_auto);
     tcase_add_test(tc, third_party_plugin_builds_with_pkg_config_and_loads);
     tcase_add_test(tc, installed_cinfer_generates_with_its_default_model);
     suite_add_tcase(s, tc);
