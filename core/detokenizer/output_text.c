@@ -42,16 +42,42 @@ static void drop_held(struct cinfer_output_text *o, char *text, size_t *len)
     }
 }
 
+/* decode(context[from..n)) where from is the first place the context can start: its
+ * text is not empty and does not start with U+FFFD. A context that starts inside a
+ * character spelled by a byte-fallback run turns that whole run into U+FFFD (the run is
+ * not valid UTF-8), and the output's bytes that continue the run with it; starting at
+ * a character's first byte reads the run as the whole prompt does. When no place
+ * qualifies (a run longer than the context that the prompt leaves half spelled), the
+ * whole context. */
+static int decode_context(const struct cinfer_output_text *o, const struct cinfer_tokenizer *tok, int skip_special,
+                          const int32_t *context, size_t n, size_t *from, char **text, size_t *len,
+                          struct cinfer_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = o->ops->decode(tok, context + i, n - i, skip_special, text, len, err);
+        if (rc != CINFER_OK)
+            return rc;
+        if (*len && !(*len >= 3 && memcmp(*text, "\xEF\xBF\xBD", 3) == 0)) {
+            *from = i;
+            return CINFER_OK;
+        }
+        free(*text);
+        *text = NULL;
+    }
+    *from = 0;
+    return o->ops->decode(tok, context, n, skip_special, text, len, err);
+}
+
 /* Runs the decoder over the context and keeps what of decode(context) it has not
  * released yet. CINFER_OK, or the plugin's code with err set. */
 static int prime(struct cinfer_output_text *o, const struct cinfer_tokenizer *tok, int skip_special,
                  const int32_t *context, size_t n_context, struct cinfer_error *err)
 {
     char *released = NULL, *whole = NULL;
-    size_t released_len = 0, whole_len = 0;
-    int rc = o->ops->decoder_step(o->decoder, context, n_context, &released, &released_len, err);
+    size_t released_len = 0, whole_len = 0, from = 0;
+    int rc = decode_context(o, tok, skip_special, context, n_context, &from, &whole, &whole_len, err);
     if (rc == CINFER_OK)
-        rc = o->ops->decode(tok, context, n_context, skip_special, &whole, &whole_len, err);
+        rc = o->ops->decoder_step(o->decoder, context + from, n_context - from, &released, &released_len, err);
     /* The deltas and finish() add up to decode(): what finish() would give is held. A
      * plugin that breaks that promise gets nothing held. */
     if (rc == CINFER_OK && released_len <= whole_len && (!released_len || !memcmp(whole, released, released_len)) &&
