@@ -2,23 +2,29 @@
  * the prompt's own text taken off the front, produced incrementally.
  *
  * Decoding the output ids alone is not that: SentencePiece-style decoders drop the
- * leading space of the first token of a text (Metaspace, Strip), so "The cat" + "▁and"
- * would read "The catand". Like SGLang and vLLM, the decoder is first run over the
- * prompt's last ids (the context) and what that yields is discarded. The decoder may
- * still hold some of the prompt's text after them (a byte-fallback run waiting for its
- * end, a character being spelled, held strip characters): the rest of decode(context)
- * past what it released. The output's first characters are dropped while they are that
- * text; the first one that differs (the output completed a character the prompt left
- * half spelled, or extended its byte run into other text) is output, and so is
- * everything after it. So the output text is decode(context + output) past its longest
- * common prefix, in whole characters, with decode(context): exactly
- * decode(prompt + output) minus decode(prompt) wherever decode(prompt) is a prefix of
- * decode(prompt + output), and never missing text where it is not.
+ * leading space of a text's first token (Metaspace, Strip), so "The cat" + "▁and" read
+ * "The catand". As SGLang and vLLM do, the decoder first runs over the prompt's last ids
+ * (the context) and what that yields is discarded. The context starts at its first id
+ * from which decode() is neither empty nor starts with U+FFFD: one that starts inside a
+ * character spelled by a byte-fallback run would turn that whole run into U+FFFD, and
+ * the output's bytes that continue it with it.
  *
- * It works through the tokenizer vtable alone (decoder_new/step/finish and decode), so
- * any tokenizer plugin gets it. The context should reach back past the decoder's
- * memory: any id that yields text when special tokens are skipped, and the start of a
- * trailing byte-fallback run (CINFER_IPC_MAX_PROMPT_TAIL ids are sent). */
+ * After the context the decoder may still hold some of the prompt's text (a byte-fallback
+ * run waiting for its end, a character being spelled, held strip characters): the rest of
+ * decode(context) past what it released. The output's first characters are dropped while
+ * they are that text; at the first that differs (the output completed a character the
+ * prompt left half spelled, or carried its byte run on into other text) nothing more is
+ * dropped. So the output text is decode(context + output) past the characters it shares
+ * with decode(context): exactly decode(prompt + output) minus decode(prompt) wherever
+ * decode(prompt) is a prefix of decode(prompt + output), and the text past what the two
+ * share where it is not, as long as the context reaches back past what the decoder
+ * remembers: an id with text when special tokens are skipped, and the start of a
+ * trailing byte-fallback run (the scheduler sends CINFER_IPC_MAX_PROMPT_TAIL = 32 ids).
+ * When the prompt ends in 32 special tokens that are skipped, the output reads as the
+ * start of a text.
+ *
+ * It works through the tokenizer vtable alone (decode, decoder_new/step/finish), so any
+ * tokenizer plugin gets it; it relies on the deltas and finish() adding up to decode(). */
 #ifndef CINFER_DETOKENIZER_OUTPUT_TEXT_H
 #define CINFER_DETOKENIZER_OUTPUT_TEXT_H
 
