@@ -127,11 +127,11 @@ START_TEST(stories260k_byte_runs)
     int32_t e2 = ctx.ops->piece_to_id(ctx.tok, "<0xE2>", 6), x82 = ctx.ops->piece_to_id(ctx.tok, "<0x82>", 6),
             xac = ctx.ops->piece_to_id(ctx.tok, "<0xAC>", 6);
     ck_assert(e2 > 0 && x82 > 0 && xac > 0);
-    struct cinfer_token_ids the = {0}, and = {0};
+    struct cinfer_token_ids the = {0}, word = {0};
     struct cinfer_error err = {0};
     ck_assert_int_eq(ctx.ops->encode(ctx.tok, "The", 3, 1, &the, &err), 0);   /* <s> ▁The */
-    ck_assert_int_eq(ctx.ops->encode(ctx.tok, "and", 3, 0, &and, &err), 0);   /* ▁and (the dummy prefix) */
-    ck_assert_uint_eq(and.len, 1);
+    ck_assert_int_eq(ctx.ops->encode(ctx.tok, "and", 3, 0, &word, &err), 0);   /* ▁and (the dummy prefix) */
+    ck_assert_uint_eq(word.len, 1);
     int32_t prompt[64], output[8];
     size_t n = 0;
     for (size_t i = 0; i < the.len; i++)
@@ -144,12 +144,12 @@ START_TEST(stories260k_byte_runs)
     /* The prompt ends in a whole euro sign spelled by bytes (held until the run ends): it
      * is the prompt's, not repeated in the output. */
     prompt[n] = e2, prompt[n + 1] = x82, prompt[n + 2] = xac;
-    output[0] = and.ids[0];
+    output[0] = word.ids[0];
     check("after \"The\u20ac\" in bytes", prompt, n + 3, output, 1, 1);
 
     /* The prompt ends inside it: the output completes the character and has it whole
      * (decode(prompt) is "The" and two U+FFFD there, no prefix of "The\u20ac and"). */
-    output[0] = xac, output[1] = and.ids[0];
+    output[0] = xac, output[1] = word.ids[0];
     char *got = output_text(prompt, n + 2, output, 2, 1, NULL);
     ck_assert_str_eq(got, "\u20ac and");
     free(got);
@@ -160,10 +160,10 @@ START_TEST(stories260k_byte_runs)
     prompt[m++] = 1;
     for (int k = 0; k < 15; k++)
         prompt[m++] = e2, prompt[m++] = x82, prompt[m++] = xac;
-    output[0] = e2, output[1] = x82, output[2] = xac, output[3] = and.ids[0];
+    output[0] = e2, output[1] = x82, output[2] = xac, output[3] = word.ids[0];
     check("after 15 euro signs in bytes", prompt, m, output, 4, 1);
     cinfer_token_ids_free(&the);
-    cinfer_token_ids_free(&and);
+    cinfer_token_ids_free(&word);
     close_tokenizer();
 }
 END_TEST
