@@ -75,6 +75,67 @@ START_TEST(generate_round_trips)
 }
 END_TEST
 
+/* DETOK_REQUEST (version 3) carries the prompt's last ids: they round-trip, the encoder
+ * keeps the last CINFER_IPC_MAX_PROMPT_TAIL of a longer list, and a frame that claims
+ * more, or is cut anywhere, is rejected naming the field. */
+START_TEST(detok_request_round_trips_with_the_prompt_tail)
+{
+    int32_t prompt[CINFER_IPC_MAX_PROMPT_TAIL + 5];
+    for (size_t i = 0; i < sizeof prompt / sizeof prompt[0]; i++)
+        prompt[i] = (int32_t)(1000 + i);
+    struct cinfer_msg_detok_request in = {.rid = 0x0102030405060708ull, .skip_special_tokens = 1, .no_stop_trim = 1,
+                                          .stop = {"\n\n", "The End"}, .n_stop = 2, .prompt_tail = prompt,
+                                          .n_prompt_tail = 3};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_detok_request out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.rid, in.rid);
+    ck_assert_int_eq(out.skip_special_tokens, 1);
+    ck_assert_int_eq(out.no_stop_trim, 1);
+    ck_assert_uint_eq(out.n_stop, 2);
+    ck_assert_str_eq(out.stop[1], "The End");
+    ck_assert_uint_eq(out.n_prompt_tail, 3);
+    ck_assert_mem_eq(out.prompt_tail, prompt, 3 * sizeof *prompt);
+    cinfer_msg_detok_request_free(&out);
+    for (size_t cut = 0; cut < len; cut++) {
+        cinfer_error_clear(&err);
+        ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, cut, &out, &err), CINFER_ERR_PARSE);
+        ck_assert(err.message[0] != '\0');
+    }
+    free(frame);
+
+    /* No prompt ids (a request the scheduler refuses still gets one). */
+    in.prompt_tail = NULL;
+    in.n_prompt_tail = 0;
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.n_prompt_tail, 0);
+    ck_assert_ptr_null(out.prompt_tail);
+    cinfer_msg_detok_request_free(&out);
+    free(frame);
+
+    /* More than the limit: the last ones are sent. */
+    in.prompt_tail = prompt;
+    in.n_prompt_tail = sizeof prompt / sizeof prompt[0];
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.n_prompt_tail, CINFER_IPC_MAX_PROMPT_TAIL);
+    ck_assert_mem_eq(out.prompt_tail, prompt + 5, CINFER_IPC_MAX_PROMPT_TAIL * sizeof *prompt);
+    cinfer_msg_detok_request_free(&out);
+
+    /* A frame that claims one more than the limit is refused, naming the field. */
+    uint8_t *count = (uint8_t *)frame + len - 4 * (CINFER_IPC_MAX_PROMPT_TAIL + 1);
+    ck_assert_int_eq(count[0], CINFER_IPC_MAX_PROMPT_TAIL);
+    count[0] = CINFER_IPC_MAX_PROMPT_TAIL + 1;
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "DETOK_REQUEST frame: field 'prompt_tail': count 33 exceeds the limit 32");
+    free(frame);
+}
+END_TEST
+
 START_TEST(tokens_and_text_round_trip)
 {
     int32_t a[] = {5, 6}, b[] = {7};
@@ -568,6 +629,7 @@ static Suite *suite_ipc_messages(void)
     Suite *s = suite_create("ipc_messages");
     TCase *tc = tcase_create("codec");
     tcase_add_test(tc, generate_round_trips);
+    tcase_add_test(tc, detok_request_round_trips_with_the_prompt_tail);
     tcase_add_test(tc, tokens_and_text_round_trip);
     tcase_add_test(tc, frames_of_smallest_items_decode);
     tcase_add_test(tc, logprobs_round_trip_in_tokens_and_text);

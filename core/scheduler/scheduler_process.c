@@ -143,10 +143,14 @@ static void refuse(struct scheduler_process *sp, uint64_t rid, int n_prompt, con
 
 static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_generate *g)
 {
-    /* Tell the detokenizer how to decode it before any of its tokens can arrive. */
+    /* Tell the detokenizer how to decode it before any of its tokens can arrive, and
+     * what the prompt ends with, so the output reads as it does after the prompt. */
+    uint32_t n_tail = g->n_ids < CINFER_IPC_MAX_PROMPT_TAIL ? g->n_ids : CINFER_IPC_MAX_PROMPT_TAIL;
     struct cinfer_msg_detok_request dr = {.rid = g->rid, .skip_special_tokens = (uint8_t)g->sampling.skip_special_tokens,
                                           .no_stop_trim = (uint8_t)g->sampling.no_stop_trim,
-                                          .n_stop = (uint32_t)g->sampling.n_stop};
+                                          .n_stop = (uint32_t)g->sampling.n_stop,
+                                          .prompt_tail = g->ids ? g->ids + (g->n_ids - n_tail) : NULL,
+                                          .n_prompt_tail = n_tail};
     for (int i = 0; i < g->sampling.n_stop; i++)
         dr.stop[i] = (char *)g->sampling.stop[i];
     void *frame = NULL;
