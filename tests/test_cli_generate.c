@@ -10,13 +10,13 @@
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
+#include "cinfer/tokenizer.h"
 #include "support/engine_fixture.h"
 #include "support/generate_sigint.h"
-#include "cinfer/tokenizer.h"
-#include "engine/hooks.h"
 #include "support/run_command.h"
 #include "support/runner.h"
 #include "support/text_after_prompt.h"
+#include "worker/hooks.h"
 
 #define PROMPT "Once upon a time"
 #define MAX_NEW 12

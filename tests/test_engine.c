@@ -22,7 +22,6 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
-#include "engine/hooks.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "support/engine_fixture.h"
@@ -30,6 +29,7 @@
 #include "support/procs.h"
 #include "support/runner.h"
 #include "support/text_after_prompt.h"
+#include "worker/hooks.h"
 
 #define MAX_NEW 24
 

@@ -19,11 +19,11 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
-#include "engine/hooks.h"
 #include "support/engine_fixture.h"
 #include "support/greedy_reference.h"
 #include "support/procs.h"
 #include "support/runner.h"
+#include "worker/hooks.h"
 
 #define MAX_NEW 16
 #define N_CONCURRENT 32

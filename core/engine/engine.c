@@ -15,7 +15,6 @@
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
 #include "engine/engine_internal.h"
-#include "engine/hooks.h"
 #include "engine/launcher_select.h"
 #include "engine/port_args.h"
 #include "engine/router.h"
@@ -23,6 +22,7 @@
 #include "ipc/channel.h"
 #include "scheduler/sampling_validate.h"
 #include "util/log.h"
+#include "worker/hooks.h"
 
 #ifndef CINFER_BINDIR_FROM_LIBDIR
 #define CINFER_BINDIR_FROM_LIBDIR "../bin"

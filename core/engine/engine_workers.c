@@ -22,12 +22,12 @@
 
 #include "cinfer/plugins.h"
 #include "engine/engine_internal.h"
-#include "engine/hooks.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
 #include "ipc/channel.h"
 #include "ipc/worker_settings.h"
 #include "util/log.h"
+#include "worker/hooks.h"
 
 #define STOP_GRACE_MS 2000 /* a stopped worker's time to exit before SIGKILL */
 

@@ -11,10 +11,10 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/plugins.h"
-#include "engine/hooks.h"
 #include "ipc/worker_settings.h"
 #include "util/log.h"
 #include "util/proc_title.h"
+#include "worker/hooks.h"
 
 /* How long the settings may take to arrive: the engine writes them right after the
  * start, so this only bounds a worker started by hand or behind a stalled launcher. */

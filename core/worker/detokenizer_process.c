@@ -13,11 +13,11 @@
 #include "cinfer/tokenizer.h"
 #include "detokenizer/output_text.h"
 #include "detokenizer/stop_matcher.h"
-#include "engine/hooks.h"
-#include "engine/worker_link.h"
 #include "ipc/channel.h"
 #include "ipc/messages.h"
 #include "util/log.h"
+#include "worker/hooks.h"
+#include "worker/worker_link.h"
 
 #define BUCKETS 1024
 

@@ -12,15 +12,15 @@
 
 #include "cinfer/config.h"
 #include "engine/default_model.h"
-#include "engine/hooks.h"
 #include "engine/port_args.h"
-#include "engine/worker_link.h"
 #include "ipc/channel.h"
 #include "ipc/messages.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "scheduler/scheduler.h"
 #include "util/log.h"
+#include "worker/hooks.h"
+#include "worker/worker_link.h"
 
 struct scheduler_process {
     const struct cinfer_server_args *args;

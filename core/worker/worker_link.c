@@ -1,4 +1,4 @@
-#include "engine/worker_link.h"
+#include "worker/worker_link.h"
 
 #include <poll.h>
 #include <stdio.h>
