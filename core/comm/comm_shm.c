@@ -311,7 +311,7 @@ int cinfer_comm_shm_attach(const char *name, int rank, struct cinfer_comm **out,
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < CONTROL_BYTES) {
         close(fd);
         return cinfer_error_set(err, CINFER_ERR_PARSE,
-                                "shm communicator: segment %s holds %lld bytes, fewer than the %zu of its control block",
+                                "shm communicator: segment %s holds %lld bytes, fewer than its control block's %zu",
                                 name, (long long)st.st_size, CONTROL_BYTES);
     }
     size_t bytes = (size_t)st.st_size;
