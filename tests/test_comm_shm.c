@@ -224,7 +224,10 @@ static int abort_rank(int rank, int n_ranks, void *arg, char *why, size_t why_by
     float data[16] = {0};
     if (rank == n_ranks - 1) {
         usleep(20000); /* the others are waiting by now (asleep on the futex, most likely) */
-        comm->ops->abort(comm->state, "rank test failure");
+        if (comm->ops->abort(comm->state, "rank test failure", &err) != 0) {
+            snprintf(why, why_bytes, "abort: %s", err.message);
+            failed = 1;
+        }
         if (comm->ops->barrier(comm->state, &err) == 0 || !strstr(err.message, "aborted")) {
             snprintf(why, why_bytes, "a barrier after abort did not fail: %s", err.message);
             failed = 1;

@@ -264,7 +264,7 @@ static int shm_barrier(void *state, struct cinfer_error *err)
     return barrier_wait(state, err);
 }
 
-static void shm_abort(void *state, const char *why)
+static int shm_abort(void *state, const char *why, struct cinfer_error *err)
 {
     struct shm_comm *c = state;
     struct shm_control *ctl = c->ctl;
@@ -273,6 +273,7 @@ static void shm_abort(void *state, const char *why)
         snprintf(ctl->abort_why, sizeof ctl->abort_why, "%s", why ? why : "");
     atomic_fetch_or(&ctl->generation, ABORTED_BIT); /* after the record: seq_cst */
     futex_wake_all(&ctl->generation);
+    return CINFER_OK;
 }
 
 static void shm_destroy(void *state)

@@ -224,7 +224,7 @@ static int fail_group(struct cinfer_runtime *rt, int rc, struct cinfer_error *er
     if (rt->comm->ops->abort) {
         char why[256];
         snprintf(why, sizeof why, "tp rank %d: %.200s", rt->shard.rank, err ? err->message : "a forward pass failed");
-        rt->comm->ops->abort(rt->comm->state, why);
+        rt->comm->ops->abort(rt->comm->state, why, NULL); /* the error to return is rc's */
     }
     return rc;
 }
@@ -244,15 +244,15 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
         struct cinfer_tp_plan_limits lim = {rt->vocab, rt->pages.n_pages, rt->pages.page_tokens,
                                             rt->max_batch_tokens};
         size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, lim.page_tokens);
-        if (bytes > rt->plan_cap) {
-            uint8_t *grown = realloc(rt->plan_bytes, bytes);
+        if (bytes > rt->plan_out_bytes) {
+            uint8_t *grown = realloc(rt->plan_out, bytes);
             if (!grown) /* nothing published yet: the group is still whole */
                 return cinfer_error_set(err, CINFER_ERR_NOMEM, "forward: out of memory for a %zu-byte plan", bytes);
-            rt->plan_bytes = grown;
-            rt->plan_cap = bytes;
+            rt->plan_out = grown;
+            rt->plan_out_bytes = bytes;
         }
-        cinfer_tp_plan_encode(rt->plan_step, &lim, seqs, n_seqs, rt->plan_bytes);
-        int rc = rt->publish_plan(rt->publish_ctx, rt->plan_bytes, bytes, err);
+        cinfer_tp_plan_encode(rt->plan_step, &lim, seqs, n_seqs, rt->plan_out);
+        int rc = rt->publish_plan(rt->publish_ctx, rt->plan_out, bytes, err);
         if (rc < 0) /* some followers may have it */
             return fail_group(rt, rc, err);
         rt->plan_step++;

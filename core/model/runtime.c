@@ -497,7 +497,7 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     }
     cinfer_kv_pages_fini(&rt->pages);
     free(rt->slice_copies);
-    free(rt->plan_bytes);
+    free(rt->plan_out);
     cinfer_tp_plan_free(&rt->plan);
     free(rt->output_norm);
     free(rt->inv_freq);

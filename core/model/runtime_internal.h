@@ -44,8 +44,8 @@ struct cinfer_runtime {
     cinfer_runtime_publish_plan_fn publish_plan; /* rank 0 */
     void *publish_ctx;
     uint64_t plan_step;         /* plans published (rank 0) or run (followers) so far */
-    uint8_t *plan_bytes;        /* rank 0's encoded plan, plan_cap bytes */
-    size_t plan_cap;
+    uint8_t *plan_out;          /* rank 0's encoded plan (plan_out_bytes of room) */
+    size_t plan_out_bytes;
     struct cinfer_tp_plan plan; /* a follower's decoded plan */
 
     const struct cinfer_backend_ops *ops;

@@ -57,8 +57,8 @@ struct cinfer_comm_ops {
     /* Returns once every rank has called it. */
     int (*barrier)(void *state, struct cinfer_error *err);
     /* Marks the group broken (see above); why is a short reason for the other ranks'
-     * messages. Returns without waiting. NULL when the implementation cannot. */
-    void (*abort)(void *state, const char *why);
+     * messages. Returns without waiting for them. NULL when the implementation cannot. */
+    int (*abort)(void *state, const char *why, struct cinfer_error *err);
     /* Leaves the group and frees state and the struct cinfer_comm its maker returned
      * with it; does not wait for the other ranks. */
     void (*destroy)(void *state);

@@ -313,7 +313,7 @@ static int rank_main(int rank, int n_ranks, void *arg, char *why, size_t why_byt
     f->set = 1;
 out:
     if (rc != 0 && comm && comm->ops->abort)
-        comm->ops->abort(comm->state, why); /* no rank waits for this one */
+        comm->ops->abort(comm->state, why, NULL); /* no rank waits for this one */
     if (rank == 0)
         for (int r = 1; r < n_ranks; r++)
             send_plan(g, r, NULL, 0); /* the followers' end */
