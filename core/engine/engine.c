@@ -143,10 +143,6 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
     *out = NULL;
-    if (args->tp_size != 1)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "launcher.tp_size %d: tensor parallelism is not wired into the scheduler process yet "
-                                "(tp_size 1 only)", args->tp_size);
     int rc = cinfer_hooks_check(hooks, err);
     if (rc)
         return rc;

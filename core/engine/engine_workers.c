@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "cinfer/plugins.h"
+#include "comm/comm_shm.h"
 #include "engine/engine_internal.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
@@ -172,12 +173,12 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
 }
 
 /* Stops workers [first, first + n): lifelines closed (each worker exits on end of
- * file), then SIGKILL for any still running after the grace period; all reaped. */
-static void stop_workers(struct cinfer_engine *e, int first, int n)
+ * file), then SIGKILL for any still running after grace_ms; all reaped. */
+static void stop_workers(struct cinfer_engine *e, int first, int n, int grace_ms)
 {
     for (int i = first; i < first + n; i++)
         close_lifeline(&e->workers[i]);
-    long deadline = now_ms() + STOP_GRACE_MS;
+    long deadline = now_ms() + grace_ms;
     for (int i = first; i < first + n; i++) {
         struct engine_worker *w = &e->workers[i];
         struct cinfer_worker_status st;
@@ -201,6 +202,42 @@ static void describe_end(const struct engine_worker *w, const struct cinfer_work
         snprintf(buf, n, "%s was killed by signal %d (%s)", w->name, st->code, strsignal(st->code));
     else
         snprintf(buf, n, "%s exited with status %d", w->name, st->code);
+}
+
+/* ---- a replica's communicator ----------------------------------------------------------- */
+
+/* A replica of several ranks shares a shared-memory communicator, made fresh for every
+ * start (a dead group's counters may be mid-collective) before its ranks attach. */
+static int create_replica_comm(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
+{
+    if (e->args.tp_size <= 1)
+        return CINFER_OK;
+    cinfer_port_args_comm(&e->ports, r->dp_rank, r->comm_name, sizeof r->comm_name);
+    struct cinfer_error ignored = {0};
+    cinfer_comm_shm_unlink(r->comm_name, &ignored); /* a previous start's */
+    int rc = cinfer_comm_shm_create(r->comm_name, e->args.tp_size, 0, err);
+    if (rc)
+        cinfer_error_prefix(err, "replica dp%d", r->dp_rank);
+    return rc;
+}
+
+static void remove_replica_comm(struct engine_replica *r)
+{
+    if (!r->comm_name[0])
+        return;
+    struct cinfer_error ignored = {0};
+    cinfer_comm_shm_unlink(r->comm_name, &ignored);
+    r->comm_name[0] = '\0';
+}
+
+/* Starts a replica's ranks: its communicator, then its workers (as one group where the
+ * launcher can). */
+static int spawn_replica(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
+{
+    int rc = create_replica_comm(e, r, err);
+    if (rc == CINFER_OK && (rc = spawn_workers(e, r->first_worker, e->args.tp_size, err)))
+        remove_replica_comm(r);
+    return rc;
 }
 
 /* ---- a replica's sockets ------------------------------------------------------------- */
@@ -381,7 +418,7 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
 {
     int rc = spawn_workers(e, 0, 1, err); /* the detokenizer */
     for (int r = 0; rc == CINFER_OK && r < e->n_replicas; r++)
-        rc = spawn_workers(e, e->replicas[r].first_worker, e->args.tp_size, err);
+        rc = spawn_replica(e, &e->replicas[r], err);
     /* The engine's own sockets are bound after the workers start: a worker forked
      * without exec (custom hooks) then copies a process without zmq's threads, whose
      * locks it could otherwise inherit held. The workers connect before the bind and zmq
@@ -404,9 +441,10 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
 
 void cinfer_engine_stop_workers(struct cinfer_engine *e)
 {
-    stop_workers(e, 0, e->n_workers);
+    stop_workers(e, 0, e->n_workers, STOP_GRACE_MS);
     for (int r = 0; r < e->n_replicas; r++) {
         close_replica_sockets(e, &e->replicas[r]);
+        remove_replica_comm(&e->replicas[r]);
         e->replicas[r].state = REPLICA_DOWN;
     }
 }
@@ -433,7 +471,7 @@ static void update_health(struct cinfer_engine *e)
 static void restart_replica(struct cinfer_engine *e, struct engine_replica *r)
 {
     struct cinfer_error err = {0};
-    if (spawn_workers(e, r->first_worker, e->args.tp_size, &err) != CINFER_OK) {
+    if (spawn_replica(e, r, &err) != CINFER_OK) {
         cinfer_log(CINFER_LOG_SEV_ERROR, "restarting replica dp%d failed: %s", r->dp_rank, err.message);
         return;
     }
@@ -497,7 +535,10 @@ static void replica_failed(struct cinfer_engine *e, struct engine_replica *r, co
     pthread_mutex_unlock(&e->lock);
 
     close_replica_sockets(e, r);
-    stop_workers(e, r->first_worker, e->args.tp_size);
+    /* The ranks left of a tensor-parallel group may wait in a collective for the one
+     * that is gone: they cannot exit by themselves, so no grace. */
+    stop_workers(e, r->first_worker, e->args.tp_size, e->args.tp_size > 1 ? 0 : STOP_GRACE_MS);
+    remove_replica_comm(r);
     if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping && !was_starting) {
         restart_replica(e, r);
         return;

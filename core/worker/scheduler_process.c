@@ -1,7 +1,13 @@
 /* The default run_scheduler_process hook: the body of a scheduler worker. It loads the
  * model, binds its input and RPC channels, reports READY with its limits, then loops:
  * take requests and aborts, answer RPCs, run one batching step, send the new tokens to
- * the detokenizer. It exits when told to shut down or when its lifeline breaks. */
+ * the detokenizer. It exits when told to shut down or when its lifeline breaks.
+ *
+ * Under tensor parallelism (tp_size > 1) every rank of the replica attaches to the
+ * replica's shared-memory communicator and holds its shard of the model. Rank 0 runs
+ * the scheduler as above; each forward call's plan goes to the other ranks over their
+ * plan channels (rank 0 PUSH -> rank n PULL) before the call computes. The other ranks
+ * (followers) batch nothing: they run each plan with rank 0, answer RPCs and heartbeat. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +17,7 @@
 #include <zmq.h>
 
 #include "cinfer/config.h"
+#include "comm/comm_shm.h"
 #include "engine/default_model.h"
 #include "engine/port_args.h"
 #include "ipc/channel.h"
@@ -25,22 +32,29 @@
 struct scheduler_process {
     const struct cinfer_server_args *args;
     struct cinfer_worker_link link;
+    int tp_rank, tp_size;
     struct cinfer_model *model;
     struct cinfer_runtime *rt;
-    struct cinfer_scheduler *sched;
-    void *input;      /* PULL, bound: GENERATE / ABORT / SHUTDOWN from the main process */
+    struct cinfer_scheduler *sched; /* rank 0 only */
+    struct cinfer_comm *comm;       /* tp_size > 1 */
+    void *input;      /* rank 0: PULL, bound: GENERATE / ABORT / SHUTDOWN from the main process */
     void *rpc;        /* ROUTER, bound: collective RPC */
-    void *detok;      /* PUSH to the detokenizer */
+    void *detok;      /* rank 0: PUSH to the detokenizer */
+    void **plan_out;  /* rank 0: (tp_size) PUSH to each follower's plan channel ([0] unused) */
+    void *plan_in;    /* followers: PULL, bound: rank 0's plans */
     int stop;
 };
 
-/* The KV budget: the configured tokens or bytes, else mem_fraction_static of the memory
- * that is available, but never more than every running request at full context needs. */
+/* The KV budget of one rank: the configured tokens or bytes, else mem_fraction_static
+ * of the memory that is available, but never more than every running request at full
+ * context needs. A rank holds only its KV heads (a shared head where tp_size exceeds
+ * them), so tokens cost that much. */
 static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m, int context,
-                              int max_running)
+                              int max_running, int tp_size)
 {
     const struct cinfer_model_config *c = &m->config;
-    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    int kv_heads = tp_size > 1 ? (c->num_kv_heads >= tp_size ? c->num_kv_heads / tp_size : 1) : c->num_kv_heads;
+    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)kv_heads * (size_t)c->head_dim * sizeof(float);
     if (args->max_total_tokens > 0)
         return (size_t)args->max_total_tokens * per_token;
     if (args->kv_cache_bytes > 0)
@@ -52,14 +66,77 @@ static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struc
     return (size_t)fmin(budget, needed);
 }
 
-static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank, int tp_rank,
+/* Rank 0's plan of a forward call, to every follower before the call computes. A send
+ * that fails leaves a follower behind: the forward fails and the group is aborted. */
+static int publish_plan(void *ctx, const void *plan, size_t plan_bytes, struct cinfer_error *err)
+{
+    struct scheduler_process *sp = ctx;
+    for (int r = 1; r < sp->tp_size; r++) {
+        int rc = cinfer_channel_send(sp->plan_out[r], plan, plan_bytes, 0, err);
+        if (rc) {
+            cinfer_error_prefix(err, "sending the plan to tp%d", r);
+            return rc;
+        }
+    }
+    return CINFER_OK;
+}
+
+/* Every rank must size its KV cache alike (rank 0's page ids are used by all): rank 0's
+ * budget, which depends on the memory available when it asks, goes to the others. */
+static int agree_on_kv_bytes(struct scheduler_process *sp, size_t *kv_bytes, struct cinfer_error *err)
+{
+    if (sp->tp_size <= 1)
+        return CINFER_OK;
+    uint64_t v = (uint64_t)*kv_bytes;
+    int rc = sp->comm->ops->broadcast(sp->comm->state, &v, sizeof v, 0, err);
+    *kv_bytes = (size_t)v;
+    return rc;
+}
+
+static int open_channels(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank,
+                         struct cinfer_error *err)
+{
+    char endpoint[CINFER_ENDPOINT_BYTES];
+    void *z = sp->link.zmq_context;
+    cinfer_port_args_rpc(ports, dp_rank, sp->tp_rank, endpoint, sizeof endpoint);
+    if (!(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, endpoint, 1, NULL, err)))
+        return err->code;
+    if (sp->tp_rank > 0) {
+        cinfer_port_args_plan(ports, dp_rank, sp->tp_rank, endpoint, sizeof endpoint);
+        return (sp->plan_in = cinfer_channel_open(z, ZMQ_PULL, endpoint, 1, NULL, err)) ? CINFER_OK : err->code;
+    }
+    cinfer_port_args_scheduler_input(ports, dp_rank, endpoint, sizeof endpoint);
+    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, endpoint, 1, NULL, err)) ||
+        !(sp->detok = cinfer_channel_open(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, err)))
+        return err->code;
+    if (sp->tp_size > 1 && !(sp->plan_out = calloc((size_t)sp->tp_size, sizeof *sp->plan_out)))
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %d plan channels", sp->tp_size);
+    for (int r = 1; r < sp->tp_size; r++) {
+        cinfer_port_args_plan(ports, dp_rank, r, endpoint, sizeof endpoint);
+        if (!(sp->plan_out[r] = cinfer_channel_open(z, ZMQ_PUSH, endpoint, 0, NULL, err)))
+            return err->code;
+    }
+    return CINFER_OK;
+}
+
+static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank,
                  struct cinfer_error *err)
 {
     const struct cinfer_server_args *args = sp->args;
     const char *model_path = args->model_path ? args->model_path : cinfer_default_model_path();
-    struct cinfer_model_load_options load_opts = {.show_progress = 0, .dtype = args->dtype};
-    int rc = cinfer_model_load(model_path, &load_opts, &sp->model, err);
-    if (rc)
+    int rc;
+    if (sp->tp_size > 1) {
+        char name[96];
+        cinfer_port_args_comm(ports, dp_rank, name, sizeof name);
+        if ((rc = cinfer_comm_shm_attach(name, sp->tp_rank, &sp->comm, err)))
+            return rc;
+    }
+    /* A rank reads only its shard: no page of the file is read at load. */
+    struct cinfer_model_load_options load_opts = {.show_progress = 0, .dtype = args->dtype,
+                                                  .no_prefault = sp->tp_size > 1};
+    if ((rc = cinfer_model_load(model_path, &load_opts, &sp->model, err)))
+        return rc;
+    if (sp->tp_size > 1 && (rc = cinfer_runtime_tp_check(sp->model, sp->tp_size, err)))
         return rc;
     const struct cinfer_model_config *c = &sp->model->config;
     int context = args->context_length > 0 ? args->context_length : c->max_position_embeddings;
@@ -67,55 +144,56 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         context = 2048;
     int max_running = args->max_running_requests > 0 ? args->max_running_requests : 64;
     struct cinfer_runtime_options ro = {
-        .kv_cache_bytes = kv_budget_bytes(args, sp->model, context, max_running),
+        .kv_cache_bytes = kv_budget_bytes(args, sp->model, context, max_running, sp->tp_size),
         .kv_page_tokens = args->page_size,
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
         .keep_stored_weights = args->no_repack,
+        .tp_rank = sp->tp_rank,
+        .tp_size = sp->tp_size,
+        .comm = sp->comm,
+        .publish_plan = sp->tp_size > 1 && sp->tp_rank == 0 ? publish_plan : NULL,
+        .publish_ctx = sp,
     };
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;
     int prefill_budget = args->max_prefill_tokens > 0 ? args->max_prefill_tokens : 4096;
     ro.max_batch_tokens = (chunk > 0 && chunk < prefill_budget ? chunk : prefill_budget) + max_running;
     if (ro.max_batch_tokens > prefill_budget + max_running)
         ro.max_batch_tokens = prefill_budget + max_running;
-    rc = cinfer_runtime_create(sp->model, &ro, &sp->rt, err);
-    if (rc)
+    if ((rc = agree_on_kv_bytes(sp, &ro.kv_cache_bytes, err)) ||
+        (rc = cinfer_runtime_create(sp->model, &ro, &sp->rt, err)))
         return rc;
-    struct cinfer_scheduler_options so = {
-        .max_running_requests = max_running,
-        .max_queued_requests = args->max_queued_requests,
-        .max_prefill_tokens = ro.max_batch_tokens - max_running,
-        .chunked_prefill_size = chunk,
-        .context_length = context,
-        .vocab_size = c->vocab_size,
-        .eos_ids = c->eos_token_ids,
-        .n_eos = c->n_eos,
-        .default_seed = args->random_seed >= 0 ? (uint64_t)args->random_seed : (uint64_t)getpid(),
-        .schedule_policy = args->schedule_policy,
-        .disable_radix_cache = args->disable_radix_cache,
-    };
-    rc = cinfer_scheduler_create(sp->rt, &so, &sp->sched, err);
-    if (rc)
+    if (sp->tp_rank == 0) {
+        struct cinfer_scheduler_options so = {
+            .max_running_requests = max_running,
+            .max_queued_requests = args->max_queued_requests,
+            .max_prefill_tokens = ro.max_batch_tokens - max_running,
+            .chunked_prefill_size = chunk,
+            .context_length = context,
+            .vocab_size = c->vocab_size,
+            .eos_ids = c->eos_token_ids,
+            .n_eos = c->n_eos,
+            .default_seed = args->random_seed >= 0 ? (uint64_t)args->random_seed : (uint64_t)getpid(),
+            .schedule_policy = args->schedule_policy,
+            .disable_radix_cache = args->disable_radix_cache,
+        };
+        if ((rc = cinfer_scheduler_create(sp->rt, &so, &sp->sched, err)))
+            return rc;
+    }
+    if ((rc = open_channels(sp, ports, dp_rank, err)))
         return rc;
 
-    char rpc_endpoint[CINFER_ENDPOINT_BYTES], input_endpoint[CINFER_ENDPOINT_BYTES];
-    cinfer_port_args_rpc(ports, dp_rank, tp_rank, rpc_endpoint, sizeof rpc_endpoint);
-    cinfer_port_args_scheduler_input(ports, dp_rank, input_endpoint, sizeof input_endpoint);
-    void *z = sp->link.zmq_context;
-    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, input_endpoint, 1, NULL, err)) ||
-        !(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, rpc_endpoint, 1, NULL, err)) ||
-        !(sp->detok = cinfer_channel_open(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, err)))
-        return err->code;
-
+    int64_t kv_tokens = sp->sched ? cinfer_scheduler_max_total_tokens(sp->sched)
+                                  : (int64_t)cinfer_runtime_kv_pages_total(sp->rt) * cinfer_runtime_kv_page_tokens(sp->rt);
     struct cinfer_msg_ready ready = {
-        .max_total_tokens = (uint64_t)cinfer_scheduler_max_total_tokens(sp->sched),
+        .max_total_tokens = (uint64_t)kv_tokens,
         .max_request_len = (uint32_t)context,
         .max_running_requests = (uint32_t)max_running,
         .vocab_size = (uint32_t)c->vocab_size,
     };
     cinfer_worker_link_ready(&sp->link, &ready);
-    cinfer_log(CINFER_LOG_SEV_INFO, "ready: %s, %lld KV tokens, context %d", model_path,
-               (long long)ready.max_total_tokens, context);
+    cinfer_log(CINFER_LOG_SEV_INFO, "ready: %s, %lld KV tokens, context %d%s", model_path, (long long)kv_tokens,
+               context, sp->tp_size > 1 ? (sp->tp_rank ? ", following tp0's plans" : ", leading the group") : "");
     return CINFER_OK;
 }
 
@@ -195,8 +273,29 @@ static void handle_input(struct scheduler_process *sp)
 
 /* RPC answers are JSON built with jansson, so any text inside (an error's words, a
  * method name) is escaped; NULL when out of memory. */
+/* What this rank holds for the weights: its own copies (its shard, widened vectors,
+ * repacked panels) and what it reads in place from the model file's mapping. */
+static void add_memory(json_t *o, const struct scheduler_process *sp)
+{
+    struct cinfer_runtime_memory m;
+    cinfer_runtime_memory(sp->rt, &m);
+    json_object_set_new(o, "weight_copy_bytes", json_integer((json_int_t)m.weight_copy_bytes));
+    json_object_set_new(o, "weight_in_place_bytes", json_integer((json_int_t)m.weight_in_place_bytes));
+    json_object_set_new(o, "kv_cache_bytes", json_integer((json_int_t)m.kv_cache_bytes));
+}
+
 static char *server_info_json(struct scheduler_process *sp)
 {
+    if (!sp->sched) { /* a follower: its own cache's pages; requests are tp0's to count */
+        json_t *f = json_pack("{s:i, s:i, s:i, s:i}", "tp_rank", sp->tp_rank, "kv_pages_free",
+                              cinfer_runtime_kv_pages_free(sp->rt), "kv_pages_total",
+                              cinfer_runtime_kv_pages_total(sp->rt), "running_requests", 0);
+        if (f)
+            add_memory(f, sp);
+        char *json = f ? json_dumps(f, JSON_COMPACT) : NULL;
+        json_decref(f);
+        return json;
+    }
     struct cinfer_scheduler_stats st;
     cinfer_scheduler_get_stats(sp->sched, &st);
     json_t *o = json_pack("{s:i, s:i, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:I, s:I}",
@@ -211,6 +310,8 @@ static char *server_info_json(struct scheduler_process *sp)
                           "prefix_cache_enabled", !sp->args->disable_radix_cache,
                           "prefill_tokens", (json_int_t)st.prefill_tokens,
                           "retractions", (json_int_t)st.retractions);
+    if (o)
+        add_memory(o, sp);
     char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return json;
@@ -266,7 +367,7 @@ static void handle_rpc(struct scheduler_process *sp)
     } else if (!strcmp(call.method, "flush_cache")) {
         /* Refused while requests run or wait (scheduler.h says why). */
         struct cinfer_error ferr = {0};
-        if (cinfer_scheduler_flush_cache(sp->sched, &ferr) != CINFER_OK)
+        if (sp->sched && cinfer_scheduler_flush_cache(sp->sched, &ferr) != CINFER_OK) /* followers cache nothing */
             reply.status = ferr.code;
         reply.payload = owned = flush_json(reply.status ? ferr.message : NULL);
     } else {
@@ -321,10 +422,84 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
     return CINFER_OK;
 }
 
+/* Rank 0 (and the only rank without tensor parallelism): requests in, steps, tokens out. */
+static int lead(struct scheduler_process *sp)
+{
+    const struct cinfer_server_args *args = sp->args;
+    struct cinfer_error err = {0};
+    int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);
+    if (idle_poll_ms > 100)
+        idle_poll_ms = 100;
+    while (!sp->stop) {
+        cinfer_worker_link_heartbeat(&sp->link, args->watchdog_timeout_ms);
+        zmq_pollitem_t items[] = {
+            {.socket = sp->input, .events = ZMQ_POLLIN},
+            {.socket = sp->rpc, .events = ZMQ_POLLIN},
+            {.fd = 0, .events = ZMQ_POLLIN},
+        };
+        int busy = cinfer_scheduler_has_work(sp->sched);
+        if (zmq_poll(items, 3, busy ? 0 : idle_poll_ms) < 0 && zmq_errno() != EINTR)
+            break;
+        if (items[2].revents && cinfer_lifeline_gone()) {
+            cinfer_log(CINFER_LOG_SEV_INFO, "the lifeline closed (engine shutdown or main process gone); exiting");
+            break;
+        }
+        /* Take everything that is waiting before the next step. */
+        while (items[0].revents & ZMQ_POLLIN) {
+            handle_input(sp);
+            zmq_pollitem_t more = {.socket = sp->input, .events = ZMQ_POLLIN};
+            if (zmq_poll(&more, 1, 0) <= 0)
+                break;
+        }
+        if (items[1].revents & ZMQ_POLLIN)
+            handle_rpc(sp);
+        if (cinfer_scheduler_has_work(sp->sched) && step(sp, &err) != CINFER_OK)
+            return cinfer_worker_link_failed(&sp->link, err.code, err.message);
+    }
+    return 0;
+}
+
+/* A rank > 0: runs each of rank 0's plans with it, in order. */
+static int follow(struct scheduler_process *sp)
+{
+    const struct cinfer_server_args *args = sp->args;
+    int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);
+    if (idle_poll_ms > 100)
+        idle_poll_ms = 100;
+    for (;;) {
+        cinfer_worker_link_heartbeat(&sp->link, args->watchdog_timeout_ms);
+        zmq_pollitem_t items[] = {
+            {.socket = sp->plan_in, .events = ZMQ_POLLIN},
+            {.socket = sp->rpc, .events = ZMQ_POLLIN},
+            {.fd = 0, .events = ZMQ_POLLIN},
+        };
+        if (zmq_poll(items, 3, idle_poll_ms) < 0 && zmq_errno() != EINTR)
+            break;
+        if (items[2].revents && cinfer_lifeline_gone()) {
+            cinfer_log(CINFER_LOG_SEV_INFO, "the lifeline closed (engine shutdown or main process gone); exiting");
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN)
+            handle_rpc(sp);
+        if (items[0].revents & ZMQ_POLLIN) {
+            void *plan;
+            size_t len;
+            struct cinfer_error err = {0};
+            if (cinfer_channel_recv(sp->plan_in, 0, &plan, &len, NULL, &err) != CINFER_OK)
+                continue;
+            int rc = cinfer_runtime_forward_plan(sp->rt, plan, len, &err);
+            free(plan);
+            if (rc) /* the group is aborted: rank 0's forward fails too, and the engine tears it down */
+                return cinfer_worker_link_failed(&sp->link, err.code, err.message);
+        }
+    }
+    return 0;
+}
+
 int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, const struct cinfer_port_args *ports,
                                          int gpu_id, int tp_rank, int dp_rank)
 {
-    struct scheduler_process sp = {.args = args};
+    struct scheduler_process sp = {.args = args, .tp_rank = tp_rank, .tp_size = args->tp_size > 0 ? args->tp_size : 1};
     struct cinfer_error err = {0};
     if (cinfer_worker_link_open(&sp.link, ports, CINFER_WORKER_SCHEDULER, tp_rank, dp_rank, args->dp_size, &err)) {
         fprintf(stderr, "scheduler tp%d: %s\n", tp_rank, err.message);
@@ -334,47 +509,26 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
     if (gpu_id >= 0) {
         cinfer_error_set(&err, CINFER_ERR_UNSUPPORTED, "GPU %d requested, but this build runs on the CPU only", gpu_id);
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-    } else if (start(&sp, ports, dp_rank, tp_rank, &err) != CINFER_OK) {
+    } else if (tp_rank < 0 || tp_rank >= sp.tp_size) {
+        cinfer_error_set(&err, CINFER_ERR_INVALID_ARGUMENT, "tp rank %d outside launcher.tp_size %d", tp_rank,
+                         sp.tp_size);
+        status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
+    } else if (start(&sp, ports, dp_rank, &err) != CINFER_OK) {
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
-        int idle_poll_ms = cinfer_worker_heartbeat_interval_ms(args->watchdog_timeout_ms);
-        if (idle_poll_ms > 100)
-            idle_poll_ms = 100;
-        while (!sp.stop) {
-            cinfer_worker_link_heartbeat(&sp.link, args->watchdog_timeout_ms);
-            zmq_pollitem_t items[] = {
-                {.socket = sp.input, .events = ZMQ_POLLIN},
-                {.socket = sp.rpc, .events = ZMQ_POLLIN},
-                {.fd = 0, .events = ZMQ_POLLIN},
-            };
-            int busy = cinfer_scheduler_has_work(sp.sched);
-            if (zmq_poll(items, 3, busy ? 0 : idle_poll_ms) < 0 && zmq_errno() != EINTR)
-                break;
-            if (items[2].revents && cinfer_lifeline_gone()) {
-                cinfer_log(CINFER_LOG_SEV_INFO, "the lifeline closed (engine shutdown or main process gone); exiting");
-                break;
-            }
-            /* Take everything that is waiting before the next step. */
-            while (items[0].revents & ZMQ_POLLIN) {
-                handle_input(&sp);
-                zmq_pollitem_t more = {.socket = sp.input, .events = ZMQ_POLLIN};
-                if (zmq_poll(&more, 1, 0) <= 0)
-                    break;
-            }
-            if (items[1].revents & ZMQ_POLLIN)
-                handle_rpc(&sp);
-            if (cinfer_scheduler_has_work(sp.sched) && step(&sp, &err) != CINFER_OK) {
-                status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-                break;
-            }
-        }
+        status = tp_rank == 0 ? lead(&sp) : follow(&sp);
     }
     cinfer_scheduler_destroy(&sp.sched);
     cinfer_runtime_destroy(&sp.rt);
     cinfer_model_free(&sp.model);
+    cinfer_comm_destroy(&sp.comm);
     cinfer_channel_close(&sp.input);
     cinfer_channel_close(&sp.rpc);
     cinfer_channel_close(&sp.detok);
+    cinfer_channel_close(&sp.plan_in);
+    for (int r = 1; sp.plan_out && r < sp.tp_size; r++)
+        cinfer_channel_close(&sp.plan_out[r]);
+    free(sp.plan_out);
     cinfer_worker_link_close(&sp.link);
     return status;
 }

@@ -37,10 +37,20 @@ long cinfer_test_smaps_rss_kb_at(const void *addr)
 
 long cinfer_test_smaps_rss_kb_of_file(const char *path)
 {
+    return cinfer_test_smaps_rss_kb_of_file_in(0, path);
+}
+
+long cinfer_test_smaps_rss_kb_of_file_in(int pid, const char *path)
+{
     struct stat st;
     if (stat(path, &st) != 0)
         return -1;
-    FILE *f = fopen("/proc/self/smaps", "r");
+    char smaps[64];
+    if (pid > 0)
+        snprintf(smaps, sizeof smaps, "/proc/%d/smaps", pid);
+    else
+        snprintf(smaps, sizeof smaps, "/proc/self/smaps");
+    FILE *f = fopen(smaps, "r");
     if (!f)
         return -1;
     char line[4096];

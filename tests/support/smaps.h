@@ -14,5 +14,7 @@ long cinfer_test_smaps_rss_kb_at(const void *addr);
  * device and inode, so any spelling of the path will do); 0 when none, -1 when the
  * file or smaps cannot be read. */
 long cinfer_test_smaps_rss_kb_of_file(const char *path);
+/* The same for process pid (0: this one). */
+long cinfer_test_smaps_rss_kb_of_file_in(int pid, const char *path);
 
 #endif
