@@ -384,8 +384,15 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
     ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
                                                     "test", &err), 0);
+    struct engine_endpoints endpoints;
+    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &err), 0);
     struct cinfer_port_args ports;
-    ck_assert_int_eq(cinfer_port_args_init(&ports, "/tmp/cinfer-XyZ123", &err), 0);
+    cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, 2, 1, &ports);
+    ck_assert_str_eq(ports.rpc, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
+    ck_assert_str_eq(ports.scheduler_input, "ipc:///tmp/cinfer-XyZ123/scheduler-in-dp2");
+    ck_assert_str_eq(ports.comm, "/cinfer-XyZ123-comm-dp2");
+    snprintf(ports.curve_client_secret, sizeof ports.curve_client_secret, "%s",
+             "0123456789012345678901234567890123456789");
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ck_assert_int_eq(cinfer_worker_settings_send(sv[0], &in, &ports, &err), 0);
@@ -398,11 +405,6 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_str_eq(a, b);
     ck_assert_int_eq(out.dp_size, 3);
     ck_assert_int_eq(memcmp(&ports, &out_ports, sizeof ports), 0);
-    char endpoint[CINFER_ENDPOINT_BYTES];
-    cinfer_port_args_rpc(&out_ports, 2, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
-    cinfer_port_args_comm(&out_ports, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "/cinfer-XyZ123-comm-dp1");
     free(a);
     free(b);
     cinfer_server_args_free(&out);

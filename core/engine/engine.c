@@ -80,7 +80,7 @@ static void destroy(struct cinfer_engine *e)
     cinfer_channel_close(&e->status);
     if (e->zmq_context)
         zmq_ctx_term(e->zmq_context);
-    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_run_dir_remove(e->endpoints.run_dir);
     cinfer_tokenizer_ctx_free(&e->tok);
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         while (e->buckets[b])
@@ -169,11 +169,15 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
-        (rc = cinfer_port_args_init(&e->ports, run_dir, err))) {
-        if (run_dir[0] && !e->ports.run_dir[0])
+        (rc = cinfer_endpoints_init(&e->endpoints, run_dir, err))) {
+        if (run_dir[0] && !e->endpoints.run_dir[0])
             cinfer_run_dir_remove(run_dir);
         destroy(e);
         return rc;
+    }
+    for (int i = 0; i < e->n_workers; i++) {
+        struct engine_worker *w = &e->workers[i];
+        cinfer_endpoints_of_worker(&e->endpoints, w->role, w->dp_rank, w->tp_rank, &w->ports);
     }
     /* No socket yet: zmq starts its threads with the first one, and the workers are
      * forked before that (cinfer_engine_start_workers opens the engine's sockets). */

@@ -54,9 +54,10 @@ static int run_child_job(void *ctx)
     struct cinfer_engine *e = job->engine;
     cinfer_worker_set_hooks(&e->hooks);
     const struct cinfer_engine_hooks *h = cinfer_worker_hooks();
+    const struct cinfer_port_args *ports = &e->workers[job->index].ports;
     if (job->role == CINFER_WORKER_SCHEDULER)
-        return h->run_scheduler_process(&e->args, &e->ports, -1, job->tp_rank, job->dp_rank);
-    return h->run_detokenizer_process(&e->args, &e->ports);
+        return h->run_scheduler_process(&e->args, ports, -1, job->tp_rank, job->dp_rank);
+    return h->run_detokenizer_process(&e->args, ports);
 }
 
 static void close_lifeline(struct engine_worker *w)
@@ -99,7 +100,7 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
         b->argv[n++] = "detokenizer";
     }
     b->argv[n] = NULL;
-    w->job = (struct engine_child_job){e, w->role, w->dp_rank, w->tp_rank};
+    w->job = (struct engine_child_job){e, (int)(w - e->workers), w->role, w->dp_rank, w->tp_rank};
     *req = (struct cinfer_spawn_request){
         .role = w->role == CINFER_WORKER_SCHEDULER ? CINFER_ROLE_SCHEDULER : CINFER_ROLE_DETOKENIZER,
         .tp_rank = w->tp_rank,
@@ -149,7 +150,7 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
     /* Settings go after the start, so a worker that is slow to read them holds no one up. */
     for (int i = 0; rc == CINFER_OK && i < n; i++) {
         struct engine_worker *w = &e->workers[first + i];
-        if (!e->custom_hooks && (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &e->ports, err)))
+        if (!e->custom_hooks && (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &w->ports, err)))
             cinfer_error_prefix(err, "%s", w->name);
     }
     if (rc) {
@@ -212,7 +213,7 @@ static int create_replica_comm(struct cinfer_engine *e, struct engine_replica *r
 {
     if (e->args.tp_size <= 1)
         return CINFER_OK;
-    cinfer_port_args_comm(&e->ports, r->dp_rank, r->comm_name, sizeof r->comm_name);
+    snprintf(r->comm_name, sizeof r->comm_name, "%s", e->workers[r->first_worker].ports.comm);
     struct cinfer_error ignored = {0};
     cinfer_comm_shm_unlink(r->comm_name, &ignored); /* a previous start's */
     int rc = cinfer_comm_shm_create(r->comm_name, e->args.tp_size, 0, err);
@@ -257,18 +258,17 @@ static void close_replica_sockets(struct cinfer_engine *e, struct engine_replica
  * them from the engine thread, so both take the same locks. */
 static int open_replica_sockets(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
 {
-    char endpoint[CINFER_ENDPOINT_BYTES];
     int rc = CINFER_OK;
+    const struct engine_worker *tp0 = &e->workers[r->first_worker];
     pthread_mutex_lock(&e->send_lock);
-    cinfer_port_args_scheduler_input(&e->ports, r->dp_rank, endpoint, sizeof endpoint);
-    if (!(r->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, endpoint, 0, NULL, err)))
+    if (!(r->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, tp0->ports.scheduler_input, 0, NULL, err)))
         rc = err->code;
     pthread_mutex_unlock(&e->send_lock);
     pthread_mutex_lock(&e->rpc_lock);
     for (int t = 0; rc == CINFER_OK && t < e->args.tp_size; t++) {
-        cinfer_port_args_rpc(&e->ports, r->dp_rank, t, endpoint, sizeof endpoint);
         /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
-        if (!(r->rpc[t] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, "engine", err))) {
+        if (!(r->rpc[t] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, e->workers[r->first_worker + t].ports.rpc, 0,
+                                              "engine", err))) {
             rc = err->code;
         } else { /* a send waits for the connection, but not forever */
             int send_timeout_ms = 2000;
@@ -424,10 +424,11 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
      * locks it could otherwise inherit held. The workers connect before the bind and zmq
      * retries (cinfer_channel_open keeps that interval short). A restart finds them open. */
     if (rc == CINFER_OK && !e->status &&
-        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)))
+        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->workers[0].ports.status, 1, NULL, err)))
         rc = err->code;
     if (rc == CINFER_OK && !e->from_detokenizer &&
-        !(e->from_detokenizer = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.tokenizer_input, 1, NULL, err)))
+        !(e->from_detokenizer =
+              cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->workers[0].ports.tokenizer_input, 1, NULL, err)))
         rc = err->code;
     if (rc == CINFER_OK)
         rc = wait_ready(e, err);
@@ -511,7 +512,7 @@ static void engine_failed(struct cinfer_engine *e, const char *why)
         }
         cinfer_log(CINFER_LOG_SEV_ERROR, "restarting the workers failed: %s", err.message);
     }
-    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_run_dir_remove(e->endpoints.run_dir);
 }
 
 /* A replica lost a rank: its requests fail with why, its other ranks stop; the others

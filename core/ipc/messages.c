@@ -162,9 +162,9 @@ int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg
 /* ---- WORKER_SETTINGS ---------------------------------------------------------------- */
 
 /* The endpoints in order; each is a fixed array of the port args. */
-#define PORT_FIELDS(X)                                                                     \
-    X(run_dir) X(scheduler_input) X(detokenizer_input) X(tokenizer_input) X(status) X(rpc_prefix) \
-    X(plan_prefix) X(comm_prefix)
+#define PORT_FIELDS(X)                                                                                  \
+    X(run_dir) X(status) X(tokenizer_input) X(detokenizer_input) X(scheduler_input) X(rpc) X(plan) X(comm) \
+    X(curve_server_public) X(curve_server_secret) X(curve_client_public) X(curve_client_secret)
 
 int cinfer_msg_encode_worker_settings(const struct cinfer_msg_worker_settings *m, void **frame, size_t *frame_len)
 {

@@ -5,8 +5,9 @@
  *
  * Under tensor parallelism (tp_size > 1) every rank of the replica attaches to the
  * replica's shared-memory communicator and holds its shard of the model. Rank 0 runs
- * the scheduler as above; each forward call's plan goes to the other ranks over their
- * plan channels (rank 0 PUSH -> rank n PULL) before the call computes. The other ranks
+ * the scheduler as above; each forward call's plan goes to the other ranks over the
+ * plan channel (rank 0's ROUTER, which each follower's DEALER joins with a hello) before
+ * the call computes. The other ranks
  * (followers) batch nothing: they run each plan with rank 0, answer RPCs and heartbeat. */
 #include <jansson.h>
 #include <math.h>
@@ -40,8 +41,8 @@ struct scheduler_process {
     void *input;      /* rank 0: PULL, bound: GENERATE / ABORT / SHUTDOWN from the main process */
     void *rpc;        /* ROUTER, bound: collective RPC */
     void *detok;      /* rank 0: PUSH to the detokenizer */
-    void **plan_out;  /* rank 0: (tp_size) PUSH to each follower's plan channel ([0] unused) */
-    void *plan_in;    /* followers: PULL, bound: rank 0's plans */
+    void *plan_router; /* rank 0: ROUTER, bound: each forward's plan to every follower */
+    void *plan_in;    /* followers: DEALER (identity "tp<n>") to rank 0's plan channel */
     int stop;
 };
 
@@ -72,7 +73,9 @@ static int publish_plan(void *ctx, const void *plan, size_t plan_bytes, struct c
 {
     struct scheduler_process *sp = ctx;
     for (int r = 1; r < sp->tp_size; r++) {
-        int rc = cinfer_channel_send(sp->plan_out[r], plan, plan_bytes, 0, err);
+        char follower[16];
+        snprintf(follower, sizeof follower, "tp%d", r);
+        int rc = cinfer_channel_send_to(sp->plan_router, follower, plan, plan_bytes, err);
         if (rc) {
             cinfer_error_prefix(err, "sending the plan to tp%d", r);
             return rc;
@@ -93,44 +96,69 @@ static int agree_on_kv_bytes(struct scheduler_process *sp, size_t *kv_bytes, str
     return rc;
 }
 
-static int open_channels(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank,
+/* Rank 0 waits for a hello from every follower on its plan channel before it starts:
+ * a ROUTER drops what it sends to a peer it has not heard from. */
+static int await_followers(struct scheduler_process *sp, struct cinfer_error *err)
+{
+    int heard = 1; /* rank 0 itself */
+    char *seen = calloc((size_t)sp->tp_size, 1);
+    if (!seen)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory");
+    int timeout_ms = sp->args->start_timeout_ms > 0 ? sp->args->start_timeout_ms : 60000;
+    int rc = CINFER_OK;
+    while (heard < sp->tp_size && rc == CINFER_OK) {
+        void *frame;
+        size_t len;
+        char peer[64] = "";
+        if (cinfer_channel_recv(sp->plan_router, timeout_ms, &frame, &len, peer, err) != CINFER_OK) {
+            rc = cinfer_error_set(err, CINFER_ERR_TIMEOUT, "%d of %d followers said hello on the plan channel "
+                                  "within the start deadline of %d ms", heard - 1, sp->tp_size - 1, timeout_ms);
+            break;
+        }
+        free(frame);
+        int r = !strncmp(peer, "tp", 2) ? atoi(peer + 2) : 0;
+        if (r > 0 && r < sp->tp_size && !seen[r]) {
+            seen[r] = 1;
+            heard++;
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+static int open_channels(struct scheduler_process *sp, const struct cinfer_port_args *ports,
                          struct cinfer_error *err)
 {
-    char endpoint[CINFER_ENDPOINT_BYTES];
     void *z = sp->link.zmq_context;
-    cinfer_port_args_rpc(ports, dp_rank, sp->tp_rank, endpoint, sizeof endpoint);
-    if (!(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, endpoint, 1, NULL, err)))
+    if (!(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, ports->rpc, 1, NULL, err)))
         return err->code;
     if (sp->tp_rank > 0) {
-        cinfer_port_args_plan(ports, dp_rank, sp->tp_rank, endpoint, sizeof endpoint);
-        return (sp->plan_in = cinfer_channel_open(z, ZMQ_PULL, endpoint, 1, NULL, err)) ? CINFER_OK : err->code;
+        /* A follower names itself by its rank and says hello, so rank 0 can address it. */
+        char identity[16];
+        snprintf(identity, sizeof identity, "tp%d", sp->tp_rank);
+        if (!(sp->plan_in = cinfer_channel_open(z, ZMQ_DEALER, ports->plan, 0, identity, err)))
+            return err->code;
+        static const char hello[] = "hello";
+        return cinfer_channel_send(sp->plan_in, hello, sizeof hello - 1, 0, err);
     }
-    cinfer_port_args_scheduler_input(ports, dp_rank, endpoint, sizeof endpoint);
-    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, endpoint, 1, NULL, err)) ||
+    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, ports->scheduler_input, 1, NULL, err)) ||
         !(sp->detok = cinfer_channel_open(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, err)))
         return err->code;
-    if (sp->tp_size > 1 && !(sp->plan_out = calloc((size_t)sp->tp_size, sizeof *sp->plan_out)))
-        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory for %d plan channels", sp->tp_size);
-    for (int r = 1; r < sp->tp_size; r++) {
-        cinfer_port_args_plan(ports, dp_rank, r, endpoint, sizeof endpoint);
-        if (!(sp->plan_out[r] = cinfer_channel_open(z, ZMQ_PUSH, endpoint, 0, NULL, err)))
+    if (sp->tp_size > 1) {
+        if (!(sp->plan_router = cinfer_channel_open(z, ZMQ_ROUTER, ports->plan, 1, NULL, err)))
             return err->code;
+        return await_followers(sp, err);
     }
     return CINFER_OK;
 }
 
-static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int dp_rank,
-                 struct cinfer_error *err)
+static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, struct cinfer_error *err)
 {
     const struct cinfer_server_args *args = sp->args;
     const char *model_path = args->model_path ? args->model_path : cinfer_default_model_path();
     int rc;
-    if (sp->tp_size > 1) {
-        char name[96];
-        cinfer_port_args_comm(ports, dp_rank, name, sizeof name);
-        if ((rc = cinfer_comm_shm_attach(name, sp->tp_rank, &sp->comm, err)))
-            return rc;
-    }
+    if (sp->tp_size > 1 && (rc = cinfer_comm_shm_attach(ports->comm, sp->tp_rank, &sp->comm, err)))
+        return rc;
     /* A rank reads only its shard: no page of the file is read at load. */
     struct cinfer_model_load_options load_opts = {.show_progress = 0, .dtype = args->dtype,
                                                   .no_prefault = sp->tp_size > 1};
@@ -180,7 +208,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         if ((rc = cinfer_scheduler_create(sp->rt, &so, &sp->sched, err)))
             return rc;
     }
-    if ((rc = open_channels(sp, ports, dp_rank, err)))
+    if ((rc = open_channels(sp, ports, err)))
         return rc;
 
     int64_t kv_tokens = sp->sched ? cinfer_scheduler_max_total_tokens(sp->sched)
@@ -513,7 +541,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
         cinfer_error_set(&err, CINFER_ERR_INVALID_ARGUMENT, "tp rank %d outside launcher.tp_size %d", tp_rank,
                          sp.tp_size);
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-    } else if (start(&sp, ports, dp_rank, &err) != CINFER_OK) {
+    } else if (start(&sp, ports, &err) != CINFER_OK) {
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
         status = tp_rank == 0 ? lead(&sp) : follow(&sp);
@@ -526,9 +554,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
     cinfer_channel_close(&sp.rpc);
     cinfer_channel_close(&sp.detok);
     cinfer_channel_close(&sp.plan_in);
-    for (int r = 1; sp.plan_out && r < sp.tp_size; r++)
-        cinfer_channel_close(&sp.plan_out[r]);
-    free(sp.plan_out);
+    cinfer_channel_close(&sp.plan_router);
     cinfer_worker_link_close(&sp.link);
     return status;
 }
