@@ -385,7 +385,7 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
                                                     "test", &err), 0);
     struct engine_endpoints endpoints;
-    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &err), 0);
+    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &in, &err), 0);
     struct cinfer_port_args ports;
     cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, 2, 1, &ports);
     ck_assert_str_eq(ports.rpc, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");

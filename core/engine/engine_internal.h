@@ -10,6 +10,7 @@
 #include "cinfer/engine.h"
 #include "cinfer/launcher.h"
 #include "engine/port_args.h"
+#include "ipc/curve.h"
 #include "ipc/messages.h"
 
 #define ENGINE_BUCKETS 256
@@ -48,10 +49,12 @@ struct engine_child_job {
 };
 
 struct engine_worker {
-    char name[48];                    /* "detokenizer", "scheduler tp0", "scheduler dp1 tp0" (with dp_size > 1) */
+    char name[128];                   /* "detokenizer", "scheduler tp0", "scheduler dp1 tp0" (with dp_size > 1),
+                                       * "... on host b" when it runs on a listed host */
     int role;                         /* enum cinfer_worker_role_id */
     int dp_rank, tp_rank;
     char host[64];                    /* where it runs ("localhost") */
+    int listed_host;                  /* host is one of launcher.hosts, for the launcher to reach */
     struct cinfer_worker_handle *handle; /* the launcher's; NULL once reaped */
     int lifeline;                     /* our end of its standard input (socket); -1 when closed */
     enum cinfer_worker_phase phase;
@@ -90,6 +93,7 @@ struct cinfer_engine {
     void *zmq_context;
     void *from_detokenizer;           /* PULL; engine thread only */
     void *status;                     /* PULL; engine thread (and create) only */
+    struct cinfer_zap *zap;           /* admits the engine's CURVE clients (tcp channels) */
     uint64_t next_call_id;
     pthread_mutex_t send_lock;
     pthread_mutex_t rpc_lock;

@@ -106,7 +106,7 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
         .tp_rank = w->tp_rank,
         .dp_rank = w->dp_rank,
         .gpu_id = -1,
-        .host = w->host,
+        .host = w->listed_host ? w->host : NULL, /* NULL: this machine */
         .argv = e->custom_hooks ? NULL : b->argv,
         .child_main = e->custom_hooks ? run_child_job : NULL,
         .child_ctx = &w->job,
@@ -197,12 +197,21 @@ static void stop_workers(struct cinfer_engine *e, int first, int n, int grace_ms
     }
 }
 
-static void describe_end(const struct engine_worker *w, const struct cinfer_worker_status *st, char *buf, size_t n)
+/* "scheduler dp1 tp0 on host b was killed by signal 9 (Killed)<when>: <what the
+ * launcher adds>". */
+static void describe_end(struct cinfer_engine *e, const struct engine_worker *w, const struct cinfer_worker_status *st,
+                         const char *when, char *buf, size_t n)
 {
     if (st->state == CINFER_WORKER_SIGNALED)
-        snprintf(buf, n, "%s was killed by signal %d (%s)", w->name, st->code, strsignal(st->code));
+        snprintf(buf, n, "%s was killed by signal %d (%s)%s", w->name, st->code, strsignal(st->code), when);
     else
-        snprintf(buf, n, "%s exited with status %d", w->name, st->code);
+        snprintf(buf, n, "%s exited with status %d%s", w->name, st->code, when);
+    char more[512] = "";
+    if (e->launcher->version >= 2 && e->launcher->describe && w->handle)
+        e->launcher->describe(e->launch, w->handle, more, sizeof more);
+    size_t used = strlen(buf);
+    if (more[0] && used < n)
+        snprintf(buf + used, n - used, ": %s", more);
 }
 
 /* ---- a replica's communicator ----------------------------------------------------------- */
@@ -261,14 +270,16 @@ static int open_replica_sockets(struct cinfer_engine *e, struct engine_replica *
     int rc = CINFER_OK;
     const struct engine_worker *tp0 = &e->workers[r->first_worker];
     pthread_mutex_lock(&e->send_lock);
-    if (!(r->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, tp0->ports.scheduler_input, 0, NULL, err)))
+    if (!(r->to_scheduler = cinfer_channel_open_keyed(e->zmq_context, ZMQ_PUSH, tp0->ports.scheduler_input, 0, NULL,
+                                                      &tp0->ports, err)))
         rc = err->code;
     pthread_mutex_unlock(&e->send_lock);
     pthread_mutex_lock(&e->rpc_lock);
     for (int t = 0; rc == CINFER_OK && t < e->args.tp_size; t++) {
         /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
-        if (!(r->rpc[t] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, e->workers[r->first_worker + t].ports.rpc, 0,
-                                              "engine", err))) {
+        const struct engine_worker *w = &e->workers[r->first_worker + t];
+        if (!(r->rpc[t] = cinfer_channel_open_keyed(e->zmq_context, ZMQ_DEALER, w->ports.rpc, 0, "engine", &w->ports,
+                                                    err))) {
             rc = err->code;
         } else { /* a send waits for the connection, but not forever */
             int send_timeout_ms = 2000;
@@ -296,7 +307,8 @@ static struct engine_worker *find_worker(struct cinfer_engine *e, int role, uint
 
 /* A READY, HEARTBEAT or FAILED frame. A FAILED one is returned in *failed (else its
  * code is 0) so that the start can report it. */
-static void handle_status_frame(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_msg_failed *failed)
+static void handle_status_frame(struct cinfer_engine *e, const void *frame, size_t len,
+                                struct cinfer_msg_failed *failed)
 {
     uint32_t type = 0;
     struct cinfer_error err = {0};
@@ -356,6 +368,19 @@ static void drain_status(struct cinfer_engine *e, int timeout_ms, struct cinfer_
 
 /* ---- the first start ----------------------------------------------------------------- */
 
+/* The main process's status channel, with the ZAP handler that admits the engine's
+ * CURVE clients when the workers are on hosts. */
+static int open_status(struct cinfer_engine *e, struct cinfer_error *err)
+{
+    int rc = cinfer_zap_start(e->zmq_context, &e->endpoints.keys, &e->zap, err);
+    if (rc)
+        return rc;
+    char endpoint[CINFER_ENDPOINT_BYTES];
+    cinfer_endpoints_status_bind(&e->endpoints, endpoint, sizeof endpoint);
+    e->status = cinfer_channel_open_keyed(e->zmq_context, ZMQ_PULL, endpoint, 1, NULL, &e->endpoints.keys, err);
+    return e->status ? CINFER_OK : err->code;
+}
+
 static int all_up(const struct cinfer_engine *e, int first, int n)
 {
     for (int i = first; i < first + n; i++)
@@ -373,7 +398,7 @@ static int any_ended(struct cinfer_engine *e, int first, int n, char *why, size_
         if (!w->handle || e->launcher->status(e->launch, w->handle, &st) != CINFER_OK ||
             st.state == CINFER_WORKER_RUNNING)
             continue;
-        describe_end(w, &st, why, why_bytes);
+        describe_end(e, w, &st, " before it was ready", why, why_bytes);
         return 1;
     }
     return 0;
@@ -393,9 +418,9 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
             cinfer_msg_failed_free(&failed);
             return CINFER_ERR_CHILD;
         }
-        char why[256];
+        char why[1024];
         if (any_ended(e, 0, e->n_workers, why, sizeof why))
-            return cinfer_error_set(err, CINFER_ERR_CHILD, "%s before it was ready", why);
+            return cinfer_error_set(err, CINFER_ERR_CHILD, "%s", why);
         if (now_ms() > deadline) {
             /* Name every worker still silent and every one that did answer: which side
              * of the status channel failed is the first question on a report. */
@@ -423,9 +448,8 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
      * without exec (custom hooks) then copies a process without zmq's threads, whose
      * locks it could otherwise inherit held. The workers connect before the bind and zmq
      * retries (cinfer_channel_open keeps that interval short). A restart finds them open. */
-    if (rc == CINFER_OK && !e->status &&
-        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->workers[0].ports.status, 1, NULL, err)))
-        rc = err->code;
+    if (rc == CINFER_OK && !e->status)
+        rc = open_status(e, err);
     if (rc == CINFER_OK && !e->from_detokenizer &&
         !(e->from_detokenizer =
               cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->workers[0].ports.tokenizer_input, 1, NULL, err)))
@@ -559,7 +583,7 @@ static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, siz
         struct cinfer_worker_status st;
         e->launcher->status(e->launch, w->handle, &st);
         if (st.state != CINFER_WORKER_RUNNING) {
-            describe_end(w, &st, why, why_bytes);
+            describe_end(e, w, &st, "", why, why_bytes);
             w->phase = CINFER_WORKER_DOWN;
             return w;
         }
@@ -615,7 +639,7 @@ void cinfer_engine_watch(struct cinfer_engine *e)
         engine_up |= e->replicas[r].state != REPLICA_DOWN;
     if (!engine_up)
         return; /* stopped for good: nothing left to watch */
-    char why[320];
+    char why[1024];
     struct engine_worker *w;
     while ((w = lost_worker(e, why, sizeof why)) != NULL) {
         int r = replica_of(e, w);

@@ -130,22 +130,22 @@ static int open_channels(struct scheduler_process *sp, const struct cinfer_port_
                          struct cinfer_error *err)
 {
     void *z = sp->link.zmq_context;
-    if (!(sp->rpc = cinfer_channel_open(z, ZMQ_ROUTER, ports->rpc, 1, NULL, err)))
+    if (!(sp->rpc = cinfer_channel_open_keyed(z, ZMQ_ROUTER, ports->rpc, 1, NULL, ports, err)))
         return err->code;
     if (sp->tp_rank > 0) {
         /* A follower names itself by its rank and says hello, so rank 0 can address it. */
         char identity[16];
         snprintf(identity, sizeof identity, "tp%d", sp->tp_rank);
-        if (!(sp->plan_in = cinfer_channel_open(z, ZMQ_DEALER, ports->plan, 0, identity, err)))
+        if (!(sp->plan_in = cinfer_channel_open_keyed(z, ZMQ_DEALER, ports->plan, 0, identity, ports, err)))
             return err->code;
         static const char hello[] = "hello";
         return cinfer_channel_send(sp->plan_in, hello, sizeof hello - 1, 0, err);
     }
-    if (!(sp->input = cinfer_channel_open(z, ZMQ_PULL, ports->scheduler_input, 1, NULL, err)) ||
-        !(sp->detok = cinfer_channel_open(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, err)))
+    if (!(sp->input = cinfer_channel_open_keyed(z, ZMQ_PULL, ports->scheduler_input, 1, NULL, ports, err)) ||
+        !(sp->detok = cinfer_channel_open_keyed(z, ZMQ_PUSH, ports->detokenizer_input, 0, NULL, ports, err)))
         return err->code;
     if (sp->tp_size > 1) {
-        if (!(sp->plan_router = cinfer_channel_open(z, ZMQ_ROUTER, ports->plan, 1, NULL, err)))
+        if (!(sp->plan_router = cinfer_channel_open_keyed(z, ZMQ_ROUTER, ports->plan, 1, NULL, ports, err)))
             return err->code;
         return await_followers(sp, err);
     }
@@ -252,7 +252,8 @@ static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_gene
     /* Tell the detokenizer how to decode it before any of its tokens can arrive, and
      * what the prompt ends with, so the output reads as it does after the prompt. */
     uint32_t n_tail = g->n_ids < CINFER_IPC_MAX_PROMPT_TAIL ? g->n_ids : CINFER_IPC_MAX_PROMPT_TAIL;
-    struct cinfer_msg_detok_request dr = {.rid = g->rid, .skip_special_tokens = (uint8_t)g->sampling.skip_special_tokens,
+    struct cinfer_msg_detok_request dr = {.rid = g->rid,
+    .skip_special_tokens = (uint8_t)g->sampling.skip_special_tokens,
                                           .no_stop_trim = (uint8_t)g->sampling.no_stop_trim,
                                           .n_stop = (uint32_t)g->sampling.n_stop,
                                           .prompt_tail = g->ids ? g->ids + (g->n_ids - n_tail) : NULL,
