@@ -140,7 +140,8 @@ START_TEST(tokens_and_text_round_trip)
 {
     int32_t a[] = {5, 6}, b[] = {7};
     struct cinfer_token_item items[] = {
-        {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3, .completion_tokens = 2},
+        {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3,
+        .completion_tokens = 2},
         {.rid = 2, .ids = b, .n_ids = 1, .finish_reason = CINFER_FINISH_ERROR, .error = "out of KV pages",
          .code = CINFER_ERR_NOMEM},
     };
@@ -375,6 +376,44 @@ START_TEST(heartbeat_round_trips)
 }
 END_TEST
 
+/* How a replica's communicator is named, by where its ranks run (cinfer/engine.h's
+ * CINFER_COMM_*). */
+static void comm_of(const char *config, int group_comm, int dp_rank, char *out, size_t out_bytes)
+{
+    struct cinfer_server_args in;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
+    ck_assert_msg(cinfer_server_args_load_string(&in, config, "test", &err) == 0, "%s", err.message);
+    struct engine_endpoints endpoints;
+    ck_assert_msg(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-Ab", &in, group_comm, &err) == 0, "%s", err.message);
+    struct cinfer_port_args ports;
+    cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, dp_rank, 1, &ports);
+    snprintf(out, out_bytes, "%s", ports.comm);
+    cinfer_endpoints_free(&endpoints);
+    cinfer_server_args_free(&in);
+}
+
+START_TEST(a_replica_s_communicator_is_named_for_where_its_ranks_run)
+{
+    char comm[128];
+    comm_of("launcher = { tp_size = 1; };", 0, 0, comm, sizeof comm);
+    ck_assert_str_eq(comm, ""); /* one rank: none */
+    comm_of("launcher = { tp_size = 2; dp_size = 2; };", 0, 1, comm, sizeof comm);
+    ck_assert_str_eq(comm, "/cinfer-Ab-comm-dp1"); /* this machine: the engine makes the segment */
+    comm_of("launcher = { tp_size = 2; dp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 0,
+            1,
+            comm, sizeof comm);
+    ck_assert_str_eq(comm, CINFER_COMM_SHM_BY_RANK0 "/cinfer-Ab-comm-dp1"); /* a replica per host: rank 0 makes it */
+    comm_of("launcher = { tp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 0, 0, comm,
+            sizeof comm);
+    /* ranks on two hosts: tcp through rank 0, on its replica's last port (2 + tp + 3 ports) */
+    ck_assert_str_eq(comm, "tcp://127.0.0.1:30006");
+    comm_of("launcher = { tp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 1, 0, comm,
+            sizeof comm);
+    ck_assert_str_eq(comm, CINFER_COMM_GROUP); /* the launcher brings it (launch-mpi) */
+}
+END_TEST
+
 /* A worker's settings over a socket pair, as the engine hands them over: what goes in
  * comes out, and every way the stream can be wrong is refused with words. */
 START_TEST(worker_settings_travel_on_stdin)
@@ -382,10 +421,11 @@ START_TEST(worker_settings_travel_on_stdin)
     struct cinfer_server_args in;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
-    ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
-                                                    "test", &err), 0);
+    ck_assert_int_eq(cinfer_server_args_load_string(
+                         &in, "launcher = { dp_size = 3; tp_size = 2; }; model = { dtype = \"f16\"; };", "test", &err),
+                     0);
     struct engine_endpoints endpoints;
-    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &in, &err), 0);
+    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &in, 0, &err), 0);
     struct cinfer_port_args ports;
     cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, 2, 1, &ports);
     ck_assert_str_eq(ports.rpc, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
@@ -411,7 +451,8 @@ START_TEST(worker_settings_travel_on_stdin)
 
     /* Nothing written yet: a timeout that says so. */
     ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 50, &out, &out_ports, &err), CINFER_ERR_TIMEOUT);
-    ck_assert_str_eq(err.message, "no settings on standard input: 0 of 4 bytes of the settings' length came within 50 ms");
+    ck_assert_str_eq(err.message,
+                     "no settings on standard input: 0 of 4 bytes of the settings' length came within 50 ms");
     /* A length beyond any settings. */
     ck_assert_int_eq(write(sv[0], "\xff\xff\xff\x7f", 4), 4);
     ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 1000, &out, &out_ports, &err), CINFER_ERR_PARSE);
@@ -460,7 +501,8 @@ END_TEST
 START_TEST(counts_beyond_limits_are_rejected)
 {
     /* A TOKENS frame that claims 4 billion items in a few bytes. */
-    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
+    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF,
+    0xFF, 0xFF};
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, sizeof frame, &out, &err), CINFER_ERR_PARSE);
@@ -639,6 +681,7 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, headers_are_checked);
     tcase_add_test(tc, heartbeat_round_trips);
     tcase_add_test(tc, worker_settings_travel_on_stdin);
+    tcase_add_test(tc, a_replica_s_communicator_is_named_for_where_its_ranks_run);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
     tcase_add_test(tc, error_codes_round_trip_in_tokens_and_text);

@@ -58,14 +58,16 @@ const struct option cinfer_options[] = {
     {.section = "launcher", .name = "plugin", .flag = "--launcher",
      .type = OPTION_STRING, .offset = FIELD(launcher), .default_string = "auto", .value_name = "NAME",
      .help = "The launcher plugin that starts the worker processes: auto (every launcher found is asked "
-             "whether it is usable here, and the highest priority wins: MPI inside an MPI job, else fork), "
-             "fork, mpi or ssh (short for launch-fork, launch-mpi, launch-ssh), any other launcher plugin by "
-             "name, or the path of a plugin file. `cinfer plugins` shows each launcher's answer."},
+             "whether it is usable here, and the highest priority wins: launch-mpi inside a Slurm or MPI "
+             "allocation, launch-ssh with hosts, else launch-fork), fork, mpi or ssh (short for launch-fork, "
+             "launch-mpi, launch-ssh), any other launcher plugin by name, or the path of a plugin file. "
+             "`cinfer plugins` shows each launcher's answer."},
     {.section = "launcher", .name = "hosts", .flag = "--hosts",
      .type = OPTION_STRING_LIST, .offset = FIELD(hosts), .value_name = "HOST,...",
-     .help = "Hosts the scheduler ranks run on, as host or user@host: one per data-parallel replica (its ranks "
-             "share the host), or one per rank (dp_size times tp_size, replica by replica). With hosts, every "
-             "channel is tcp:// with CURVE keys made for the engine."},
+     .help = "Hosts the scheduler ranks run on, as host or user@host (launch-ssh; launch-mpi takes host names): "
+             "one per data-parallel replica (its ranks share the host), or one per rank (dp_size times tp_size, "
+             "replica by replica). With hosts, every channel is tcp:// with CURVE keys made for the engine. "
+             "Empty inside a Slurm or MPI allocation, launch-mpi takes one node of it per replica."},
     {.section = "launcher", .name = "bind_address", .flag = "--bind-address",
      .type = OPTION_STRING, .offset = FIELD(bind_address), .value_name = "ADDRESS",
      .help = "With hosts: the address of this machine the workers reach its channels at; unset, the address "
@@ -73,15 +75,17 @@ const struct option cinfer_options[] = {
              "address)."},
     {.section = "launcher", .name = "port_base", .flag = "--port-base",
      .type = OPTION_INT, .offset = FIELD(port_base), .min = 0, .max = 65000, .default_int = 0, .value_name = "PORT",
-     .help = "With hosts: the first tcp port of the engine's channels (it uses 2 + dp_size * (tp_size + 2) in a "
+     .help = "With hosts: the first tcp port of the engine's channels (it uses 2 + dp_size * (tp_size + 3) in a "
              "row); 0 picks one from the process id."},
     {.section = "launcher", .name = "ssh_args", .flag = "--ssh-args",
      .type = OPTION_STRING, .offset = FIELD(ssh_args), .value_name = "ARGS",
-     .help = "Extra arguments for the ssh client of launch-ssh, split on spaces (\"-F FILE -i KEY\")."},
+     .help = "Extra arguments for the ssh client, split on spaces (\"-F FILE -i KEY\"): launch-ssh's, and "
+             "mpirun's when launch-mpi reaches other hosts (its plm_rsh_args)."},
     {.section = "launcher", .name = "connect_timeout", .flag = "--connect-timeout",
      .type = OPTION_DURATION_MS, .offset = FIELD(connect_timeout_ms), .min = SECOND_MS, .max = 3600 * SECOND_MS,
      .default_int = 10 * SECOND_MS, .value_name = "TIME",
-     .help = "How long launch-ssh waits for a host to answer (ssh's ConnectTimeout, whole seconds)."},
+     .help = "How long ssh waits for a host to answer (ConnectTimeout, whole seconds), for launch-ssh and for "
+             "mpirun's ssh under launch-mpi."},
     {.section = "launcher", .name = "remote_worker", .flag = "--remote-worker",
      .type = OPTION_STRING_LIST, .offset = FIELD(remote_workers), .value_name = "[HOST=]PATH,...",
      .help = "The cinfer-worker executable on the hosts: PATH for every host, HOST=PATH for one; unset, the "

@@ -142,6 +142,49 @@ static int make_worker_table(struct cinfer_engine *e, struct cinfer_error *err)
     return CINFER_OK;
 }
 
+static void launcher_config(const struct cinfer_engine *e, struct cinfer_launcher_config *c)
+{
+    *c = (struct cinfer_launcher_config){
+        .struct_size = sizeof *c, .worker_path = e->worker_path,
+        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size,
+        .ssh_args = e->args.ssh_args, .connect_timeout_ms = e->args.connect_timeout_ms,
+        .remote_workers = (const char *const *)e->args.remote_workers.items};
+}
+
+static int launcher_brings_comm(const struct cinfer_launcher_ops *ops)
+{
+    return ops->version >= 3 && ops->group_join != NULL;
+}
+
+/* The launcher plugin (launcher.plugin, or the best usable one for "auto"); with no
+ * launcher.hosts, the hosts of the allocation it finds (Slurm's nodes, a hostfile)
+ * become the engine's hosts. */
+static int choose_launcher(struct cinfer_engine *e, struct cinfer_error *err)
+{
+    struct cinfer_launcher_config lconfig;
+    launcher_config(e, &lconfig);
+    int rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err);
+    if (rc)
+        return rc;
+    e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
+    if (e->args.hosts.count > 0 || e->launcher->version < 3 || !e->launcher->allocation_hosts)
+        return CINFER_OK;
+    char **hosts = NULL;
+    if ((rc = e->launcher->allocation_hosts(&lconfig, &hosts, err))) {
+        cinfer_error_prefix(err, "launcher %s", cinfer_plugin_descriptor_of(e->launcher_plugin)->name);
+        return rc;
+    }
+    if (!hosts)
+        return CINFER_OK;
+    size_t n = 0;
+    while (hosts[n])
+        n++;
+    e->args.hosts.items = hosts; /* the args own them from here */
+    e->args.hosts.count = (int)n;
+    cinfer_log(CINFER_LOG_SEV_INFO, "hosts from the allocation: %zu (first %s)", n, n ? hosts[0] : "none");
+    return CINFER_OK;
+}
+
 int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
@@ -171,8 +214,9 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     char run_dir[192] = "";
     if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
+        (rc = choose_launcher(e, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
-        (rc = cinfer_endpoints_init(&e->endpoints, run_dir, &e->args, err))) {
+        (rc = cinfer_endpoints_init(&e->endpoints, run_dir, &e->args, launcher_brings_comm(e->launcher), err))) {
         if (run_dir[0] && !e->endpoints.run_dir[0])
             cinfer_run_dir_remove(run_dir);
         destroy(e);
@@ -200,16 +244,8 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
         destroy(e);
         return rc;
     }
-    struct cinfer_launcher_config lconfig = {
-        .struct_size = sizeof lconfig, .worker_path = e->worker_path,
-        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size,
-        .ssh_args = e->args.ssh_args, .connect_timeout_ms = e->args.connect_timeout_ms,
-        .remote_workers = (const char *const *)e->args.remote_workers.items};
-    if ((rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err))) {
-        destroy(e);
-        return rc;
-    }
-    e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
+    struct cinfer_launcher_config lconfig;
+    launcher_config(e, &lconfig);
     if ((rc = cinfer_launcher_start(e->launcher, &lconfig, &e->launch, err)) ||
         (rc = cinfer_engine_start_workers(e, err))) {
         destroy(e);

@@ -77,7 +77,8 @@ struct engine_replica {
     void **rpc;                       /* (tp_size) DEALER per rank; under rpc_lock */
     int in_flight;                    /* requests routed here and still open; under lock */
     int routed;                       /* requests ever routed here; under lock */
-    char comm_name[128];              /* its shared-memory communicator (tp_size > 1) */
+    char comm_name[128];              /* the shared-memory communicator the engine made for it, or "" */
+    int starts;                       /* times its ranks were started (names each start's segment) */
 };
 
 struct engine_router;                 /* router.h */

@@ -11,6 +11,7 @@
  * its replica only: its requests fail with the worker named, its other ranks stop, and
  * the restart policy starts the replica again while the others keep serving. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,11 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
                                 strerror(errno));
     w->lifeline = sv[0];
     *child_end = sv[1];
+    /* The settings are written before the worker exists: room for them in the socket,
+     * and never a wait (a frame that does not fit is an error, not a hang). */
+    int room = 1 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     snprintf(b->dp, sizeof b->dp, "%d", w->dp_rank);
     snprintf(b->tp, sizeof b->tp, "%d", w->tp_rank);
     int n = 0;
@@ -117,8 +123,10 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
 }
 
 /* Starts workers [first, first + n): as one group where the launcher can (a replica's
- * ranks), else one by one; then writes each one's settings on its standard input. On
- * failure none of them is left running. */
+ * ranks), else one by one. Each one's settings are on its standard input before its
+ * launcher runs (a launcher that delivers them its own way, like launch-mpi, reads them
+ * from there); a worker that is slow to read them holds no one up. On failure none of
+ * them is left running. */
 static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfer_error *err)
 {
     struct spawn_buffers *bufs = calloc((size_t)n, sizeof *bufs);
@@ -134,6 +142,9 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
         w->handle = NULL;
         memset(&w->limits, 0, sizeof w->limits);
         rc = prepare_spawn(e, w, &bufs[prepared], &reqs[prepared], &child_ends[prepared], err);
+        if (rc == CINFER_OK && !e->custom_hooks &&
+            (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &w->ports, err)))
+            cinfer_error_prefix(err, "%s", w->name);
     }
     if (rc == CINFER_OK) {
         if (e->launcher->version >= 2 && e->launcher->spawn_group && n > 1) {
@@ -146,12 +157,6 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
     for (int i = 0; i < prepared; i++) {
         close(child_ends[i]); /* the worker holds its own copy now */
         e->workers[first + i].handle = handles[i];
-    }
-    /* Settings go after the start, so a worker that is slow to read them holds no one up. */
-    for (int i = 0; rc == CINFER_OK && i < n; i++) {
-        struct engine_worker *w = &e->workers[first + i];
-        if (!e->custom_hooks && (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &w->ports, err)))
-            cinfer_error_prefix(err, "%s", w->name);
     }
     if (rc) {
         for (int i = 0; i < prepared; i++) {
@@ -216,13 +221,29 @@ static void describe_end(struct cinfer_engine *e, const struct engine_worker *w,
 
 /* ---- a replica's communicator ----------------------------------------------------------- */
 
-/* A replica of several ranks shares a shared-memory communicator, made fresh for every
- * start (a dead group's counters may be mid-collective) before its ranks attach. */
+/* A replica of several ranks on this machine shares a shared-memory communicator, made
+ * fresh for every start (a dead group's counters may be mid-collective) before its
+ * ranks attach. One whose ranks share another host gets a segment its rank 0 makes
+ * there, under a name fresh for every start; one spread over hosts, or started by a
+ * launcher with its own transport, needs nothing made here. */
 static int create_replica_comm(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
 {
     if (e->args.tp_size <= 1)
         return CINFER_OK;
-    snprintf(r->comm_name, sizeof r->comm_name, "%s", e->workers[r->first_worker].ports.comm);
+    r->starts++;
+    struct cinfer_port_args fresh;
+    const struct engine_worker *tp0 = &e->workers[r->first_worker];
+    cinfer_endpoints_of_worker(&e->endpoints, tp0->role, tp0->dp_rank, tp0->tp_rank, &fresh);
+    if (!strncmp(fresh.comm, CINFER_COMM_SHM_BY_RANK0, strlen(CINFER_COMM_SHM_BY_RANK0))) {
+        for (int t = 0; t < e->args.tp_size; t++) {
+            struct cinfer_port_args *ports = &e->workers[r->first_worker + t].ports;
+            snprintf(ports->comm, sizeof ports->comm, "%.100s-s%d", fresh.comm, r->starts);
+        }
+        return CINFER_OK;
+    }
+    if (fresh.comm[0] != '/')
+        return CINFER_OK;
+    snprintf(r->comm_name, sizeof r->comm_name, "%s", fresh.comm);
     struct cinfer_error ignored = {0};
     cinfer_comm_shm_unlink(r->comm_name, &ignored); /* a previous start's */
     int rc = cinfer_comm_shm_create(r->comm_name, e->args.tp_size, 0, err);
@@ -572,10 +593,21 @@ static void replica_failed(struct cinfer_engine *e, struct engine_replica *r, co
         engine_failed(e, why);
 }
 
-/* A worker that ended or stopped heartbeating; describes it in why. */
+/* How telling an ended worker's status is: a launcher that starts a group as one job
+ * (mpirun) sees the whole group end when one rank does, and gives that rank its real
+ * status and the others an exit status of 0. */
+static int end_rank(const struct cinfer_worker_status *st)
+{
+    return st->state == CINFER_WORKER_SIGNALED ? 2 : st->code != 0 ? 1 : 0;
+}
+
+/* A worker that ended (the one whose end tells the most, when several did) or stopped
+ * heartbeating; describes it in why. */
 static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, size_t why_bytes)
 {
     long now = now_ms();
+    struct engine_worker *ended = NULL;
+    struct cinfer_worker_status ended_status = {0};
     for (int i = 0; i < e->n_workers; i++) {
         struct engine_worker *w = &e->workers[i];
         if (w->phase == CINFER_WORKER_DOWN || !w->handle)
@@ -583,12 +615,14 @@ static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, siz
         struct cinfer_worker_status st;
         e->launcher->status(e->launch, w->handle, &st);
         if (st.state != CINFER_WORKER_RUNNING) {
-            describe_end(e, w, &st, "", why, why_bytes);
-            w->phase = CINFER_WORKER_DOWN;
-            return w;
+            if (!ended || end_rank(&st) > end_rank(&ended_status)) {
+                ended = w;
+                ended_status = st;
+            }
+            continue;
         }
         long silent_ms = now - w->last_heartbeat_ms;
-        if (w->phase == CINFER_WORKER_UP && silent_ms > e->args.watchdog_timeout_ms) {
+        if (!ended && w->phase == CINFER_WORKER_UP && silent_ms > e->args.watchdog_timeout_ms) {
             /* Hung (a step that never ends, a stopped process): it will not answer, so it
              * is killed rather than asked; stopping it reaps it. */
             e->launcher->signal(e->launch, w->handle, SIGKILL);
@@ -598,7 +632,11 @@ static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, siz
             return w;
         }
     }
-    return NULL;
+    if (ended) {
+        describe_end(e, ended, &ended_status, "", why, why_bytes);
+        ended->phase = CINFER_WORKER_DOWN;
+    }
+    return ended;
 }
 
 /* A restarting replica whose ranks are all READY starts serving; one past its deadline

@@ -19,10 +19,12 @@
 #define LONGEST_SUFFIX "-dp1023-tp1023"
 
 /* tcp ports from port_base: the main process's status channel, the detokenizer's input,
- * then per replica its tp0's input, its plan channel and each rank's RPC. */
+ * then per replica its tp0's input, its plan channel, each rank's RPC and its tcp
+ * communicator (used when its ranks are on different hosts). */
 #define PORT_STATUS 0
 #define PORT_DETOKENIZER 1
 #define PORTS_BEFORE_REPLICAS 2
+#define PORTS_PER_REPLICA(tp_size) ((tp_size) + 3)
 
 /* host without "user@", resolved to a numeric address (IPv4 first). */
 static int resolve_host(const char *listed, char *out, size_t out_bytes, struct cinfer_error *err)
@@ -97,7 +99,7 @@ static int init_tcp(struct engine_endpoints *ep, const struct cinfer_server_args
         return rc;
     }
     snprintf(ep->main_bind, sizeof ep->main_bind, "%s", bind_all ? "*" : ep->main_address);
-    int span = PORTS_BEFORE_REPLICAS + ep->dp_size * (ep->tp_size + 2);
+    int span = PORTS_BEFORE_REPLICAS + ep->dp_size * PORTS_PER_REPLICA(ep->tp_size);
     ep->port_base = args->port_base > 0 ? args->port_base : 20000 + (int)(getpid() * 64 % 40000);
     if (ep->port_base + span > 65535)
         return cinfer_error_set(err, CINFER_ERR_RANGE,
@@ -106,9 +108,10 @@ static int init_tcp(struct engine_endpoints *ep, const struct cinfer_server_args
 }
 
 int cinfer_endpoints_init(struct engine_endpoints *ep, const char *run_dir, const struct cinfer_server_args *args,
-                          struct cinfer_error *err)
+                          int group_comm, struct cinfer_error *err)
 {
     memset(ep, 0, sizeof *ep);
+    ep->group_comm = group_comm;
     if (strlen(run_dir) + sizeof LONGEST_SOCKET_NAME + sizeof LONGEST_SUFFIX > MAX_SOCKET_PATH ||
         strlen(run_dir) >= sizeof ep->run_dir)
         return cinfer_error_set(err, CINFER_ERR_RANGE,
@@ -145,6 +148,32 @@ static void tcp_endpoint(char *out, size_t out_bytes, const char *address, int p
     snprintf(out, out_bytes, strchr(address, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", address, port);
 }
 
+/* 1 when every rank of the replica runs at the same address. */
+static int replica_on_one_host(const struct engine_endpoints *ep, int dp_rank)
+{
+    for (int t = 1; t < ep->tp_size; t++)
+        if (strcmp(ep->rank_address[dp_rank * ep->tp_size + t], ep->rank_address[dp_rank * ep->tp_size]))
+            return 0;
+    return 1;
+}
+
+/* The replica's communicator, as struct cinfer_port_args' comm spells it. */
+static void replica_comm(const struct engine_endpoints *ep, int dp_rank, char *out, size_t out_bytes)
+{
+    if (ep->tp_size <= 1)
+        out[0] = '\0';
+    else if (ep->group_comm)
+        snprintf(out, out_bytes, "%s", CINFER_COMM_GROUP);
+    else if (!ep->tcp)
+        snprintf(out, out_bytes, "%s-dp%d", ep->comm_prefix, dp_rank);
+    else if (replica_on_one_host(ep, dp_rank))
+        snprintf(out, out_bytes, "%s%s-dp%d", CINFER_COMM_SHM_BY_RANK0, ep->comm_prefix, dp_rank);
+    else
+        tcp_endpoint(out, out_bytes, ep->rank_address[dp_rank * ep->tp_size],
+                     ep->port_base + PORTS_BEFORE_REPLICAS + dp_rank * PORTS_PER_REPLICA(ep->tp_size) + ep->tp_size +
+                         2);
+}
+
 void cinfer_endpoints_of_worker(const struct engine_endpoints *ep, int role, int dp_rank, int tp_rank,
                                 struct cinfer_port_args *out)
 {
@@ -170,14 +199,14 @@ void cinfer_endpoints_of_worker(const struct engine_endpoints *ep, int role, int
     }
     if (role != CINFER_WORKER_SCHEDULER)
         return;
-    snprintf(out->comm, sizeof out->comm, "%s-dp%d", ep->comm_prefix, dp_rank);
+    replica_comm(ep, dp_rank, out->comm, sizeof out->comm);
     if (!ep->tcp) {
         snprintf(out->scheduler_input, sizeof out->scheduler_input, "ipc://%s/scheduler-in-dp%d", dir, dp_rank);
         snprintf(out->rpc, sizeof out->rpc, "ipc://%s/rpc-dp%d-tp%d", dir, dp_rank, tp_rank);
         snprintf(out->plan, sizeof out->plan, "ipc://%s/plan-dp%d", dir, dp_rank);
         return;
     }
-    int replica_port = ep->port_base + PORTS_BEFORE_REPLICAS + dp_rank * (ep->tp_size + 2);
+    int replica_port = ep->port_base + PORTS_BEFORE_REPLICAS + dp_rank * PORTS_PER_REPLICA(ep->tp_size);
     const char *tp0 = ep->rank_address[dp_rank * ep->tp_size];
     tcp_endpoint(out->scheduler_input, sizeof out->scheduler_input, tp0, replica_port);
     tcp_endpoint(out->plan, sizeof out->plan, tp0, replica_port + 1);

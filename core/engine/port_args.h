@@ -24,13 +24,15 @@ struct engine_endpoints {
     char (*rank_address)[CINFER_ADDRESS_BYTES]; /* (dp_size * tp_size) numeric address of each scheduler rank */
     char (*rank_host)[CINFER_ADDRESS_BYTES];    /* (dp_size * tp_size) the host as listed, user@ included */
     int dp_size, tp_size;
+    int group_comm;            /* the launcher brings each group's communicator */
     struct cinfer_port_args keys; /* the curve_* fields only */
 };
 
-/* For run_dir and the settings' hosts, sizes, bind address and port base. Errors name
- * a host that does not resolve, or a run folder too long for a unix socket path. */
+/* For run_dir and the settings' hosts, sizes, bind address and port base; group_comm:
+ * the launcher brings each replica's communicator (launch-mpi). Errors name a host that
+ * does not resolve, or a run folder too long for a unix socket path. */
 int cinfer_endpoints_init(struct engine_endpoints *ep, const char *run_dir, const struct cinfer_server_args *args,
-                          struct cinfer_error *err);
+                          int group_comm, struct cinfer_error *err);
 void cinfer_endpoints_free(struct engine_endpoints *ep);
 
 /* The endpoints of the worker with this role and ranks (dp_rank and tp_rank ignored

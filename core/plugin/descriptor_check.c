@@ -72,6 +72,13 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
         REQUIRE_SLOT(ops, query_config);
         REQUIRE_SLOT(ops, init_config);
     }
+    /* version 3's slots are optional, but the vtable must be long enough to hold them */
+    size_t v3_size = offsetof(struct cinfer_launcher_ops, allocation_hosts) + sizeof ops->allocation_hosts;
+    if (ops->version >= 3 && ops->struct_size < v3_size)
+        return cinfer_error_set(err, CINFER_ERR_ABI,
+                                "%s: plugin '%s' has launcher vtable version %u but only %u bytes, expected at "
+                                "least %zu",
+                                origin, d->name, ops->version, ops->struct_size, v3_size);
     return CINFER_OK;
 }
 

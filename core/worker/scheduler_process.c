@@ -3,8 +3,9 @@
  * take requests and aborts, answer RPCs, run one batching step, send the new tokens to
  * the detokenizer. It exits when told to shut down or when its lifeline breaks.
  *
- * Under tensor parallelism (tp_size > 1) every rank of the replica attaches to the
- * replica's shared-memory communicator and holds its shard of the model. Rank 0 runs
+ * Under tensor parallelism (tp_size > 1) every rank of the replica joins the replica's
+ * communicator (shared memory on one host, MPI from launch-mpi, tcp across hosts:
+ * worker_comm.h) and holds its shard of the model. Rank 0 runs
  * the scheduler as above; each forward call's plan goes to the other ranks over the
  * plan channel (rank 0's ROUTER, which each follower's DEALER joins with a hello) before
  * the call computes. The other ranks
@@ -18,7 +19,6 @@
 #include <zmq.h>
 
 #include "cinfer/config.h"
-#include "comm/comm_shm.h"
 #include "engine/default_model.h"
 #include "engine/port_args.h"
 #include "ipc/channel.h"
@@ -28,6 +28,7 @@
 #include "scheduler/scheduler.h"
 #include "util/log.h"
 #include "worker/hooks.h"
+#include "worker/worker_comm.h"
 #include "worker/worker_link.h"
 
 struct scheduler_process {
@@ -69,6 +70,10 @@ static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struc
 
 /* Rank 0's plan of a forward call, to every follower before the call computes. A send
  * that fails leaves a follower behind: the forward fails and the group is aborted. */
+/* What tp0 sends its followers on the plan channel when it stops cleanly (no plan is
+ * this short). */
+#define GROUP_STOP "stop"
+
 static int publish_plan(void *ctx, const void *plan, size_t plan_bytes, struct cinfer_error *err)
 {
     struct scheduler_process *sp = ctx;
@@ -157,7 +162,8 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
     const struct cinfer_server_args *args = sp->args;
     const char *model_path = args->model_path ? args->model_path : cinfer_default_model_path();
     int rc;
-    if (sp->tp_size > 1 && (rc = cinfer_comm_shm_attach(ports->comm, sp->tp_rank, &sp->comm, err)))
+    if (sp->tp_size > 1 && (rc = cinfer_worker_comm_attach(ports, sp->tp_rank, sp->tp_size, sp->link.zmq_context,
+                                                           args->start_timeout_ms, &sp->comm, err)))
         return rc;
     /* A rank reads only its shard: no page of the file is read at load. */
     struct cinfer_model_load_options load_opts = {.show_progress = 0, .dtype = args->dtype,
@@ -220,8 +226,9 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .vocab_size = (uint32_t)c->vocab_size,
     };
     cinfer_worker_link_ready(&sp->link, &ready);
-    cinfer_log(CINFER_LOG_SEV_INFO, "ready: %s, %lld KV tokens, context %d%s", model_path, (long long)kv_tokens,
-               context, sp->tp_size > 1 ? (sp->tp_rank ? ", following tp0's plans" : ", leading the group") : "");
+    cinfer_log(CINFER_LOG_SEV_INFO, "ready: %s, %lld KV tokens, context %d%s%s%s", model_path, (long long)kv_tokens,
+               context, sp->tp_size > 1 ? (sp->tp_rank ? ", following tp0's plans" : ", leading the group") : "",
+               sp->comm ? " over the communicator " : "", sp->comm ? sp->comm->ops->name : "");
     return CINFER_OK;
 }
 
@@ -516,6 +523,11 @@ static int follow(struct scheduler_process *sp)
             struct cinfer_error err = {0};
             if (cinfer_channel_recv(sp->plan_in, 0, &plan, &len, NULL, &err) != CINFER_OK)
                 continue;
+            if (len == sizeof GROUP_STOP - 1 && !memcmp(plan, GROUP_STOP, len)) {
+                free(plan);
+                cinfer_log(CINFER_LOG_SEV_INFO, "tp0 stopped the group; exiting");
+                break;
+            }
             int rc = cinfer_runtime_forward_plan(sp->rt, plan, len, &err);
             free(plan);
             if (rc) /* the group is aborted: rank 0's forward fails too, and the engine tears it down */
@@ -546,6 +558,11 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
         status = tp_rank == 0 ? lead(&sp) : follow(&sp);
+        /* A clean stop takes the followers along, so the whole group leaves together
+         * (an MPI job then ends without an abort). */
+        struct cinfer_error ignored = {0};
+        if (status == 0 && tp_rank == 0 && sp.tp_size > 1)
+            publish_plan(&sp, GROUP_STOP, sizeof GROUP_STOP - 1, &ignored);
     }
     cinfer_scheduler_destroy(&sp.sched);
     cinfer_runtime_destroy(&sp.rt);

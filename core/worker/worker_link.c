@@ -5,7 +5,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -118,8 +120,16 @@ void cinfer_worker_link_close(struct cinfer_worker_link *link)
     }
 }
 
+/* Where the lifeline is: standard input (the engine's socket or pipe), or, for a rank
+ * started by a launcher that gives only one rank the engine's input (mpirun), the
+ * process that started it. */
+static int lifeline_is_parent;
+static pid_t lifeline_parent;
+
 int cinfer_lifeline_gone(void)
 {
+    if (lifeline_is_parent)
+        return getppid() != lifeline_parent;
     struct pollfd p = {.fd = 0, .events = POLLIN};
     if (poll(&p, 1, 0) <= 0)
         return 0;
@@ -127,6 +137,25 @@ int cinfer_lifeline_gone(void)
         return 1;
     char byte;
     return read(0, &byte, 1) <= 0; /* the main process never writes; readable means EOF */
+}
+
+int cinfer_lifeline_use_parent(struct cinfer_error *err)
+{
+    /* Standard input becomes a pipe that never turns readable, so the loops that poll it
+     * wait on their sockets alone; the parent's end kills this process. */
+    int never[2];
+    if (pipe(never) != 0)
+        return cinfer_error_set(err, CINFER_ERR_IO, "lifeline: cannot make a pipe: %s", strerror(errno));
+    dup2(never[0], 0);
+    close(never[0]); /* never[1] stays open, unused, for the life of the process */
+    lifeline_parent = getppid();
+    lifeline_is_parent = 1;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        return cinfer_error_set(err, CINFER_ERR_IO, "lifeline: cannot ask to die with the parent: %s",
+                                strerror(errno));
+    if (getppid() != lifeline_parent) /* it died before the request took */
+        return cinfer_error_set(err, CINFER_ERR_CHILD, "lifeline: the process that started this worker is gone");
+    return CINFER_OK;
 }
 
 static int watch_grace_ms;
@@ -151,6 +180,8 @@ static void *lifeline_watcher(void *arg)
 
 int cinfer_lifeline_watch(int grace_ms)
 {
+    if (lifeline_is_parent)
+        return CINFER_OK; /* the kernel's parent-death signal watches */
     watch_grace_ms = grace_ms;
     pthread_t t;
     if (pthread_create(&t, NULL, lifeline_watcher, NULL) != 0)

@@ -37,6 +37,11 @@ int cinfer_worker_heartbeat_interval_ms(int watchdog_timeout_ms);
 /* 1 once standard input reports end of file or hang-up (the main process is gone). */
 int cinfer_lifeline_gone(void);
 
+/* Makes the process that started this worker its lifeline instead of standard input
+ * (a rank of a launch-mpi group other than the one that read the settings): it gets
+ * SIGKILL when that process ends. */
+int cinfer_lifeline_use_parent(struct cinfer_error *err);
+
 /* A thread that ends the process grace_ms after standard input hangs up, whatever its
  * loop is doing: a rank stuck in a collective or in a long step, or a remote worker
  * whose SSH session ended, still goes. The loops' own check (cinfer_lifeline_gone)

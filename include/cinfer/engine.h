@@ -157,7 +157,7 @@ struct cinfer_port_args {
     char rpc[CINFER_ENDPOINT_BYTES];               /* main DEALER -> its rank's ROUTER (binds) */
     char plan[CINFER_ENDPOINT_BYTES];              /* its replica's tp0 ROUTER (binds) -> followers' DEALER:
                                                     * each forward's plan (tensor parallelism) */
-    char comm[128];                                /* its replica's communicator (a shared-memory name) */
+    char comm[128];                                /* its replica's communicator (tp_size > 1), see below */
     /* CURVE for tcp:// endpoints (empty for ipc://): the binding side of every channel
      * serves with the server key pair and accepts only clients that present the client
      * key pair; both are fresh for each engine and travel only on standard input. */
@@ -166,6 +166,17 @@ struct cinfer_port_args {
     char curve_client_public[CINFER_CURVE_KEY_BYTES];
     char curve_client_secret[CINFER_CURVE_KEY_BYTES];
 };
+
+/* How port args' comm names a replica's communicator:
+ *   "/NAME"             a shared-memory segment the engine made on this machine;
+ *   "shm-by-rank0:/NAME" a shared-memory segment rank 0 makes on its host (all the
+ *                       replica's ranks are there); the others wait for it, and rank 0
+ *                       removes the name once every rank has joined;
+ *   "tcp://ADDR:PORT"   the tcp communicator through rank 0 (ranks on different hosts
+ *                       without MPI: the slow path);
+ *   "group"             the one the launcher's group_join hands the worker (launch-mpi). */
+#define CINFER_COMM_SHM_BY_RANK0 "shm-by-rank0:"
+#define CINFER_COMM_GROUP "group"
 
 /* ---- hooks: how worker processes run and how the tokenizer is made ----------------- */
 /* Bump when a slot is appended; slots are never reordered or removed. A caller fills
