@@ -83,6 +83,15 @@ static struct cinfer_server_args engine_args(int dp_size)
     return args;
 }
 
+static struct cinfer_engine *start_args(struct cinfer_server_args *args)
+{
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(args, NULL, &e, &err) == 0, "engine over ssh: %s", err.message);
+    cinfer_server_args_free(args);
+    return e;
+}
+
 static struct cinfer_engine *start(int dp_size)
 {
     struct cinfer_server_args args = engine_args(dp_size);
@@ -333,6 +342,51 @@ START_TEST(sigkill_of_the_main_process_leaves_nothing_on_any_host)
 }
 END_TEST
 
+/* ---- tensor parallelism on a host ------------------------------------------------------ */
+
+/* Names in /dev/shm that hold "-comm-" (a communicator segment). */
+static int comm_segments(void)
+{
+    char text[4096];
+    cinfer_test_run("ls /dev/shm 2>/dev/null | grep -c -- '-comm-' || true", text, sizeof text);
+    return atoi(text);
+}
+
+START_TEST(tp2_inside_a_host_over_its_shared_memory)
+{
+    struct cinfer_server_args args = engine_args(1); /* one replica on replica_host(0) */
+    args.tp_size = 2;
+    int before = comm_segments();
+    struct cinfer_engine *e = start_args(&args);
+    struct cinfer_worker_info *workers;
+    int n;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_workers(e, &workers, &n, &err), 0);
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(workers[1].host, replica_host(0)->address);
+    ck_assert_str_eq(workers[2].host, replica_host(0)->address);
+    free(workers);
+    /* rank 0 made the segment on the host and removed its name once both joined */
+    ck_assert_int_eq(comm_segments(), before);
+    static struct job j;
+    for (int i = 0; i < 3; i++) {
+        j = (struct job){.engine = e, .max_new = 12};
+        j.n_ids = make_prompt(40 + i, j.ids);
+        run_blocking(&j);
+        ck_assert_msg(j.rc == 0, "%s", j.err.message);
+        int32_t want[12];
+        int k = cinfer_test_greedy_reference(cinfer_test_engine_model(), j.ids, j.n_ids, 12, 1, want);
+        ck_assert_int_eq((int)j.result.n_output_ids, k);
+        for (int t = 0; t < k; t++)
+            ck_assert_int_eq(j.result.output_ids[t], want[t]);
+        cinfer_generate_result_free(&j.result);
+    }
+    printf("ssh: tp2 inside host %s over shared memory its rank 0 made: 3 prompts, the runtime's greedy answers; "
+           "no segment name left\n", replica_host(0)->address);
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------ */
 
 static void expect_start_error(const char *extra_flag, const char *extra_value, const char *host, const char *cause,
@@ -444,6 +498,7 @@ static Suite *suite_launch_ssh(void)
     tcase_add_test(tc, kill_9_of_a_remote_worker_names_its_host);
     tcase_add_test(tc, dropping_the_ssh_connection_ends_the_remote_worker);
     tcase_add_test(tc, sigkill_of_the_main_process_leaves_nothing_on_any_host);
+    tcase_add_test(tc, tp2_inside_a_host_over_its_shared_memory);
     tcase_add_test(tc, unreachable_host_refused_key_missing_worker);
     tcase_add_test(tc, a_client_without_the_key_is_refused);
     suite_add_tcase(s, tc);

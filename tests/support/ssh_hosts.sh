@@ -29,6 +29,10 @@ down() {
         done <"$dir/namespaces"
         rm -f "$dir/namespaces"
     fi
+    if [ -f "$dir/ip_forward" ]; then  # as it was before
+        sysctl -qw net.ipv4.ip_forward="$(cat "$dir/ip_forward")" 2>/dev/null || true
+        rm -f "$dir/ip_forward"
+    fi
 }
 
 if [ "$cmd" = down ]; then
@@ -82,7 +86,9 @@ echo "  IdentityFile /nonexistent" >>"$dir/ssh_config_nokey"
 start_sshd loopback 127.0.0.1 "$port"
 echo "loopback 127.0.0.1 -" >>"$dir/hosts"
 
-# Namespace hosts: a veth pair each, 10.X.I.1 on this side, 10.X.I.2 inside.
+# Namespace hosts: a veth pair each, 10.X.I.1 on this side, 10.X.I.2 inside. Hosts
+# reach each other through this machine (MPI ranks talk directly), so it forwards
+# while they exist; down puts the setting back.
 subnet=$((100 + $$ % 100))
 i=1
 : >"$dir/namespaces"
@@ -93,6 +99,10 @@ while [ "$i" -le "$n" ]; do
         break
     fi
     echo "$ns" >>"$dir/namespaces"
+    if [ ! -f "$dir/ip_forward" ]; then
+        cat /proc/sys/net/ipv4/ip_forward >"$dir/ip_forward"
+        sysctl -qw net.ipv4.ip_forward=1 || true
+    fi
     outer="v$$-$i"
     ip link add "$outer" type veth peer name eth0 netns "$ns"
     ip addr add "10.$subnet.$i.1/24" dev "$outer"
