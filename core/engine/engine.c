@@ -60,7 +60,8 @@ static int find_worker(char *out, size_t out_bytes, struct cinfer_error *err)
         }
     }
     return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
-                            "cannot find the cinfer-worker executable (looked beside libcinfer and in %s; set CINFER_WORKER)",
+                            "cannot find the cinfer-worker executable "
+                            "(looked beside libcinfer and in %s; set CINFER_WORKER)",
                             n > 0 ? self : "the executable's folder");
 }
 

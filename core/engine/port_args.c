@@ -115,7 +115,8 @@ int cinfer_endpoints_init(struct engine_endpoints *ep, const char *run_dir, cons
     if (strlen(run_dir) + sizeof LONGEST_SOCKET_NAME + sizeof LONGEST_SUFFIX > MAX_SOCKET_PATH ||
         strlen(run_dir) >= sizeof ep->run_dir)
         return cinfer_error_set(err, CINFER_ERR_RANGE,
-                                "run folder %s is too long for a unix socket path (at most %d bytes with the socket name)",
+                                "run folder %s is too long for a unix socket path "
+                                "(at most %d bytes with the socket name)",
                                 run_dir, MAX_SOCKET_PATH);
     snprintf(ep->run_dir, sizeof ep->run_dir, "%s", run_dir);
     /* A shared-memory name is one path component: the run folder's own name makes it

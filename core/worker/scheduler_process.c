@@ -218,7 +218,8 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         return rc;
 
     int64_t kv_tokens = sp->sched ? cinfer_scheduler_max_total_tokens(sp->sched)
-                                  : (int64_t)cinfer_runtime_kv_pages_total(sp->rt) * cinfer_runtime_kv_page_tokens(sp->rt);
+                                  : (int64_t)cinfer_runtime_kv_pages_total(sp->rt) *
+                                        cinfer_runtime_kv_page_tokens(sp->rt);
     struct cinfer_msg_ready ready = {
         .max_total_tokens = (uint64_t)kv_tokens,
         .max_request_len = (uint32_t)context,
