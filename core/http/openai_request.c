@@ -31,9 +31,6 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
         const char *name;
         const char *why;
     } never[] = {
-        {"regex", "constrained decoding (regex) is not supported by this server"},
-        {"json_schema", "constrained decoding (json_schema) is not supported by this server"},
-        {"ebnf", "constrained decoding (ebnf) is not supported by this server"},
         {"suffix", "suffix (fill-in-the-middle) is not supported by this server"},
     };
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
@@ -45,23 +42,57 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
     if (out->echo && field_present(body, "logprobs"))
         return cinfer_http_field_error(req, "echo", "echo together with logprobs is not supported by this server (the "
                                                     "prompt's logprobs are not computed); drop one of them");
-    if (kind == OPENAI_CHAT) {
-        const json_t *fmt = NULL;
-        int rc = cinfer_http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
-        if (rc < 0)
-            return -1;
-        if (rc > 0) {
-            const char *type = "";
-            if (cinfer_http_field_string(req, fmt, "type", &type) < 0)
-                return -1;
-            if (strcmp(type, "text") != 0)
-                return cinfer_http_field_error(req, "response_format",
-                                               "type \"%s\" is not supported by this server (no constrained decoding); "
-                                               "expected \"text\"",
-                                               type);
-        }
-    }
     return 0;
+}
+
+/* response_format (OpenAI: text, json_object, json_schema) and SGLang's json_schema,
+ * regex and ebnf beside it: at most one constraint, read into the sampling params. */
+static int read_constraint(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    if (cinfer_http_read_constraint(req, body, &out->sampling, &out->owned_constraint) < 0)
+        return -1;
+    const json_t *fmt = NULL;
+    int rc = cinfer_http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
+    if (rc <= 0)
+        return rc;
+    const char *type = NULL;
+    if (cinfer_http_field_string(req, fmt, "type", &type) < 0)
+        return -1;
+    if (!type)
+        return cinfer_http_field_error(req, "response_format", "expected a \"type\": \"text\", \"json_object\" or "
+                                                               "\"json_schema\"");
+    if (!strcmp(type, "text"))
+        return 0;
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (p->json_schema || p->regex || p->ebnf)
+        return cinfer_http_field_error(req, "response_format", "cannot be combined with %s",
+                                       p->json_schema ? "json_schema" : p->regex ? "regex" : "ebnf");
+    if (!strcmp(type, "json_object")) {
+        p->json_schema = "{\"type\":\"object\"}"; /* any JSON object */
+    } else if (!strcmp(type, "json_schema")) {
+        const json_t *js = json_object_get(fmt, "json_schema");
+        if (!json_is_object(js))
+            return cinfer_http_field_error(req, "response_format",
+                                           "type \"json_schema\" needs a \"json_schema\" object ({\"name\": ..., "
+                                           "\"schema\": {...}}), found %s",
+                                           js ? cinfer_http_json_type_words(js) : "nothing");
+        const json_t *schema = json_object_get(js, "schema");
+        if (schema && !json_is_object(schema) && !json_is_boolean(schema))
+            return cinfer_http_field_error(req, "response_format", "json_schema.schema: expected a schema object, found %s",
+                                           cinfer_http_json_type_words(schema));
+        out->owned_constraint = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+        if (!out->owned_constraint) {
+            cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading response_format");
+            return -1;
+        }
+        p->json_schema = out->owned_constraint;
+    } else {
+        return cinfer_http_field_error(req, "response_format",
+                                       "type \"%.40s\" is not supported by this server; expected \"text\", "
+                                       "\"json_object\" or \"json_schema\"",
+                                       type);
+    }
+    return cinfer_http_check_constraint(req, p, "response_format");
 }
 
 static int read_sampling(const struct http_request *req, const json_t *body, enum openai_kind kind, int vocab_size,
@@ -456,6 +487,7 @@ int cinfer_openai_request_parse(const struct http_request *req, json_t *body, en
     out->body = body;
     if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind, out) < 0 ||
         read_response_options(req, body, out) < 0 || read_sampling(req, body, kind, vocab_size, out) < 0 ||
+        read_constraint(req, body, out) < 0 ||
         (kind == OPENAI_COMPLETIONS ? read_prompts(req, body, vocab_size, out) : read_chat(req, body, out)) < 0) {
         cinfer_openai_request_free(out);
         return -1;
@@ -470,5 +502,6 @@ void cinfer_openai_request_free(struct openai_request *r)
     free(r->prompts);
     json_decref(r->template_context);
     json_decref(r->body);
+    free(r->owned_constraint);
     memset(r, 0, sizeof *r);
 }

@@ -53,6 +53,7 @@ struct openai_request {
      * tools, add_generation_prompt, chat_template_kwargs merged in); owned */
     json_t *template_context;
     int continue_final_message;            /* cut the rendering after the last message */
+    char *owned_constraint;                /* sampling.json_schema when made here (malloc'd) */
 };
 
 /* Reads body (the reference is stolen, also on failure) into *out. Returns 0, or -1

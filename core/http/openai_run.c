@@ -23,6 +23,7 @@ struct openai_choice {
     int32_t last_id;
     int prompt_tokens;
     int completion_tokens;
+    int cached_tokens;            /* prompt tokens the prefix cache held */
     int role_sent;                /* chat stream: the {"role": "assistant"} delta went out */
     int echoed;                   /* completions stream with echo: the prompt went out */
 };
@@ -135,13 +136,15 @@ static json_t *envelope(const struct openai_run *run, const char *object, json_t
                      choices);
 }
 
-static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion)
+static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion, long long *cached)
 {
-    *prompt = *completion = 0;
+    *prompt = *completion = *cached = 0;
     for (size_t i = 0; i < run->n_choices; i++) {
         const struct openai_choice *c = &run->choices[i];
-        if (c->index % run->r.n == 0) /* each prompt counts once, however many choices */
+        if (c->index % run->r.n == 0) { /* each prompt counts once, however many choices */
             *prompt += c->prompt_tokens;
+            *cached += c->cached_tokens;
+        }
         *completion += c->completion_tokens;
     }
 }
@@ -168,10 +171,10 @@ static json_t *response_json(const struct openai_run *run)
             return NULL;
         }
     }
-    long long prompt, completion;
-    usage_totals(run, &prompt, &completion);
+    long long prompt, completion, cached;
+    usage_totals(run, &prompt, &completion, &cached);
     json_t *out = envelope(run, chat ? "chat.completion" : "text_completion", choices);
-    if (out && json_object_set_new(out, "usage", cinfer_openai_usage(prompt, completion))) {
+    if (out && json_object_set_new(out, "usage", cinfer_openai_usage(prompt, completion, cached))) {
         json_decref(out);
         return NULL;
     }
@@ -255,6 +258,8 @@ static int take_chunk(struct openai_run *run, struct openai_choice *c, const str
         c->prompt_tokens = ch->prompt_tokens;
     if (ch->completion_tokens > c->completion_tokens)
         c->completion_tokens = ch->completion_tokens;
+    if (ch->cached_tokens > c->cached_tokens)
+        c->cached_tokens = ch->cached_tokens;
     if (ch->n_ids)
         c->last_id = ch->ids[ch->n_ids - 1];
     if (ch->finish_reason != CINFER_FINISH_NONE) {
@@ -352,11 +357,11 @@ static int sse_next(void *state, struct http_buffer *out)
     }
     if (!c) {
         if (run->r.include_usage) {
-            long long prompt, completion;
-            usage_totals(run, &prompt, &completion);
+            long long prompt, completion, cached;
+            usage_totals(run, &prompt, &completion, &cached);
             json_t *chunk = envelope(run, run->r.kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
                                      json_array());
-            if (!chunk || json_object_set_new(chunk, "usage", cinfer_openai_usage(prompt, completion)) ||
+            if (!chunk || json_object_set_new(chunk, "usage", cinfer_openai_usage(prompt, completion, cached)) ||
                 cinfer_http_sse_event(out, chunk))
                 return CINFER_ERR_NOMEM;
         }
