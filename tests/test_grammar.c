@@ -311,7 +311,8 @@ START_TEST(json_schema_refusals_name_the_keyword)
     expect_schema_refusal("{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"null\"}}}}",
                           "json_schema at #/properties/a: keyword 'not'");
     expect_schema_refusal("{\"type\":\"array\",\"uniqueItems\":true}", "keyword 'uniqueItems'");
-    expect_schema_refusal("{\"patternProperties\":{\"^x\":{}}}", "keyword 'patternProperties'");
+    expect_schema_refusal("{\"properties\":{\"xa\":{\"type\":\"string\"}},\"patternProperties\":{\"^x\":{\"type\":\"integer\"}}}",
+                          "pattern \"^x\" also governs the declared property \"xa\"");
     expect_schema_refusal("{\"$ref\":\"http://example.com/s.json\"}", "keyword '$ref' to another document");
     expect_schema_refusal("{\"type\":\"string\",\"format\":\"idn-email\"}", "keyword 'format' \"idn-email\"");
     expect_schema_refusal("{\"type\":\"number\",\"minimum\":0.5}", "keyword 'minimum'");

@@ -615,6 +615,42 @@ static void key_not_in(struct text_buf *o, const char **names, int n, int depth)
     cinfer_tb_puts(o, ")");
 }
 
+/* Does JSON Schema's pattern (a search) find a match in key? 1, 0, or -1 refused. */
+static int pattern_matches(struct conv *c, const char *pattern, const char *key, const char *path)
+{
+    static struct cinfer_token_table *none; /* matching bytes needs no vocabulary */
+    struct text_buf g = {0};
+    cinfer_tb_puts(&g, "root ::= \"\\\"\" ");
+    int rc = cinfer_regex_to_expr(pattern, strlen(pattern), 1, &g, c->err);
+    cinfer_tb_puts(&g, " \"\\\"\"\n");
+    struct cinfer_grammar *gr = NULL;
+    struct cinfer_grammar_masks *m = NULL;
+    struct cinfer_grammar_matcher *mt = NULL;
+    if (rc == CINFER_OK && !g.failed)
+        rc = cinfer_grammar_compile_text(g.s, g.n, &gr, c->err);
+    cinfer_tb_free(&g);
+    if (rc) {
+        char why[CINFER_ERROR_MESSAGE_BYTES];
+        snprintf(why, sizeof why, "%s", c->err->message);
+        return refuse(c, rc, path, "keyword 'patternProperties' \"%.80s\": %s", pattern, why);
+    }
+    struct cinfer_token_table empty = {.vocab = 1, .offset = (uint32_t[1]){0}, .len = (uint32_t[1]){0}};
+    (void)none;
+    int found = 0;
+    if (cinfer_grammar_masks_create(gr, &empty, &m, c->err) == CINFER_OK &&
+        cinfer_grammar_matcher_create(m, &mt) == CINFER_OK) {
+        json_t *kj = json_string(key);
+        char *enc = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL;
+        found = enc && cinfer_grammar_matcher_accept_bytes(mt, (const uint8_t *)enc, strlen(enc)) == 0 &&
+                cinfer_grammar_matcher_can_end(mt);
+        free(enc);
+        json_decref(kj);
+    }
+    cinfer_grammar_matcher_free(&mt);
+    cinfer_grammar_masks_unref(&m);
+    return found;
+}
+
 static int key_usable_in_trie(const char *k)
 {
     for (; *k; k++)
@@ -633,8 +669,30 @@ static int gen_object(struct conv *c, json_t *s, const char *path, struct text_b
         return refuse(c, CINFER_ERR_INVALID_ARGUMENT, path, "keyword 'properties': expected an object");
     if (req && !json_is_array(req))
         return refuse(c, CINFER_ERR_INVALID_ARGUMENT, path, "keyword 'required': expected an array of names");
-    if (json_object_get(s, "patternProperties"))
-        return unsupported(c, path, "patternProperties", NULL);
+    /* patternProperties: keys matching a pattern are never written (a subset of what
+     * the schema allows), so only a declared property that a pattern also governs
+     * could break the value; that is refused */
+    json_t *patterns = json_object_get(s, "patternProperties");
+    if (patterns && !json_is_object(patterns))
+        return refuse(c, CINFER_ERR_INVALID_ARGUMENT, path, "keyword 'patternProperties': expected an object");
+    const char *pat;
+    json_t *pat_schema;
+    json_object_foreach(patterns, pat, pat_schema) {
+        if (json_is_true(pat_schema) || (json_is_object(pat_schema) && json_object_size(pat_schema) == 0))
+            continue;
+        const char *pk;
+        json_t *pv;
+        json_object_foreach(props, pk, pv) {
+            int m = pattern_matches(c, pat, pk, path);
+            if (m < 0)
+                return -1;
+            if (m)
+                return refuse(c, CINFER_ERR_UNSUPPORTED, path,
+                              "keyword 'patternProperties': pattern \"%.80s\" also governs the declared property "
+                              "\"%.80s\", whose value would have to satisfy both schemas",
+                              pat, pk);
+        }
+    }
     if (json_object_get(s, "propertyNames"))
         return unsupported(c, path, "propertyNames", NULL);
     if (unev && !json_is_false(unev))
@@ -658,6 +716,8 @@ static int gen_object(struct conv *c, json_t *s, const char *path, struct text_b
         n_req++;
     }
     int extras = !props ? !json_is_false(addl) && !json_is_false(unev) : (addl && !json_is_false(addl));
+    if (patterns)
+        extras = 0; /* an extra key a pattern matches would answer to the pattern's schema */
     const json_t *mnp = json_object_get(s, "minProperties"), *mxp = json_object_get(s, "maxProperties");
     if (mnp && json_integer_value(mnp) > n_req)
         return unsupported(c, path, "minProperties", "more than the required properties");
@@ -961,6 +1021,133 @@ static json_t *merge(struct conv *c, json_t *a, json_t *b, const char *path)
     return m;
 }
 
+static const char *implied_type(const json_t *s);
+
+/* ---- oneOf: only branches no value can satisfy twice ------------------------------- */
+
+/* What tells a branch apart: its constants, its one type, or a required property with
+ * constants (a discriminator). */
+struct branch_key {
+    int kind; /* 0 unknown, 1 values, 2 type, 3 discriminator */
+    const json_t *values; /* kind 1, 3: an array of the allowed values */
+    json_t *owned;
+    const char *type;     /* kind 2 ("integer" counts as "number") */
+    const char *prop;     /* kind 3 */
+};
+
+static const json_t *constants_of(const json_t *s, json_t **owned)
+{
+    const json_t *cv = json_object_get(s, "const");
+    if (cv)
+        return *owned = json_pack("[O]", cv);
+    const json_t *ev = json_object_get(s, "enum");
+    return json_is_array(ev) ? ev : NULL;
+}
+
+static struct branch_key branch_key(struct conv *c, json_t *b, const char *path)
+{
+    struct branch_key k = {0};
+    const json_t *r = json_is_object(b) ? json_object_get(b, "$ref") : NULL;
+    if (json_is_string(r) && !(b = resolve_ref(c, json_string_value(r), path)))
+        return k;
+    if (!json_is_object(b))
+        return k;
+    if ((k.values = constants_of(b, &k.owned))) {
+        k.kind = 1;
+        return k;
+    }
+    const json_t *t = json_object_get(b, "type");
+    const char *type = json_is_string(t) ? json_string_value(t) : implied_type(b);
+    if (type && !strcmp(type, "object")) {
+        const json_t *req = json_object_get(b, "required");
+        const json_t *props = json_object_get(b, "properties");
+        size_t i;
+        const json_t *name;
+        json_array_foreach(req, i, name) {
+            const json_t *ps = json_object_get(props, json_string_value(name));
+            json_t *owned = NULL;
+            const json_t *vals = ps ? constants_of(ps, &owned) : NULL;
+            if (vals) {
+                k.kind = 3;
+                k.values = vals;
+                k.owned = owned;
+                k.prop = json_string_value(name);
+                return k;
+            }
+            json_decref(owned);
+        }
+    }
+    if (type) {
+        k.kind = 2;
+        k.type = !strcmp(type, "integer") ? "number" : type;
+    }
+    return k;
+}
+
+static int values_overlap(const json_t *a, const json_t *b)
+{
+    size_t i, j;
+    const json_t *x, *y;
+    json_array_foreach(a, i, x) json_array_foreach(b, j, y) if (json_equal(x, y)) return 1;
+    return 0;
+}
+
+static int value_has_type(const json_t *v, const char *type)
+{
+    return type_matches(v, type) || (!strcmp(type, "number") && json_is_number(v));
+}
+
+static int keys_disjoint(const struct branch_key *a, const struct branch_key *b)
+{
+    if (!a->kind || !b->kind)
+        return 0;
+    if (a->kind > b->kind)
+        return keys_disjoint(b, a);
+    if (a->kind == 1 && b->kind == 1)
+        return !values_overlap(a->values, b->values);
+    if (a->kind == 1 && b->kind == 2) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(a->values, i, x) if (value_has_type(x, b->type)) return 0;
+        return 1;
+    }
+    if (a->kind == 1 && b->kind == 3) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(a->values, i, x) if (json_is_object(x)) return 0;
+        return 1;
+    }
+    if (a->kind == 2 && b->kind == 2)
+        return strcmp(a->type, b->type) != 0;
+    if (a->kind == 2 && b->kind == 3)
+        return strcmp(a->type, "object") != 0;
+    return !strcmp(a->prop, b->prop) && !values_overlap(a->values, b->values);
+}
+
+/* 0 when no two branches of oneOf can hold for one value, else refused (-1). */
+static int check_one_of(struct conv *c, json_t *branches, const char *path)
+{
+    size_t n = json_array_size(branches);
+    struct branch_key *keys = calloc(n ? n : 1, sizeof *keys);
+    if (!keys)
+        return refuse(c, CINFER_ERR_NOMEM, path, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        keys[i] = branch_key(c, json_array_get(branches, i), path);
+    int rc = c->failed ? -1 : 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        for (size_t j = i + 1; j < n && rc == 0; j++)
+            if (!keys_disjoint(&keys[i], &keys[j]))
+                rc = refuse(c, CINFER_ERR_UNSUPPORTED, path,
+                            "keyword 'oneOf' is not supported for constrained decoding when a value could satisfy "
+                            "two branches (here %zu and %zu); supported: branches of different types, distinct "
+                            "constants, or a required property with distinct constants; or use anyOf",
+                            i, j);
+    for (size_t i = 0; i < n; i++)
+        json_decref(keys[i].owned);
+    free(keys);
+    return rc;
+}
+
 static const char *const refused_keywords[] = {"not", "if", "then", "else", "dependencies", "dependentRequired",
                                                "dependentSchemas", "$dynamicRef", "$recursiveRef", "minContains",
                                                "maxContains", NULL};
@@ -1083,8 +1270,10 @@ static int gen(struct conv *c, json_t *s, const char *path, struct text_buf *out
     const json_t *ref = json_object_get(s, "$ref");
     json_t *all = json_object_get(s, "allOf");
     json_t *any = json_object_get(s, "anyOf");
-    if (!any)
-        any = json_object_get(s, "oneOf");
+    if (!any && (any = json_object_get(s, "oneOf")) && json_is_array(any) && check_one_of(c, any, path) < 0) {
+        rc = -1;
+        goto done;
+    }
     if (ref || all || any) {
         json_t *rest = json_deep_copy(s);
         const char *k;

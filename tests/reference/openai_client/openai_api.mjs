@@ -91,7 +91,8 @@ await check('completion: greedy text equals the C API, finish "length", usage co
   assert.equal(r.choices[0].text, P1.greedyText);
   assert.equal(r.choices[0].finish_reason, P1.greedyIds.length === M ? 'length' : 'stop');
   assert.deepEqual(r.usage, { prompt_tokens: P1.promptTokens, completion_tokens: P1.greedyIds.length,
-                              total_tokens: P1.promptTokens + P1.greedyIds.length });
+                              total_tokens: P1.promptTokens + P1.greedyIds.length,
+                              prompt_tokens_details: { cached_tokens: 0 } });
 });
 
 await check('completion: token-id prompt gives the same text as its text', async () => {
@@ -451,7 +452,104 @@ await check('chat: bad messages are BadRequestError naming messages', async () =
     model: cfg.model, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 'top_logprobs');
   await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
     model: cfg.model, messages: [{ role: 'user', content: 'x' }],
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 'response_format');
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { not: {} } } } }), 'response_format');
+});
+
+// ---- structured output ------------------------------------------------------------------
+// The outputs are fixed by the constraint, whatever this small model would say: each is
+// checked by parsing and by the schema's rules written out here.
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, maxItems: 3 },
+    kind: { anyOf: [{ type: 'null' }, { const: 'human' }] },
+  },
+  required: ['name', 'age', 'tags', 'kind'],
+  additionalProperties: false,
+};
+function assertPerson(p) {
+  assert.equal(typeof p, 'object');
+  assert.deepEqual(Object.keys(p), ['name', 'age', 'tags', 'kind']);
+  assert.equal(typeof p.name, 'string');
+  assert.ok([...p.name].length <= 12, `name ${JSON.stringify(p.name)} is longer than 12`);
+  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, `age ${p.age}`);
+  assert.ok(Array.isArray(p.tags) && p.tags.length <= 3 && p.tags.every((t) => ['a', 'b', 'c'].includes(t)));
+  assert.ok(p.kind === null || p.kind === 'human');
+}
+const personFormat = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
+const chatMsgs = [{ role: 'user', content: 'Describe a person as JSON.' }];
+
+await check('structured output: chat.completions.parse returns the parsed object, for every seed', async () => {
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.chat.completions.parse({ model: cfg.model, messages: chatMsgs, temperature: 1, seed,
+                                                    max_tokens: 400, response_format: personFormat });
+    const m = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${m.content}`);
+    assertPerson(m.parsed);
+    assert.deepEqual(m.parsed, JSON.parse(m.content));
+  }
+});
+
+await check('structured output: streamed chunks join to a valid object; n=3 choices each valid', async () => {
+  const chunks = await streamChat({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 7, max_tokens: 400,
+                                    response_format: personFormat });
+  const { text, finish } = joinStream(chunks, 'content');
+  assert.equal(finish[0], 'stop');
+  assertPerson(JSON.parse(text[0]));
+  const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 9,
+                                                   n: 3, max_tokens: 400, response_format: personFormat });
+  assert.equal(r.choices.length, 3);
+  for (const c of r.choices) assertPerson(JSON.parse(c.message.content));
+});
+
+await check('structured output: json_object gives a JSON object; logprobs stay inside the constraint', async () => {
+  const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 3,
+                                                   max_tokens: 300, response_format: { type: 'json_object' },
+                                                   logprobs: true, top_logprobs: 3 });
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.ok(v !== null && typeof v === 'object' && !Array.isArray(v));
+  const first = r.choices[0].logprobs.content[0];
+  assert.equal(first.token, '{'); // nothing else can start an object (the model's vocabulary has no "{ ...")
+  for (const alt of first.top_logprobs) assert.ok(alt.token.startsWith('{') || alt.logprob <= -9999, alt.token);
+});
+
+await check('structured output: SGLang regex and ebnf on /v1/completions match (JavaScript RegExp)', async () => {
+  const regex = '(yes|no), [0-9]{2}-[a-z]{3}';
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.completions.create({ model: cfg.model, prompt: P1.text, max_tokens: 60, temperature: 1,
+                                                seed, regex });
+    assert.match(r.choices[0].text, new RegExp(`^(?:${regex})$`));
+    assert.equal(r.choices[0].finish_reason, 'stop');
+  }
+  const ebnf = 'root ::= "[" num ("," num)* "]"\nnum ::= [1-9] [0-9]?\n';
+  const r = await client.completions.create({ model: cfg.model, prompt: P1.text, max_tokens: 400, temperature: 1,
+                                              seed: 5, ebnf });
+  assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].text);
+  const arr = JSON.parse(r.choices[0].text);
+  assert.ok(Array.isArray(arr) && arr.every((x) => Number.isInteger(x) && x >= 1 && x <= 99), r.choices[0].text);
+});
+
+await check('structured output: refusals name the field and the keyword', async () => {
+  const e = await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: chatMsgs,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } },
+  }), 'response_format');
+  assert.match(e.message, /keyword 'uniqueItems'/);
+  const e2 = await expectError(OpenAI.BadRequestError, 400, () => client.completions.create({
+    model: cfg.model, prompt: 'x', regex: '(?=a)b' }), 'regex');
+  assert.match(e2.message, /lookaround/);
+});
+
+await check('usage: a repeated long prompt reports prompt_tokens_details.cached_tokens from the prefix cache', async () => {
+  const prompt = Array(12).fill(P2.text).join(' ');
+  const first = await client.completions.create({ ...greedy, prompt, max_tokens: 2 });
+  const again = await client.completions.create({ ...greedy, prompt, max_tokens: 2 });
+  const cached = again.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > 0 && cached < again.usage.prompt_tokens, `cached ${cached} of ${again.usage.prompt_tokens}`);
+  assert.ok(first.usage.prompt_tokens_details.cached_tokens <= cached);
+  figures.cachedTokens = cached;
 });
 
 // Last, as it ends the engine: a lost worker ends a stream with an error event and
