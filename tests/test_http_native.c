@@ -56,6 +56,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int keep_prefix_cache; /* a test that reads cached_tokens turns the prefix cache on */
+
 static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
 {
     cinfer_test_make_tmp_dir("http-native");
@@ -71,7 +73,7 @@ static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
     args.context_length = CONTEXT;
     args.port = 0;
     args.max_request_body_bytes = 64 << 10;
-    args.disable_radix_cache = 1; /* so freed pages are free, not kept for prefix reuse */
+    args.disable_radix_cache = !keep_prefix_cache; /* so freed pages are free, not kept for prefix reuse */
     if (max_running)
         args.max_running_requests = max_running;
     if (max_queued)
@@ -518,7 +520,9 @@ END_TEST
  * how much of a repeated prompt the prefix cache held. */
 START_TEST(constrained_generate_and_cached_tokens)
 {
+    keep_prefix_cache = 1;
     start(0, 0);
+    keep_prefix_cache = 0;
     struct reply r = curl("POST", "/generate",
                           "{\"text\": [\"And God said\", \"In the beginning\"], \"sampling_params\": {\"n\": 2, "
                           "\"temperature\": 1, \"seed\": 4, \"max_new_tokens\": 300, \"json_schema\": {\"type\": "

@@ -523,7 +523,7 @@ await check('structured output: SGLang regex and ebnf on /v1/completions match (
     assert.match(r.choices[0].text, new RegExp(`^(?:${regex})$`));
     assert.equal(r.choices[0].finish_reason, 'stop');
   }
-  const ebnf = 'root ::= "[" num ("," num)* "]"\nnum ::= [1-9] [0-9]?\n';
+  const ebnf = 'root ::= "[" num ("," num){0,5} "]"\nnum ::= [1-9] [0-9]?\n';
   const r = await client.completions.create({ model: cfg.model, prompt: P1.text, max_tokens: 400, temperature: 1,
                                               seed: 5, ebnf });
   assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].text);
