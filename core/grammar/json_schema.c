@@ -268,7 +268,10 @@ static int n_digits(long long v)
     return d;
 }
 
-/* Decimal strings lo..hi of the same length, as alternatives. */
+/* Decimal strings lo..hi of the same length, as alternatives: the first digit where
+ * they differ splits the range into lo's branch, a middle of whole digit runs, and hi's
+ * branch; a branch whose tail is all 0s (lo) or all 9s (hi) joins the middle, so each
+ * level recurses at most once per side and the text stays linear in the length. */
 static void same_len(struct text_buf *o, const char *lo, const char *hi, int n)
 {
     int i = 0;
@@ -284,21 +287,24 @@ static void same_len(struct text_buf *o, const char *lo, const char *hi, int n)
         return;
     memset(nines, '9', (size_t)r);
     memset(zeros, '0', (size_t)r);
+    int lo_whole = memcmp(lo + i + 1, zeros, (size_t)r) == 0;
+    int hi_whole = memcmp(hi + i + 1, nines, (size_t)r) == 0;
+    char a = lo_whole ? lo[i] : (char)(lo[i] + 1), b = hi_whole ? hi[i] : (char)(hi[i] - 1);
+    int alts = 0;
     cinfer_tb_puts(o, "(");
-    cinfer_tb_printf(o, "\"%c\" ", lo[i]);
-    if (r) {
-        cinfer_tb_puts(o, "(");
+    if (!lo_whole) {
+        cinfer_tb_printf(o, "\"%c\" (", lo[i]);
         same_len(o, lo + i + 1, nines, r);
         cinfer_tb_puts(o, ")");
+        alts++;
     }
-    if (lo[i] + 1 <= hi[i] - 1) {
-        cinfer_tb_printf(o, " | [%c-%c]", lo[i] + 1, hi[i] - 1);
+    if (a <= b) {
+        cinfer_tb_printf(o, "%s[%c-%c]", alts++ ? " | " : "", a, b);
         if (r)
             cinfer_tb_printf(o, " [0-9]{%d}", r);
     }
-    cinfer_tb_printf(o, " | \"%c\" ", hi[i]);
-    if (r) {
-        cinfer_tb_puts(o, "(");
+    if (!hi_whole) {
+        cinfer_tb_printf(o, "%s\"%c\" (", alts++ ? " | " : "", hi[i]);
         same_len(o, zeros, hi + i + 1, r);
         cinfer_tb_puts(o, ")");
     }
