@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/output_parsers.h"
+#include "grammar/grammar.h"
+#include "grammar/text_buf.h"
 #include "http/request_fields.h"
 #include "http/sampling_fields.h"
 
@@ -398,6 +401,146 @@ static int read_messages(const struct http_request *req, const json_t *body, jso
     return 0;
 }
 
+/* The grammar of forced tool calls in the model's format: each call names one of the
+ * allowed tools and its arguments follow that tool's parameters schema. */
+static int tool_grammar(const struct http_request *req, const json_t *tools, const char *only, int parallel,
+                        enum cinfer_tool_format format, char **out)
+{
+    struct text_buf g = {0}, calls = {0};
+    size_t i;
+    const json_t *t;
+    int n = 0;
+    json_array_foreach(tools, i, t) {
+        const json_t *fn = json_object_get(t, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (only && strcmp(name, only) != 0)
+            continue;
+        json_t *params = json_object_get(fn, "parameters");
+        json_t *any = NULL;
+        if (!params)
+            params = any = json_pack("{s:s}", "type", "object");
+        char prefix[32], *rules = NULL, *root = NULL;
+        snprintf(prefix, sizeof prefix, "tool%zu-", i);
+        struct cinfer_error err = {0};
+        int rc = cinfer_json_schema_to_rules(params, prefix, &rules, &root, &err);
+        json_decref(any);
+        if (rc) {
+            cinfer_tb_free(&g);
+            cinfer_tb_free(&calls);
+            return cinfer_http_field_error(req, "tools", "tools[%zu].function.parameters: %s", i, err.message);
+        }
+        json_t *name_json = json_string(name);
+        char *name_text = json_dumps(name_json, JSON_ENCODE_ANY);
+        json_decref(name_json);
+        struct text_buf head = {0};
+        cinfer_tb_printf(&head, "{\"name\": %s, \"%s\": ", name_text ? name_text : "\"\"",
+                         format == CINFER_TOOLS_LLAMA3 ? "parameters" : "arguments");
+        free(name_text);
+        cinfer_tb_printf(&calls, "%s", n++ ? " | " : "");
+        cinfer_tb_literal(&calls, head.s, head.n);
+        cinfer_tb_printf(&calls, " %s \"}\"", root);
+        cinfer_tb_puts(&g, rules);
+        cinfer_tb_free(&head);
+        free(rules);
+        free(root);
+    }
+    struct text_buf top = {0};
+    const char *more = parallel ? "*" : "{0}";
+    if (format == CINFER_TOOLS_HERMES)
+        cinfer_tb_printf(&top, "root ::= call (\"\\n\" call)%s\ncall ::= \"<tool_call>\\n\" (%s) \"\\n</tool_call>\"\n",
+                         more, calls.s ? calls.s : "");
+    else if (format == CINFER_TOOLS_LLAMA3)
+        cinfer_tb_printf(&top, "root ::= call (\"; \" call)%s\ncall ::= %s\n", more, calls.s ? calls.s : "");
+    else /* Mistral's [TOOL_CALLS] is a control token: the bare array, which the parser takes when forced */
+        cinfer_tb_printf(&top, "root ::= \"[\" call (\", \" call)%s \"]\"\ncall ::= %s\n", more, calls.s ? calls.s : "");
+    cinfer_tb_put(&top, g.s ? g.s : "", g.n);
+    cinfer_tb_free(&g);
+    cinfer_tb_free(&calls);
+    if (top.failed) {
+        cinfer_tb_free(&top);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the tool grammar");
+        return -1;
+    }
+    *out = top.s;
+    return 0;
+}
+
+/* tools go to the template, which lays them out as the model was trained to see them;
+ * tool_choice "none" leaves them out, "auto" lets the model choose and reads calls out
+ * of the output, "required" and a named function force a call with constrained
+ * decoding (arguments valid under the tool's parameters), parallel_tool_calls false
+ * allows one call. */
+static int read_tools(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    json_t *ctx = out->template_context;
+    const json_t *tools = NULL;
+    if (cinfer_http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+        return -1;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        const json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(t) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return cinfer_http_field_error(req, "tools", "tools[%zu]: expected {\"type\": \"function\", \"function\": "
+                                                         "{\"name\": ..., \"parameters\": {...}}}", i);
+        const json_t *params = json_object_get(fn, "parameters");
+        if (params && !json_is_object(params))
+            return cinfer_http_field_error(req, "tools", "tools[%zu].function.parameters: expected a JSON Schema object", i);
+    }
+    int parallel = 1;
+    if (cinfer_http_field_bool(req, body, "parallel_tool_calls", &parallel) < 0)
+        return -1;
+    const json_t *choice = json_object_get(body, "tool_choice");
+    const char *mode = "auto", *only = NULL;
+    if (choice && !json_is_null(choice)) {
+        if (json_is_string(choice)) {
+            mode = json_string_value(choice);
+            if (strcmp(mode, "none") && strcmp(mode, "auto") && strcmp(mode, "required"))
+                return cinfer_http_field_error(req, "tool_choice",
+                                               "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                               "\"function\": {\"name\": ...}}, found \"%.40s\"", mode);
+        } else {
+            only = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+            if (!json_is_object(choice) || !only)
+                return cinfer_http_field_error(req, "tool_choice",
+                                               "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                               "\"function\": {\"name\": ...}}, found %s",
+                                               cinfer_http_json_type_words(choice));
+            mode = "named";
+        }
+    }
+    if (!strcmp(mode, "none") || !tools)
+        return 0;
+    json_object_set(ctx, "tools", (json_t *)tools);
+    out->tool_format = req->ctx ? req->ctx->tool_format : CINFER_TOOLS_NONE;
+    if (!strcmp(mode, "auto"))
+        return 0;
+    if (only) {
+        int found = 0;
+        json_array_foreach(tools, i, t) found |= !strcmp(json_string_value(json_object_get(json_object_get(t, "function"),
+                                                                                          "name")),
+                                                        only);
+        if (!found)
+            return cinfer_http_field_error(req, "tool_choice", "names the function \"%.80s\", which tools does not list",
+                                           only);
+    }
+    if (out->tool_format == CINFER_TOOLS_NONE)
+        return cinfer_http_field_error(req, "tool_choice",
+                                       "forcing a tool call needs to know the model's tool-call format, and this "
+                                       "model's chat template shows none: start the server with --tool-call-parser "
+                                       "(qwen25, llama3 or mistral)");
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (p->json_schema || p->regex || p->ebnf)
+        return cinfer_http_field_error(req, "tool_choice", "a forced tool call cannot be combined with %s",
+                                       p->json_schema ? "response_format or json_schema" : p->regex ? "regex" : "ebnf");
+    if (tool_grammar(req, tools, only, parallel && !only, (enum cinfer_tool_format)out->tool_format,
+                     &out->tool_grammar) < 0)
+        return -1;
+    p->ebnf = out->tool_grammar;
+    out->tools_forced = 1;
+    return cinfer_http_check_constraint(req, p, "tools");
+}
+
 static int read_chat(const struct http_request *req, const json_t *body, struct openai_request *out)
 {
     if (out->n > OPENAI_MAX_GENERATIONS)
@@ -410,6 +553,7 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
         return -1;
     }
     out->template_context = ctx;
+    out->reasoning_format = req->ctx ? req->ctx->reasoning_format : CINFER_REASONING_NONE;
     if (read_messages(req, body, messages) < 0)
         return -1;
 
@@ -431,24 +575,8 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
     }
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
 
-    /* tools go to the template, which lays them out as the model was trained to see
-     * them; the output is returned as text (tool calls are not parsed out of it) */
-    const json_t *tools = NULL;
-    if (cinfer_http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+    if (read_tools(req, body, out) < 0)
         return -1;
-    const json_t *choice = json_object_get(body, "tool_choice");
-    int tools_off = 0;
-    if (choice && !json_is_null(choice)) {
-        const char *c = json_string_value(choice);
-        if (!c || (strcmp(c, "none") != 0 && strcmp(c, "auto") != 0))
-            return cinfer_http_field_error(req, "tool_choice",
-                                           "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs "
-                                           "constrained decoding, which this server does not do",
-                                           c ? "\"" : "", c ? c : cinfer_http_json_type_words(choice), c ? "\"" : "");
-        tools_off = !strcmp(c, "none");
-    }
-    if (tools && !tools_off)
-        json_object_set(ctx, "tools", (json_t *)tools);
 
     const json_t *kwargs = NULL;
     if (cinfer_http_field_of_type(req, body, "chat_template_kwargs", JSON_OBJECT, &kwargs) < 0)
@@ -503,5 +631,6 @@ void cinfer_openai_request_free(struct openai_request *r)
     json_decref(r->template_context);
     json_decref(r->body);
     free(r->owned_constraint);
+    free(r->tool_grammar);
     memset(r, 0, sizeof *r);
 }

@@ -1,0 +1,386 @@
+/* Reasoning and tool calls out of a model's streamed output (output_parsers.h). */
+#include "chat/output_parsers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int emit(json_t *to, const char *s, size_t n)
+{
+    if (!to || n == 0)
+        return 0;
+    json_t *v = json_stringn(s, n);
+    if (!v) { /* not UTF-8 (cannot happen: the detokenizer hands out complete characters) */
+        char *fixed = malloc(n + 1);
+        if (!fixed)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            fixed[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+        v = json_stringn(fixed, n);
+        free(fixed);
+    }
+    return v && json_array_append_new(to, v) == 0 ? 0 : -1;
+}
+
+/* The length of the longest suffix of s[0..n) that is a proper prefix of marker. */
+static size_t partial_suffix(const char *s, size_t n, const char *marker)
+{
+    size_t m = strlen(marker);
+    for (size_t k = m - 1 < n ? m - 1 : n; k > 0; k--)
+        if (memcmp(s + n - k, marker, k) == 0)
+            return k;
+    return 0;
+}
+
+static const char *find(const char *s, size_t n, const char *marker)
+{
+    return memmem(s, n, marker, strlen(marker));
+}
+
+static size_t skip_space(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* ---- reasoning ------------------------------------------------------------------- */
+
+#define THINK_OPEN "<think>"
+#define THINK_CLOSE "</think>"
+
+void cinfer_reasoning_parser_init(struct cinfer_reasoning_parser *p, enum cinfer_reasoning_format format)
+{
+    memset(p, 0, sizeof *p);
+    p->format = format;
+    p->state = format == CINFER_REASONING_NONE ? 2 : 0;
+}
+
+void cinfer_reasoning_parser_free(struct cinfer_reasoning_parser *p)
+{
+    free(p->held);
+    memset(p, 0, sizeof *p);
+}
+
+static void drop(char **buf, size_t *n, size_t k)
+{
+    memmove(*buf, *buf + k, *n - k);
+    *n -= k;
+}
+
+int cinfer_reasoning_parser_feed(struct cinfer_reasoning_parser *p, const char *text, size_t len, int last,
+                                 json_t *reasoning, json_t *answer)
+{
+    if (len) {
+        char *g = realloc(p->held, p->n_held + len);
+        if (!g)
+            return -1;
+        p->held = g;
+        memcpy(p->held + p->n_held, text, len);
+        p->n_held += len;
+    }
+    for (;;) {
+        if (p->skip_ws) {
+            size_t k = skip_space(p->held, p->n_held);
+            drop(&p->held, &p->n_held, k);
+            if (p->n_held == 0 && !last)
+                return 0;
+            p->skip_ws = 0;
+        }
+        if (p->state == 0) {
+            size_t lead = skip_space(p->held, p->n_held);
+            size_t m = strlen(THINK_OPEN), have = p->n_held - lead;
+            if (have >= m && memcmp(p->held + lead, THINK_OPEN, m) == 0) {
+                drop(&p->held, &p->n_held, lead + m);
+                p->state = 1;
+                p->skip_ws = 1;
+                continue;
+            }
+            if (!last && memcmp(p->held + lead, THINK_OPEN, have < m ? have : m) == 0)
+                return 0; /* could still be <think> */
+            /* no <think>: Qwen3 answered without reasoning; R1's template opened it */
+            p->state = p->format == CINFER_REASONING_DEEPSEEK_R1 ? 1 : 2;
+            continue;
+        }
+        if (p->state == 1) {
+            const char *close = find(p->held, p->n_held, THINK_CLOSE);
+            if (close) {
+                size_t k = (size_t)(close - p->held);
+                if (emit(reasoning, p->held, k))
+                    return -1;
+                drop(&p->held, &p->n_held, k + strlen(THINK_CLOSE));
+                p->state = 2;
+                p->skip_ws = 1;
+                continue;
+            }
+            size_t keep = last ? 0 : partial_suffix(p->held, p->n_held, THINK_CLOSE);
+            if (emit(reasoning, p->held, p->n_held - keep))
+                return -1;
+            drop(&p->held, &p->n_held, p->n_held - keep);
+            return 0;
+        }
+        if (emit(answer, p->held, p->n_held))
+            return -1;
+        p->n_held = 0;
+        return 0;
+    }
+}
+
+/* ---- tool calls ------------------------------------------------------------------ */
+
+enum cinfer_tool_format cinfer_tool_format_of_template(const char *t)
+{
+    if (!t)
+        return CINFER_TOOLS_NONE;
+    if (strstr(t, "<tool_call>"))
+        return CINFER_TOOLS_HERMES;
+    if (strstr(t, "[TOOL_CALLS]"))
+        return CINFER_TOOLS_MISTRAL;
+    if (strstr(t, "<|python_tag|>") || (strstr(t, "ipython") && strstr(t, "\"parameters\"")))
+        return CINFER_TOOLS_LLAMA3;
+    return CINFER_TOOLS_NONE;
+}
+
+const char *cinfer_tool_format_name(enum cinfer_tool_format f)
+{
+    switch (f) {
+    case CINFER_TOOLS_HERMES: return "hermes";
+    case CINFER_TOOLS_LLAMA3: return "llama3";
+    case CINFER_TOOLS_MISTRAL: return "mistral";
+    case CINFER_TOOLS_NONE: break;
+    }
+    return "none";
+}
+
+void cinfer_tool_parser_init(struct cinfer_tool_parser *p, enum cinfer_tool_format format, int forced,
+                             const char *id_prefix)
+{
+    memset(p, 0, sizeof *p);
+    p->format = format;
+    p->forced = forced;
+    p->at_start = 1;
+    p->state = format == CINFER_TOOLS_NONE ? 3 : 0;
+    snprintf(p->id_prefix, sizeof p->id_prefix, "%s", id_prefix ? id_prefix : "call_");
+}
+
+void cinfer_tool_parser_free(struct cinfer_tool_parser *p)
+{
+    free(p->buf);
+    memset(p, 0, sizeof *p);
+}
+
+/* Where the JSON value at s[0] ('{' or '[') ends: its length, 0 when it is not complete
+ * yet, -1 when s does not start one. */
+static long json_value_end(const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (s[0] != '{' && s[0] != '[')
+        return -1;
+    int depth = 0, in_string = 0, escaped = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (escaped)
+                escaped = 0;
+            else if (c == '\\')
+                escaped = 1;
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        if (c == '"')
+            in_string = 1;
+        else if (c == '{' || c == '[')
+            depth++;
+        else if (c == '}' || c == ']') {
+            if (--depth == 0)
+                return (long)(i + 1);
+            if (depth > 10000)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* One call object into calls; 0, 1 when obj is not a call, -1 out of memory. */
+static int add_call(struct cinfer_tool_parser *p, const json_t *obj, json_t *calls)
+{
+    const char *name = json_string_value(json_object_get(obj, "name"));
+    if (!json_is_object(obj) || !name)
+        return 1;
+    const json_t *args = json_object_get(obj, "arguments");
+    if (!args)
+        args = json_object_get(obj, "parameters");
+    char *arg_text = !args ? strdup("{}") : json_is_string(args) ? strdup(json_string_value(args))
+                                                                 : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!arg_text)
+        return -1;
+    char id[80];
+    snprintf(id, sizeof id, "%s%d", p->id_prefix, p->n_calls);
+    json_t *call = json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", p->n_calls, "id", id, "type", "function",
+                             "function", "name", name, "arguments", arg_text);
+    free(arg_text);
+    if (!call || (calls && json_array_append_new(calls, call)))
+        return -1;
+    if (!calls)
+        json_decref(call);
+    p->n_calls++;
+    return 0;
+}
+
+static int buf_append(struct cinfer_tool_parser *p, const char *s, size_t n)
+{
+    if (p->n_buf + n > p->cap_buf) {
+        size_t cap = (p->n_buf + n) * 2 + 64;
+        char *g = realloc(p->buf, cap);
+        if (!g)
+            return -1;
+        p->buf = g;
+        p->cap_buf = cap;
+    }
+    memcpy(p->buf + p->n_buf, s, n);
+    p->n_buf += n;
+    return 0;
+}
+
+static int settle_text(struct cinfer_tool_parser *p, json_t *content, size_t k)
+{
+    if (k && emit(content, p->buf, k))
+        return -1;
+    if (k)
+        p->at_start = 0;
+    memmove(p->buf, p->buf + k, p->n_buf - k);
+    p->n_buf -= k;
+    return 0;
+}
+
+static const char *open_marker(enum cinfer_tool_format f)
+{
+    return f == CINFER_TOOLS_HERMES ? "<tool_call>" : f == CINFER_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<|python_tag|>";
+}
+
+int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size_t len, int last, json_t *content,
+                            json_t *calls)
+{
+    if (len && buf_append(p, text, len))
+        return -1;
+    for (;;) {
+        if (p->state == 3) { /* plain text from here on */
+            return settle_text(p, content, p->n_buf);
+        }
+        if (p->state == 0) {
+            const char *marker = open_marker(p->format);
+            size_t lead = skip_space(p->buf, p->n_buf);
+            int bare = p->at_start && lead < p->n_buf &&
+                       ((p->format == CINFER_TOOLS_LLAMA3 && p->buf[lead] == '{') ||
+                        (p->format == CINFER_TOOLS_MISTRAL && p->forced && p->buf[lead] == '['));
+            if (bare) {
+                if (settle_text(p, NULL, lead))
+                    return -1;
+                p->marker_taken = 0;
+                p->state = 1;
+                continue;
+            }
+            if (p->n_calls > 0 && lead == p->n_buf) { /* spaces after a call: dropped before the next or the end */
+                if (last)
+                    return settle_text(p, NULL, lead);
+                return 0;
+            }
+            if (p->n_calls > 0 && !last) { /* spaces then the start of the next marker: wait */
+                size_t have = p->n_buf - lead, m = strlen(marker);
+                if (have < m && memcmp(p->buf + lead, marker, have) == 0)
+                    return 0;
+            }
+            const char *at = find(p->buf, p->n_buf, marker);
+            if (p->format == CINFER_TOOLS_LLAMA3 && at && (size_t)(at - p->buf) != lead)
+                at = NULL; /* Llama's calls are the whole output */
+            if (at && p->n_calls > 0 && lead && (size_t)(at - p->buf) == lead) { /* spaces between two calls */
+                if (settle_text(p, NULL, lead))
+                    return -1;
+                at = p->buf;
+            }
+            if (at) {
+                size_t k = (size_t)(at - p->buf);
+                if (settle_text(p, content, p->format == CINFER_TOOLS_LLAMA3 ? 0 : k))
+                    return -1;
+                if (p->format == CINFER_TOOLS_LLAMA3)
+                    settle_text(p, NULL, k);
+                settle_text(p, NULL, strlen(marker));
+                p->marker_taken = 1;
+                p->state = 1;
+                continue;
+            }
+            if (p->format == CINFER_TOOLS_LLAMA3) {
+                /* only at the very start: wait while it can still become a call */
+                size_t have = p->n_buf - lead, m = strlen(marker);
+                if (p->at_start && !last &&
+                    (have == 0 || memcmp(p->buf + lead, marker, have < m ? have : m) == 0))
+                    return 0;
+                p->state = 3;
+                continue;
+            }
+            size_t keep = last ? 0 : partial_suffix(p->buf, p->n_buf, marker);
+            if (!last && p->at_start && p->forced && p->format == CINFER_TOOLS_MISTRAL && lead == p->n_buf)
+                keep = p->n_buf; /* only spaces so far: a bare array may follow */
+            return settle_text(p, content, p->n_buf - keep);
+        }
+        if (p->state == 1) {
+            size_t lead = skip_space(p->buf, p->n_buf);
+            long end = json_value_end(p->buf + lead, p->n_buf - lead);
+            if (end == 0 && !last)
+                return 0;
+            json_t *v = end > 0 ? json_loadb(p->buf + lead, (size_t)end, 0, NULL) : NULL;
+            int rc = 1;
+            if (v && json_is_array(v) && p->format == CINFER_TOOLS_MISTRAL) {
+                size_t i;
+                json_t *o;
+                rc = json_array_size(v) ? 0 : 1;
+                json_array_foreach(v, i, o) if (rc == 0) rc = add_call(p, o, calls);
+            } else if (v) {
+                rc = add_call(p, v, calls);
+            }
+            json_decref(v);
+            if (rc < 0)
+                return -1;
+            if (rc > 0) { /* not a call after all: its text goes back to the content */
+                const char *marker = open_marker(p->format);
+                if (p->marker_taken && emit(content, marker, strlen(marker)))
+                    return -1;
+                p->state = 3;
+                continue;
+            }
+            p->at_start = 0;
+            settle_text(p, NULL, lead + (size_t)end);
+            p->state = 2;
+            continue;
+        }
+        /* state 2: after a call */
+        size_t lead = skip_space(p->buf, p->n_buf);
+        if (p->format == CINFER_TOOLS_HERMES) {
+            const char *close = "</tool_call>";
+            size_t m = strlen(close), have = p->n_buf - lead;
+            if (have >= m && memcmp(p->buf + lead, close, m) == 0) {
+                settle_text(p, NULL, lead + m);
+                p->state = 0;
+                continue;
+            }
+            if (!last && memcmp(p->buf + lead, close, have < m ? have : m) == 0)
+                return 0;
+            p->state = 0;
+            continue;
+        }
+        if (p->format == CINFER_TOOLS_LLAMA3) {
+            if (lead < p->n_buf && p->buf[lead] == ';') {
+                settle_text(p, NULL, lead + 1);
+                p->state = 1;
+                continue;
+            }
+            if (lead == p->n_buf && !last)
+                return 0;
+        }
+        settle_text(p, NULL, lead);
+        p->state = 3;
+    }
+}
