@@ -432,7 +432,7 @@ if (cfg.chat.renderer) {
     assert.equal(r.choices[0].message.content, cfg.chat.ownTemplate.greedyText);
     const none = await own.chat.completions.create({ ...params, tool_choice: 'none' });
     assert.equal(none.usage.prompt_tokens, cfg.chat.ownTemplate.promptTokensNoTools);
-    await expectError(OpenAI.BadRequestError, 400, () => own.chat.completions.create({ ...params, tool_choice: 'required' }),
+    await expectError(OpenAI.BadRequestError, 400, () => own.chat.completions.create({ ...params, tool_choice: 'always' }),
                       'tool_choice');
   });
 } else {
@@ -540,6 +540,97 @@ await check('structured output: refusals name the field and the keyword', async 
   const e2 = await expectError(OpenAI.BadRequestError, 400, () => client.completions.create({
     model: cfg.model, prompt: 'x', regex: '(?=a)b' }), 'regex');
   assert.match(e2.message, /lookaround/);
+});
+
+// ---- tool calls and reasoning (the server reads Qwen's <tool_call> format and <think>) -----
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 16 },
+                                                unit: { enum: ['celsius', 'fahrenheit'] } },
+                  required: ['city', 'unit'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'add', description: 'a + b',
+    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+                  required: ['a', 'b'], additionalProperties: false } } },
+];
+function assertArgs(name, text) {
+  const a = JSON.parse(text);
+  if (name === 'get_weather') {
+    assert.deepEqual(Object.keys(a), ['city', 'unit']);
+    assert.ok(typeof a.city === 'string' && [...a.city].length <= 16 && ['celsius', 'fahrenheit'].includes(a.unit));
+  } else {
+    assert.equal(name, 'add');
+    assert.ok(Number.isInteger(a.a) && Number.isInteger(a.b), text);
+  }
+}
+const weather = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+await check('tools: a named tool_choice comes back as parsed tool_calls (finish "tool_calls", content null)', async () => {
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, temperature: 1, seed,
+                                                     max_tokens: 300,
+                                                     tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+    const m = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    assert.equal(m.content, null);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].type, 'function');
+    assert.match(m.tool_calls[0].id, /^call_/);
+    assert.equal(m.tool_calls[0].function.name, 'get_weather');
+    assertArgs('get_weather', m.tool_calls[0].function.arguments);
+  }
+});
+
+await check('tools: required, streamed, reassembles to the same calls as the JSON answer', async () => {
+  const params = { model: cfg.model, messages: weather, tools, tool_choice: 'required', temperature: 1, seed: 11,
+                   max_tokens: 1000 };
+  const whole = await client.chat.completions.create(params);
+  const calls = whole.choices[0].message.tool_calls;
+  assert.ok(calls.length >= 1);
+  for (const c of calls) assertArgs(c.function.name, c.function.arguments);
+  const streamed = [];
+  let finish;
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      if (d.id) streamed[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: '' } };
+      if (d.function?.arguments) streamed[d.index].function.arguments += d.function.arguments;
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  // this small model may go on calling until the context is full ("length"): the same either way
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.ok(['tool_calls', 'length'].includes(finish), finish);
+  assert.deepEqual(streamed.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+                   calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]));
+  figures.toolCallsRequired = calls.length;
+});
+
+await check('tools: parallel_tool_calls false gives exactly one call; "none" leaves the reply as text', async () => {
+  const r = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, tool_choice: 'required',
+                                                   parallel_tool_calls: false, temperature: 1, seed: 4, max_tokens: 300 });
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  const n = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, tool_choice: 'none',
+                                                   max_tokens: 8, temperature: 0 });
+  assert.equal(n.choices[0].message.tool_calls, undefined);
+  assert.equal(typeof n.choices[0].message.content, 'string');
+  await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: weather, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+                    'tool_choice');
+});
+
+await check('reasoning: <think> goes to reasoning_content, streamed apart from content', async () => {
+  const params = { model: cfg.model, messages: weather, temperature: 1, seed: 6, max_tokens: 200,
+                   ebnf: 'root ::= "<think>\\n" [a-z ]{8,30} "\\n</think>\\n\\n" [a-z ]{4,20}' };
+  const r = await client.chat.completions.create(params);
+  const m = r.choices[0].message;
+  assert.match(m.reasoning_content, /^[a-z ]{1,30}\n$/); // spaces right after <think> are dropped
+  assert.match(m.content, /^[a-z ]{1,20}$/);
+  let reasoning = '', content = '';
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(reasoning, m.reasoning_content);
+  assert.equal(content, m.content);
 });
 
 await check('usage: a repeated long prompt reports prompt_tokens_details.cached_tokens from the prefix cache', async () => {
