@@ -55,6 +55,7 @@ void cinfer_reasoning_parser_init(struct cinfer_reasoning_parser *p, enum cinfer
     memset(p, 0, sizeof *p);
     p->format = format;
     p->state = format == CINFER_REASONING_NONE ? 2 : 0;
+    p->held = malloc(16); /* never NULL once fed: feed fails if this did */
 }
 
 void cinfer_reasoning_parser_free(struct cinfer_reasoning_parser *p)
@@ -72,6 +73,8 @@ static void drop(char **buf, size_t *n, size_t k)
 int cinfer_reasoning_parser_feed(struct cinfer_reasoning_parser *p, const char *text, size_t len, int last,
                                  json_t *reasoning, json_t *answer)
 {
+    if (!p->held)
+        return -1;
     if (len) {
         char *g = realloc(p->held, p->n_held + len);
         if (!g)
@@ -162,6 +165,8 @@ void cinfer_tool_parser_init(struct cinfer_tool_parser *p, enum cinfer_tool_form
     p->at_start = 1;
     p->state = format == CINFER_TOOLS_NONE ? 3 : 0;
     snprintf(p->id_prefix, sizeof p->id_prefix, "%s", id_prefix ? id_prefix : "call_");
+    p->buf = malloc(16); /* never NULL once fed: feed fails if this did */
+    p->cap_buf = p->buf ? 16 : 0;
 }
 
 void cinfer_tool_parser_free(struct cinfer_tool_parser *p)
@@ -251,6 +256,8 @@ static int settle_text(struct cinfer_tool_parser *p, json_t *content, size_t k)
         return -1;
     if (k)
         p->at_start = 0;
+    if (k && content)
+        p->text_since_call = 1;
     memmove(p->buf, p->buf + k, p->n_buf - k);
     p->n_buf -= k;
     return 0;
@@ -264,6 +271,8 @@ static const char *open_marker(enum cinfer_tool_format f)
 int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size_t len, int last, json_t *content,
                             json_t *calls)
 {
+    if (!p->buf)
+        return -1;
     if (len && buf_append(p, text, len))
         return -1;
     for (;;) {
@@ -283,12 +292,13 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                 p->state = 1;
                 continue;
             }
-            if (p->n_calls > 0 && lead == p->n_buf) { /* spaces after a call: dropped before the next or the end */
+            int between = p->n_calls > 0 && !p->text_since_call; /* only spaces since the last call */
+            if (between && lead == p->n_buf) { /* spaces after a call: dropped before the next or the end */
                 if (last)
                     return settle_text(p, NULL, lead);
                 return 0;
             }
-            if (p->n_calls > 0 && !last) { /* spaces then the start of the next marker: wait */
+            if (between && !last) { /* spaces then the start of the next marker: wait */
                 size_t have = p->n_buf - lead, m = strlen(marker);
                 if (have < m && memcmp(p->buf + lead, marker, have) == 0)
                     return 0;
@@ -296,7 +306,7 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
             const char *at = find(p->buf, p->n_buf, marker);
             if (p->format == CINFER_TOOLS_LLAMA3 && at && (size_t)(at - p->buf) != lead)
                 at = NULL; /* Llama's calls are the whole output */
-            if (at && p->n_calls > 0 && lead && (size_t)(at - p->buf) == lead) { /* spaces between two calls */
+            if (at && between && lead && (size_t)(at - p->buf) == lead) { /* spaces between two calls */
                 if (settle_text(p, NULL, lead))
                     return -1;
                 at = p->buf;
@@ -352,6 +362,7 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                 continue;
             }
             p->at_start = 0;
+            p->text_since_call = 0;
             settle_text(p, NULL, lead + (size_t)end);
             p->state = 2;
             continue;
@@ -377,9 +388,9 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                 p->state = 1;
                 continue;
             }
-            if (lead == p->n_buf && !last)
-                return 0;
         }
+        if (lead == p->n_buf && !last)
+            return 0; /* spaces after the calls: dropped if nothing else follows */
         settle_text(p, NULL, lead);
         p->state = 3;
     }

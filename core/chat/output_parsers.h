@@ -54,6 +54,7 @@ struct cinfer_tool_parser {
     int at_start;       /* no text settled yet (llama3 calls must start the output) */
     int forced;         /* the request forced a call: a bare JSON call (array) counts without its marker */
     int marker_taken;   /* the call being read opened with its marker (given back if it is no call) */
+    int text_since_call; /* text was settled after the last call (spaces then are text too) */
     char *buf;          /* text not yet settled */
     size_t n_buf, cap_buf;
     int n_calls;

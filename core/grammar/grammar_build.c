@@ -208,7 +208,8 @@ static int by_from(const void *a, const void *b)
 
 static int nfa_index(struct nfa *n)
 {
-    qsort(n->e, (size_t)n->n_e, sizeof *n->e, by_from);
+    if (n->n_e)
+        qsort(n->e, (size_t)n->n_e, sizeof *n->e, by_from);
     n->first = calloc((size_t)n->n_states + 1, sizeof *n->first);
     if (!n->first)
         return -1;

@@ -80,7 +80,8 @@ static int by_lo(const void *a, const void *b)
 
 static void cs_normalize(struct cset *c)
 {
-    qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, by_lo);
+    if (c->n)
+        qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, by_lo);
     int out = 0;
     for (int i = 0; i < c->n; i++) {
         if (out && c->r[2 * i] <= c->r[2 * (out - 1) + 1] + 1) {
