@@ -239,6 +239,11 @@ struct cinfer_grammar_masks {
     int n_positions;
     int n_computed;
     int64_t n_uncertain;
+    /* the byte-only regions (no rule calls reachable by bytes, as inside strings):
+     * per state, 0 unknown, 1 pure, 2 not; and its 256-entry transition table */
+    uint8_t *pure;
+    int32_t **next;
+    int32_t *dstate;         /* (max_len + 1) states along the walk of a pure region */
     /* scratch of the precomputation */
     struct walker w;
     struct cfg *depth;       /* (max_len + 1) */
@@ -258,8 +263,11 @@ int cinfer_grammar_masks_create(struct cinfer_grammar *g, const struct cinfer_to
         m->unsure = calloc((size_t)tt->max_len + 2, 1);
         m->acc = malloc(((size_t)tt->vocab + 1) * sizeof *m->acc);
         m->unc = malloc(((size_t)tt->vocab + 1) * sizeof *m->unc);
+        m->pure = calloc((size_t)g->n_states, 1);
+        m->next = calloc((size_t)g->n_states, sizeof *m->next);
+        m->dstate = calloc((size_t)tt->max_len + 2, sizeof *m->dstate);
     }
-    if (!m || !m->split || !m->depth || !m->unsure || !m->acc || !m->unc) {
+    if (!m || !m->split || !m->depth || !m->unsure || !m->acc || !m->unc || !m->pure || !m->next || !m->dstate) {
         if (m) {
             m->g = g;
             m->refs = 1;
@@ -296,6 +304,11 @@ void cinfer_grammar_masks_unref(struct cinfer_grammar_masks **mp)
         free(m->split[s].uncertain);
     }
     free(m->split);
+    for (int s = 0; m->next && s < m->g->n_states; s++)
+        free(m->next[s]);
+    free(m->next);
+    free(m->pure);
+    free(m->dstate);
     for (int d = 0; m->depth && d <= (m->tt ? m->tt->max_len + 1 : -1); d++)
         free(m->depth[d].tops);
     free(m->depth);
@@ -316,6 +329,105 @@ void cinfer_grammar_masks_stats(const struct cinfer_grammar_masks *m, int *posit
     *uncertain_tokens = m->n_uncertain;
 }
 
+/* Is every state reachable from s by bytes free of rule calls? Then the rule's automaton
+ * alone decides, and the split walks it as a plain DFA (pure_split). */
+static int is_pure(struct cinfer_grammar_masks *m, int s)
+{
+    if (m->pure[s])
+        return m->pure[s] == 1;
+    const struct cinfer_grammar *g = m->g;
+    int32_t *stack = malloc((size_t)g->n_states * sizeof *stack);
+    uint8_t *seen = calloc((size_t)g->n_states, 1);
+    int pure = stack && seen, top = 0;
+    if (pure) {
+        stack[top++] = s;
+        seen[s] = 1;
+    }
+    while (pure && top) {
+        const struct gstate *st = &g->states[stack[--top]];
+        if (st->n_edges != st->n_byte_edges)
+            pure = 0;
+        for (int e = st->first_edge; pure && e < st->first_edge + st->n_byte_edges; e++) {
+            int t = g->edges[e].to;
+            if (!seen[t]) {
+                seen[t] = 1;
+                stack[top++] = t;
+            }
+        }
+    }
+    free(stack);
+    free(seen);
+    m->pure[s] = pure ? 1 : 2;
+    return pure;
+}
+
+/* The state after byte b from s in a pure region (-1: none), by a table built the first
+ * time s is walked. */
+static inline int32_t pure_next(struct cinfer_grammar_masks *m, int32_t s, uint8_t b)
+{
+    int32_t *t = m->next[s];
+    if (!t) {
+        t = m->next[s] = malloc(256 * sizeof *t);
+        if (!t) {
+            m->failed = 1;
+            return -1;
+        }
+        for (int c = 0; c < 256; c++)
+            t[c] = -1;
+        const struct gstate *st = &m->g->states[s];
+        for (int e = st->first_edge; e < st->first_edge + st->n_byte_edges; e++)
+            for (int c = m->g->edges[e].lo; c <= m->g->edges[e].hi; c++)
+                t[c] = m->g->edges[e].to;
+    }
+    return t[b];
+}
+
+/* compute_split for a pure region: the same walk and the same rules, with a state per
+ * depth instead of sets of stacks (the rule ends where a state is final). */
+static void pure_split(struct cinfer_grammar_masks *m, int s, int *n_acc, int *n_unc)
+{
+    const struct cinfer_token_table *tt = m->tt;
+    const struct cinfer_grammar *g = m->g;
+    const uint64_t *follow = g->follow[g->states[s].rule];
+    int32_t *st = m->dstate;
+    st[0] = s;
+    m->unsure[0] = 0;
+    int valid = 0;
+    for (int i = 0; i < tt->n_sorted && !m->failed;) {
+        int32_t id = tt->sorted[i];
+        const uint8_t *b = tt->bytes + tt->offset[id];
+        int len = (int)tt->len[id];
+        int d = valid < tt->lcp[i] ? valid : tt->lcp[i];
+        int dead = -1;
+        while (d < len) {
+            if (st[d] < 0) {
+                dead = d;
+                break;
+            }
+            int ends = d > 0 && g->states[st[d]].final;
+            m->unsure[d + 1] = (uint8_t)(m->unsure[d] || (ends && (follow[b[d] >> 6] >> (b[d] & 63) & 1)));
+            st[d + 1] = pure_next(m, st[d], b[d]);
+            d++;
+        }
+        valid = d;
+        if (dead >= 0) {
+            int j = i + 1;
+            while (j < tt->n_sorted && tt->lcp[j] >= dead)
+                j++;
+            if (m->unsure[dead])
+                for (int k = i; k < j; k++)
+                    m->unc[(*n_unc)++] = tt->sorted[k];
+            i = j;
+            continue;
+        }
+        if (st[len] >= 0 && (g->states[st[len]].final || g->states[st[len]].n_byte_edges > 0))
+            m->acc[(*n_acc)++] = id;
+        else if (m->unsure[len])
+            m->unc[(*n_unc)++] = id;
+        i++;
+    }
+}
+
 /* Splits the vocabulary at state s: a walk over the tokens in sorted order that keeps
  * the stacks of every prefix depth, so tokens sharing a prefix share its steps, and a
  * prefix no path survives discards every token under it at once. */
@@ -327,6 +439,12 @@ static void compute_split(struct cinfer_grammar_masks *m, int s)
     struct split *sp = &m->split[s];
     const uint64_t *follow = g->follow[g->states[s].rule];
     int n_acc = 0, n_unc = 0;
+    if (is_pure(m, s)) {
+        pure_split(m, s, &n_acc, &n_unc);
+        if (m->failed)
+            return;
+        goto store;
+    }
     if (w->a.cap > (1 << 16)) { /* keep the scratch from growing without bound */
         arena_free(&w->a);
     }
@@ -378,6 +496,7 @@ static void compute_split(struct cinfer_grammar_masks *m, int s)
         m->failed = 1;
         return;
     }
+store:
     sp->n_accept = n_acc;
     if ((size_t)n_acc * 32 > (size_t)tt->vocab) {
         size_t words = ((size_t)tt->vocab + 63) / 64;
