@@ -23,6 +23,9 @@
 #include "cinfer/tokenizer.h"
 #include "grammar/constraint.h"
 #include "grammar/grammar.h"
+#include "cinfer/config.h"
+#include "cinfer/engine.h"
+#include "support/engine_fixture.h"
 #include "support/runner.h"
 
 #define REF_DIR CINFER_BINARY_DIR "/grammar-reference"
@@ -301,11 +304,112 @@ START_TEST(corpus_outputs_validate)
 }
 END_TEST
 
+/* The same corpus through the engine with real models: the embedded default model and
+ * stories260K, every supported schema as a request's json_schema (all sent at once, so
+ * constrained requests batch together), sampled at temperature 1. Outputs that ended
+ * (EOS where the grammar allows it) must all validate; outputs the token budget cut are
+ * counted apart (a story model can go on inside a string). */
+START_TEST(real_models_outputs_validate)
+{
+    if (run("sh -c 'test -f " REF_DIR "/SKIP'") == 0) {
+        printf("SKIP: %s\n", "the grammar reference is not installed (see " REF_DIR "/SKIP)");
+        exit(77);
+    }
+    ck_assert_int_eq(run("cd " REF_DIR " && node corpus.mjs > corpus.json"), 0);
+    json_t *corpus = json_load_file(REF_DIR "/corpus.json", 0, NULL);
+    ck_assert_ptr_nonnull(corpus);
+    static const char *const models[] = {CINFER_SOURCE_DIR "/models/default", CINFER_TEST_DATA_DIR "/models/stories260K.gguf"};
+    json_t *schemas = json_array();
+    int total_finished = 0, total_cut = 0;
+    for (size_t mi = 0; mi < 2; mi++) {
+        struct cinfer_server_args args;
+        cinfer_test_engine_args(&args, models[mi]);
+        args.context_length = 2048; /* room for long values: the constraint, not the model, is tested */
+        args.max_running_requests = 128;
+        args.kv_cache_bytes = 256ll << 20;
+        struct cinfer_engine *e = NULL;
+        struct cinfer_error err = {0};
+        ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "%s", err.message);
+        cinfer_server_args_free(&args);
+        size_t n = json_array_size(corpus);
+        struct cinfer_stream **streams = calloc(n, sizeof *streams);
+        char **texts = calloc(n, sizeof *texts);
+        for (size_t i = 0; i < n; i++) {
+            json_t *entry = json_array_get(corpus, i);
+            texts[i] = json_dumps(json_object_get(entry, "schema"), JSON_COMPACT | JSON_ENCODE_ANY);
+            char *g = NULL;
+            struct cinfer_error cerr = {0};
+            if (cinfer_json_schema_to_grammar(texts[i], strlen(texts[i]), &g, &cerr) != 0)
+                continue; /* refused: test_grammar_corpus's first case checks refusals */
+            free(g);
+            struct cinfer_generate_request req = {.prompt = "Once upon a time"};
+            cinfer_sampling_params_init(&req.sampling);
+            req.sampling.temperature = 1.0f;
+            req.sampling.seed = i + 1;
+            req.sampling.has_seed = 1;
+            req.sampling.max_new_tokens = 1500;
+            req.sampling.json_schema = texts[i];
+            ck_assert_msg(cinfer_engine_stream_open(e, &req, &streams[i], &err) == 0, "%s", err.message);
+        }
+        int finished = 0, cut = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!streams[i])
+                continue;
+            size_t cap = 1024, len = 0;
+            char *out = malloc(cap);
+            enum cinfer_finish_reason why = CINFER_FINISH_NONE;
+            while (why == CINFER_FINISH_NONE) {
+                struct cinfer_stream_chunk ch;
+                ck_assert_msg(cinfer_stream_next(streams[i], &ch, -1, &err) == 0, "%s", err.message);
+                while (len + ch.text_len + 1 > cap)
+                    out = realloc(out, cap *= 2);
+                memcpy(out + len, ch.text, ch.text_len);
+                len += ch.text_len;
+                why = ch.finish_reason;
+            }
+            out[len] = '\0';
+            cinfer_stream_close(&streams[i]);
+            json_t *entry = json_array_get(corpus, i);
+            if (why == CINFER_FINISH_STOP_TOKEN) {
+                json_array_append_new(schemas, json_pack("{s:s+, s:O, s:O, s:[s]}", "name",
+                                                         json_string_value(json_object_get(entry, "name")),
+                                                         mi ? " (stories260K)" : " (default model)", "dialect",
+                                                         json_object_get(entry, "dialect"), "schema",
+                                                         json_object_get(entry, "schema"), "outputs", out));
+                finished++;
+            } else {
+                cut++;
+            }
+            free(out);
+        }
+        printf("%s: %d outputs ended, %d cut by max_new_tokens\n", models[mi], finished, cut);
+        total_finished += finished;
+        total_cut += cut;
+        for (size_t i = 0; i < n; i++)
+            free(texts[i]);
+        free(texts);
+        free(streams);
+        cinfer_engine_shutdown(&e, 2000);
+    }
+    json_t *all = json_pack("{s:o}", "schemas", schemas);
+    ck_assert_int_eq(json_dump_file(all, REF_DIR "/model_outputs.json", JSON_COMPACT), 0);
+    json_decref(all);
+    ck_assert_int_gt(total_finished, 100);
+    int rc = run("cd " REF_DIR " && node validate.mjs model_outputs.json > model_validate.log; rc=$?; "
+                 "tail -1 model_validate.log; grep '^not ok' model_validate.log | head -20; exit $rc");
+    ck_assert_msg(rc == 0, "some real-model outputs are not valid (see %s/model_validate.log)", REF_DIR);
+    printf("real models: %d of %d ended outputs valid under ajv (%d more cut by the token budget)\n", total_finished,
+           total_finished, total_cut);
+    json_decref(corpus);
+}
+END_TEST
+
 static Suite *suite_grammar_corpus(void)
 {
     Suite *s = suite_create("grammar_corpus");
     TCase *tc = tcase_create("corpus");
     tcase_add_test(tc, corpus_outputs_validate);
+    tcase_add_test(tc, real_models_outputs_validate);
     tcase_set_timeout(tc, 1200);
     suite_add_tcase(s, tc);
     return s;

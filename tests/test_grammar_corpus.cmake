@@ -11,3 +11,4 @@ set_tests_properties(test_grammar_corpus PROPERTIES
   FIXTURES_REQUIRED "grammar_reference;tokenizer_reference" SKIP_RETURN_CODE 77 TIMEOUT 1500)
 add_dependencies(test_grammar_corpus cinfer_plugin_tokenizer_bpe)
 target_link_libraries(test_grammar_corpus PRIVATE PkgConfig::JANSSON)
+add_dependencies(test_grammar_corpus cinfer_worker cinfer_plugin_launch_fork)
