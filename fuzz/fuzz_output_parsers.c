@@ -57,7 +57,9 @@ static void run(uint8_t mode, const char *text, size_t len, uint32_t seed, char 
     }
     *r = join(rs);
     *c = join(cs);
-    *calls = json_dumps(cl, JSON_COMPACT);
+    json_t *merged = cinfer_tool_calls_merge(cl); /* the deltas differ with the cuts; the calls may not */
+    *calls = merged ? json_dumps(merged, JSON_COMPACT) : strdup("null");
+    json_decref(merged);
     json_decref(rs);
     json_decref(cs);
     json_decref(cl);

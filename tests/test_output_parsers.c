@@ -74,8 +74,9 @@ static void parsed_free(struct parsed *p)
 }
 
 /* The calls as [[name, arguments parsed], ...] for comparing. */
-static json_t *call_list(const json_t *calls)
+static json_t *call_list(const json_t *deltas)
 {
+    json_t *calls = cinfer_tool_calls_merge(deltas);
     json_t *out = json_array();
     size_t i;
     const json_t *c;
@@ -87,6 +88,7 @@ static json_t *call_list(const json_t *calls)
         ck_assert_str_eq(json_string_value(json_object_get(c, "type")), "function");
         json_array_append_new(out, json_pack("[O, o]", json_object_get(fn, "name"), args));
     }
+    json_decref(calls);
     return out;
 }
 
@@ -161,6 +163,22 @@ START_TEST(recorded_outputs_in_every_split)
            "<think>\nneed weather\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": {\"q\": \"<think>\"}}\n</tool_call>",
            "need weather\n", "", "[[\"w\", {\"q\": \"<think>\"}]]");
     expect(CINFER_REASONING_QWEN3, CINFER_TOOLS_NONE, 0, "<think>\nunfinished", "unfinished", "", "[]");
+
+    /* streamed a byte at a time, a call's arguments come in pieces as they are written,
+     * after a first delta that names the call */
+    const char *text = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 12, \"b\": 34}}\n</tool_call>";
+    size_t cuts[128];
+    int n = 0;
+    for (size_t at = 1; at < strlen(text) && n < 128; at++)
+        cuts[n++] = at;
+    struct parsed p = parse_split(R0, CINFER_TOOLS_HERMES, 0, text, cuts, n);
+    ck_assert_int_gt((int)json_array_size(p.calls), 10);
+    json_t *first = json_array_get(p.calls, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(first, "function"), "name")), "add");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(first, "function"), "arguments")), "");
+    printf("a call streamed a byte at a time: %zu deltas (name first, then the arguments as written)\n",
+           json_array_size(p.calls));
+    parsed_free(&p);
 }
 END_TEST
 

@@ -209,7 +209,159 @@ static long json_value_end(const char *s, size_t n)
     return 0;
 }
 
-/* One call object into calls; 0, 1 when obj is not a call, -1 out of memory. */
+/* A call's first delta: its index, id, type and name. */
+static int start_call(struct cinfer_tool_parser *p, const char *name, size_t name_len, json_t *calls)
+{
+    char id[80];
+    snprintf(id, sizeof id, "%s%d", p->id_prefix, p->n_calls);
+    json_t *n = json_stringn(name, name_len);
+    json_t *d = n ? json_pack("{s:i, s:s, s:s, s:{s:o, s:s}}", "index", p->n_calls, "id", id, "type", "function",
+                              "function", "name", n, "arguments", "")
+                  : NULL;
+    if (!d || (calls && json_array_append_new(calls, d)))
+        return -1;
+    if (!calls)
+        json_decref(d);
+    p->n_calls++;
+    return 0;
+}
+
+static int args_delta(struct cinfer_tool_parser *p, const char *s, size_t n, json_t *calls)
+{
+    if (n == 0 || !calls)
+        return 0;
+    json_t *t = json_stringn(s, n);
+    json_t *d = t ? json_pack("{s:i, s:{s:o}}", "index", p->n_calls - 1, "function", "arguments", t) : NULL;
+    return d && json_array_append_new(calls, d) == 0 ? 0 : -1;
+}
+
+json_t *cinfer_tool_calls_merge(const json_t *deltas)
+{
+    json_t *calls = json_array();
+    size_t i;
+    const json_t *d;
+    json_array_foreach(deltas, i, d) {
+        if (!calls)
+            return NULL;
+        if (json_object_get(d, "id")) {
+            json_t *c = json_deep_copy(d);
+            if (!c || json_array_append_new(calls, c)) {
+                json_decref(calls);
+                return NULL;
+            }
+            continue;
+        }
+        json_t *c = json_array_get(calls, (size_t)json_integer_value(json_object_get(d, "index")));
+        json_t *fn = json_object_get(c, "function");
+        const json_t *piece = json_object_get(json_object_get(d, "function"), "arguments");
+        if (!fn || !piece)
+            continue;
+        const json_t *have = json_object_get(fn, "arguments");
+        size_t a = json_string_length(have), b = json_string_length(piece);
+        char *s = malloc(a + b + 1);
+        if (!s) {
+            json_decref(calls);
+            return NULL;
+        }
+        memcpy(s, json_string_value(have), a);
+        memcpy(s + a, json_string_value(piece), b);
+        json_object_set_new(fn, "arguments", json_stringn(s, a + b));
+        free(s);
+    }
+    return calls;
+}
+
+/* `{"name": "NAME", "arguments": ` (or "parameters") at s: the length up to where the
+ * arguments' value starts, with the name; 0 when s may still become that, -1 when it
+ * is something else (then the call is read whole). */
+static long call_head(const char *s, size_t n, const char **name, size_t *name_len)
+{
+    size_t i = skip_space(s, n);
+    const char *parts[] = {"{", "\"name\"", ":", "\""};
+    for (int k = 0; k < 4; k++) {
+        size_t m = strlen(parts[k]);
+        if (n - i < m)
+            return memcmp(s + i, parts[k], n - i) == 0 ? 0 : -1;
+        if (memcmp(s + i, parts[k], m) != 0)
+            return -1;
+        i += m;
+        if (k < 3)
+            i += skip_space(s + i, n - i);
+    }
+    *name = s + i;
+    while (i < n && s[i] != '"') {
+        if (s[i] == '\\')
+            return -1; /* an escaped name: read the call whole */
+        i++;
+    }
+    if (i == n)
+        return 0;
+    *name_len = (size_t)(s + i - *name);
+    i++;
+    i += skip_space(s + i, n - i);
+    if (i == n)
+        return 0;
+    if (s[i] != ',')
+        return -1;
+    i++;
+    i += skip_space(s + i, n - i);
+    static const char *const keys[] = {"\"arguments\"", "\"parameters\""};
+    int matched = -1;
+    for (int k = 0; k < 2 && matched < 0; k++) {
+        size_t m = strlen(keys[k]), have = n - i < m ? n - i : m;
+        if (memcmp(s + i, keys[k], have) == 0) {
+            if (have < m)
+                return 0;
+            matched = k;
+            i += m;
+        }
+    }
+    if (matched < 0)
+        return -1;
+    i += skip_space(s + i, n - i);
+    if (i == n)
+        return 0;
+    if (s[i] != ':')
+        return -1;
+    i++;
+    i += skip_space(s + i, n - i);
+    if (i == n)
+        return 0; /* the value's first byte decides how it is read */
+    if (s[i] != '{' && s[i] != '[')
+        return -1; /* a string or scalar: read the call whole */
+    return (long)i;
+}
+
+/* Scans s[0..n) on from the parser's scan state; returns how many bytes belong to the
+ * value (or object) being scanned, and sets *done when it ended there. */
+static size_t scan(struct cinfer_tool_parser *p, const char *s, size_t n, int *done)
+{
+    *done = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (p->in_string) {
+            if (p->escaped)
+                p->escaped = 0;
+            else if (c == '\\')
+                p->escaped = 1;
+            else if (c == '"')
+                p->in_string = 0;
+            continue;
+        }
+        if (c == '"')
+            p->in_string = 1;
+        else if (c == '{' || c == '[')
+            p->depth++;
+        else if ((c == '}' || c == ']') && --p->depth == 0) {
+            *done = 1;
+            return i + 1;
+        }
+    }
+    return n;
+}
+
+/* One call object into calls (its two deltas); 0, 1 when obj is not a call, -1 out of
+ * memory. */
 static int add_call(struct cinfer_tool_parser *p, const json_t *obj, json_t *calls)
 {
     const char *name = json_string_value(json_object_get(obj, "name"));
@@ -222,17 +374,9 @@ static int add_call(struct cinfer_tool_parser *p, const json_t *obj, json_t *cal
                                                                  : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!arg_text)
         return -1;
-    char id[80];
-    snprintf(id, sizeof id, "%s%d", p->id_prefix, p->n_calls);
-    json_t *call = json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", p->n_calls, "id", id, "type", "function",
-                             "function", "name", name, "arguments", arg_text);
+    int rc = start_call(p, name, strlen(name), calls) || args_delta(p, arg_text, strlen(arg_text), calls) ? -1 : 0;
     free(arg_text);
-    if (!call || (calls && json_array_append_new(calls, call)))
-        return -1;
-    if (!calls)
-        json_decref(call);
-    p->n_calls++;
-    return 0;
+    return rc;
 }
 
 static int buf_append(struct cinfer_tool_parser *p, const char *s, size_t n)
@@ -335,6 +479,48 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
             if (!last && p->at_start && p->forced && p->format == CINFER_TOOLS_MISTRAL && lead == p->n_buf)
                 keep = p->n_buf; /* only spaces so far: a bare array may follow */
             return settle_text(p, content, p->n_buf - keep);
+        }
+        if (p->state == 5 || p->state == 6) {
+            /* 5: the arguments value, handed on as it comes; 6: the rest of the call object */
+            int done;
+            if (p->state == 5 && !p->value_started) {
+                p->value_started = 1;
+                p->depth = 0;
+                p->in_string = p->escaped = 0;
+            }
+            size_t k = scan(p, p->buf, p->n_buf, &done);
+            if (p->state == 5 && args_delta(p, p->buf, k, calls))
+                return -1;
+            settle_text(p, NULL, k);
+            if (done && p->state == 5) {
+                p->state = 6;
+                p->depth = 1; /* inside the call object: its closing brace ends the call */
+                continue;
+            }
+            if (done || last) {
+                p->state = 2;
+                continue;
+            }
+            return 0;
+        }
+        if (p->state == 1 && p->format != CINFER_TOOLS_MISTRAL) {
+            /* a call that opens with its name: start it now and stream the arguments */
+            size_t lead = skip_space(p->buf, p->n_buf);
+            const char *name = NULL;
+            size_t name_len = 0;
+            long head = call_head(p->buf + lead, p->n_buf - lead, &name, &name_len);
+            if (head == 0 && !last)
+                return 0;
+            if (head > 0) {
+                if (start_call(p, name, name_len, calls))
+                    return -1;
+                p->at_start = 0;
+                p->text_since_call = 0;
+                settle_text(p, NULL, lead + (size_t)head);
+                p->state = 5;
+                p->value_started = 0;
+                continue;
+            }
         }
         if (p->state == 1) {
             size_t lead = skip_space(p->buf, p->n_buf);

@@ -55,6 +55,9 @@ struct cinfer_tool_parser {
     int forced;         /* the request forced a call: a bare JSON call (array) counts without its marker */
     int marker_taken;   /* the call being read opened with its marker (given back if it is no call) */
     int text_since_call; /* text was settled after the last call (spaces then are text too) */
+    /* streaming a call's arguments as they come: the scan of the arguments value, then
+     * of the rest of the call object */
+    int depth, in_string, escaped, value_started;
     char *buf;          /* text not yet settled */
     size_t n_buf, cap_buf;
     int n_calls;
@@ -63,11 +66,17 @@ struct cinfer_tool_parser {
 void cinfer_tool_parser_init(struct cinfer_tool_parser *p, enum cinfer_tool_format format, int forced,
                              const char *id_prefix);
 /* Feeds text[0..len): settled plain text is appended to content (an array of strings)
- * and each complete call to calls as OpenAI's {"index", "id", "type": "function",
- * "function": {"name", "arguments": JSON text}}. last: release everything (an
- * unfinished call is then returned as text). 0, or -1 out of memory. */
+ * and tool calls to calls as OpenAI streams them: a call's first delta {"index", "id",
+ * "type": "function", "function": {"name", "arguments": ""}} as soon as its name is
+ * read, then {"index", "function": {"arguments": piece}} deltas whose pieces join to the
+ * arguments' JSON text as the model wrote it (cinfer_tool_calls_merge joins them). last:
+ * release everything (text of a call that turned out to be none is returned as text).
+ * 0, or -1 out of memory. */
 int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size_t len, int last, json_t *content,
                             json_t *calls);
 void cinfer_tool_parser_free(struct cinfer_tool_parser *p);
+/* The deltas of cinfer_tool_parser_feed joined into whole calls ({"index", "id", "type",
+ * "function": {"name", "arguments"}}), a new array; NULL out of memory. */
+json_t *cinfer_tool_calls_merge(const json_t *deltas);
 
 #endif

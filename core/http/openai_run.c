@@ -238,7 +238,10 @@ static json_t *response_json(struct openai_run *run)
             reasoning = joined(rs);
             json_decref(rs);
             json_decref(cs);
-            if (json_array_size(calls) == 0) {
+            json_t *whole = cinfer_tool_calls_merge(calls); /* the streamed deltas joined */
+            json_decref(calls);
+            calls = whole;
+            if (calls && json_array_size(calls) == 0) {
                 json_decref(calls);
                 calls = NULL;
             }
@@ -327,25 +330,14 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
             return CINFER_ERR_NOMEM;
         }
         size_t k;
-        json_t *call;
+        json_t *d;
         int rc = CINFER_OK;
-        json_array_foreach(calls, k, call) {
-            json_t *fn = json_object_get(call, "function");
-            json_t *head = json_pack("{s:[{s:O, s:O, s:O, s:{s:O, s:s}}]}", "tool_calls", "index",
-                                     json_object_get(call, "index"), "id", json_object_get(call, "id"), "type",
-                                     json_object_get(call, "type"), "function", "name", json_object_get(fn, "name"),
-                                     "arguments", "");
-            json_t *args = json_pack("{s:[{s:O, s:{s:O}}]}", "tool_calls", "index", json_object_get(call, "index"),
-                                     "function", "arguments", json_object_get(fn, "arguments"));
-            json_t *parts[2] = {head, args};
-            for (int q = 0; q < 2; q++) {
-                json_t *one = parts[q] ? json_pack("{s:I, s:o, s:n, s:n}", "index", (json_int_t)c->index, "delta",
-                                                   parts[q], "logprobs", "finish_reason")
-                                       : NULL;
-                json_t *ev = one ? envelope(run, "chat.completion.chunk", json_pack("[o]", one)) : NULL;
-                if (!ev || cinfer_http_sse_event(out, ev))
-                    rc = CINFER_ERR_NOMEM;
-            }
+        json_array_foreach(calls, k, d) { /* each delta its own event, as OpenAI sends them */
+            json_t *one = json_pack("{s:I, s:{s:[O]}, s:n, s:n}", "index", (json_int_t)c->index, "delta",
+                                    "tool_calls", d, "logprobs", "finish_reason");
+            json_t *ev = one ? envelope(run, "chat.completion.chunk", json_pack("[o]", one)) : NULL;
+            if (!ev || cinfer_http_sse_event(out, ev))
+                rc = CINFER_ERR_NOMEM;
         }
         json_t *delta = json_object();
         json_t *r = joined(rs), *t = joined(cs);

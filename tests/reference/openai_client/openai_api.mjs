@@ -586,7 +586,9 @@ await check('tools: required, streamed, reassembles to the same calls as the JSO
   const whole = await client.chat.completions.create(params);
   const calls = whole.choices[0].message.tool_calls;
   assert.ok(calls.length >= 1);
-  for (const c of calls) assertArgs(c.function.name, c.function.arguments);
+  // a call the token budget cut ("length") keeps the arguments written so far, as a stream showed them
+  const complete = whole.choices[0].finish_reason === 'length' ? calls.slice(0, -1) : calls;
+  for (const c of complete) assertArgs(c.function.name, c.function.arguments);
   const streamed = [];
   let finish;
   for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
@@ -599,8 +601,8 @@ await check('tools: required, streamed, reassembles to the same calls as the JSO
   // this small model may go on calling until the context is full ("length"): the same either way
   assert.equal(finish, whole.choices[0].finish_reason);
   assert.ok(['tool_calls', 'length'].includes(finish), finish);
-  assert.deepEqual(streamed.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
-                   calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]));
+  assert.deepEqual(streamed.map((c) => [c.function.name, c.function.arguments]),
+                   calls.map((c) => [c.function.name, c.function.arguments]));
   figures.toolCallsRequired = calls.length;
 });
 
