@@ -152,6 +152,7 @@ START_TEST(recorded_outputs_in_every_split)
     expect(R0, CINFER_TOOLS_MISTRAL, 1, "[{\"name\": \"add\", \"arguments\": {\"a\": 3}}]", "", "",
            "[[\"add\", {\"a\": 3}]]");
     expect(R0, CINFER_TOOLS_MISTRAL, 0, "[1, 2] is a list", "", "[1, 2] is a list", "[]");
+    expect(R0, CINFER_TOOLS_MISTRAL, 0, " [{\"name\": \"w\", \"arguments\": {}}]", "", "", "[[\"w\", {}]]");
     /* reasoning, and both together */
     expect(CINFER_REASONING_QWEN3, CINFER_TOOLS_NONE, 0, "<think>\nI think.\n</think>\n\nAnswer.", "I think.\n",
            "Answer.", "[]");

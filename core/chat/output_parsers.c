@@ -426,9 +426,16 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
         if (p->state == 0) {
             const char *marker = open_marker(p->format);
             size_t lead = skip_space(p->buf, p->n_buf);
+            size_t have_m = p->n_buf - lead, m_len = strlen(marker);
+            int marker_like = memcmp(p->buf + lead, marker, have_m < m_len ? have_m : m_len) == 0;
+            if (p->format == CINFER_TOOLS_MISTRAL && p->at_start && marker_like && have_m < m_len && !last &&
+                have_m > 0)
+                return 0; /* "[T...": the marker or a bare array, not known yet */
             int bare = p->at_start && lead < p->n_buf &&
                        ((p->format == CINFER_TOOLS_LLAMA3 && p->buf[lead] == '{') ||
-                        (p->format == CINFER_TOOLS_MISTRAL && p->forced && p->buf[lead] == '['));
+                        /* Mistral's [TOOL_CALLS] is a control token: skip_special_tokens
+                         * takes it out of the text, leaving the array */
+                        (p->format == CINFER_TOOLS_MISTRAL && p->buf[lead] == '[' && !marker_like));
             if (bare) {
                 if (settle_text(p, NULL, lead))
                     return -1;
@@ -476,7 +483,7 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                 continue;
             }
             size_t keep = last ? 0 : partial_suffix(p->buf, p->n_buf, marker);
-            if (!last && p->at_start && p->forced && p->format == CINFER_TOOLS_MISTRAL && lead == p->n_buf)
+            if (!last && p->at_start && p->format == CINFER_TOOLS_MISTRAL && lead == p->n_buf)
                 keep = p->n_buf; /* only spaces so far: a bare array may follow */
             return settle_text(p, content, p->n_buf - keep);
         }

@@ -42,7 +42,8 @@ enum cinfer_tool_format {
     CINFER_TOOLS_NONE = 0,
     CINFER_TOOLS_HERMES = 1,  /* <tool_call>{"name", "arguments"}</tool_call> (Qwen 2.5, Qwen3, Hermes) */
     CINFER_TOOLS_LLAMA3 = 2,  /* {"name", "parameters"} as the whole output, ";"-separated, optional <|python_tag|> */
-    CINFER_TOOLS_MISTRAL = 3, /* [TOOL_CALLS][{"name", "arguments"}, ...] */
+    CINFER_TOOLS_MISTRAL = 3, /* [TOOL_CALLS][{"name", "arguments"}, ...]; the bare array too when it opens
+                               * the output (the control token is skipped from the text) */
 };
 /* The format a chat template teaches, from its text; NONE when it shows none. */
 enum cinfer_tool_format cinfer_tool_format_of_template(const char *template_text);
@@ -52,7 +53,7 @@ struct cinfer_tool_parser {
     enum cinfer_tool_format format;
     int state;          /* 0 text, 1 inside a call, 2 after a call (separator or end), 3 passing text on */
     int at_start;       /* no text settled yet (llama3 calls must start the output) */
-    int forced;         /* the request forced a call: a bare JSON call (array) counts without its marker */
+    int forced;         /* the request forced a call */
     int marker_taken;   /* the call being read opened with its marker (given back if it is no call) */
     int text_since_call; /* text was settled after the last call (spaces then are text too) */
     /* streaming a call's arguments as they come: the scan of the arguments value, then
