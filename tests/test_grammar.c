@@ -323,6 +323,24 @@ START_TEST(json_schema_refusals_name_the_keyword)
 }
 END_TEST
 
+START_TEST(root_renamed_for_embedding)
+{
+    const char *text = "root ::= \"root\" item (\",\" root)?  # root stays in comments\nitem ::= [root] | rooty\nrooty ::= \"y\"\n";
+    char *renamed = NULL;
+    ck_assert_int_eq(cinfer_grammar_rename_root(text, "inner", &renamed), 0);
+    ck_assert_str_eq(renamed, "inner ::= \"root\" item (\",\" inner)?  # root stays in comments\nitem ::= [root] | rooty\n"
+                              "rooty ::= \"y\"\n");
+    char *outer = NULL;
+    ck_assert_int_ne(asprintf(&outer, "root ::= \"<\" inner \">\"\n%s", renamed), -1);
+    struct cinfer_grammar_masks *m = masks_of(outer);
+    ck_assert(accepts(m, "<rooto,rooty>"));
+    ck_assert(!accepts(m, "rooto"));
+    cinfer_grammar_masks_unref(&m);
+    free(outer);
+    free(renamed);
+}
+END_TEST
+
 START_TEST(regex_grammars)
 {
     char *text = NULL;
@@ -354,6 +372,7 @@ static Suite *suite_grammar(void)
     tcase_add_test(tc, json_schema_grammars);
     tcase_add_test(tc, json_schema_refusals_name_the_keyword);
     tcase_add_test(tc, regex_grammars);
+    tcase_add_test(tc, root_renamed_for_embedding);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;

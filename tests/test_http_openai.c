@@ -311,7 +311,7 @@ START_TEST(official_client_sees_the_engine_answers)
     ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
     int passed = (int)json_integer_value(json_object_get(summary, "passed"));
     size_t failed = json_array_size(json_object_get(summary, "failed"));
-    int expected = renderer ? 43 : 36; /* 10 of them structured output, tools, reasoning and cached tokens */
+    int expected = renderer ? 44 : 37; /* 11 of them structured output, tools, reasoning and cached tokens */
     printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
     json_decref(summary);
     ck_assert_int_eq(rc, 0);

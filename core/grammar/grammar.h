@@ -97,6 +97,11 @@ int cinfer_grammar_matcher_must_end(const struct cinfer_grammar_matcher *m);
 int cinfer_grammar_matcher_accept_token(struct cinfer_grammar_matcher *m, int32_t id);
 int cinfer_grammar_matcher_accept_bytes(struct cinfer_grammar_matcher *m, const uint8_t *bytes, size_t len);
 
+/* Grammar text with its rule `root` renamed to new_name everywhere (definition and
+ * references; literals, classes and comments untouched), for embedding one grammar in
+ * another; *out is malloc'd. */
+int cinfer_grammar_rename_root(const char *text, const char *new_name, char **out);
+
 /* ---- sources: JSON Schema and regular expressions into grammar text --------------- */
 
 /* The grammar of JSON values valid under schema (JSON text). Unsupported keywords are

@@ -709,3 +709,65 @@ int cinfer_grammar_parse(const char *text, size_t len, struct grammar_rules *out
     }
     return CINFER_OK;
 }
+
+/* Renames the rule `root` (its definition and every reference) in grammar text,
+ * leaving literals, classes and comments alone. */
+int cinfer_grammar_rename_root(const char *text, const char *new_name, char **out)
+{
+    size_t len = strlen(text), cap = len * 2 + strlen(new_name) * 8 + 16, n = 0;
+    char *o = malloc(cap);
+    if (!o)
+        return CINFER_ERR_NOMEM;
+    for (size_t i = 0; i < len;) {
+        char c = text[i];
+        size_t start = i;
+        if (c == '"' || c == '\'' || c == '[') {
+            char close = c == '[' ? ']' : c;
+            i++;
+            while (i < len && text[i] != close && text[i] != '\n') {
+                if (text[i] == '\\' && i + 1 < len)
+                    i++;
+                i++;
+            }
+            if (i < len && text[i] == close)
+                i++;
+        } else if (c == '#') {
+            while (i < len && text[i] != '\n')
+                i++;
+        } else if (is_name_char(c) && c != '.') {
+            while (i < len && is_name_char(text[i]))
+                i++;
+            if (i - start == 4 && memcmp(text + start, "root", 4) == 0) {
+                size_t m = strlen(new_name);
+                if (n + m + 1 > cap) {
+                    cap = (n + m + 1) * 2;
+                    char *g = realloc(o, cap);
+                    if (!g) {
+                        free(o);
+                        return CINFER_ERR_NOMEM;
+                    }
+                    o = g;
+                }
+                memcpy(o + n, new_name, m);
+                n += m;
+                continue;
+            }
+        } else {
+            i++;
+        }
+        if (n + (i - start) + 1 > cap) {
+            cap = (n + (i - start) + 1) * 2;
+            char *g = realloc(o, cap);
+            if (!g) {
+                free(o);
+                return CINFER_ERR_NOMEM;
+            }
+            o = g;
+        }
+        memcpy(o + n, text + start, i - start);
+        n += i - start;
+    }
+    o[n] = '\0';
+    *out = o;
+    return CINFER_OK;
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chat/output_parsers.h"
+#include "grammar/constraint.h"
 #include "grammar/grammar.h"
 #include "grammar/text_buf.h"
 #include "http/request_fields.h"
@@ -541,6 +542,47 @@ static int read_tools(const struct http_request *req, const json_t *body, struct
     return cinfer_http_check_constraint(req, p, "tools");
 }
 
+/* With a reasoning parser, a constraint holds for the answer only: the grammar lets the
+ * model reason first (Qwen3: an optional <think>...</think>; R1: up to </think>, the
+ * template opened it), reasoning that never spells "</" (so the first "</think>" ends
+ * it, as the parser reads it). Not when thinking is off (chat_template_kwargs
+ * enable_thinking false) or the constraint spells "</think>" itself. */
+static int constrain_after_reasoning(const struct http_request *req, struct openai_request *out)
+{
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (!out->reasoning_format || !(p->json_schema || p->regex || p->ebnf))
+        return 0;
+    char *answer = NULL, *renamed = NULL;
+    struct cinfer_error err = {0};
+    if (cinfer_constraint_grammar(p, 0, &answer, &err))
+        return cinfer_http_check_constraint(req, p, p->ebnf ? "ebnf" : p->regex ? "regex" : "response_format");
+    if (strstr(answer, "</think>")) { /* a grammar that spells the reasoning itself decides it */
+        free(answer);
+        return 0;
+    }
+    int rc = cinfer_grammar_rename_root(answer, "answer-root", &renamed);
+    free(answer);
+    struct text_buf g = {0};
+    if (rc == CINFER_OK) {
+        if (out->reasoning_format == CINFER_REASONING_DEEPSEEK_R1)
+            cinfer_tb_puts(&g, "root ::= reasoning-text \"</think>\" [ \\n]* answer-root\n");
+        else
+            cinfer_tb_puts(&g, "root ::= (\"<think>\" reasoning-text \"</think>\" [ \\n]*)? answer-root\n");
+        cinfer_tb_puts(&g, "reasoning-text ::= ([^<] | \"<\" [^/])*\n");
+        cinfer_tb_puts(&g, renamed);
+    }
+    free(renamed);
+    if (rc || g.failed) {
+        cinfer_tb_free(&g);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the grammar");
+        return -1;
+    }
+    out->reasoning_grammar = g.s;
+    p->json_schema = p->regex = NULL;
+    p->ebnf = out->reasoning_grammar;
+    return cinfer_http_check_constraint(req, p, "response_format");
+}
+
 static int read_chat(const struct http_request *req, const json_t *body, struct openai_request *out)
 {
     if (out->n > OPENAI_MAX_GENERATIONS)
@@ -586,8 +628,11 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
             return cinfer_http_field_error(req, "chat_template_kwargs",
                                            "may not set \"messages\" (use the messages field)");
         json_object_update(ctx, (json_t *)kwargs);
+        /* Qwen3's switch: the template closes an empty <think> block itself */
+        if (json_is_false(json_object_get(kwargs, "enable_thinking")))
+            out->reasoning_format = CINFER_REASONING_NONE;
     }
-    return 0;
+    return constrain_after_reasoning(req, out);
 }
 
 /* ---- the whole request -------------------------------------------------------------- */
@@ -632,5 +677,6 @@ void cinfer_openai_request_free(struct openai_request *r)
     json_decref(r->body);
     free(r->owned_constraint);
     free(r->tool_grammar);
+    free(r->reasoning_grammar);
     memset(r, 0, sizeof *r);
 }

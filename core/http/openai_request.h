@@ -59,6 +59,7 @@ struct openai_request {
     int tools_forced;                      /* tool_choice required or a named function */
     int reasoning_format;                  /* enum cinfer_reasoning_format */
     char *tool_grammar;                    /* sampling.ebnf for a forced tool call (malloc'd) */
+    char *reasoning_grammar;               /* sampling.ebnf: a constraint after the reasoning (malloc'd) */
 };
 
 /* Reads body (the reference is stolen, also on failure) into *out. Returns 0, or -1

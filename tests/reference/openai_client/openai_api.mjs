@@ -480,10 +480,12 @@ function assertPerson(p) {
 }
 const personFormat = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
 const chatMsgs = [{ role: 'user', content: 'Describe a person as JSON.' }];
+// the server splits <think> reasoning off; these checks turn thinking off, as Qwen3's switch does
+const noThink = { chat_template_kwargs: { enable_thinking: false } };
 
 await check('structured output: chat.completions.parse returns the parsed object, for every seed', async () => {
   for (let seed = 1; seed <= 4; seed++) {
-    const r = await client.chat.completions.parse({ model: cfg.model, messages: chatMsgs, temperature: 1, seed,
+    const r = await client.chat.completions.parse({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed,
                                                     max_tokens: 400, response_format: personFormat });
     const m = r.choices[0].message;
     assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${m.content}`);
@@ -493,19 +495,19 @@ await check('structured output: chat.completions.parse returns the parsed object
 });
 
 await check('structured output: streamed chunks join to a valid object; n=3 choices each valid', async () => {
-  const chunks = await streamChat({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 7, max_tokens: 400,
+  const chunks = await streamChat({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 7, max_tokens: 400,
                                     response_format: personFormat });
   const { text, finish } = joinStream(chunks, 'content');
   assert.equal(finish[0], 'stop');
   assertPerson(JSON.parse(text[0]));
-  const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 9,
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 9,
                                                    n: 3, max_tokens: 400, response_format: personFormat });
   assert.equal(r.choices.length, 3);
   for (const c of r.choices) assertPerson(JSON.parse(c.message.content));
 });
 
 await check('structured output: json_object gives a JSON object; logprobs stay inside the constraint', async () => {
-  const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed: 3,
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 3,
                                                    max_tokens: 300, response_format: { type: 'json_object' },
                                                    logprobs: true, top_logprobs: 3 });
   const v = JSON.parse(r.choices[0].message.content);
@@ -566,7 +568,7 @@ const weather = [{ role: 'user', content: 'What is the weather in Paris?' }];
 
 await check('tools: a named tool_choice comes back as parsed tool_calls (finish "tool_calls", content null)', async () => {
   for (let seed = 1; seed <= 3; seed++) {
-    const r = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, temperature: 1, seed,
+    const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: weather, tools, temperature: 1, seed,
                                                      max_tokens: 300,
                                                      tool_choice: { type: 'function', function: { name: 'get_weather' } } });
     const m = r.choices[0].message;
@@ -581,7 +583,7 @@ await check('tools: a named tool_choice comes back as parsed tool_calls (finish 
 });
 
 await check('tools: required, streamed, reassembles to the same calls as the JSON answer', async () => {
-  const params = { model: cfg.model, messages: weather, tools, tool_choice: 'required', temperature: 1, seed: 11,
+  const params = { ...noThink, model: cfg.model, messages: weather, tools, tool_choice: 'required', temperature: 1, seed: 11,
                    max_tokens: 1000 };
   const whole = await client.chat.completions.create(params);
   const calls = whole.choices[0].message.tool_calls;
@@ -607,8 +609,8 @@ await check('tools: required, streamed, reassembles to the same calls as the JSO
 });
 
 await check('tools: parallel_tool_calls false gives exactly one call; "none" leaves the reply as text', async () => {
-  const r = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, tool_choice: 'required',
-                                                   parallel_tool_calls: false, temperature: 1, seed: 4, max_tokens: 300 });
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: weather, tools,
+                                                   tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 4, max_tokens: 300 });
   assert.equal(r.choices[0].message.tool_calls.length, 1);
   const n = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, tool_choice: 'none',
                                                    max_tokens: 8, temperature: 0 });
@@ -633,6 +635,20 @@ await check('reasoning: <think> goes to reasoning_content, streamed apart from c
   }
   assert.equal(reasoning, m.reasoning_content);
   assert.equal(content, m.content);
+});
+
+await check('reasoning: a response_format holds for the answer after the reasoning', async () => {
+  let stopped = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed,
+                                                     max_tokens: 300, response_format: personFormat });
+    const c = r.choices[0];
+    if (c.finish_reason !== 'stop') continue; // still reasoning when the budget ran out
+    stopped++;
+    assertPerson(JSON.parse(c.message.content));
+    if (c.message.reasoning_content !== undefined) assert.ok(!c.message.reasoning_content.includes('</'));
+  }
+  assert.ok(stopped > 0);
 });
 
 await check('usage: a repeated long prompt reports prompt_tokens_details.cached_tokens from the prefix cache', async () => {
