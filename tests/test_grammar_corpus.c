@@ -156,7 +156,7 @@ static int decode_into(const char *grammar, json_t *arr, int per_vocab, int *unf
                 (*unfinished)++;
                 continue;
             }
-            json_array_append_new(arr, json_string(text) ? json_string(text) : json_stringn(text, strlen(text)));
+            json_array_append_new(arr, json_string(text)); /* the walk's bytes are UTF-8 */
             free(text);
             made++;
         }
