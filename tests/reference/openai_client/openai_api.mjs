@@ -515,6 +515,12 @@ await check('structured output: json_object gives a JSON object; logprobs stay i
   const first = r.choices[0].logprobs.content[0];
   assert.equal(first.token, '{'); // nothing else can start an object (the model's vocabulary has no "{ ...")
   for (const alt of first.top_logprobs) assert.ok(alt.token.startsWith('{') || alt.logprob <= -9999, alt.token);
+  // a stop string still ends the constrained output where it matches
+  const cut = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1,
+                                                     seed: 3, max_tokens: 300, response_format: { type: 'json_object' },
+                                                     stop: [':'] });
+  assert.equal(cut.choices[0].finish_reason, 'stop');
+  assert.equal(cut.choices[0].message.content, r.choices[0].message.content.split(':')[0]);
 });
 
 await check('structured output: SGLang regex and ebnf on /v1/completions match (JavaScript RegExp)', async () => {
