@@ -15,7 +15,7 @@
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
 #include "engine/default_model.h"
-#include "engine/hooks.h"
+#include "worker/hooks.h"
 #include "model/model.h"
 #include "model/runtime.h"
 

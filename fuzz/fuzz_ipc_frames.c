@@ -66,8 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cinfer_msg_text_free(&text);
     }
     struct cinfer_msg_detok_request dr;
-    if (cinfer_msg_decode_detok_request(data, size, &dr, &err) == CINFER_OK)
+    if (cinfer_msg_decode_detok_request(data, size, &dr, &err) == CINFER_OK) {
+        same_bytes(cinfer_msg_encode_detok_request(&dr, &frame, &len), frame, len, data, size);
         cinfer_msg_detok_request_free(&dr);
+    }
     struct cinfer_msg_rpc_call call;
     if (cinfer_msg_decode_rpc_call(data, size, &call, &err) == CINFER_OK) {
         int rc = cinfer_msg_encode_rpc_call(&call, &frame, &len);

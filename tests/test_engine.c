@@ -6,10 +6,14 @@
  * one process keep to themselves; logprobs equal the log-softmax of the runtime's own
  * logits; n choices each reproduce alone with their seed; each refusal (empty prompt,
  * token outside the vocabulary, prompt past the context or the KV cache, full queue)
- * reaches the caller with its own status code from every entry point. */
+ * reaches the caller with its own status code from every entry point; the output text
+ * reads as it does after the prompt (decode(prompt + output) past decode(prompt), by the
+ * tokenizer's decode()) on stories260K and the default model, every way the C API
+ * returns it, with stop strings, with special tokens kept, and for n = 2. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +23,14 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
-#include "engine/hooks.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "support/engine_fixture.h"
 #include "support/greedy_reference.h"
 #include "support/procs.h"
 #include "support/runner.h"
+#include "support/text_after_prompt.h"
+#include "worker/hooks.h"
 
 #define MAX_NEW 24
 
@@ -62,16 +67,23 @@ static void compute_expectations(void)
     cinfer_server_args_free(&args);
 }
 
-static struct cinfer_engine *start_engine(const struct cinfer_engine_hooks *hooks)
+/* context_length 0: the model's own. */
+static struct cinfer_engine *start_engine_with_context(const struct cinfer_engine_hooks *hooks, int context_length)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, model);
+    args.context_length = context_length;
     struct cinfer_engine *e = NULL;
     struct cinfer_error err = {0};
     int rc = cinfer_engine_create(&args, hooks, &e, &err);
     ck_assert_msg(rc == 0, "engine create: %s", err.message);
     cinfer_server_args_free(&args);
     return e;
+}
+
+static struct cinfer_engine *start_engine(const struct cinfer_engine_hooks *hooks)
+{
+    return start_engine_with_context(hooks, 0);
 }
 
 static struct cinfer_generate_request greedy(const char *prompt)
@@ -314,6 +326,81 @@ START_TEST(overridden_hooks_run)
 }
 END_TEST
 
+/* Two engines of two replicas each, alive at once in one process, each with its own
+ * scheduler hook: every worker runs its own engine's hook (the jobs a forked worker runs
+ * belong to its engine, not to the process). */
+static int hook_a(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    char name[64];
+    snprintf(name, sizeof name, "engine-a-dp%d", dp);
+    touch(name);
+    return cinfer_default_run_scheduler_process(a, p, gpu, tp, dp);
+}
+
+static int hook_b(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    char name[64];
+    snprintf(name, sizeof name, "engine-b-dp%d", dp);
+    touch(name);
+    return cinfer_default_run_scheduler_process(a, p, gpu, tp, dp);
+}
+
+START_TEST(two_engines_with_their_own_hooks)
+{
+    snprintf(marker_dir, sizeof marker_dir, "%s/hook-markers-%d", CINFER_BINARY_DIR, (int)getpid());
+    mkdir(marker_dir, 0700);
+    struct cinfer_engine_hooks ha, hb;
+    cinfer_engine_default_hooks(&ha);
+    cinfer_engine_default_hooks(&hb);
+    ha.run_scheduler_process = hook_a;
+    hb.run_scheduler_process = hook_b;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.dp_size = 2;
+    struct cinfer_engine *a = NULL, *b = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, &ha, &a, &err) == 0, "%s", err.message);
+    ck_assert_msg(cinfer_engine_create(&args, &hb, &b, &err) == 0, "%s", err.message);
+    for (int dp = 0; dp < 2; dp++) {
+        char name[64];
+        snprintf(name, sizeof name, "engine-a-dp%d", dp);
+        ck_assert_msg(exists(name), "%s is missing", name);
+        snprintf(name, sizeof name, "engine-b-dp%d", dp);
+        ck_assert_msg(exists(name), "%s is missing", name);
+    }
+    struct cinfer_generate_request req = greedy(prompts[4]);
+    struct cinfer_generate_result r;
+    ck_assert_int_eq(cinfer_engine_generate(a, &req, &r, &err), 0);
+    assert_matches(4, &r);
+    cinfer_generate_result_free(&r);
+    ck_assert_int_eq(cinfer_engine_generate(b, &req, &r, &err), 0);
+    assert_matches(4, &r);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&a, 1000);
+    cinfer_engine_shutdown(&b, 1000);
+
+    /* Hooks that do not say their version are refused; a caller built against an older,
+     * shorter struct gets the defaults for the slots it lacks. */
+    struct cinfer_engine_hooks bare = {0};
+    bare.run_scheduler_process = hook_a;
+    ck_assert_int_eq(cinfer_engine_create(&args, &bare, &a, &err), CINFER_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(err.message, "engine hooks have version 0 and struct_size 0: fill them with "
+                                      "cinfer_engine_default_hooks()"), "%s", err.message);
+    struct cinfer_engine_hooks older;
+    cinfer_engine_default_hooks(&older);
+    older.struct_size = offsetof(struct cinfer_engine_hooks, run_detokenizer_process); /* only the scheduler slot */
+    older.run_detokenizer_process = NULL; /* beyond its struct: never read */
+    ck_assert_msg(cinfer_engine_create(&args, &older, &a, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(cinfer_engine_generate(a, &req, &r, &err), 0);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&a, 1000);
+    cinfer_server_args_free(&args);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", marker_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* Parses an RPC answer; fails the test, showing the text, when it is not JSON. */
 static json_t *rpc_json(const struct cinfer_rpc_reply *r)
 {
@@ -387,7 +474,9 @@ START_TEST(workers_are_named_for_ps_and_rpc_reaches_every_rank)
 {
     if (!model)
         return;
-    struct cinfer_engine *e = start_engine(NULL);
+    /* A long context, so the request that runs while flush_cache is refused is still
+     * running when the second refusal is asked for. */
+    struct cinfer_engine *e = start_engine_with_context(NULL, 60000);
     struct cinfer_server_info info;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_engine_server_info(e, &info, &err), 0);
@@ -851,6 +940,145 @@ START_TEST(each_refusal_reaches_the_caller_with_its_code)
 }
 END_TEST
 
+/* ---- the output after its prompt (issue 15) ------------------------------------------- */
+
+struct streamed {
+    char text[8192];
+    size_t len;
+    int32_t ids[MAX_NEW];
+    size_t n_ids;
+};
+
+static int gather(const struct cinfer_stream_chunk *c, void *ctx)
+{
+    struct streamed *b = ctx;
+    ck_assert_uint_lt(b->len + c->text_len, sizeof b->text);
+    memcpy(b->text + b->len, c->text, c->text_len);
+    b->len += c->text_len;
+    b->text[b->len] = '\0';
+    for (size_t i = 0; i < c->n_ids && b->n_ids < MAX_NEW; i++)
+        b->ids[b->n_ids++] = c->ids[i];
+    return 0;
+}
+
+/* The text a result must have, from its ids by decode() alone. */
+static char *expected_text(const struct cinfer_tokenizer_ctx *tok, const struct cinfer_token_ids *prompt,
+                           const int32_t *out, size_t n_out, int skip_special)
+{
+    return cinfer_test_text_after_prompt(tok, prompt->ids, prompt->len, out, n_out, skip_special);
+}
+
+/* A stop string taken from text at byte at (3 bytes, ASCII): the greedy text must end
+ * right before its first occurrence. */
+static void check_stop(struct cinfer_engine *e, const char *prompt, const char *text, size_t at, const char *where)
+{
+    char stop[4];
+    memcpy(stop, text + at, 3);
+    stop[3] = '\0';
+    for (int i = 0; i < 3; i++)
+        if ((unsigned char)stop[i] >= 0x80 || !stop[i])
+            return; /* keep to whole ASCII characters */
+    size_t cut = (size_t)(strstr(text, stop) - text);
+    struct cinfer_generate_request req = greedy(prompt);
+    req.sampling.stop[0] = stop;
+    req.sampling.n_stop = 1;
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+    ck_assert_msg(r.finish_reason == CINFER_FINISH_STOP_STRING && r.text_len == cut && !strncmp(r.text, text, cut),
+                  "%s: stop \"%s\" (%s): text \"%s\", expected \"%.*s\"", prompt, stop, where, r.text, (int)cut, text);
+    struct streamed s = {0};
+    ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, gather, &s, &err), 0);
+    ck_assert_str_eq(s.text, r.text);
+    cinfer_generate_result_free(&r);
+}
+
+START_TEST(output_text_is_decode_past_the_prompt)
+{
+    struct cinfer_test_boundary_model models[2];
+    int n_models = cinfer_test_boundary_models(models);
+    for (int m = 0; m < n_models; m++) {
+        const char *saved = model;
+        model = models[m].path;
+        struct cinfer_engine *e = start_engine(NULL);
+        model = saved;
+        const struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(e);
+        for (int p = 0; p < CINFER_TEST_BOUNDARY_PROMPTS; p++) {
+            const char *prompt = models[m].prompts[p];
+            struct cinfer_token_ids ids = {0};
+            struct cinfer_error err = {0};
+            ck_assert_int_eq(tok->ops->encode(tok->tok, prompt, strlen(prompt), 1, &ids, &err), 0);
+
+            /* blocking */
+            struct cinfer_generate_request req = greedy(prompt);
+            struct cinfer_generate_result r;
+            ck_assert_msg(cinfer_engine_generate(e, &req, &r, &err) == 0, "%s", err.message);
+            ck_assert_int_eq(r.prompt_tokens, (int)ids.len);
+            char *want = expected_text(tok, &ids, r.output_ids, r.n_output_ids, 1);
+            ck_assert_msg(!strcmp(r.text, want), "%s, \"%s\": text \"%s\", decode past the prompt \"%s\"",
+                          models[m].name, prompt, r.text, want);
+            printf("%s: \"%s\" + \"%s\"\n", models[m].name, prompt, r.text);
+
+            /* callback stream and iterator, their own ids */
+            struct streamed s = {0};
+            ck_assert_int_eq(cinfer_engine_generate_stream(e, &req, gather, &s, &err), 0);
+            char *want_s = expected_text(tok, &ids, s.ids, s.n_ids, 1);
+            ck_assert_msg(!strcmp(s.text, want_s), "%s, \"%s\": streamed \"%s\", expected \"%s\"", models[m].name,
+                          prompt, s.text, want_s);
+            free(want_s);
+            struct cinfer_stream *it = NULL;
+            ck_assert_int_eq(cinfer_engine_stream_open(e, &req, &it, &err), 0);
+            struct streamed iterated = {0};
+            for (;;) {
+                struct cinfer_stream_chunk c;
+                ck_assert_msg(cinfer_stream_next(it, &c, 10000, &err) == 0, "%s", err.message);
+                gather(&c, &iterated);
+                if (c.finish_reason != CINFER_FINISH_NONE)
+                    break;
+            }
+            cinfer_stream_close(&it);
+            char *want_i = expected_text(tok, &ids, iterated.ids, iterated.n_ids, 1);
+            ck_assert_msg(!strcmp(iterated.text, want_i), "%s, \"%s\": iterated \"%s\", expected \"%s\"",
+                          models[m].name, prompt, iterated.text, want_i);
+            free(want_i);
+
+            /* n = 2: each choice is its own request to the detokenizer */
+            req.n = 2;
+            struct cinfer_generate_result choices[2];
+            ck_assert_msg(cinfer_engine_generate_n(e, &req, choices, 2, &err) == 0, "%s", err.message);
+            for (int i = 0; i < 2; i++) {
+                char *want_c = expected_text(tok, &ids, choices[i].output_ids, choices[i].n_output_ids, 1);
+                ck_assert_msg(!strcmp(choices[i].text, want_c), "%s, \"%s\": choice %d \"%s\", expected \"%s\"",
+                              models[m].name, prompt, i, choices[i].text, want_c);
+                free(want_c);
+                cinfer_generate_result_free(&choices[i]);
+            }
+            req.n = 1;
+
+            /* special tokens kept: the prompt's BOS is in decode(prompt), not in the output */
+            req.sampling.skip_special_tokens = 0;
+            struct cinfer_generate_result kept;
+            ck_assert_msg(cinfer_engine_generate(e, &req, &kept, &err) == 0, "%s", err.message);
+            char *want_k = expected_text(tok, &ids, kept.output_ids, kept.n_output_ids, 0);
+            ck_assert_msg(!strcmp(kept.text, want_k), "%s, \"%s\": with special tokens \"%s\", expected \"%s\"",
+                          models[m].name, prompt, kept.text, want_k);
+            free(want_k);
+            cinfer_generate_result_free(&kept);
+
+            /* stop strings at the very start of the output (its leading space, if any)
+             * and in its middle */
+            check_stop(e, prompt, want, 0, "at the start");
+            if (strlen(want) > 8)
+                check_stop(e, prompt, want, strlen(want) / 2, "in the middle");
+            free(want);
+            cinfer_generate_result_free(&r);
+            cinfer_token_ids_free(&ids);
+        }
+        cinfer_engine_shutdown(&e, 1000);
+    }
+}
+END_TEST
+
 static Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -862,12 +1090,14 @@ static Suite *suite_engine(void)
     tcase_add_test(tc, streaming_yields_the_blocking_text);
     tcase_add_test(tc, stop_strings_end_the_text_and_are_trimmed);
     tcase_add_test(tc, overridden_hooks_run);
+    tcase_add_test(tc, two_engines_with_their_own_hooks);
     tcase_add_test(tc, workers_are_named_for_ps_and_rpc_reaches_every_rank);
     tcase_add_test(tc, two_engines_in_one_process_keep_to_themselves);
     tcase_add_test(tc, logprobs_are_the_log_softmax_of_the_runtime_logits);
     tcase_add_test(tc, n_choices_each_reproduce_alone_with_their_seed);
     tcase_add_test(tc, a_failed_choice_fails_the_call_and_aborts_the_rest);
     tcase_add_test(tc, each_refusal_reaches_the_caller_with_its_code);
+    tcase_add_test(tc, output_text_is_decode_past_the_prompt);
     suite_add_tcase(s, tc);
     return s;
 }

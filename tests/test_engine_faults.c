@@ -23,12 +23,12 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/tokenizer.h"
-#include "engine/hooks.h"
-#include "engine/worker_link.h"
 #include "support/engine_fixture.h"
 #include "support/generate_sigint.h"
 #include "support/procs.h"
 #include "support/runner.h"
+#include "worker/hooks.h"
+#include "worker/worker_link.h"
 
 static const char *model;
 

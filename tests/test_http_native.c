@@ -5,6 +5,9 @@
  *     "data: <one JSON object>\n\n" and nothing else, ending "data: [DONE]\n\n"; the
  *     cumulative text grows by extension and ends equal to the blocking answer;
  *   - /v1/tokenize equals the tokenizer's ids, /v1/detokenize gives the text back;
+ *   - on stories260K and the default model, /generate's text (JSON and streamed, from a
+ *     text or ids, with stop strings) is /v1/detokenize of prompt + output past
+ *     /v1/detokenize of the prompt: the output reads on from the prompt;
  *   - /get_server_info, /health_generate, /flush_cache (400 while a request runs);
  *   - /abort_request by rid ends a long stream with finish_reason abort, pages freed;
  *   - a client that disconnects (curl killed) aborts its request: within 1 s nothing runs
@@ -34,6 +37,7 @@
 #include "cinfer/tokenizer.h"
 #include "support/engine_fixture.h"
 #include "support/runner.h"
+#include "support/text_after_prompt.h"
 #include "support/tmp_dir.h"
 
 extern char **environ;
@@ -58,19 +62,21 @@ static double now_s(void)
 
 static int keep_prefix_cache; /* a test that reads cached_tokens turns the prefix cache on */
 
-static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
+/* An engine on model_path (context_length 0: the model's) and a server in front of it. */
+static void start_on(const char *model_path, int context_length, int max_running, int max_queued,
+                     long long kv_cache_bytes)
 {
     cinfer_test_make_tmp_dir("http-native");
     struct cinfer_server_args args;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_server_args_init(&args, &err), 0);
     free(args.model_path);
-    args.model_path = strdup(MODEL);
+    args.model_path = strdup(model_path);
     args.kv_cache_bytes = kv_cache_bytes;
     args.start_timeout_ms = 30000;
     args.log_level = CINFER_LOG_ERROR;
     args.num_threads = 1;
-    args.context_length = CONTEXT;
+    args.context_length = context_length;
     args.port = 0;
     args.max_request_body_bytes = 64 << 10;
     args.disable_radix_cache = !keep_prefix_cache; /* so freed pages are free, not kept for prefix reuse */
@@ -87,7 +93,12 @@ static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
 
 static void start(int max_running, int max_queued)
 {
-    start_kv(max_running, max_queued, 16ll << 20);
+    start_on(MODEL, CONTEXT, max_running, max_queued, 16ll << 20);
+}
+
+static void start_kv(int max_running, int max_queued, long long kv_cache_bytes)
+{
+    start_on(MODEL, CONTEXT, max_running, max_queued, kv_cache_bytes);
 }
 
 static void stop(void)
@@ -453,6 +464,118 @@ START_TEST(generate_equals_the_engine_and_streams_sse)
     reply_free(&s);
     reply_free(&r);
     stop();
+}
+END_TEST
+
+/* ---- the output after its prompt (issue 15) ------------------------------------------- */
+
+/* POSTs body (taken) to path; the reply's JSON, which must come with 200. */
+static json_t *post(const char *path, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    struct reply r = curl("POST", path, text);
+    free(text);
+    ck_assert_msg(r.status == 200 && r.json, "%s: %d %s", path, r.status, r.body);
+    json_t *j = json_incref(r.json);
+    reply_free(&r);
+    return j;
+}
+
+/* /v1/detokenize of prompt ids + output ids, special tokens skipped as generation does. */
+static char *detokenize(const json_t *prompt_ids, const json_t *output_ids)
+{
+    json_t *all = json_deep_copy(prompt_ids);
+    if (output_ids)
+        json_array_extend(all, (json_t *)output_ids); /* only read */
+    json_t *j = post("/v1/detokenize", json_pack("{s:o, s:b}", "tokens", all, "skip_special_tokens", 1));
+    char *text = strdup(json_string_value(json_object_get(j, "text")));
+    json_decref(j);
+    return text;
+}
+
+/* The text /generate must give for these output ids: the HTTP API's own decodes. */
+static char *text_after(const json_t *prompt_ids, const json_t *output_ids)
+{
+    char *prompt_text = detokenize(prompt_ids, NULL), *all_text = detokenize(prompt_ids, output_ids);
+    char *rest = cinfer_test_text_past(prompt_text, all_text);
+    free(prompt_text);
+    free(all_text);
+    return rest;
+}
+
+/* /generate of prompt (a text, or ids when prompt_ids is given) with stop (or none),
+ * JSON and streamed: both texts equal what the returned ids decode to after the prompt,
+ * cut before stop. Returns the JSON answer's text (malloc'd). */
+static char *generate_checked(const char *prompt, const json_t *prompt_ids, int as_ids, const char *stop)
+{
+    char *first = NULL;
+    for (int stream = 0; stream <= 1; stream++) {
+        json_t *sp = json_pack("{s:i, s:f}", "max_new_tokens", 16, "temperature", 0.0);
+        if (stop)
+            json_object_set_new(sp, "stop", json_pack("[s]", stop));
+        json_t *body = json_pack("{s:o, s:b}", "sampling_params", sp, "stream", stream);
+        json_object_set_new(body, as_ids ? "input_ids" : "text", as_ids ? json_deep_copy(prompt_ids) : json_string(prompt));
+        char *text = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+        struct reply r = curl("POST", "/generate", text);
+        free(text);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        json_t *events = stream ? sse_events(r.body) : NULL;
+        const json_t *answer = stream ? last_event(events) : r.json;
+        const char *got = json_string_value(json_object_get(answer, "text"));
+        ck_assert_ptr_nonnull(got);
+        char *want = text_after(prompt_ids, json_object_get(answer, "output_ids"));
+        const json_t *fr = json_object_get(json_object_get(answer, "meta_info"), "finish_reason");
+        if (stop) {
+            char *at = strstr(want, stop);
+            ck_assert_msg(at, "the output \"%s\" has no \"%s\"", want, stop);
+            *at = '\0';
+            ck_assert_str_eq(json_string_value(json_object_get(fr, "matched")), stop);
+        }
+        ck_assert_msg(!strcmp(got, want), "\"%s\"%s%s: /generate%s gave \"%s\", the decodes say \"%s\"", prompt,
+                      as_ids ? " as ids" : "", stop ? " with a stop string" : "", stream ? " (streamed)" : "", got, want);
+        if (!first)
+            first = strdup(got);
+        free(want);
+        json_decref(events);
+        reply_free(&r);
+    }
+    return first;
+}
+
+START_TEST(generate_text_reads_on_from_the_prompt)
+{
+    struct cinfer_test_boundary_model models[2];
+    int n_models = cinfer_test_boundary_models(models);
+    for (int m = 0; m < n_models; m++) {
+        start_on(models[m].path, 0, 0, 0, 16ll << 20);
+        for (int p = 0; p < CINFER_TEST_BOUNDARY_PROMPTS; p++) {
+            const char *prompt = models[m].prompts[p];
+            json_t *tok = post("/v1/tokenize", json_pack("{s:s, s:b}", "prompt", prompt, "add_special_tokens", 1));
+            const json_t *prompt_ids = json_object_get(tok, "tokens");
+            char *text = generate_checked(prompt, prompt_ids, 0, NULL);
+            printf("%s: /generate \"%s\" -> \"%s\"\n", models[m].name, prompt, text);
+            free(generate_checked(prompt, prompt_ids, 1, NULL));
+            /* the output's first word, its leading space with it: the text ends before it */
+            char stop[32];
+            size_t n = strcspn(text + 1, " ,.") + 1;
+            ck_assert_uint_lt(n, sizeof stop);
+            memcpy(stop, text, n);
+            stop[n] = '\0';
+            free(generate_checked(prompt, prompt_ids, 0, stop));
+            /* a later word */
+            const char *later = strchr(text + n, ' ');
+            if (later && strlen(later) > 4) {
+                memcpy(stop, later, 4);
+                stop[4] = '\0';
+                free(generate_checked(prompt, prompt_ids, 0, stop));
+            }
+            free(text);
+            json_decref(tok);
+        }
+        stop();
+    }
 }
 END_TEST
 
@@ -843,6 +966,7 @@ static Suite *suite_http_native(void)
     tcase_add_test(t, generate_equals_the_engine_and_streams_sse);
     tcase_add_test(t, tokenize_detokenize_info_health);
     tcase_add_test(t, constrained_generate_and_cached_tokens);
+    tcase_add_test(t, generate_text_reads_on_from_the_prompt);
     tcase_add_test(t, abort_by_rid_and_by_disconnect);
     tcase_add_test(t, errors_have_status_and_shape);
     tcase_add_test(t, queue_full_then_engine_down);

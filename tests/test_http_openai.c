@@ -8,7 +8,11 @@
  * shapes, stop strings, usage, logit bias, a departing client, and every error as the
  * client raises it (400 naming the field, an empty prompt, 400 for a prompt past the KV
  * cache of a second engine whose cache is smaller than its context, 404, 401, 503 for
- * a full queue and, last, a killed scheduler). Exits 77 (skip) where node or the package is absent (the fixture
+ * a full queue and, last, a killed scheduler). And on stories260K (a second engine, with
+ * a chat template of our own) and the default model, completion and chat texts read on
+ * from the prompt: they equal decode(prompt + output) past decode(prompt), by the
+ * tokenizer's decode() of the C API's greedy ids, JSON and streamed, with stop strings.
+ * Exits 77 (skip) where node or the package is absent (the fixture
  * test_http_openai_client_setup says why). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 #include "support/engine_fixture.h"
 #include "support/run_command.h"
 #include "support/runner.h"
+#include "support/text_after_prompt.h"
 #include "support/tmp_dir.h"
 
 #define SKIP_EXIT_CODE 77
@@ -199,6 +204,80 @@ static json_t *chat_reference(struct cinfer_engine *e, const struct cinfer_token
     return ref;
 }
 
+/* ---- the output after its prompt (issue 15) ------------------------------------------- */
+
+/* {"stop", "expected"}: the stop string and the text that must come back with it. */
+static json_t *stop_reference(const char *text, const char *stop)
+{
+    const char *at = strstr(text, stop);
+    ck_assert_ptr_nonnull(at);
+    return json_pack("{s:s, s:s%}", "stop", stop, "expected", text, (size_t)(at - text));
+}
+
+/* {"text", "promptTokens", "expected", "stops"} of prompt text whose ids are
+ * encode(text, add_special); expected is decode(prompt + output) past decode(prompt) of
+ * the C API's greedy ids, stops the output's first word (with its leading space) and a
+ * later one. */
+static json_t *boundary_reference(struct cinfer_engine *e, const struct cinfer_tokenizer_ctx *tok, const char *key,
+                                  const char *text, const char *rendered, int add_special)
+{
+    struct cinfer_token_ids ids = {0};
+    struct cinfer_error err = {0};
+    ck_assert_msg(tok->ops->encode(tok->tok, rendered, strlen(rendered), add_special, &ids, &err) == 0, "%s",
+                  err.message);
+    struct cinfer_generate_result r;
+    greedy(e, ids.ids, ids.len, &r);
+    char *want = cinfer_test_text_after_prompt(tok, ids.ids, ids.len, r.output_ids, r.n_output_ids, 1);
+    json_t *stops = json_array();
+    char stop[32];
+    size_t n = strcspn(want + 1, " ,.") + 1;
+    if (n < sizeof stop && want[0]) {
+        memcpy(stop, want, n);
+        stop[n] = '\0';
+        json_array_append_new(stops, stop_reference(want, stop));
+        const char *later = strchr(want + n, ' ');
+        if (later && strlen(later) > 4) {
+            memcpy(stop, later, 4);
+            stop[4] = '\0';
+            json_array_append_new(stops, stop_reference(want, stop));
+        }
+    }
+    json_t *ref = json_pack("{s:s, s:i, s:s, s:o}", key, text, "promptTokens", (int)ids.len, "expected", want,
+                            "stops", stops);
+    ck_assert_ptr_nonnull(ref);
+    printf("boundary reference: \"%s\" -> \"%s\"\n", rendered, want);
+    free(want);
+    cinfer_generate_result_free(&r);
+    cinfer_token_ids_free(&ids);
+    return ref;
+}
+
+/* The boundary checks of one model for openai_api.mjs: completions of its prompts and,
+ * with a renderer, chat replies to them as the user's message, rendered here by hand:
+ * stories260K's template of our own writes bos_token and the contents, the default
+ * model's "Question: ...\nAnswer:". */
+static json_t *boundary_model_reference(struct cinfer_engine *e, const struct cinfer_test_boundary_model *m,
+                                        const char *base_url, const char *model_name, int renderer)
+{
+    const struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(e);
+    struct cinfer_tokenizer_info info;
+    tok->ops->info(tok->tok, &info);
+    json_t *completions = json_array(), *chat = json_array();
+    for (int p = 0; p < CINFER_TEST_BOUNDARY_PROMPTS; p++) {
+        json_array_append_new(completions, boundary_reference(e, tok, "text", m->prompts[p], m->prompts[p], 1));
+        if (!renderer)
+            continue;
+        char rendered[256];
+        if (m->chat_template)
+            snprintf(rendered, sizeof rendered, "%s%s", tok->ops->id_to_piece(tok->tok, info.bos_id), m->prompts[p]);
+        else
+            snprintf(rendered, sizeof rendered, "Question: %s\nAnswer:", m->prompts[p]);
+        json_array_append_new(chat, boundary_reference(e, tok, "content", m->prompts[p], rendered, 0));
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", m->name, "baseURL", base_url, "model", model_name,
+                     "prompts", completions, "chat", chat);
+}
+
 static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key, const char *chat_template)
 {
     struct cinfer_server_args args;
@@ -274,13 +353,52 @@ START_TEST(official_client_sees_the_engine_answers)
     if (own_srv)
         snprintf(own, sizeof own, "http://127.0.0.1:%d/v1", cinfer_http_server_port(own_srv));
     json_object_set_new(json_object_get(chat, "ownTemplate"), "baseURL", json_string(own));
+
+    /* The boundary models: the default one is this engine (served by open_srv);
+     * stories260K gets an engine and a server of its own, with a chat template. */
+    struct cinfer_test_boundary_model models[2];
+    int n_models = cinfer_test_boundary_models(models);
+    struct cinfer_engine *other = NULL;
+    struct cinfer_http_server *other_srv = NULL;
+    json_t *boundary = json_array();
+    for (int m = 0; m < n_models; m++) {
+        if (!models[m].chat_template) {
+            json_array_append_new(boundary, boundary_model_reference(e, &models[m], base,
+                                                                     cinfer_http_server_model_name(open_srv), renderer));
+            continue;
+        }
+        struct cinfer_server_args margs;
+        cinfer_test_engine_args(&margs, models[m].path);
+        ck_assert_msg(cinfer_engine_create(&margs, NULL, &other, &err) == 0, "engine on %s: %s", models[m].path,
+                      err.message);
+        cinfer_server_args_free(&margs);
+        char path[512];
+        snprintf(path, sizeof path, "%s", cinfer_test_tmp_path("boundary.jinja"));
+        FILE *bf = fopen(path, "w");
+        ck_assert_ptr_nonnull(bf);
+        fputs(models[m].chat_template, bf);
+        fclose(bf);
+        struct cinfer_server_args sargs;
+        cinfer_test_engine_args(&sargs, models[m].path);
+        free(sargs.host);
+        sargs.host = strdup("127.0.0.1");
+        sargs.port = 0;
+        sargs.chat_template = strdup(path);
+        ck_assert_msg(cinfer_http_server_start(other, &sargs, &other_srv, &err) == 0, "server start: %s", err.message);
+        cinfer_server_args_free(&sargs);
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", cinfer_http_server_port(other_srv));
+        json_array_append_new(boundary, boundary_model_reference(other, &models[m], url,
+                                                                 cinfer_http_server_model_name(other_srv), renderer));
+    }
+
     char small_base[64];
     snprintf(small_base, sizeof small_base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(small_srv));
-    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:{s:s, s:I}}", "baseURL", base,
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:{s:s, s:I}, s:o}", "baseURL", base,
                             "keyedBaseURL", keyed, "apiKey", API_KEY, "model", cinfer_http_server_model_name(open_srv),
                             "maxModelLen", server_info.max_request_len, "maxTokens", MAX_TOKENS, "vocabSize",
                             (int)info.vocab_size, "prompts", refs, "chat", chat, "smallKv", "baseURL", small_base,
-                            "kvTokens", (json_int_t)small_info.max_total_tokens);
+                            "kvTokens", (json_int_t)small_info.max_total_tokens, "boundary", boundary);
     ck_assert_ptr_nonnull(cfg);
     const char *cfg_path = cinfer_test_tmp_path("config.json");
     ck_assert_int_eq(json_dump_file(cfg, cfg_path, JSON_INDENT(1)), 0);
@@ -294,6 +412,8 @@ START_TEST(official_client_sees_the_engine_answers)
 
     cinfer_http_server_stop(&small_srv);
     cinfer_engine_shutdown(&small_kv, 1000);
+    cinfer_http_server_stop(&other_srv);
+    cinfer_engine_shutdown(&other, 1000);
     cinfer_http_server_stop(&own_srv);
     cinfer_http_server_stop(&keyed_srv);
     cinfer_http_server_stop(&open_srv);
@@ -311,7 +431,8 @@ START_TEST(official_client_sees_the_engine_answers)
     ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
     int passed = (int)json_integer_value(json_object_get(summary, "passed"));
     size_t failed = json_array_size(json_object_get(summary, "failed"));
-    int expected = renderer ? 44 : 37; /* 11 of them structured output, tools, reasoning and cached tokens */
+    /* 11 of them structured output, tools, reasoning and cached tokens */
+    int expected = (renderer ? 33 : 26) + 11 + n_models * (renderer ? 2 : 1);
     printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
     json_decref(summary);
     ck_assert_int_eq(rc, 0);

@@ -77,6 +77,67 @@ START_TEST(generate_round_trips)
 }
 END_TEST
 
+/* DETOK_REQUEST (version 3) carries the prompt's last ids: they round-trip, the encoder
+ * keeps the last CINFER_IPC_MAX_PROMPT_TAIL of a longer list, and a frame that claims
+ * more, or is cut anywhere, is rejected naming the field. */
+START_TEST(detok_request_round_trips_with_the_prompt_tail)
+{
+    int32_t prompt[CINFER_IPC_MAX_PROMPT_TAIL + 5];
+    for (size_t i = 0; i < sizeof prompt / sizeof prompt[0]; i++)
+        prompt[i] = (int32_t)(1000 + i);
+    struct cinfer_msg_detok_request in = {.rid = 0x0102030405060708ull, .skip_special_tokens = 1, .no_stop_trim = 1,
+                                          .stop = {"\n\n", "The End"}, .n_stop = 2, .prompt_tail = prompt,
+                                          .n_prompt_tail = 3};
+    void *frame;
+    size_t len;
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    struct cinfer_msg_detok_request out;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.rid, in.rid);
+    ck_assert_int_eq(out.skip_special_tokens, 1);
+    ck_assert_int_eq(out.no_stop_trim, 1);
+    ck_assert_uint_eq(out.n_stop, 2);
+    ck_assert_str_eq(out.stop[1], "The End");
+    ck_assert_uint_eq(out.n_prompt_tail, 3);
+    ck_assert_mem_eq(out.prompt_tail, prompt, 3 * sizeof *prompt);
+    cinfer_msg_detok_request_free(&out);
+    for (size_t cut = 0; cut < len; cut++) {
+        cinfer_error_clear(&err);
+        ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, cut, &out, &err), CINFER_ERR_PARSE);
+        ck_assert(err.message[0] != '\0');
+    }
+    free(frame);
+
+    /* No prompt ids (a request the scheduler refuses still gets one). */
+    in.prompt_tail = NULL;
+    in.n_prompt_tail = 0;
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.n_prompt_tail, 0);
+    ck_assert_ptr_null(out.prompt_tail);
+    cinfer_msg_detok_request_free(&out);
+    free(frame);
+
+    /* More than the limit: the last ones are sent. */
+    in.prompt_tail = prompt;
+    in.n_prompt_tail = sizeof prompt / sizeof prompt[0];
+    ck_assert_int_eq(cinfer_msg_encode_detok_request(&in, &frame, &len), CINFER_OK);
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_OK);
+    ck_assert_uint_eq(out.n_prompt_tail, CINFER_IPC_MAX_PROMPT_TAIL);
+    ck_assert_mem_eq(out.prompt_tail, prompt + 5, CINFER_IPC_MAX_PROMPT_TAIL * sizeof *prompt);
+    cinfer_msg_detok_request_free(&out);
+
+    /* A frame that claims one more than the limit is refused, naming the field. */
+    uint8_t *count = (uint8_t *)frame + len - 4 * (CINFER_IPC_MAX_PROMPT_TAIL + 1);
+    ck_assert_int_eq(count[0], CINFER_IPC_MAX_PROMPT_TAIL);
+    count[0] = CINFER_IPC_MAX_PROMPT_TAIL + 1;
+    ck_assert_int_eq(cinfer_msg_decode_detok_request(frame, len, &out, &err), CINFER_ERR_PARSE);
+    ck_assert_str_eq(err.message, "DETOK_REQUEST frame: field 'prompt_tail': count 33 exceeds the limit 32");
+    free(frame);
+}
+END_TEST
+
 START_TEST(tokens_and_text_round_trip)
 {
     int32_t a[] = {5, 6}, b[] = {7};
@@ -325,8 +386,15 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
     ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
                                                     "test", &err), 0);
+    struct engine_endpoints endpoints;
+    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &in, &err), 0);
     struct cinfer_port_args ports;
-    ck_assert_int_eq(cinfer_port_args_init(&ports, "/tmp/cinfer-XyZ123", &err), 0);
+    cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, 2, 1, &ports);
+    ck_assert_str_eq(ports.rpc, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
+    ck_assert_str_eq(ports.scheduler_input, "ipc:///tmp/cinfer-XyZ123/scheduler-in-dp2");
+    ck_assert_str_eq(ports.comm, "/cinfer-XyZ123-comm-dp2");
+    snprintf(ports.curve_client_secret, sizeof ports.curve_client_secret, "%s",
+             "0123456789012345678901234567890123456789");
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ck_assert_int_eq(cinfer_worker_settings_send(sv[0], &in, &ports, &err), 0);
@@ -339,11 +407,6 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_str_eq(a, b);
     ck_assert_int_eq(out.dp_size, 3);
     ck_assert_int_eq(memcmp(&ports, &out_ports, sizeof ports), 0);
-    char endpoint[CINFER_ENDPOINT_BYTES];
-    cinfer_port_args_rpc(&out_ports, 2, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
-    cinfer_port_args_comm(&out_ports, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "/cinfer-XyZ123-comm-dp1");
     free(a);
     free(b);
     cinfer_server_args_free(&out);
@@ -576,6 +639,7 @@ static Suite *suite_ipc_messages(void)
     Suite *s = suite_create("ipc_messages");
     TCase *tc = tcase_create("codec");
     tcase_add_test(tc, generate_round_trips);
+    tcase_add_test(tc, detok_request_round_trips_with_the_prompt_tail);
     tcase_add_test(tc, tokens_and_text_round_trip);
     tcase_add_test(tc, frames_of_smallest_items_decode);
     tcase_add_test(tc, logprobs_round_trip_in_tokens_and_text);

@@ -25,6 +25,8 @@ static int foreign_names(const char *cmd, char *bad, size_t bad_bytes, int *tota
         name = name ? name + 1 : line;
         if (!*name || strchr(line, ':') == line + strlen(line) - 1) /* archive member header "x.o:" */
             continue;
+        if (!strncmp(name, "__odr_asan.", 11)) /* AddressSanitizer's marker beside a global of ours */
+            continue;
         (*total)++;
         if (strncmp(name, "cinfer_", 7) != 0) {
             size_t used = strlen(bad), n = strlen(name);

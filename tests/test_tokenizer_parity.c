@@ -12,6 +12,13 @@
  *     the reference text, with and without special tokens;
  *   - the incremental decoder's deltas (one id per step, and chunks with skip_special)
  *     concatenate to decode();
+ *   - the detokenizer's output text after a prompt (core/detokenizer/output_text.c,
+ *     primed with the prompt's last CINFER_IPC_MAX_PROMPT_TAIL ids as the scheduler
+ *     sends them), for every string, random id sequence and prompt ending in special
+ *     tokens split into prompt and output at up to 16 points, with and without special
+ *     tokens, one id per step and in chunks: it is the reference's decode(all) past the
+ *     reference's decode(prompt) wherever that is a prefix of decode(all), and past
+ *     the characters the two share where it is not (a prompt ending mid-character);
  *   - piece_to_id(id_to_piece(id)) == id over the vocabulary;
  *   - three threads encoding the corpus at once on one tokenizer get the same ids.
  * It prints one summary line per tokenizer and the first mismatches of each kind with
@@ -27,6 +34,8 @@
 #include "cinfer/plugin.h"
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
+#include "detokenizer/output_text.h"
+#include "ipc/messages.h"
 #include "support/runner.h"
 
 #define REFERENCE_DIR CINFER_BINARY_DIR "/tokenizer-reference"
@@ -208,13 +217,17 @@ enum check_kind {
     CHECK_INCREMENTAL,     /* deltas of ids, one at a time, + finish == decode(ids, 0) */
     CHECK_INCREMENTAL_SKIP, /* deltas of ids_special in chunks of 1..5, skip_special == decode(.., 1) */
     CHECK_RANDOM_DECODE,   /* decode(random ids, 0 and 1) == the reference's decoded text */
+    CHECK_OUTPUT,          /* output text after a prompt == decode(all) past decode(prompt), specials kept */
+    CHECK_OUTPUT_SKIP,     /* the same with skip_special */
+    CHECK_OUTPUT_DEPARTS,  /* where decode(prompt) is no prefix of decode(all): past what they share */
     CHECK_VOCAB,           /* piece_to_id(id_to_piece(id)) == id, reference ids < vocab_size */
     CHECK_ERRORS,          /* a plugin call failed */
     N_CHECKS
 };
 static const char *const check_names[N_CHECKS] = {
     "encode", "encode+special", "decode", "decode skip_special", "round trip", "incremental",
-    "incremental skip_special", "decode random ids", "vocabulary", "errors",
+    "incremental skip_special", "decode random ids", "output after prompt", "output after prompt skip_special",
+    "output where the prompt's text is no prefix", "vocabulary", "errors",
 };
 
 struct tally {
@@ -222,6 +235,10 @@ struct tally {
     size_t compared;
     size_t random_decoded; /* random id sequences decoded */
     size_t failed[N_CHECKS];
+    size_t checked[N_CHECKS]; /* of the output checks: splits compared (each one id per step and chunked) */
+    size_t split_prompts;     /* strings and id sequences split into prompt and output */
+    size_t splits_no_expectation; /* the reference has none (see check_splits) */
+    size_t splits_long_run;       /* no prefix, and a byte run longer than the context (see check_splits) */
     size_t roundtrip_checked;
     const char *reasons[MAX_REASONS]; /* why the reference itself does not round-trip */
     size_t reason_count[MAX_REASONS];
@@ -385,6 +402,120 @@ static void check_incremental(const struct plugin_tokenizer *pt, struct tally *t
     free(inc);
 }
 
+/* The detokenizer's output text for a prompt of ids[0..k) and an output of the rest:
+ * cinfer_output_text primed with the prompt's last CINFER_IPC_MAX_PROMPT_TAIL ids (what
+ * the scheduler sends), the output fed one id per step or in steps of 1, 2, 3, 4, 5, 1,
+ * ... ids; the deltas and finish() concatenated. */
+static char *output_after_prompt(const struct plugin_tokenizer *pt, const struct cinfer_token_ids *ids, size_t k,
+                                 int skip_special, int chunked, size_t *len, struct cinfer_error *err)
+{
+    size_t n_context = k < CINFER_IPC_MAX_PROMPT_TAIL ? k : CINFER_IPC_MAX_PROMPT_TAIL;
+    struct cinfer_output_text o;
+    if (cinfer_output_text_start(&o, pt->ops, pt->tok, skip_special, ids->ids + k - n_context, n_context, err) !=
+        CINFER_OK)
+        return NULL;
+    int rc = o.context_failed ? CINFER_ERR_RANGE : CINFER_OK;
+    char *all = NULL;
+    size_t cap = 0;
+    *len = 0;
+    if (rc == CINFER_OK)
+        rc = append(&all, len, &cap, "", 0);
+    for (size_t i = k, step = 0; rc == CINFER_OK && i <= ids->len; step++) {
+        size_t n = chunked ? step % 5 + 1 : 1;
+        if (n > ids->len - i)
+            n = ids->len - i;
+        char *delta = NULL;
+        size_t delta_len = 0;
+        rc = i < ids->len ? cinfer_output_text_step(&o, &ids->ids[i], n, &delta, &delta_len, err)
+                          : cinfer_output_text_finish(&o, &delta, &delta_len, err);
+        if (rc == CINFER_OK)
+            rc = append(&all, len, &cap, delta, delta_len);
+        free(delta);
+        i += i < ids->len ? n : 1;
+    }
+    cinfer_output_text_free(&o);
+    if (rc != CINFER_OK) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+/* 1 when ids[0..k) ends in a byte-fallback run ("<0xAB>" pieces; skipped special
+ * tokens do not end it) that starts before the prompt ids the detokenizer gets. */
+static int byte_run_longer_than_context(const struct plugin_tokenizer *pt, const struct cinfer_token_ids *ids,
+                                        size_t k, int skip_special)
+{
+    size_t n = 0, run = 0;
+    for (size_t i = k; i-- > 0; n++) {
+        const char *piece = pt->ops->id_to_piece(pt->tok, ids->ids[i]);
+        if (piece && strlen(piece) == 6 && !strncmp(piece, "<0x", 3) && piece[5] == '>')
+            run++;
+        else if (!(skip_special && pt->ops->is_special(pt->tok, ids->ids[i])))
+            break;
+    }
+    return run > 0 && n > CINFER_IPC_MAX_PROMPT_TAIL;
+}
+
+/* Every split of ids the reference describes ([k, bytes, is_prefix]: decode(ids[0..k))
+ * shares bytes of whole, all of itself when is_prefix; bytes -1 when the reference has
+ * no expectation): the output text after the prompt ids[0..k) must be whole past those
+ * bytes, fed one id per step and chunked. Where decode(ids[0..k)) is not a prefix (the
+ * prompt ends inside a character), that holds only when the byte-fallback run the
+ * prompt ends in starts within the prompt ids the detokenizer gets: such splits are
+ * counted as not compared. */
+static void check_splits(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const char *label,
+                         size_t label_len, const struct cinfer_token_ids *ids, int skip_special, const json_t *whole,
+                         const json_t *splits)
+{
+    const char *whole_text = json_string_value(whole);
+    size_t whole_len = json_string_length(whole);
+    ck_assert_msg(whole_text != NULL && json_is_array(splits), "case %zu: reference without its splits", case_index);
+    for (size_t i = 0; i < json_array_size(splits); i++) {
+        const json_t *split = json_array_get(splits, i);
+        size_t k = (size_t)json_integer_value(json_array_get(split, 0));
+        json_int_t bytes = json_integer_value(json_array_get(split, 1));
+        int is_prefix = json_integer_value(json_array_get(split, 2)) == 1;
+        ck_assert_msg(k > 0 && k < ids->len && bytes <= (json_int_t)whole_len, "case %zu: split %zu is out of range",
+                      case_index, i);
+        if (bytes < 0) {
+            t->splits_no_expectation++;
+            continue;
+        }
+        if (!is_prefix && byte_run_longer_than_context(pt, ids, k, skip_special)) {
+            t->splits_long_run++;
+            continue;
+        }
+        size_t shared = (size_t)bytes;
+        enum check_kind kind = !is_prefix ? CHECK_OUTPUT_DEPARTS : skip_special ? CHECK_OUTPUT_SKIP : CHECK_OUTPUT;
+        t->checked[kind]++;
+        for (int chunked = 0; chunked <= 1; chunked++) {
+            size_t got_len = 0;
+            struct cinfer_error err = {0};
+            char *got = output_after_prompt(pt, ids, k, skip_special, chunked, &got_len, &err);
+            if (got == NULL) {
+                if (tally_fail(t, CHECK_ERRORS))
+                    printf("  %s: output after prompt failed, case %zu, split at %zu: %s\n", pt->name, case_index, k,
+                           err.message[0] ? err.message : "the prompt's ids do not decode");
+                continue;
+            }
+            if (got_len != whole_len - shared || memcmp(got, whole_text + shared, got_len) != 0) {
+                if (tally_fail(t, kind)) {
+                    show_failure(pt, kind, case_index, label, label_len);
+                    printf("      prompt ids [0, %zu) of %zu, %s, special tokens %s\n", k, ids->len,
+                           chunked ? "output in chunks" : "output one id per step", skip_special ? "skipped" : "kept");
+                    printf("      reference: ");
+                    print_text(whole_text + shared, whole_len - shared, TEXT_SHOWN_BYTES);
+                    printf("\n      plugin:    ");
+                    print_text(got, got_len, TEXT_SHOWN_BYTES);
+                    putchar('\n');
+                }
+            }
+            free(got);
+        }
+    }
+}
+
 static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c)
 {
     size_t len;
@@ -412,6 +543,10 @@ static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_
     if (got != NULL)
         check_incremental(pt, t, CHECK_INCREMENTAL_SKIP, case_index, text, len, &ids_special, got, got_len);
     free(got);
+
+    check_splits(pt, t, case_index, text, len, &ids, 0, decoded, json_object_get(c, "splits"));
+    check_splits(pt, t, case_index, text, len, &ids_special, 1, decoded_skip, json_object_get(c, "splits_skip"));
+    t->split_prompts++;
 
     for (size_t i = 0; i < ids_special.len; i++) {
         if (ids_special.ids[i] < 0 || (uint32_t)ids_special.ids[i] >= t->vocab_size) {
@@ -447,15 +582,25 @@ static void check_case(const struct plugin_tokenizer *pt, struct tally *t, size_
 /* A random id sequence (ids no encoder made: broken UTF-8 byte runs, specials anywhere):
  * decode with and without special tokens against the reference, and the incremental
  * decoder against decode(). */
-static void check_decode_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c)
+static void check_decode_case(const struct plugin_tokenizer *pt, struct tally *t, size_t case_index, const json_t *c,
+                              int boundary)
 {
     struct cinfer_token_ids ids = {0};
     ids_from_json(json_object_get(c, "ids"), &ids);
     char label[256];
-    size_t used = (size_t)snprintf(label, sizeof label, "random ids");
+    size_t used = (size_t)snprintf(label, sizeof label, boundary ? "prompt ending in special tokens, ids" : "random ids");
     for (size_t i = 0; i < ids.len && used < sizeof label; i++)
         used += (size_t)snprintf(label + used, sizeof label - used, " %d", ids.ids[i]);
     size_t label_len = used < sizeof label ? used : sizeof label - 1;
+    check_splits(pt, t, case_index, label, label_len, &ids, 0, json_object_get(c, "decoded"),
+                 json_object_get(c, "splits"));
+    check_splits(pt, t, case_index, label, label_len, &ids, 1, json_object_get(c, "decoded_skip"),
+                 json_object_get(c, "splits_skip"));
+    t->split_prompts++;
+    if (boundary) {
+        cinfer_token_ids_free(&ids);
+        return;
+    }
     t->random_decoded++;
     for (int skip = 0; skip <= 1; skip++) {
         const json_t *want = json_object_get(c, skip ? "decoded_skip" : "decoded");
@@ -528,7 +673,10 @@ START_TEST(parity_with_reference)
         check_case(&pt, &t, i, json_array_get(ref.cases, i));
     const json_t *decode_cases = json_object_get(ref.root, "decode_cases");
     for (size_t i = 0; i < json_array_size(decode_cases); i++)
-        check_decode_case(&pt, &t, i, json_array_get(decode_cases, i));
+        check_decode_case(&pt, &t, i, json_array_get(decode_cases, i), 0);
+    const json_t *boundary_cases = json_object_get(ref.root, "boundary_cases");
+    for (size_t i = 0; i < json_array_size(boundary_cases); i++)
+        check_decode_case(&pt, &t, i, json_array_get(boundary_cases, i), 1);
 
     size_t failed = 0;
     printf("parity %-10s: %zu strings and %zu random id sequences compared (%s), mismatches:", name,
@@ -537,6 +685,12 @@ START_TEST(parity_with_reference)
         printf(" %s %zu%s", check_names[k], t.failed[k], k + 1 < N_CHECKS ? "," : "\n");
         failed += t.failed[k];
     }
+    printf("parity %-10s: output after a prompt: %zu strings and id sequences (%zu ending in special tokens) split "
+           "into prompt and output, %zu splits with special tokens kept and %zu skipped where the prompt's text is a "
+           "prefix, %zu where it is not, each fed one id per step and in chunks; not compared, the prompt ending "
+           "inside a character: %zu where the reference has no expectation, %zu of a byte run longer than the "
+           "context\n", name, t.split_prompts, json_array_size(boundary_cases), t.checked[CHECK_OUTPUT],
+           t.checked[CHECK_OUTPUT_SKIP], t.checked[CHECK_OUTPUT_DEPARTS], t.splits_no_expectation, t.splits_long_run);
     printf("parity %-10s: round trip checked on %zu; the reference itself does not round-trip %zu:",
            name, t.roundtrip_checked, t.compared - t.roundtrip_checked);
     for (int i = 0; i < MAX_REASONS && t.reasons[i] != NULL; i++)
@@ -544,9 +698,9 @@ START_TEST(parity_with_reference)
     putchar('\n');
     fflush(stdout);
 
+    ck_assert_msg(failed == 0, "%s: %zu mismatches against %s (details above)", name, failed, ref.path);
     plugin_tokenizer_close(&pt);
     json_decref(ref.root);
-    ck_assert_msg(failed == 0, "%s: %zu mismatches against %s (details above)", name, failed, ref.path);
 }
 END_TEST
 

@@ -65,7 +65,29 @@ const struct option cinfer_options[] = {
              "name, or the path of a plugin file. `cinfer plugins` shows each launcher's answer."},
     {.section = "launcher", .name = "hosts", .flag = "--hosts",
      .type = OPTION_STRING_LIST, .offset = FIELD(hosts), .value_name = "HOST,...",
-     .help = "Hosts for the ssh launcher, one per data-parallel replica, as host or user@host."},
+     .help = "Hosts the scheduler ranks run on, as host or user@host: one per data-parallel replica (its ranks "
+             "share the host), or one per rank (dp_size times tp_size, replica by replica). With hosts, every "
+             "channel is tcp:// with CURVE keys made for the engine."},
+    {.section = "launcher", .name = "bind_address", .flag = "--bind-address",
+     .type = OPTION_STRING, .offset = FIELD(bind_address), .value_name = "ADDRESS",
+     .help = "With hosts: the address of this machine the workers reach its channels at; unset, the address "
+             "this machine reaches the first host from. \"*\" binds every interface (and still advertises that "
+             "address)."},
+    {.section = "launcher", .name = "port_base", .flag = "--port-base",
+     .type = OPTION_INT, .offset = FIELD(port_base), .min = 0, .max = 65000, .default_int = 0, .value_name = "PORT",
+     .help = "With hosts: the first tcp port of the engine's channels (it uses 2 + dp_size * (tp_size + 2) in a "
+             "row); 0 picks one from the process id."},
+    {.section = "launcher", .name = "ssh_args", .flag = "--ssh-args",
+     .type = OPTION_STRING, .offset = FIELD(ssh_args), .value_name = "ARGS",
+     .help = "Extra arguments for the ssh client of launch-ssh, split on spaces (\"-F FILE -i KEY\")."},
+    {.section = "launcher", .name = "connect_timeout", .flag = "--connect-timeout",
+     .type = OPTION_DURATION_MS, .offset = FIELD(connect_timeout_ms), .min = SECOND_MS, .max = 3600 * SECOND_MS,
+     .default_int = 10 * SECOND_MS, .value_name = "TIME",
+     .help = "How long launch-ssh waits for a host to answer (ssh's ConnectTimeout, whole seconds)."},
+    {.section = "launcher", .name = "remote_worker", .flag = "--remote-worker",
+     .type = OPTION_STRING_LIST, .offset = FIELD(remote_workers), .value_name = "[HOST=]PATH,...",
+     .help = "The cinfer-worker executable on the hosts: PATH for every host, HOST=PATH for one; unset, the "
+             "same path as on this machine."},
     {.section = "launcher", .name = "plugin_path", .flag = "--plugin-path",
      .type = OPTION_STRING, .offset = FIELD(plugin_path), .value_name = "DIRS",
      .help = "Colon-separated folders searched for plugins before $CINFER_PLUGIN_PATH and the install folder."},

@@ -15,15 +15,16 @@
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
 #include "engine/engine_internal.h"
-#include "engine/hooks.h"
 #include "engine/launcher_select.h"
 #include "engine/port_args.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
 #include "grammar/constraint.h"
 #include "ipc/channel.h"
+#include "ipc/curve.h"
 #include "scheduler/sampling_validate.h"
 #include "util/log.h"
+#include "worker/hooks.h"
 
 #ifndef CINFER_BINDIR_FROM_LIBDIR
 #define CINFER_BINDIR_FROM_LIBDIR "../bin"
@@ -79,9 +80,11 @@ static void destroy(struct cinfer_engine *e)
     cinfer_plugin_close(&e->launcher_plugin);
     cinfer_channel_close(&e->from_detokenizer);
     cinfer_channel_close(&e->status);
+    cinfer_zap_stop(&e->zap);
     if (e->zmq_context)
         zmq_ctx_term(e->zmq_context);
-    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_endpoints_free(&e->endpoints);
+    cinfer_run_dir_remove(e->endpoints.run_dir);
     cinfer_tokenizer_ctx_free(&e->tok);
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         while (e->buckets[b])
@@ -144,10 +147,6 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
     *out = NULL;
-    if (args->tp_size != 1)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "launcher.tp_size %d: tensor parallelism is not wired into the scheduler process yet "
-                                "(tp_size 1 only)", args->tp_size);
     int rc = cinfer_hooks_check(hooks, err);
     if (rc)
         return rc;
@@ -174,11 +173,25 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
-        (rc = cinfer_port_args_init(&e->ports, run_dir, err))) {
-        if (run_dir[0] && !e->ports.run_dir[0])
+        (rc = cinfer_endpoints_init(&e->endpoints, run_dir, &e->args, err))) {
+        if (run_dir[0] && !e->endpoints.run_dir[0])
             cinfer_run_dir_remove(run_dir);
         destroy(e);
         return rc;
+    }
+    for (int i = 0; i < e->n_workers; i++) {
+        struct engine_worker *w = &e->workers[i];
+        cinfer_endpoints_of_worker(&e->endpoints, w->role, w->dp_rank, w->tp_rank, &w->ports);
+        /* Every message about a worker on a host names the host. */
+        const char *host = w->role == CINFER_WORKER_SCHEDULER
+                               ? cinfer_endpoints_host_of(&e->endpoints, w->dp_rank, w->tp_rank)
+                               : NULL;
+        if (host) {
+            w->listed_host = 1;
+            snprintf(w->host, sizeof w->host, "%s", host);
+            size_t used = strlen(w->name);
+            snprintf(w->name + used, sizeof w->name - used, " on host %s", host);
+        }
     }
     /* No socket yet: zmq starts its threads with the first one, and the workers are
      * forked before that (cinfer_engine_start_workers opens the engine's sockets). */
@@ -190,7 +203,9 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     }
     struct cinfer_launcher_config lconfig = {
         .struct_size = sizeof lconfig, .worker_path = e->worker_path,
-        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size};
+        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size,
+        .ssh_args = e->args.ssh_args, .connect_timeout_ms = e->args.connect_timeout_ms,
+        .remote_workers = (const char *const *)e->args.remote_workers.items};
     if ((rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err))) {
         destroy(e);
         return rc;

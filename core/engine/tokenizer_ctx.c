@@ -7,7 +7,7 @@
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
 #include "engine/default_model.h"
-#include "engine/hooks.h"
+#include "worker/hooks.h"
 
 int cinfer_default_init_tokenizer(const struct cinfer_server_args *args, struct cinfer_tokenizer_ctx **out,
                                   struct cinfer_error *err)

@@ -23,6 +23,7 @@
 #include "cinfer/tokenizer.h"
 #include "chat/output_parsers.h"
 #include "http/http_transport.h"
+#include "http/native_api.h"
 #include "util/log.h"
 
 #define IDLE_CONNECTION_TIMEOUT_S 60u      /* a connection waiting for its (next) request */
@@ -443,6 +444,7 @@ int cinfer_http_server_start(struct cinfer_engine *engine, const struct cinfer_s
         return rc;
     }
     srv->ctx.engine = engine;
+    cinfer_native_engine_limits_forget(engine);
     srv->ctx.args = &srv->args;
     srv->ctx.tokenizer = cinfer_engine_tokenizer(engine);
     srv->ctx.created_unix_s = (int64_t)time(NULL);

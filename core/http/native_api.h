@@ -73,5 +73,8 @@ struct native_limits {
     int vocab_size;
 };
 int cinfer_native_engine_limits(struct cinfer_engine *engine, struct native_limits *out, struct cinfer_error *err);
+/* Forgets what was cached for engine: a server starting on it calls this, since an
+ * engine shut down earlier may have had the same address. */
+void cinfer_native_engine_limits_forget(const struct cinfer_engine *engine);
 
 #endif

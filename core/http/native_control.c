@@ -44,11 +44,20 @@ int cinfer_native_engine_limits(struct cinfer_engine *engine, struct native_limi
     out->max_request_len = info.max_request_len;
     out->vocab_size = info.vocab_size;
     pthread_mutex_lock(&limits_lock);
-    unsigned slot = limits_next++ % LIMITS_SLOTS; /* an engine freed and another at its address: refreshed in turn */
+    unsigned slot = limits_next++ % LIMITS_SLOTS;
     limits_cache[slot].engine = engine;
     limits_cache[slot].limits = *out;
     pthread_mutex_unlock(&limits_lock);
     return CINFER_OK;
+}
+
+void cinfer_native_engine_limits_forget(const struct cinfer_engine *engine)
+{
+    pthread_mutex_lock(&limits_lock);
+    for (int i = 0; i < LIMITS_SLOTS; i++)
+        if (limits_cache[i].engine == engine)
+            limits_cache[i].engine = NULL;
+    pthread_mutex_unlock(&limits_lock);
 }
 
 void cinfer_native_reply_ok(struct http_conn *c, json_t *body)

@@ -162,9 +162,9 @@ int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg
 /* ---- WORKER_SETTINGS ---------------------------------------------------------------- */
 
 /* The endpoints in order; each is a fixed array of the port args. */
-#define PORT_FIELDS(X)                                                                     \
-    X(run_dir) X(scheduler_input) X(detokenizer_input) X(tokenizer_input) X(status) X(rpc_prefix) \
-    X(plan_prefix) X(comm_prefix)
+#define PORT_FIELDS(X)                                                                                  \
+    X(run_dir) X(status) X(tokenizer_input) X(detokenizer_input) X(scheduler_input) X(rpc) X(plan) X(comm) \
+    X(curve_server_public) X(curve_server_secret) X(curve_client_public) X(curve_client_secret)
 
 int cinfer_msg_encode_worker_settings(const struct cinfer_msg_worker_settings *m, void **frame, size_t *frame_len)
 {
@@ -756,6 +756,9 @@ int cinfer_msg_encode_detok_request(const struct cinfer_msg_detok_request *m, vo
     cinfer_wire_put_u32(&w, n);
     for (uint32_t i = 0; i < n; i++)
         cinfer_wire_put_str(&w, m->stop[i]);
+    uint32_t n_tail = m->n_prompt_tail > CINFER_IPC_MAX_PROMPT_TAIL ? CINFER_IPC_MAX_PROMPT_TAIL : m->n_prompt_tail;
+    cinfer_wire_put_i32_array(&w, m->prompt_tail ? m->prompt_tail + (m->n_prompt_tail - n_tail) : NULL,
+                              m->prompt_tail ? n_tail : 0); /* the last ids when there are more */
     return finish(&w, frame, frame_len);
 }
 
@@ -780,6 +783,7 @@ int cinfer_msg_decode_detok_request(const void *frame, size_t len, struct cinfer
         if (m->stop[i])
             m->n_stop = i + 1;
     }
+    m->prompt_tail = cinfer_wire_get_i32_array(&r, "prompt_tail", CINFER_IPC_MAX_PROMPT_TAIL, &m->n_prompt_tail);
     rc = close_body(&r, CINFER_MSG_DETOK_REQUEST, err);
     if (rc)
         cinfer_msg_detok_request_free(m);
@@ -790,5 +794,6 @@ void cinfer_msg_detok_request_free(struct cinfer_msg_detok_request *m)
 {
     for (uint32_t i = 0; i < m->n_stop; i++)
         free(m->stop[i]);
+    free(m->prompt_tail);
     memset(m, 0, sizeof *m);
 }

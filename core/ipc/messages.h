@@ -31,14 +31,17 @@
 #include "cinfer/error.h"
 
 #define CINFER_IPC_MAGIC 0x464E4943u /* "CINF" */
-#define CINFER_IPC_VERSION 4u /* 2: TOKENS and TEXT carry logprobs; 3: and an error code; 4: GENERATE
-                               * carries a grammar, TOKENS items and TEXT the prefix-cache hit */
+/* 2: TOKENS and TEXT carry logprobs; 3: and an error code; DETOK_REQUEST carries the
+ * prompt's tail; HEARTBEAT and WORKER_SETTINGS. 4: GENERATE carries a grammar, TOKENS
+ * items and TEXT the prefix-cache hit. */
+#define CINFER_IPC_VERSION 4u
 
 /* Limits a decoder enforces. */
 #define CINFER_IPC_MAX_IDS (1u << 22)        /* token ids in one message */
 #define CINFER_IPC_MAX_TEXT (1u << 26)       /* bytes of text in one message */
 #define CINFER_IPC_MAX_SHORT_TEXT 4096u      /* method names, stop strings, error messages */
 #define CINFER_IPC_MAX_BATCH 65536u          /* items in one token batch */
+#define CINFER_IPC_MAX_PROMPT_TAIL 32u       /* prompt ids in a DETOK_REQUEST (the scheduler sends this many) */
 
 enum cinfer_msg_type {
     CINFER_MSG_READY = 1,       /* worker -> main (status channel) */
@@ -145,13 +148,17 @@ struct cinfer_msg_text {
 };
 
 /* Sent by the scheduler before the first TOKENS of a request, on the same channel, so
- * the detokenizer knows how to turn its ids into text and where to stop. */
+ * the detokenizer knows how to turn its ids into text and where to stop. The prompt's
+ * last ids let it decode the output as it reads after the prompt (the first output
+ * token's leading space, a character the prompt left half spelled). */
 struct cinfer_msg_detok_request {
     uint64_t rid;
     uint8_t skip_special_tokens;
     uint8_t no_stop_trim;
     char *stop[CINFER_MAX_STOP_STRINGS]; /* malloc'd by decode */
     uint32_t n_stop;
+    int32_t *prompt_tail;       /* (n_prompt_tail) the prompt's last ids, in order; malloc'd by decode */
+    uint32_t n_prompt_tail;     /* at most CINFER_IPC_MAX_PROMPT_TAIL */
 };
 
 struct cinfer_msg_rpc_call {

@@ -45,11 +45,12 @@ static int convert_matrix(struct cinfer_model_storage *s, struct cinfer_weight *
                                                     : cinfer_kernel_f32_to_bf16(row[c]);
             float back = target == CINFER_DTYPE_F16 ? cinfer_kernel_f16_to_f32(h) : cinfer_kernel_bf16_to_f32(h);
             if (isinf(back) && isfinite(row[c])) {
+                double value = row[c];
                 free(out);
                 free(row);
                 return cinfer_error_set(err, CINFER_ERR_RANGE, "model.dtype (--dtype) %s: %s holds %g at [%lld][%lld], "
                                         "beyond the range of %s; keep the checkpoint's type (auto) or choose f32",
-                                        cinfer_dtype_name(target), what, (double)row[c], (long long)r, (long long)c,
+                                        cinfer_dtype_name(target), what, value, (long long)r, (long long)c,
                                         cinfer_dtype_name(target));
             }
             ((uint16_t *)(void *)dst)[c] = h;

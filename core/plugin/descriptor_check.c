@@ -64,11 +64,11 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
     REQUIRE_SLOT(ops, wait);
     REQUIRE_SLOT(ops, fini);
     if (ops->version >= 2) {
-        if (ops->struct_size < offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group)
+        if (ops->struct_size < offsetof(struct cinfer_launcher_ops, describe) + sizeof ops->describe)
             return cinfer_error_set(err, CINFER_ERR_ABI,
                                     "%s: plugin '%s' has launcher vtable version %u but only %u bytes, expected at "
                                     "least %zu", origin, d->name, ops->version, ops->struct_size,
-                                    offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group);
+                                    offsetof(struct cinfer_launcher_ops, describe) + sizeof ops->describe);
         REQUIRE_SLOT(ops, query_config);
         REQUIRE_SLOT(ops, init_config);
     }

@@ -111,6 +111,11 @@ struct cinfer_server_args {
     char *plugin_path;                 /* launcher.plugin_path, --plugin-path */
     int tp_size;                       /* launcher.tp_size, --tp-size */
     int dp_size;                       /* launcher.dp_size, --dp-size */
+    char *bind_address;                /* launcher.bind_address, --bind-address; NULL: found */
+    int port_base;                     /* launcher.port_base, --port-base; 0: picked */
+    char *ssh_args;                    /* launcher.ssh_args, --ssh-args */
+    int connect_timeout_ms;            /* launcher.connect_timeout, --connect-timeout */
+    struct cinfer_string_list remote_workers; /* launcher.remote_worker, --remote-worker */
 
     /* scheduler */
     int max_running_requests;          /* scheduler.max_running_requests */

@@ -11,11 +11,14 @@
  *   2: query_config and init_config, which see the engine's launcher configuration
  *      (struct cinfer_launcher_config, sized by its first word) and say why a
  *      launcher is not usable; spawn_group (optional) starts a whole group of ranks
- *      in one call, as mpirun does. A version-1 plugin still loads: the core then
- *      calls query and init, and spawn once per worker. */
+ *      in one call, as mpirun does; describe (optional) tells what the launcher knows
+ *      of how a worker ended (its host, the remote shell's or ssh's last words). A
+ *      version-1 plugin still loads: the core then calls query and init, and spawn
+ *      once per worker. */
 #ifndef CINFER_LAUNCHER_H
 #define CINFER_LAUNCHER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -84,6 +87,10 @@ struct cinfer_launcher_config {
     const char *const *hosts;    /* launcher.hosts: NULL-terminated, may be NULL */
     int tp_size;                 /* ranks per replica (launcher.tp_size) */
     int dp_size;                 /* replicas (launcher.dp_size) */
+    const char *ssh_args;        /* launcher.ssh_args: extra ssh client arguments, space-separated; may be NULL */
+    int connect_timeout_ms;      /* launcher.connect_timeout */
+    const char *const *remote_workers; /* launcher.remote_worker: "PATH" or "HOST=PATH" items, NULL-terminated;
+                                        * may be NULL (worker_path on every host) */
 };
 
 /* query_config's answer. */
@@ -127,6 +134,11 @@ struct cinfer_launcher_ops {
      * Either every worker starts or none is left running. */
     int (*spawn_group)(struct cinfer_launcher *l, const struct cinfer_spawn_request *reqs, int n,
                        struct cinfer_worker_handle **out, struct cinfer_error *err);
+    /* Optional (NULL: nothing to add). What the launcher knows of why w ended, for the
+     * engine's message after "scheduler dp1 tp0 on host b exited with status 255":
+     * e.g. "ssh: connect to host b port 22: Connection refused". Writes a NUL-terminated
+     * text into buf (empty when there is nothing). */
+    void (*describe)(struct cinfer_launcher *l, struct cinfer_worker_handle *w, char *buf, size_t buf_bytes);
 };
 
 #ifdef __cplusplus

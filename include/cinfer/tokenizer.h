@@ -80,7 +80,9 @@ struct cinfer_tokenizer_ops {
      * *delta (malloc'd, NUL-terminated, may be empty) only text that is complete
      * UTF-8; bytes of a character still being spelled are held back. Its cost is
      * O(new ids), independent of how many came before. The concatenation of all
-     * deltas plus finish() equals decode() of all the ids. */
+     * deltas plus finish() equals decode() of all the ids. The detokenizer relies on
+     * it: it steps a decoder through a prompt's last ids before the output's, so that
+     * the output reads as it does after the prompt, and compares with decode(). */
     int (*decoder_new)(const struct cinfer_tokenizer *tok, int skip_special,
                        struct cinfer_token_decoder **out, struct cinfer_error *err);
     int (*decoder_step)(struct cinfer_token_decoder *dec, const int32_t *ids, size_t n,

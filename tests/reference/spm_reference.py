@@ -20,6 +20,14 @@ ids. decoded keeps them as their text: pieces concatenated, "▁" read as a spac
 pieces <0xXX> as bytes, then one leading space dropped when the first id is an ordinary
 piece (the dummy prefix), as llama.cpp and the tokenizers' Strip decoder do; it is
 checked against SentencePiece's decode on every case without special ids.
+
+Splits (where a prompt's text ends in the whole text, for the detokenizer's output after
+a prompt) are as reference_ids.js writes them, [k, bytes, is_prefix] per split point,
+except where decode(ids[:k]) is not a prefix of decode(ids): there bytes is -1 (no
+expectation). That happens where the prompt ends inside a character spelled by byte
+pieces, and SentencePiece replaces such a run by one U+FFFD per invalid subsequence where
+Hugging Face's ByteFallback decoder (which the plugin follows) gives one per byte, so the
+two libraries disagree on the prompt's text there.
 """
 import json
 import os
@@ -80,6 +88,63 @@ class SpmReference:
         return self.sp.DecodeIds([i for i in ids if i not in self.special_ids])
 
 
+SPLITS_PER_CASE = 16
+
+
+def split_points(n):
+    """Every split of a short sequence; of a longer one the first and last three and ten
+    spread between (reference_ids.js's splitPoints)."""
+    if n - 1 <= SPLITS_PER_CASE:
+        return list(range(1, n))
+    points = {1, 2, 3, n - 3, n - 2, n - 1}
+    for j in range(1, SPLITS_PER_CASE - 5):
+        points.add(3 + (j * (n - 6)) // (SPLITS_PER_CASE - 5))
+    return sorted(points)
+
+
+def splits(decode, ids, whole, points=None):
+    """[k, bytes, is_prefix]: the UTF-8 bytes decode(ids[:k]) shares with whole, in whole
+    characters, and whether that is all of it."""
+    out = []
+    for k in split_points(len(ids)) if points is None else points:
+        prefix = decode(ids[:k])
+        i = 0
+        n = min(len(prefix), len(whole))
+        while i < n and prefix[i] == whole[i]:
+            i += 1
+        is_prefix = i == len(prefix)
+        out.append([k, len(prefix[:i].encode("utf-8")) if is_prefix else -1, int(is_prefix)])
+    return out
+
+
+def with_splits(ref, case, ids, ids_skip):
+    case["splits"] = splits(ref.decode_keep_special, ids, case["decoded"])
+    case["splits_skip"] = splits(ref.decode_skip_special, ids_skip, case["decoded_skip"])
+    return case
+
+
+BOUNDARY_PROMPTS = ["The cat", "Once upon a time", "naïve café", "日本語", "x = f(1"]
+BOUNDARY_OUTPUTS = ["and the dog ran", " and the dog ran", "\u00e9t\u00e9 🚀"]
+BOUNDARY_SPECIAL_RUNS = [1, 8, 24, 31]
+
+
+def boundary_cases(ref):
+    """Prompts whose last ids are special tokens (1 to 31, fewer than the 32 prompt ids
+    the detokenizer gets), then an output that starts a word."""
+    special = sorted(ref.special_ids)
+    cases = []
+    for prompt in BOUNDARY_PROMPTS:
+        for output in BOUNDARY_OUTPUTS:
+            for run in BOUNDARY_SPECIAL_RUNS:
+                ids = ref.encode(prompt, add_bos=False)
+                ids += [special[(i * 7) % len(special)] for i in range(run)]
+                ids += ref.sp.EncodeAsIds(output)
+                case = {"ids": ids, "decoded": ref.decode_keep_special(ids),
+                        "decoded_skip": ref.decode_skip_special(ids)}
+                cases.append(with_splits(ref, case, ids, ids))
+    return cases
+
+
 def random_decode_cases(ref, n=300, seed=2581):
     """Decoding ids no encoder would make: random sequences of ordinary pieces and special
     ids. Byte pieces are left out: where a run of them is not valid UTF-8, SentencePiece
@@ -98,7 +163,8 @@ def random_decode_cases(ref, n=300, seed=2581):
         decoded = ref.decode_keep_special(ids)
         if not ref.special_ids.intersection(ids) and decoded != ref.sp.DecodeIds(ids):
             raise SystemExit(f"spm_reference: piece-wise decode disagrees with SentencePiece on ids {ids}")
-        cases.append({"ids": ids, "decoded": decoded, "decoded_skip": ref.decode_skip_special(ids)})
+        case = {"ids": ids, "decoded": decoded, "decoded_skip": ref.decode_skip_special(ids)}
+        cases.append(with_splits(ref, case, ids, ids))
     return cases
 
 
@@ -130,11 +196,11 @@ def main(argv):
                 else "input holds U+2581, the tokenizer's own space mark" if "\u2581" in text
                 else "other")
         roundtrips += case["roundtrip"]
-        cases.append(case)
+        cases.append(with_splits(ref, case, ids, ids_special))
     import sentencepiece
     out = {"tokenizer": "llama2-spm", "path": os.path.abspath(gguf_path),
            "library": f"sentencepiece {sentencepiece.__version__} (python)", "cases": cases,
-           "decode_cases": random_decode_cases(ref)}
+           "decode_cases": random_decode_cases(ref), "boundary_cases": boundary_cases(ref)}
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
     print(f"spm_reference: llama2-spm: {len(cases)} cases, {roundtrips} round-trip through decode")

@@ -4,7 +4,9 @@
 //   baseURL, keyedBaseURL + apiKey (a second server that wants a key), model,
 //   maxModelLen, maxTokens, prompts: [{text, ids, promptTokens, greedyText, greedyIds,
 //   logprobs}], chat: {renderer, messages, promptTokens, greedyText}, smallKv: {baseURL,
-//   kvTokens} (a server on a second engine whose KV cache is smaller than the context).
+//   kvTokens} (a server on a second engine whose KV cache is smaller than the context),
+//   boundary: [{name, baseURL, model, prompts: [{text, promptTokens, expected, stops:
+//   [{stop, expected}]}], chat: [{content, promptTokens, expected, stops}]}].
 // Each check prints "ok - name" or "not ok - name: why"; the last line is a JSON
 // summary {"passed": n, "failed": [names], "figures": {...}}; the exit status is 0
 // only when every check passed.
@@ -666,6 +668,50 @@ await check('usage: a repeated long prompt reports prompt_tokens_details.cached_
   assert.ok(first.usage.prompt_tokens_details.cached_tokens <= cached);
   figures.cachedTokens = cached;
 });
+
+// ---- the output after its prompt (issue 15) --------------------------------------------
+// On stories260K (SentencePiece, a server of its own) and this model, the completion and
+// chat texts, JSON and streamed, with stop strings, must be decode(prompt + output) past
+// decode(prompt): test_http_openai.c decoded the C API's greedy ids with the tokenizer.
+for (const b of cfg.boundary) {
+  const bc = new OpenAI({ baseURL: b.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  const params = { model: b.model, temperature: 0, max_tokens: M };
+  const streamed = async (create, field) => {
+    const chunks = [];
+    for await (const c of await create({ stream: true })) chunks.push(c);
+    return joinStream(chunks, field).text[0];
+  };
+  const both = async (what, create, field, expected) => {
+    const r = await create({});
+    const text = field === 'text' ? r.choices[0].text : r.choices[0].message.content;
+    assert.equal(text, expected, `${what}: JSON`);
+    assert.equal(await streamed(create, field), expected, `${what}: streamed`);
+    return r;
+  };
+  await check(`boundary ${b.name}: completion text reads on from the prompt (JSON, stream, stop strings)`, async () => {
+    for (const p of b.prompts) {
+      const what = `prompt ${JSON.stringify(p.text)}`;
+      const r = await both(what, (x) => bc.completions.create({ ...params, prompt: p.text, ...x }), 'text', p.expected);
+      assert.equal(r.usage.prompt_tokens, p.promptTokens, what);
+      for (const s of p.stops)
+        await both(`${what}, stop ${JSON.stringify(s.stop)}`,
+                   (x) => bc.completions.create({ ...params, prompt: p.text, stop: s.stop, ...x }), 'text', s.expected);
+    }
+  });
+  if (b.chat.length)
+    await check(`boundary ${b.name}: chat reply reads on from the rendered prompt (JSON, stream, stop strings)`, async () => {
+      for (const p of b.chat) {
+        const what = `message ${JSON.stringify(p.content)}`;
+        const messages = [{ role: 'user', content: p.content }];
+        const r = await both(what, (x) => bc.chat.completions.create({ ...params, messages, ...x }), 'delta',
+                             p.expected);
+        assert.equal(r.usage.prompt_tokens, p.promptTokens, what);
+        for (const s of p.stops)
+          await both(`${what}, stop ${JSON.stringify(s.stop)}`,
+                     (x) => bc.chat.completions.create({ ...params, messages, stop: s.stop, ...x }), 'delta', s.expected);
+      }
+    });
+}
 
 // Last, as it ends the engine: a lost worker ends a stream with an error event and
 // makes every later request 503 service_unavailable.

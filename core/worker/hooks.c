@@ -1,4 +1,4 @@
-#include "engine/hooks.h"
+#include "worker/hooks.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /* The default run_detokenizer_process hook: the body of the detokenizer worker. For
- * each request it keeps an incremental decoder (O(new tokens) per step, never half a
- * UTF-8 character) and a stop-string matcher, turns each TOKENS step into TEXT deltas
- * for the main process (the ids and their logprobs pass through unchanged), and
- * finishes a request when a stop string appears. */
+ * each request it keeps an incremental decoder primed with the prompt's last ids, so
+ * the output reads as it does after the prompt (output_text.h; O(new tokens) per step,
+ * never half a UTF-8 character), and a stop-string matcher on that output text. It
+ * turns each TOKENS step into TEXT deltas for the main process (the ids and their
+ * logprobs pass through unchanged), and finishes a request when a stop string appears. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,18 +11,19 @@
 
 #include "cinfer/config.h"
 #include "cinfer/tokenizer.h"
+#include "detokenizer/output_text.h"
 #include "detokenizer/stop_matcher.h"
-#include "engine/hooks.h"
-#include "engine/worker_link.h"
 #include "ipc/channel.h"
 #include "ipc/messages.h"
 #include "util/log.h"
+#include "worker/hooks.h"
+#include "worker/worker_link.h"
 
 #define BUCKETS 1024
 
 struct request_state {
     uint64_t rid;
-    struct cinfer_token_decoder *decoder;
+    struct cinfer_output_text text;
     struct cinfer_stop_matcher stops;
     int stopped;  /* a stop string matched: wait for the scheduler's abort, send nothing more */
     struct request_state *next;
@@ -50,8 +52,7 @@ static void drop_state(struct detokenizer *d, uint64_t rid)
     if (!st)
         return;
     *p = st->next;
-    if (st->decoder)
-        d->tok->ops->decoder_free(st->decoder);
+    cinfer_output_text_free(&st->text);
     cinfer_stop_matcher_free(&st->stops);
     free(st);
 }
@@ -83,7 +84,8 @@ static void handle_request(struct detokenizer *d, struct cinfer_msg_detok_reques
     struct cinfer_error err = {0};
     int rc = !st ? CINFER_ERR_NOMEM : cinfer_stop_matcher_init(&st->stops, r->stop, (int)r->n_stop, r->no_stop_trim);
     if (rc == CINFER_OK)
-        rc = d->tok->ops->decoder_new(d->tok->tok, r->skip_special_tokens, &st->decoder, &err);
+        rc = cinfer_output_text_start(&st->text, d->tok->ops, d->tok->tok, r->skip_special_tokens, r->prompt_tail,
+                                      r->n_prompt_tail, &err);
     if (rc != CINFER_OK) {
         char why[CINFER_ERROR_MESSAGE_BYTES + 64];
         snprintf(why, sizeof why, "cannot start decoding request %llu: %s", (unsigned long long)r->rid,
@@ -94,11 +96,16 @@ static void handle_request(struct detokenizer *d, struct cinfer_msg_detok_reques
         struct cinfer_msg_text t = {.rid = r->rid, .finish_reason = CINFER_FINISH_ERROR, .error = why,
                                     .code = own_failure_code(rc)};
         send_text(d, &t);
-        if (st)
+        if (st) {
+            cinfer_output_text_free(&st->text);
             cinfer_stop_matcher_free(&st->stops);
+        }
         free(st);
         return;
     }
+    if (st->text.context_failed)
+        cinfer_log(CINFER_LOG_SEV_WARNING, "request %llu: the prompt's last ids do not decode (%s): its output is "
+                   "decoded as the start of a text", (unsigned long long)r->rid, err.message);
     st->rid = r->rid;
     struct request_state **p = slot(d, r->rid);
     *p = st;
@@ -126,9 +133,9 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     char *delta = NULL, *tail = NULL;
     size_t delta_len = 0, tail_len = 0;
     int final = it->finish_reason != CINFER_FINISH_NONE;
-    int rc = it->n_ids ? d->tok->ops->decoder_step(st->decoder, it->ids, it->n_ids, &delta, &delta_len, &err) : 0;
+    int rc = it->n_ids ? cinfer_output_text_step(&st->text, it->ids, it->n_ids, &delta, &delta_len, &err) : 0;
     if (rc == CINFER_OK && final)
-        rc = d->tok->ops->decoder_finish(st->decoder, &tail, &tail_len, &err);
+        rc = cinfer_output_text_finish(&st->text, &tail, &tail_len, &err);
     if (rc != CINFER_OK) {
         /* ids the model produced did not decode */
         t.finish_reason = CINFER_FINISH_ERROR;
@@ -142,7 +149,8 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     }
     const char *out;
     size_t out_len;
-    int matched = cinfer_stop_matcher_feed(&st->stops, delta ? delta : "", delta_len, final && !tail_len, &out, &out_len);
+    int matched = cinfer_stop_matcher_feed(&st->stops, delta ? delta : "", delta_len, final && !tail_len, &out,
+                                           &out_len);
     /* Concatenate what the decoder step and its flush allow. */
     size_t n = out_len;
     char *text = malloc(out_len + tail_len + 1);
@@ -216,7 +224,7 @@ int cinfer_default_run_detokenizer_process(const struct cinfer_server_args *args
     int status = 0;
     void *z = d->link.zmq_context;
     if (cinfer_worker_hooks()->init_tokenizer(args, &d->tok, &err) != CINFER_OK ||
-        !(d->input = cinfer_channel_open(z, ZMQ_PULL, ports->detokenizer_input, 1, NULL, &err)) ||
+        !(d->input = cinfer_channel_open_keyed(z, ZMQ_PULL, ports->detokenizer_input, 1, NULL, ports, &err)) ||
         !(d->output = cinfer_channel_open(z, ZMQ_PUSH, ports->tokenizer_input, 0, NULL, &err))) {
         status = cinfer_worker_link_failed(&d->link, err.code, err.message);
     } else {

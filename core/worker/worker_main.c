@@ -11,14 +11,17 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/plugins.h"
-#include "engine/hooks.h"
 #include "ipc/worker_settings.h"
 #include "util/log.h"
 #include "util/proc_title.h"
+#include "worker/hooks.h"
+#include "worker/worker_link.h"
 
 /* How long the settings may take to arrive: the engine writes them right after the
  * start, so this only bounds a worker started by hand or behind a stalled launcher. */
 #define SETTINGS_TIMEOUT_MS 60000
+/* After the lifeline closes, the worker's loop has this long to exit by itself. */
+#define LIFELINE_GRACE_MS 3000
 
 static int usage(void)
 {
@@ -72,6 +75,7 @@ int cinfer_worker_main(int argc, char **argv, const struct cinfer_engine_hooks *
         fprintf(stderr, "%s: %s\n", title, err.message);
         return 1;
     }
+    cinfer_lifeline_watch(LIFELINE_GRACE_MS);
     cinfer_plugin_install_dir(); /* found (and kept) before the title rewrites argv[0] */
     cinfer_set_process_title(argc, argv, title);
     cinfer_log_set_level((int)args.log_level);
