@@ -22,7 +22,8 @@
 START_TEST(generate_round_trips)
 {
     int32_t ids[] = {1, 15043, 3186, -1, 2147483647};
-    struct cinfer_msg_generate in = {.rid = 0x1122334455667788ull, .ids = ids, .n_ids = 5, .stream = 1};
+    struct cinfer_msg_generate in = {.rid = 0x1122334455667788ull, .ids = ids, .n_ids = 5, .stream = 1,
+                                     .grammar = "root ::= \"yes\" | \"no\"\n"};
     cinfer_sampling_params_init(&in.sampling);
     in.sampling.temperature = 0.7f;
     in.sampling.top_k = 40;
@@ -47,6 +48,7 @@ START_TEST(generate_round_trips)
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_msg_decode_generate(frame, len, &out, &err), CINFER_OK);
     ck_assert_uint_eq(out.rid, in.rid);
+    ck_assert_str_eq(out.grammar, in.grammar);
     ck_assert_uint_eq(out.n_ids, 5);
     ck_assert_mem_eq(out.ids, ids, sizeof ids);
     ck_assert_float_eq(out.sampling.temperature, 0.7f);
@@ -289,19 +291,19 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     uint8_t *bytes = frame;
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
-    /* (and the item's error code, 4 bytes, after them) */
-    ck_assert_int_eq(bytes[len - 18], 1);
-    ck_assert_int_eq(bytes[len - 13], 1);
+    /* (and the item's error code and cached count, 4 bytes each, after them) */
+    ck_assert_int_eq(bytes[len - 22], 1);
+    ck_assert_int_eq(bytes[len - 17], 1);
 
-    bytes[len - 13] = CINFER_MAX_TOP_LOGPROBS + 1;
+    bytes[len - 17] = CINFER_MAX_TOP_LOGPROBS + 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.logprobs.n_top': 21 exceeds the limit 20");
-    bytes[len - 13] = 1;
+    bytes[len - 17] = 1;
 
-    bytes[len - 18] = 2;
+    bytes[len - 22] = 2;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.has_logprobs': 2 is neither 0 nor 1");
-    bytes[len - 18] = 1;
+    bytes[len - 22] = 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_OK);
     cinfer_msg_tokens_free(&out);
     free(frame);
@@ -311,8 +313,8 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     struct cinfer_msg_text t = {.rid = 9};
     ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
     bytes = frame;
-    ck_assert_int_eq(bytes[len - 5], 0); /* the flag, before the 4-byte code */
-    bytes[len - 5] = 1;
+    ck_assert_int_eq(bytes[len - 9], 0); /* the flag, before the 4-byte code and cached count */
+    bytes[len - 9] = 1;
     struct cinfer_msg_text tout;
     ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TEXT frame: field 'has_logprobs': logprobs are present for no ids");
@@ -343,7 +345,7 @@ START_TEST(headers_are_checked)
     bytes[0] ^= 0xFF;
     bytes[4] = 99; /* version */
     ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
-    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 3");
+    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 4");
     bytes[4] = CINFER_IPC_VERSION;
 
     /* Trailing bytes are as wrong as missing ones. */
@@ -530,10 +532,12 @@ END_TEST
 
 /* Overwrites the last 4 bytes of a frame (where TOKENS items and TEXT end with the
  * code) with code, little-endian. */
+/* The code is the last i32 before the cached-token count that ends a TOKENS item and
+ * a TEXT message. */
 static void put_last_i32(void *frame, size_t len, int32_t code)
 {
     uint32_t u = (uint32_t)code;
-    uint8_t *end = (uint8_t *)frame + len - 4;
+    uint8_t *end = (uint8_t *)frame + len - 8;
     for (int i = 0; i < 4; i++)
         end[i] = (uint8_t)(u >> (8 * i));
 }
@@ -544,7 +548,8 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
     for (int code = -1; code >= CINFER_STATUS_MIN; code--) {
         struct cinfer_token_item items[] = {
             {.rid = 1, .ids = &id, .n_ids = 1, .completion_tokens = 1}, /* another request, going on */
-            {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .prompt_tokens = 9, .error = "why", .code = code},
+            {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .prompt_tokens = 9, .error = "why", .code = code,
+             .cached_tokens = 8},
         };
         struct cinfer_msg_tokens in = {.items = items, .n_items = 2};
         void *frame, *again;
@@ -555,6 +560,7 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
         ck_assert_msg(cinfer_msg_decode_tokens(frame, len, &out, &err) == CINFER_OK, "%d: %s", code, err.message);
         ck_assert_int_eq(out.items[0].code, 0);
         ck_assert_int_eq(out.items[1].code, code);
+        ck_assert_uint_eq(out.items[1].cached_tokens, 8);
         ck_assert_int_eq(out.items[1].finish_reason, CINFER_FINISH_ERROR);
         ck_assert_str_eq(out.items[1].error, "why");
         ck_assert_int_eq(cinfer_msg_encode_tokens(&out, &again, &again_len), CINFER_OK);
@@ -564,11 +570,13 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
         cinfer_msg_tokens_free(&out);
         free(frame);
 
-        struct cinfer_msg_text t = {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .error = "why", .code = code};
+        struct cinfer_msg_text t = {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .error = "why", .code = code,
+                                    .cached_tokens = 16};
         ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
         struct cinfer_msg_text tout;
         ck_assert_msg(cinfer_msg_decode_text(frame, len, &tout, &err) == CINFER_OK, "%d: %s", code, err.message);
         ck_assert_int_eq(tout.code, code);
+        ck_assert_uint_eq(tout.cached_tokens, 16);
         ck_assert_str_eq(tout.error, "why");
         ck_assert_int_eq(cinfer_msg_encode_text(&tout, &again, &again_len), CINFER_OK);
         ck_assert_uint_eq(again_len, len);

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "cinfer/config.h"
+#include "cinfer/plugins.h"
+#include "cinfer/tokenizer.h"
+#include "grammar/constraint.h"
 #include "ipc/messages.h"
 #include "model/model.h"
 #include "model/runtime.h"
@@ -41,6 +44,7 @@ struct setup {
     enum cinfer_schedule_policy policy;
     int chunk;
     int fake_clock;             /* the timeouts read fake_now_ms */
+    const struct cinfer_token_table *tokens; /* constrained decoding; NULL: off */
 };
 
 static int64_t fake_now_ms;
@@ -87,6 +91,7 @@ static void fixture_open(struct fixture *f, const struct setup *cfg)
         .schedule_policy = cfg->policy,
         .disable_radix_cache = cfg->disable_cache,
         .now_ms = cfg->fake_clock ? fake_clock : NULL,
+        .token_table = cfg->tokens,
     };
     ck_assert_msg(cinfer_scheduler_create(f->rt, &so, &f->s, &err) == 0, "%s", err.message);
 }
@@ -299,6 +304,97 @@ START_TEST(kv_pressure_retracts_and_completes)
     }
     free(w);
     free(alone);
+}
+END_TEST
+
+/* Constrained and free requests in one batch under KV pressure: the free ones (greedy)
+ * give exactly what they give alone, whatever the grammar did to their neighbours; the
+ * constrained ones (sampled) all spell a sentence of the grammar and end with EOS, their
+ * matchers surviving retraction; one grammar text is compiled once for all of them. */
+START_TEST(constrained_and_free_requests_batch_together)
+{
+    struct cinfer_plugin *plugin = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, CINFER_BINARY_DIR "/lib/cinfer/plugins",
+                                     &plugin, &err) == 0, "%s", err.message);
+    const struct cinfer_tokenizer_ops *ops = cinfer_plugin_vtable(plugin);
+    struct cinfer_tokenizer *tok = NULL;
+    ck_assert_msg(ops->open(MODEL_PATH, &tok, &err) == 0, "%s", err.message);
+    struct cinfer_tokenizer_ctx ctx = {.plugin = plugin, .ops = ops, .tok = tok};
+    struct cinfer_token_table *tt = NULL;
+    ck_assert_int_eq(cinfer_token_table_from_tokenizer(&ctx, model->config.vocab_size, &tt, &err), 0);
+
+    struct workload *w = random_workload(40, 20, 60, 0x5eed0021);
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone(alone);
+    struct setup cfg = {.kv_tokens = 6 * (60 + MAX_NEW + 16), .max_running = 40, .tokens = tt};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    const char *regex = "[a-z]{1,6}( [a-z]{1,6}){2,4}\\.";
+    for (int i = 0; i < w->n; i++) {
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        if (i % 2) { /* constrained: sampled, EOS allowed only after the '.' */
+            p.temperature = 1.0f;
+            p.ignore_eos = 0;
+            p.seed = (uint64_t)i;
+            p.has_seed = 1;
+            p.regex = regex;
+        }
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+        w->n_out[i] = 0;
+    }
+    drain(f.s, w);
+    struct cinfer_scheduler_stats stats;
+    cinfer_scheduler_get_stats(f.s, &stats);
+    for (int i = 0; i < w->n; i += 2) {
+        ck_assert_int_eq(w->n_out[i], alone->n_out[i]);
+        ck_assert_msg(memcmp(w->out[i], alone->out[i], (size_t)w->n_out[i] * sizeof w->out[i][0]) == 0,
+                      "free request %d changed beside constrained ones", i);
+    }
+    int checked = 0;
+    for (int i = 1; i < w->n; i += 2) {
+        ck_assert_msg(w->finish[i] == CINFER_FINISH_STOP_TOKEN, "constrained request %d finished %d", i, w->finish[i]);
+        char text[512];
+        size_t len = 0;
+        for (int k = 0; k + 1 < w->n_out[i]; k++) { /* the last token is EOS */
+            int32_t id = w->out[i][k];
+            memcpy(text + len, tt->bytes + tt->offset[id], tt->len[id]);
+            len += tt->len[id];
+        }
+        text[len] = '\0';
+        /* the regex by hand: words of 1-6 letters, 3 to 5 of them, one space apart, a '.' */
+        int words = 0, run = 0, ok = len > 0 && text[len - 1] == '.';
+        for (size_t k = 0; ok && k + 1 < len; k++) {
+            if (text[k] >= 'a' && text[k] <= 'z') {
+                ok = ++run <= 6;
+            } else if (text[k] == ' ' && run > 0) {
+                words++;
+                run = 0;
+            } else {
+                ok = 0;
+            }
+        }
+        words += run > 0;
+        ok = ok && run > 0 && words >= 3 && words <= 5;
+        ck_assert_msg(ok, "constrained request %d: \"%s\" does not match %s", i, text, regex);
+        if (checked++ < 3)
+            printf("constrained %d: \"%s\"\n", i, text);
+    }
+    printf("constrained and free together: %d free outputs as alone, %d constrained outputs match; %lld "
+           "retractions; grammar compiled %lld time(s) for %lld requests\n",
+           w->n / 2, checked, (long long)stats.retractions,
+           (long long)(stats.grammar_lookups - stats.grammar_cache_hits), (long long)stats.grammar_lookups);
+    ck_assert_int_eq(stats.grammar_lookups, w->n / 2);
+    ck_assert_int_eq(stats.grammar_cache_hits, w->n / 2 - 1);
+    fixture_close(&f);
+    free(w);
+    free(alone);
+    cinfer_token_table_free(&tt);
+    ops->close(tok);
+    cinfer_plugin_close(&plugin);
 }
 END_TEST
 
@@ -611,6 +707,7 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, concurrent_64_equal_alone);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
+    tcase_add_test(tc, constrained_and_free_requests_batch_together);
     tcase_add_test(tc, kv_pressure_retracts_the_lowest_priority);
     tcase_add_test(tc, abort_frees_pages_at_once);
     tcase_add_test(tc, queue_full_and_too_long_refused);

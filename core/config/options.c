@@ -18,6 +18,8 @@ static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const schedule_policy_choices[] = {"fcfs", "lpm", NULL};
 static const char *const restart_policy_choices[] = {"off", "on-failure", NULL};
 static const char *const log_level_choices[] = {"error", "warning", "info", "debug", NULL};
+static const char *const tool_call_parser_choices[] = {"auto", "none", "qwen25", "llama3", "mistral", NULL};
+static const char *const reasoning_parser_choices[] = {"none", "qwen3", "deepseek-r1", NULL};
 
 const char *const cinfer_config_sections[] = {"model", "tokenizer", "launcher", "scheduler",
                                               "server", "engine", "log", NULL};
@@ -166,6 +168,19 @@ const struct option cinfer_options[] = {
     {.section = "server", .name = "ssl_keyfile", .flag = "--ssl-keyfile",
      .type = OPTION_STRING, .offset = FIELD(ssl_keyfile), .value_name = "FILE",
      .help = "PEM private key of ssl_certfile, unencrypted."},
+    {.section = "server", .name = "tool_call_parser", .flag = "--tool-call-parser",
+     .type = OPTION_ENUM, .offset = FIELD(tool_call_parser), .choices = tool_call_parser_choices,
+     .default_int = 0, .value_name = "NAME",
+     .help = "How /v1/chat/completions reads tool calls out of the output into tool_calls: qwen25 "
+             "(<tool_call>{...}</tool_call>: Qwen 2.5, Qwen3, Hermes), llama3 ({\"name\", \"parameters\"}), mistral "
+             "([TOOL_CALLS][...]); auto picks by the model's chat template, none leaves them as text. (gpt-oss's "
+             "format is not offered: that family is not supported yet.)"},
+    {.section = "server", .name = "reasoning_parser", .flag = "--reasoning-parser",
+     .type = OPTION_ENUM, .offset = FIELD(reasoning_parser), .choices = reasoning_parser_choices,
+     .default_int = 0, .value_name = "NAME",
+     .help = "Split a <think> model's reasoning from its answer into reasoning_content: qwen3 (when the output "
+             "opens with <think>), deepseek-r1 (everything up to </think>: R1 distills, whose template opens "
+             "it); none keeps it in content."},
     {.section = "server", .name = "max_connections", .flag = "--max-connections",
      .type = OPTION_INT, .offset = FIELD(max_connections), .min = 1, .max = 65536, .default_int = 2048,
      .value_name = "N",

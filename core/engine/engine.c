@@ -19,6 +19,7 @@
 #include "engine/port_args.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
+#include "grammar/constraint.h"
 #include "ipc/channel.h"
 #include "ipc/curve.h"
 #include "scheduler/sampling_validate.h"
@@ -385,22 +386,31 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     int rc = validate(e, req, err);
     if (rc)
         return rc;
+    /* A constraint travels as grammar text, checked here so that a schema or regex
+     * the grammar cannot honour is refused before anything runs. */
+    char *grammar = NULL;
+    rc = cinfer_constraint_grammar(&req->sampling, 1, &grammar, err);
+    if (rc)
+        return rc;
     struct cinfer_token_ids ids = {0};
     const int32_t *prompt_ids = req->input_ids;
     size_t n_ids = req->n_input_ids;
     if (req->prompt) {
         rc = e->tok->ops->encode(e->tok->tok, req->prompt, strlen(req->prompt), 1, &ids, err);
-        if (rc)
+        if (rc) {
+            free(grammar);
             return rc;
+        }
         prompt_ids = ids.ids;
         n_ids = ids.len;
     }
     if (n_ids == 0) {
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "the prompt tokenizes to no tokens");
     }
     struct cinfer_msg_generate g = {.ids = (int32_t *)prompt_ids, .n_ids = (uint32_t)n_ids, .sampling = req->sampling,
-                                    .stream = 1};
+                                    .stream = 1, .grammar = grammar};
     pthread_mutex_lock(&e->lock);
     int replica = e->accepting ? cinfer_engine_route(e, prompt_ids, n_ids) : -1;
     if (replica < 0) {
@@ -408,6 +418,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
                            : cinfer_error_set(err, CINFER_ERR_CHILD, "the engine is not healthy: %s", e->failure);
         pthread_mutex_unlock(&e->lock);
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return rc;
     }
     struct engine_request *r = cinfer_engine_request_register(e);
@@ -418,6 +429,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     pthread_mutex_unlock(&e->lock);
     if (!r) {
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory registering a request");
     }
     g.rid = r->rid;
@@ -425,6 +437,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     size_t len;
     rc = cinfer_msg_encode_generate(&g, &frame, &len);
     cinfer_token_ids_free(&ids);
+    free(grammar);
     if (rc == CINFER_OK) {
         rc = cinfer_engine_send_to_scheduler(e, replica, frame, len, err);
         free(frame);
@@ -502,6 +515,7 @@ static void fill_chunk_view(const struct engine_chunk *c, uint64_t rid, struct c
     view->matched_stop = c->matched_stop;
     view->prompt_tokens = c->prompt_tokens;
     view->completion_tokens = c->completion_tokens;
+    view->cached_tokens = c->cached_tokens;
 }
 
 /* A failed request's chunk as the caller's status: the code of the worker (or the
@@ -606,6 +620,7 @@ static int collect_chunk(const struct cinfer_stream_chunk *c, void *ctx)
     out->finish_reason = c->finish_reason;
     out->prompt_tokens = c->prompt_tokens;
     out->completion_tokens = c->completion_tokens;
+    out->cached_tokens = c->cached_tokens;
     if (c->matched_stop)
         out->matched_stop = strdup(c->matched_stop);
     return 0;

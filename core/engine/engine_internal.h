@@ -28,6 +28,7 @@ struct engine_chunk {
     int code;                         /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
     int prompt_tokens;
     int completion_tokens;
+    int cached_tokens;
     struct engine_chunk *next;
 };
 

@@ -115,8 +115,9 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
     uint32_t known_version = 0, known_size = 0;
     switch (d->kind) {
     case CINFER_PLUGIN_KIND_TOKENIZER:
-        known_version = CINFER_TOKENIZER_OPS_VERSION;
-        known_size = sizeof(struct cinfer_tokenizer_ops);
+        /* version 1 still serves: its slots end at decoder_free */
+        known_version = CINFER_TOKENIZER_OPS_MIN_VERSION;
+        known_size = offsetof(struct cinfer_tokenizer_ops, token_bytes);
         break;
     case CINFER_PLUGIN_KIND_LAUNCHER:
         /* version 1 still drives: its slots end at fini */

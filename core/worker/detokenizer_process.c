@@ -116,7 +116,8 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     struct request_state *st = *slot(d, it->rid);
     struct cinfer_msg_text t = {.rid = it->rid, .ids = it->ids, .n_ids = it->n_ids, .finish_reason = it->finish_reason,
                                 .prompt_tokens = it->prompt_tokens, .completion_tokens = it->completion_tokens,
-                                .error = it->error, .logprobs = it->logprobs, .code = it->code};
+                                .error = it->error, .logprobs = it->logprobs, .code = it->code,
+                                .cached_tokens = it->cached_tokens};
     if (!st) {
         /* Unknown request: only a final error or abort is worth passing on. */
         if (it->finish_reason != CINFER_FINISH_NONE)

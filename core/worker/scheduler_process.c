@@ -21,6 +21,7 @@
 #include "cinfer/config.h"
 #include "engine/default_model.h"
 #include "engine/port_args.h"
+#include "grammar/constraint.h"
 #include "ipc/channel.h"
 #include "ipc/messages.h"
 #include "model/model.h"
@@ -38,6 +39,7 @@ struct scheduler_process {
     struct cinfer_model *model;
     struct cinfer_runtime *rt;
     struct cinfer_scheduler *sched; /* rank 0 only */
+    struct cinfer_token_table *tokens; /* rank 0: the vocabulary's bytes, for constrained decoding */
     struct cinfer_comm *comm;       /* tp_size > 1 */
     void *input;      /* rank 0: PULL, bound: GENERATE / ABORT / SHUTDOWN from the main process */
     void *rpc;        /* ROUTER, bound: collective RPC */
@@ -198,6 +200,15 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         (rc = cinfer_runtime_create(sp->model, &ro, &sp->rt, err)))
         return rc;
     if (sp->tp_rank == 0) {
+        /* Constrained decoding matches grammars against the tokens' bytes: rank 0, which
+         * samples, opens the model's tokenizer once (as the detokenizer does) to read
+         * them. Without one, constrained requests are refused and everything else runs. */
+        struct cinfer_tokenizer_ctx *tok = NULL;
+        struct cinfer_error tok_err = {0};
+        if (cinfer_worker_hooks()->init_tokenizer(args, &tok, &tok_err) != CINFER_OK ||
+            cinfer_token_table_from_tokenizer(tok, c->vocab_size, &sp->tokens, &tok_err) != CINFER_OK)
+            cinfer_log(CINFER_LOG_SEV_WARNING, "constrained decoding is off: %s", tok_err.message);
+        cinfer_tokenizer_ctx_free(&tok);
         struct cinfer_scheduler_options so = {
             .max_running_requests = max_running,
             .max_queued_requests = args->max_queued_requests,
@@ -210,6 +221,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
             .default_seed = args->random_seed >= 0 ? (uint64_t)args->random_seed : (uint64_t)getpid(),
             .schedule_policy = args->schedule_policy,
             .disable_radix_cache = args->disable_radix_cache,
+            .token_table = sp->tokens,
         };
         if ((rc = cinfer_scheduler_create(sp->rt, &so, &sp->sched, err)))
             return rc;
@@ -274,6 +286,7 @@ static void handle_generate(struct scheduler_process *sp, struct cinfer_msg_gene
     send_frame(sp->detok, encoded, frame, len, "DETOK_REQUEST");
 
     struct cinfer_error err = {0};
+    g->sampling.ebnf = g->grammar; /* the main process turned any constraint into grammar text */
     if (cinfer_scheduler_add(sp->sched, g->rid, g->ids, (int)g->n_ids, &g->sampling, &err) != CINFER_OK)
         refuse(sp, g->rid, (int)g->n_ids, &err);
 }
@@ -444,6 +457,7 @@ static int step(struct scheduler_process *sp, struct cinfer_error *err)
         out[i].finish_reason = (uint8_t)items[i].finish_reason;
         out[i].prompt_tokens = (uint32_t)items[i].prompt_tokens;
         out[i].completion_tokens = (uint32_t)items[i].completion_tokens;
+        out[i].cached_tokens = (uint32_t)items[i].cached_tokens;
         out[i].error = (char *)items[i].error;
         out[i].logprobs = items[i].has_logprobs ? (struct cinfer_token_logprob *)&items[i].logprobs : NULL;
         out[i].code = items[i].finish_reason == CINFER_FINISH_ERROR
@@ -566,6 +580,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
             publish_plan(&sp, GROUP_STOP, sizeof GROUP_STOP - 1, &ignored);
     }
     cinfer_scheduler_destroy(&sp.sched);
+    cinfer_token_table_free(&sp.tokens);
     cinfer_runtime_destroy(&sp.rt);
     cinfer_model_free(&sp.model);
     cinfer_comm_destroy(&sp.comm);

@@ -69,6 +69,16 @@ struct cinfer_sampling_params {
     int priority;               /* waiting requests of higher priority start first; default 0 */
     int waiting_timeout_ms;     /* not started within this: finishes ABORT, "waiting timeout of N ms"; 0: none */
     int running_timeout_ms;     /* not done this long after it started: ABORT, "running timeout of N ms"; 0: none */
+    /* Constrained decoding, SGLang's parameters (at most one; NULL: none): the output
+     * is a JSON value valid under json_schema (JSON text; "{\"type\":\"object\"}"
+     * for OpenAI's json_object), matches regex whole (ECMAScript syntax), or is a
+     * sentence of ebnf (GBNF / XGrammar EBNF, start rule `root`). A token the
+     * grammar does not allow next is never sampled; EOS and stop token ids are
+     * allowed only where the grammar can end. Unsupported schema keywords or regex
+     * features are refused (CINFER_ERR_UNSUPPORTED) naming them. */
+    const char *json_schema;
+    const char *regex;
+    const char *ebnf;
 };
 
 /* Defaults as SGLang's: greedy off (temperature 1), max_new_tokens 128, skip specials. */
@@ -121,6 +131,7 @@ struct cinfer_stream_chunk {
     const struct cinfer_token_logprob *logprobs; /* (n_logprobs): one per id of ids, or
                                                     NULL when sampling.logprobs is off */
     size_t n_logprobs;
+    int cached_tokens;            /* prompt tokens the prefix cache held when it started */
 };
 
 struct cinfer_generate_result {
@@ -136,6 +147,8 @@ struct cinfer_generate_result {
     struct cinfer_token_logprob *logprobs; /* (n_logprobs) malloc'd, one per output id; NULL
                                               when sampling.logprobs is off */
     size_t n_logprobs;
+    int cached_tokens;            /* prompt tokens the prefix cache held when it started
+                                     (OpenAI's usage.prompt_tokens_details.cached_tokens) */
 };
 CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
 
