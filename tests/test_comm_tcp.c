@@ -39,7 +39,7 @@
 #define SHORT_JOIN_MS 1500
 #define ATTEMPTS 3 /* a port taken between choosing it and binding it: choose again */
 
-/* How the odd rank of a group joins: with no keys; with another engine's keys (both
+/* How a rank of a group joins: with the engine's keys; with no keys; with another engine's keys (both
  * pairs); with this engine's server key but another client pair (the server's public
  * key leaked, the client secret did not): only the ZAP handler can tell. */
 enum keying { KEYS_ENGINE = 0, KEYS_NONE = 1, KEYS_FOREIGN = 2, KEYS_WRONG_CLIENT = 3 };
@@ -50,8 +50,7 @@ struct group {
     int timeout_ms; /* attach's */
     struct cinfer_port_args keys, foreign; /* the engine's CURVE keys; another engine's */
     struct cinfer_port_args wrong_client;  /* the engine's server public key, another client pair */
-    int odd_rank;                          /* -1, or the rank joining with `odd` keys */
-    enum keying odd;
+    enum keying keying[8];                 /* each rank's keys (KEYS_ENGINE: 0) */
     int aborter;    /* abort_rank: who aborts */
     int mismatch;   /* mismatch_rank: 0 rank 1 broadcasts, 1 rank 1 reduces 17 floats */
     _Atomic int *arrivals;
@@ -89,9 +88,7 @@ static void env_close(struct rank_env *e)
 
 static const struct cinfer_port_args *keys_of(const struct group *g, int rank)
 {
-    if (rank != g->odd_rank)
-        return &g->keys;
-    switch (g->odd) {
+    switch (g->keying[rank]) {
     case KEYS_NONE:
         return NULL;
     case KEYS_FOREIGN:
@@ -343,9 +340,9 @@ static int abort_rank(int rank, int n_ranks, void *arg, char *why, size_t why_by
 
 /* ---- joining refused ---------------------------------------------------------------- */
 
-/* The group of g->size ranks whose rank g->odd_rank has no keys or another engine's (or
- * which is not started at all: odd_rank >= n_ranks): every rank's attach fails, naming
- * the missing rank. */
+/* A group of g->size ranks some of which have no keys or others' (g->keying) or are not
+ * started at all (ranks from n_ranks on): every rank's attach fails, the ranks with
+ * the wrong keys saying why, the others naming the ranks missing. */
 static int refused_rank(int rank, int n_ranks, void *arg, char *why, size_t why_bytes)
 {
     const struct group *g = arg;
@@ -357,31 +354,40 @@ static int refused_rank(int rank, int n_ranks, void *arg, char *why, size_t why_
     int rc = cinfer_comm_tcp_attach(e.ctx, g->endpoint, rank, g->size, keys_of(g, rank), g->timeout_ms, &comm, &err);
     int refusals = cinfer_zap_refusals(e.zap);
     int failed = 1;
-    char missing[128];
-    if (n_ranks < g->size)
-        snprintf(missing, sizeof missing, "ranks %d and %d of %d did not join within %d ms", n_ranks, n_ranks + 1,
-                 g->size, g->timeout_ms);
-    else
-        snprintf(missing, sizeof missing, "rank %d of %d did not join within %d ms", g->odd_rank, g->size,
-                 g->timeout_ms);
+    /* "ranks 2, 3 and 4 of 5 did not join within 1500 ms" */
+    char missing[160] = "", own[64];
+    int n_missing = 0, total = 0, wrong_client = 0;
+    for (int r = 1; r < g->size; r++) {
+        total += r >= n_ranks || g->keying[r] != KEYS_ENGINE;
+        wrong_client |= r < n_ranks && g->keying[r] == KEYS_WRONG_CLIENT;
+    }
+    for (int r = 1; r < g->size; r++)
+        if (r >= n_ranks || g->keying[r] != KEYS_ENGINE) {
+            size_t used = strlen(missing);
+            snprintf(missing + used, sizeof missing - used, "%s%s%d", n_missing ? "" : total > 1 ? "ranks " : "rank ",
+                     n_missing == 0 ? "" : n_missing == total - 1 ? " and " : ", ", r);
+            n_missing++;
+        }
+    size_t used = strlen(missing);
+    snprintf(missing + used, sizeof missing - used, " of %d did not join within %d ms", g->size, g->timeout_ms);
+    snprintf(own, sizeof own, "rank 0 refused rank %d's CURVE keys", rank);
     if (rc == 0) {
         snprintf(why, why_bytes, "attach succeeded");
         cinfer_comm_destroy(&comm);
-    } else if (rank == g->odd_rank && g->odd == KEYS_WRONG_CLIENT) {
-        failed = !strstr(err.message, "rank 0 refused rank 2's CURVE keys");
-    } else if (rank == g->odd_rank && g->odd == KEYS_FOREIGN) {
+    } else if (g->keying[rank] == KEYS_WRONG_CLIENT) {
+        failed = !strstr(err.message, own);
+    } else if (g->keying[rank] == KEYS_FOREIGN) {
         failed = rc != CINFER_ERR_TIMEOUT || !strstr(err.message, "the CURVE handshake never completed");
-    } else if (rank == g->odd_rank && g->odd == KEYS_NONE) {
+    } else if (g->keying[rank] == KEYS_NONE) {
         failed = !strstr(err.message, "handshake with rank 0 failed");
     } else if (rank == 0) {
-        failed = rc != CINFER_ERR_TIMEOUT || !strstr(err.message, missing) ||
-                 (g->odd == KEYS_WRONG_CLIENT && refusals == 0);
+        failed = rc != CINFER_ERR_TIMEOUT || !strstr(err.message, missing) || (wrong_client && refusals == 0);
     } else {
         failed = !strstr(err.message, "rank 0 gave up") || !strstr(err.message, missing);
     }
     if (failed && rc != 0)
-        snprintf(why, why_bytes, "attach returned %d: \"%s\" (%d handshakes refused here)", rc, err.message,
-                 refusals);
+        snprintf(why, why_bytes, "attach returned %d: \"%s\" (%d handshakes refused here), expected \"%s\" on the "
+                 "others", rc, err.message, refusals, missing);
     else if (!failed)
         printf("comm_tcp:   rank %d: %s\n", rank, err.message);
     env_close(&e);
@@ -460,7 +466,6 @@ static void group_init(struct group *g, int size)
     memcpy(g->wrong_client.curve_server_public, g->keys.curve_server_public, sizeof g->keys.curve_server_public);
     g->size = size;
     g->timeout_ms = JOIN_TIMEOUT_MS;
-    g->odd_rank = -1;
     g->aborter = size - 1;
     g->arrivals = cinfer_test_shared_alloc(sizeof *g->arrivals);
 }
@@ -554,18 +559,16 @@ END_TEST
 
 START_TEST(a_rank_without_the_keys_cannot_join)
 {
-    static const enum keying kinds[] = {KEYS_NONE, KEYS_FOREIGN, KEYS_WRONG_CLIENT};
-    static const char *what[] = {"rank 2 without keys refused", "rank 2 with another engine's keys refused",
-                                 "rank 2 with the server key but another client pair refused"};
-    for (size_t k = 0; k < 3; k++) {
-        struct group g;
-        group_init(&g, 3);
-        g.timeout_ms = SHORT_JOIN_MS;
-        g.odd_rank = 2;
-        g.odd = kinds[k];
-        run_group(what[k], refused_rank, 3, &g);
-        cinfer_test_shared_free((void *)g.arrivals, sizeof *g.arrivals);
-    }
+    /* all at once, to spend the deadline once */
+    struct group g;
+    group_init(&g, 5);
+    g.timeout_ms = SHORT_JOIN_MS;
+    g.keying[2] = KEYS_NONE;
+    g.keying[3] = KEYS_FOREIGN;
+    g.keying[4] = KEYS_WRONG_CLIENT;
+    run_group("rank 2 without keys, 3 with another engine's, 4 with the server key but another client pair: all "
+              "refused", refused_rank, 5, &g);
+    cinfer_test_shared_free((void *)g.arrivals, sizeof *g.arrivals);
 }
 END_TEST
 
