@@ -481,6 +481,10 @@ static int build_command(const struct cinfer_launcher *l, const struct cinfer_sp
     bad |= push(c, "--mca") | push(c, "plm_rsh_args") | push(c, l->rsh_args);
     /* single-copy needs ptrace rights containers often lack; the copy-in/out path works everywhere */
     bad |= push(c, "--mca") | push(c, "btl_vader_single_copy_mechanism") | push(c, "none");
+    /* when a rank dies the job ends: its peers wait in a collective for it and cannot stop
+     * on SIGTERM, so kill them at once rather than after mpirun's default second (a clean
+     * stop never gets here: the ranks leave by themselves when the engine lets go) */
+    bad |= push(c, "--mca") | push(c, "odls_base_sigkill_timeout") | push(c, "0");
     for (size_t k = 0; reqs[0].envp && reqs[0].envp[k]; k++) { /* mpirun passes these on to the ranks */
         if (k == MAX_EXPORTED)
             return -1;
