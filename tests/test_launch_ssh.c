@@ -345,11 +345,18 @@ END_TEST
 
 /* ---- tensor parallelism on a host ------------------------------------------------------ */
 
-/* Names in /dev/shm that hold "-comm-" (a communicator segment). */
-static int comm_segments(void)
+/* Names in /dev/shm of e's communicator segments ("<its run folder's name>-comm-..."):
+ * only e's, since other tests on the machine make segments of their own meanwhile. */
+static int comm_segments(struct cinfer_engine *e)
 {
-    char text[4096];
-    cinfer_test_run("ls /dev/shm 2>/dev/null | grep -c -- '-comm-' || true", text, sizeof text);
+    struct cinfer_server_info info;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_server_info(e, &info, &err) == 0, "%s", err.message);
+    const char *base = strrchr(info.run_dir, '/');
+    char command[512], text[4096];
+    snprintf(command, sizeof command, "ls /dev/shm 2>/dev/null | grep -c -F -- '%.180s-comm-' || true",
+             base ? base + 1 : info.run_dir);
+    cinfer_test_run(command, text, sizeof text);
     return atoi(text);
 }
 
@@ -357,7 +364,6 @@ START_TEST(tp2_inside_a_host_over_its_shared_memory)
 {
     struct cinfer_server_args args = engine_args(1); /* one replica on replica_host(0) */
     args.tp_size = 2;
-    int before = comm_segments();
     struct cinfer_engine *e = start_args(&args);
     struct cinfer_worker_info *workers;
     int n;
@@ -368,7 +374,7 @@ START_TEST(tp2_inside_a_host_over_its_shared_memory)
     ck_assert_str_eq(workers[2].host, replica_host(0)->address);
     free(workers);
     /* rank 0 made the segment on the host and removed its name once both joined */
-    ck_assert_int_eq(comm_segments(), before);
+    ck_assert_int_eq(comm_segments(e), 0);
     static struct job j;
     for (int i = 0; i < 3; i++) {
         j = (struct job){.engine = e, .max_new = 12};
