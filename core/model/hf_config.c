@@ -3,6 +3,8 @@
  * treated as an absent key, as transformers does for head_dim and rope_scaling. */
 #include "model/hf_config.h"
 
+#include "model/arch_traits.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -10,16 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *model_type;
-    const char *architecture; /* the class name in "architectures" */
-} families[] = {
-    {"llama", "LlamaForCausalLM"},
-    {"mistral", "MistralForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},
-    {"qwen3", "Qwen3ForCausalLM"},
-};
-#define N_FAMILIES (sizeof families / sizeof families[0])
 
 static json_t *get(json_t *obj, const char *key)
 {
@@ -99,33 +91,30 @@ static int read_family(json_t *root, struct cinfer_model_config *c, const char *
 {
     json_t *model_type = get(root, "model_type");
     json_t *archs = get(root, "architectures");
+    const struct cinfer_arch_traits *traits;
+    char expected[256];
     if (model_type) {
         if (!json_is_string(model_type))
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"model_type\" is %s, expected a string", source,
                                     json_kind(model_type));
-        for (size_t i = 0; i < N_FAMILIES; i++)
-            if (!strcmp(json_string_value(model_type), families[i].model_type)) {
-                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
-                return CINFER_OK;
-            }
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: model_type \"%s\" is not supported (expected llama, mistral, qwen2 or qwen3)",
-                                source, json_string_value(model_type));
-    }
-    if (json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {
+        if (!(traits = cinfer_arch_by_hf_model_type(json_string_value(model_type)))) {
+            cinfer_arch_list(CINFER_ARCH_KEY_HF_MODEL_TYPE, expected, sizeof expected);
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (expected %s)",
+                                    source, json_string_value(model_type), expected);
+        }
+    } else if (json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {
         const char *arch = json_string_value(json_array_get(archs, 0));
-        for (size_t i = 0; i < N_FAMILIES; i++)
-            if (!strcmp(arch, families[i].architecture)) {
-                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
-                return CINFER_OK;
-            }
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: architecture \"%s\" is not supported (expected LlamaForCausalLM, "
-                                "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM)",
-                                source, arch);
+        if (!(traits = cinfer_arch_by_hf_class(arch))) {
+            cinfer_arch_list(CINFER_ARCH_KEY_HF_CLASS, expected, sizeof expected);
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: architecture \"%s\" is not supported (expected %s)", source, arch, expected);
+        }
+    } else {
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: neither \"model_type\" nor \"architectures\" names the model", source);
     }
-    return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: neither \"model_type\" nor \"architectures\" names the model",
-                            source);
+    snprintf(c->architecture, sizeof c->architecture, "%s", traits->name);
+    return CINFER_OK;
 }
 
 static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
@@ -203,7 +192,7 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
                                 json_is_string(act) ? "\"" : "");
     int flag, rc;
     /* Llama/Mistral/Qwen3 attention_bias adds an o_proj bias too; Qwen2 has q/k/v biases always. */
-    if (strcmp(c->architecture, "qwen2") != 0) {
+    if (!cinfer_arch_by_name(c->architecture)->attention_bias) {
         if ((rc = get_bool(root, "attention_bias", 0, &flag, NULL, source, err)))
             return rc;
         if (flag)
@@ -224,7 +213,7 @@ static int apply_sliding_window(json_t *root, struct cinfer_model_config *c, con
                                 struct cinfer_error *err)
 {
     int window = 0, use = 1, rc;
-    if (!strcmp(c->architecture, "qwen2") || !strcmp(c->architecture, "qwen3")) {
+    if (cinfer_arch_by_name(c->architecture)->sliding == CINFER_SLIDING_FROM_LAYER) {
         if ((rc = get_bool(root, "use_sliding_window", 0, &use, NULL, source, err)))
             return rc;
     }
@@ -274,9 +263,10 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
         (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
         (rc = apply_sliding_window(root, c, source, err)))
         return rc;
+    const struct cinfer_arch_traits *traits = cinfer_arch_by_name(c->architecture);
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
-    c->attention_bias = !strcmp(c->architecture, "qwen2");
-    c->qk_norm = !strcmp(c->architecture, "qwen3");
+    c->attention_bias = traits->attention_bias;
+    c->qk_norm = traits->qk_norm;
     return CINFER_OK;
 }
 

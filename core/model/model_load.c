@@ -63,7 +63,7 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s is %d, expected a positive number", source,
                                     positive[i].name, positive[i].value);
     /* Bounds far past any real model, so a corrupt count cannot ask for absurd allocations. */
-    if (c->num_layers > 4096 || c->vocab_size > (1 << 24) || c->hidden_size > (1 << 20) ||
+    if (c->num_layers > CINFER_MAX_LAYERS || c->vocab_size > (1 << 24) || c->hidden_size > (1 << 20) ||
         c->intermediate_size > (1 << 22) || c->num_heads > 4096 || c->head_dim > 1024)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "%s: implausible sizes: %d layers, vocab %d, hidden %d, intermediate %d, %d heads, "

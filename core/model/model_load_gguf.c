@@ -11,12 +11,14 @@
 #include <string.h>
 
 #include "format/ggml_types.h"
+#include "model/arch_traits.h"
 #include "model/model_load_internal.h"
 
 struct gguf_source {
     const struct cinfer_gguf *g;
     const char *path;
-    const char *arch;
+    const char *arch;                        /* the key prefix: general.architecture */
+    const struct cinfer_arch_traits *traits;
     struct cinfer_model_storage *storage;
     char dim_names[DIM_COUNT + 1][96]; /* config keys per dimension; [DIM_COUNT]: the vocabulary */
 };
@@ -239,15 +241,16 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     int rc = cinfer_gguf_get_str(src->g, "general.architecture", &arch, err);
     if (rc)
         return rc;
-    static const char *const supported[] = {"llama", "qwen2", "qwen3"};
-    src->arch = NULL;
-    for (size_t i = 0; i < 3; i++)
-        if (arch.len == strlen(supported[i]) && !memcmp(arch.data, supported[i], arch.len))
-            src->arch = supported[i];
-    if (!src->arch)
+    const struct cinfer_arch_traits *traits = cinfer_arch_by_gguf(arch.data, arch.len);
+    if (!traits) {
+        char expected[256];
+        cinfer_arch_list(CINFER_ARCH_KEY_GGUF, expected, sizeof expected);
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: general.architecture \"%.*s\" is not supported (expected llama, qwen2 or qwen3)",
-                                src->path, (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+                                "%s: general.architecture \"%.*s\" is not supported (expected %s)", src->path,
+                                (int)(arch.len > 64 ? 64 : arch.len), arch.data, expected);
+    }
+    src->traits = traits;
+    src->arch = traits->gguf_arch;
     snprintf(c->architecture, sizeof c->architecture, "%s", src->arch);
     if ((rc = key_u32_as_int(src, "embedding_length", 1, 0, &c->hidden_size, err)) ||
         (rc = key_u32_as_int(src, "feed_forward_length", 1, 0, &c->intermediate_size, err)) ||
@@ -275,9 +278,9 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     c->bos_token_id = -1;
     if ((rc = read_special_ids(src, c, err)))
         return rc;
-    c->rope_interleaved = !strcmp(src->arch, "llama");
-    c->attention_bias = !strcmp(src->arch, "qwen2");
-    c->qk_norm = !strcmp(src->arch, "qwen3");
+    c->rope_interleaved = traits->gguf_permuted_qk;
+    c->attention_bias = traits->attention_bias;
+    c->qk_norm = traits->qk_norm;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
         return rc;
     return cinfer_model_config_check(c, src->path, err); /* again, for the scaling found */
