@@ -5,15 +5,29 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config,
+ * Qwen3Config, Gemma2Config and Gemma3TextConfig. */
 static const struct cinfer_arch_traits families[] = {
     {.name = "llama", .hf_model_type = "llama", .hf_class = "LlamaForCausalLM", .gguf_arch = "llama",
-     .gguf_permuted_qk = 1},
+     .gguf_permuted_qk = 1, .default_rope_theta = 10000.0f},
     {.name = "mistral", .hf_model_type = "mistral", .hf_class = "MistralForCausalLM", .gguf_arch = NULL,
-     .gguf_permuted_qk = 1, .sliding = CINFER_SLIDING_UNIFORM},
+     .gguf_permuted_qk = 1, .sliding = CINFER_SLIDING_UNIFORM, .default_sliding_window = 4096,
+     .default_rope_theta = 10000.0f},
     {.name = "qwen2", .hf_model_type = "qwen2", .hf_class = "Qwen2ForCausalLM", .gguf_arch = "qwen2",
-     .attention_bias = 1, .sliding = CINFER_SLIDING_FROM_LAYER},
+     .attention_bias = 1, .sliding = CINFER_SLIDING_FROM_LAYER, .default_sliding_window = 4096,
+     .default_rope_theta = 10000.0f},
     {.name = "qwen3", .hf_model_type = "qwen3", .hf_class = "Qwen3ForCausalLM", .gguf_arch = "qwen3", .qk_norm = 1,
-     .sliding = CINFER_SLIDING_FROM_LAYER},
+     .sliding = CINFER_SLIDING_FROM_LAYER, .default_sliding_window = 4096, .default_rope_theta = 10000.0f},
+    {.name = "gemma2", .hf_model_type = "gemma2", .hf_class = "Gemma2ForCausalLM", .gguf_arch = "gemma2",
+     .sandwich_norms = 1, .norm_unit_offset_hf = 1, .activation = CINFER_ACTIVATION_GELU_TANH,
+     .embedding_scale_sqrt_hidden = 1, .sliding = CINFER_SLIDING_ALTERNATE, .default_sliding_window = 4096,
+     .default_query_pre_attn_scalar = 256.0f, .default_attn_logit_softcap = 50.0f,
+     .default_final_logit_softcap = 30.0f, .default_rope_theta = 10000.0f},
+    {.name = "gemma3", .hf_model_type = "gemma3_text", .hf_class = "Gemma3ForCausalLM", .gguf_arch = "gemma3",
+     .qk_norm = 1, .sandwich_norms = 1, .norm_unit_offset_hf = 1, .activation = CINFER_ACTIVATION_GELU_TANH,
+     .embedding_scale_sqrt_hidden = 1, .sliding = CINFER_SLIDING_PATTERN, .default_sliding_window = 4096,
+     .default_query_pre_attn_scalar = 256.0f, .default_rope_theta = 1000000.0f,
+     .default_rope_theta_local = 10000.0f},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

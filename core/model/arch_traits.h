@@ -30,6 +30,13 @@ struct cinfer_arch_traits {
     enum cinfer_activation activation;
     int embedding_scale_sqrt_hidden; /* embeddings multiplied by sqrt(hidden_size) */
     enum cinfer_sliding_rule sliding;
+    /* transformers' defaults for config.json keys a file leaves out (0: none) */
+    int default_sliding_window;
+    float default_query_pre_attn_scalar; /* the attention scale is its inverse square root */
+    float default_attn_logit_softcap;
+    float default_final_logit_softcap;
+    float default_rope_theta;
+    float default_rope_theta_local;      /* sliding layers' own base (rope_local_base_freq) */
 };
 
 /* NULL when no family has that name. */

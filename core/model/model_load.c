@@ -15,23 +15,50 @@
 
 #define LAYER_FIELD(f) offsetof(struct cinfer_layer_weights, f)
 
+/* In a sandwich_norms family (Gemma 2/3) HF's post_attention_layernorm is the norm on
+ * the attention output and pre_feedforward_layernorm the MLP's input norm; in the Llama
+ * family post_attention_layernorm is the MLP's input norm. GGUF names them apart. */
 const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[] = {
-    {"input_layernorm.weight", "attn_norm.weight", LAYER_FIELD(attn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.q_proj.weight", "attn_q.weight", LAYER_FIELD(wq), DIM_Q, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.k_proj.weight", "attn_k.weight", LAYER_FIELD(wk), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.v_proj.weight", "attn_v.weight", LAYER_FIELD(wv), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.o_proj.weight", "attn_output.weight", LAYER_FIELD(wo), DIM_HIDDEN, DIM_Q, PRESENT_ALWAYS},
-    {"self_attn.q_proj.bias", "attn_q.bias", LAYER_FIELD(bq), DIM_ONE, DIM_Q, PRESENT_IF_BIAS},
-    {"self_attn.k_proj.bias", "attn_k.bias", LAYER_FIELD(bk), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
-    {"self_attn.v_proj.bias", "attn_v.bias", LAYER_FIELD(bv), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", LAYER_FIELD(q_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", LAYER_FIELD(k_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", LAYER_FIELD(ffn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", LAYER_FIELD(w_gate), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.up_proj.weight", "ffn_up.weight", LAYER_FIELD(w_up), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.down_proj.weight", "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
+    {"input_layernorm.weight", NULL, "attn_norm.weight", LAYER_FIELD(attn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.q_proj.weight", NULL, "attn_q.weight", LAYER_FIELD(wq), DIM_Q, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.k_proj.weight", NULL, "attn_k.weight", LAYER_FIELD(wk), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.v_proj.weight", NULL, "attn_v.weight", LAYER_FIELD(wv), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.o_proj.weight", NULL, "attn_output.weight", LAYER_FIELD(wo), DIM_HIDDEN, DIM_Q, PRESENT_ALWAYS},
+    {"self_attn.q_proj.bias", NULL, "attn_q.bias", LAYER_FIELD(bq), DIM_ONE, DIM_Q, PRESENT_IF_BIAS},
+    {"self_attn.k_proj.bias", NULL, "attn_k.bias", LAYER_FIELD(bk), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.v_proj.bias", NULL, "attn_v.bias", LAYER_FIELD(bv), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.q_norm.weight", NULL, "attn_q_norm.weight", LAYER_FIELD(q_norm), DIM_ONE, DIM_HEAD,
+     PRESENT_IF_QK_NORM},
+    {"self_attn.k_norm.weight", NULL, "attn_k_norm.weight", LAYER_FIELD(k_norm), DIM_ONE, DIM_HEAD,
+     PRESENT_IF_QK_NORM},
+    {NULL, "post_attention_layernorm.weight", "post_attention_norm.weight", LAYER_FIELD(post_attn_norm), DIM_ONE,
+     DIM_HIDDEN, PRESENT_IF_SANDWICH},
+    {"post_attention_layernorm.weight", "pre_feedforward_layernorm.weight", "ffn_norm.weight", LAYER_FIELD(ffn_norm),
+     DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.gate_proj.weight", NULL, "ffn_gate.weight", LAYER_FIELD(w_gate), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.up_proj.weight", NULL, "ffn_up.weight", LAYER_FIELD(w_up), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.down_proj.weight", NULL, "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
+    {NULL, "post_feedforward_layernorm.weight", "post_ffw_norm.weight", LAYER_FIELD(post_ffn_norm), DIM_ONE,
+     DIM_HIDDEN, PRESENT_IF_SANDWICH},
 };
 const size_t cinfer_layer_weight_spec_count = sizeof cinfer_layer_weight_specs / sizeof cinfer_layer_weight_specs[0];
+
+int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c)
+{
+    switch (spec->presence) {
+    case PRESENT_ALWAYS: return 1;
+    case PRESENT_IF_BIAS: return c->attention_bias;
+    case PRESENT_IF_QK_NORM: return c->qk_norm;
+    case PRESENT_IF_SANDWICH: return c->sandwich_norms;
+    }
+    return 0;
+}
+
+const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
+                                        const struct cinfer_model_config *c)
+{
+    return c->sandwich_norms && spec->hf_name_sandwich ? spec->hf_name_sandwich : spec->hf_name;
+}
 
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d)
 {
@@ -90,6 +117,13 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
                                 source, (double)c->rope_scaling.factor, (double)c->rope_scaling.high_freq_factor,
                                 (double)c->rope_scaling.low_freq_factor,
                                 c->rope_scaling.original_max_position_embeddings);
+    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR && !(c->rope_scaling.factor > 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: linear rope_scaling needs factor > 0; found %g", source,
+                                (double)c->rope_scaling.factor);
+    if (c->sliding_window < 0 || c->attention_scale < 0.0f || c->embedding_scale < 0.0f)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: sliding window %d, attention scale %g and embedding scale %g must not be negative",
+                                source, c->sliding_window, (double)c->attention_scale, (double)c->embedding_scale);
     if (c->bos_token_id < -1 || c->bos_token_id >= c->vocab_size)
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: bos token id %d is outside the vocabulary of %d", source,
                                 c->bos_token_id, c->vocab_size);

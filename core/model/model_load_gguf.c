@@ -205,11 +205,15 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     int rc = cinfer_gguf_get_str(src->g, key, &type, err);
     if (rc && rc != CINFER_ERR_NOT_FOUND)
         return rc;
+    if (rc == CINFER_OK && type.len == 6 && !memcmp(type.data, "linear", 6)) {
+        c->rope_scaling.type = CINFER_ROPE_SCALING_LINEAR;
+        return key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err);
+    }
     if (rc == CINFER_OK && !(type.len == 4 && !memcmp(type.data, "none", 4))) {
         if (!(type.len == 6 && !memcmp(type.data, "llama3", 6)))
             return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                    "%s: %s is \"%.*s\"; cinfer implements llama3 RoPE scaling only", src->path, key,
-                                    (int)(type.len > 64 ? 64 : type.len), type.data);
+                                    "%s: %s is \"%.*s\"; cinfer implements llama3 and linear RoPE scaling", src->path,
+                                    key, (int)(type.len > 64 ? 64 : type.len), type.data);
         c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
         if ((rc = key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err)) ||
             (rc = key_f32(src, "rope.scaling.low_freq_factor", 1, 0, &c->rope_scaling.low_freq_factor, err)) ||
@@ -233,6 +237,50 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     memcpy(divisors, t->data, (size_t)t->ne[0] * sizeof(float));
     c->rope_scaling.type = CINFER_ROPE_SCALING_NONE;
     return fit_llama3_scaling(src, c, divisors, (int)t->ne[0], err);
+}
+
+/* Gemma 2/3 as llama.cpp runs them: (1 + w) already folded into the norm weights by
+ * its converter; embeddings scaled by sqrt(hidden); gelu-tanh MLP; soft-capping from
+ * <arch>.attn_logit_softcapping / final_logit_softcapping; attention scaled by
+ * 1/sqrt(head_dim) except for the 27B models (46 layers of Gemma 2, 62 of Gemma 3),
+ * whose query_pre_attn_scalar is hidden/heads, which llama.cpp picks by layer count;
+ * sliding layers every other one (Gemma 2) or five of six (Gemma 3, or
+ * <arch>.attention.sliding_window_pattern), with Gemma 3's local RoPE base 10000. */
+static int read_gemma_blocks(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    const struct cinfer_arch_traits *traits = src->traits;
+    c->activation = traits->activation;
+    c->sandwich_norms = traits->sandwich_norms;
+    c->norm_unit_offset = 0;
+    c->embedding_scale = traits->embedding_scale_sqrt_hidden ? sqrtf((float)c->hidden_size) : 0.0f;
+    c->rope_theta_local = traits->default_rope_theta_local;
+    memset(c->sliding_layers, 0, sizeof c->sliding_layers);
+    c->sliding_window = 0;
+    if (traits->sliding != CINFER_SLIDING_ALTERNATE && traits->sliding != CINFER_SLIDING_PATTERN)
+        return CINFER_OK; /* llama.cpp runs llama, qwen2 and qwen3 files without a window */
+    int large = c->num_layers == (traits->sliding == CINFER_SLIDING_ALTERNATE ? 46 : 62);
+    c->attention_scale = 1.0f / sqrtf(large ? (float)c->hidden_size / (float)c->num_heads : (float)c->head_dim);
+    int pattern, rc;
+    if ((rc = key_f32(src, "attn_logit_softcapping", 0, 0.0f, &c->attn_logit_softcap, err)) ||
+        (rc = key_f32(src, "final_logit_softcapping", 0, 0.0f, &c->final_logit_softcap, err)) ||
+        (rc = key_u32_as_int(src, "attention.sliding_window", 0, traits->default_sliding_window, &c->sliding_window,
+                             err)) ||
+        (rc = key_u32_as_int(src, "attention.sliding_window_pattern", 0,
+                             traits->sliding == CINFER_SLIDING_ALTERNATE ? 2 : 6, &pattern, err)))
+        return rc;
+    if (pattern < 1 || c->attn_logit_softcap < 0.0f || c->final_logit_softcap < 0.0f)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: %s.attention.sliding_window_pattern %d must be positive and the soft-caps %g, %g "
+                                "not negative",
+                                src->path, src->arch, pattern, (double)c->attn_logit_softcap,
+                                (double)c->final_logit_softcap);
+    if (c->num_layers > CINFER_MAX_LAYERS)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s.block_count %d is over %d", src->path, src->arch,
+                                c->num_layers, CINFER_MAX_LAYERS);
+    for (int l = 0; l < c->num_layers; l++)
+        if (l % pattern < pattern - 1) /* llama.cpp's set_swa_pattern */
+            cinfer_model_set_layer_slides(c, l);
+    return CINFER_OK;
 }
 
 static int read_config(struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
@@ -281,6 +329,8 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     c->rope_interleaved = traits->gguf_permuted_qk;
     c->attention_bias = traits->attention_bias;
     c->qk_norm = traits->qk_norm;
+    if ((rc = read_gemma_blocks(src, c, err)))
+        return rc;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
         return rc;
     return cinfer_model_config_check(c, src->path, err); /* again, for the scaling found */
@@ -338,8 +388,7 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
     for (int l = 0; !rc && l < c->num_layers; l++)
         for (size_t k = 0; !rc && k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
-                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+            if (!cinfer_layer_weight_present(spec, c))
                 continue;
             char name[128];
             snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);

@@ -171,11 +171,10 @@ static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, stru
     for (int l = 0; l < c->num_layers; l++) {
         for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
-                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+            if (!cinfer_layer_weight_present(spec, c))
                 continue;
             char name[160];
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, spec->hf_name);
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, cinfer_layer_weight_hf_name(spec, c));
             struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
             int rc = bind(hw, name, spec->rows == DIM_ONE, cinfer_layer_dim_size(c, spec->rows),
                           cinfer_layer_dim_size(c, spec->cols), dim_names[spec->rows], dim_names[spec->cols], w, err);

@@ -65,9 +65,10 @@ int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_er
 
 /* The per-layer weights both formats hold, with their names in each. */
 enum cinfer_layer_dim { DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_COUNT };
-enum cinfer_layer_presence { PRESENT_ALWAYS, PRESENT_IF_BIAS, PRESENT_IF_QK_NORM };
+enum cinfer_layer_presence { PRESENT_ALWAYS, PRESENT_IF_BIAS, PRESENT_IF_QK_NORM, PRESENT_IF_SANDWICH };
 struct cinfer_layer_weight_spec {
     const char *hf_name;       /* after "model.layers.N." */
+    const char *hf_name_sandwich; /* its name in a sandwich_norms family (Gemma), NULL: the same */
     const char *gguf_name;     /* after "blk.N." */
     size_t offset;             /* of the cinfer_weight in cinfer_layer_weights */
     enum cinfer_layer_dim rows, cols;  /* rows DIM_ONE: a vector of cols */
@@ -75,6 +76,10 @@ struct cinfer_layer_weight_spec {
 };
 extern const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[];
 extern const size_t cinfer_layer_weight_spec_count;
+/* Whether a model of this configuration holds the weight, and its HF name. */
+int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c);
+const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
+                                        const struct cinfer_model_config *c);
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d);
 
 /* model.dtype: every matrix not already of type target becomes an owned copy of that
