@@ -611,7 +611,13 @@ static void transpose_values(void *arg, int item, int thread)
     int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
     int n_ctx = seq->start_pos + seq->n_tokens;
     float *vt = values_transposed(job, seq, kv_head); /* (hd, n_ctx) */
-    for (int p = 0; p < n_ctx; p++) {
+    /* positions before the chunk's first query's window get probability 0: zeros, not
+     * reads of their pages */
+    int first = job->opts.window > 0 && seq->start_pos - job->opts.window + 1 > 0
+                    ? seq->start_pos - job->opts.window + 1 : 0;
+    for (int d = 0; d < hd; d++)
+        memset(vt + (size_t)d * n_ctx, 0, (size_t)first * sizeof(float));
+    for (int p = first; p < n_ctx; p++) {
         const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
         for (int d = 0; d < hd; d++)
             vt[(size_t)d * n_ctx + p] = v[d];
