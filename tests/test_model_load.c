@@ -496,6 +496,18 @@ START_TEST(hf_config_sliding_windows_and_gemma_keys)
     ck_assert_float_eq(hc.model.rope_theta_local, 10000.0f);
     ck_assert_int_eq(hc.model.rope_scaling.type, CINFER_ROPE_SCALING_LINEAR);
     ck_assert_float_eq(hc.model.attn_logit_softcap, 0.0f);
+    /* Phi-3: fused projections; a window on every layer when sliding_window is set */
+    ck_assert_int_eq(parse_config("phi3", "\"sliding_window\": 2047", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.fused_qkv, 1);
+    ck_assert_int_eq(hc.model.fused_gate_up, 1);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xfu);
+    ck_assert_int_eq(parse_config("phi3", "", &hc, &err), 0);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
+    ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 0.75", &hc, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "partial_rotary_factor is 0.75"));
+    ck_assert_int_eq(parse_config("phi3", "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.0]}", &hc,
+                                  &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "rope_scaling type \"longrope\" is not supported"));
     /* refusals name the key */
     ck_assert_int_eq(parse_config("llama", "\"sliding_window\": 8", &hc, &err), CINFER_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "sliding_window is set; llama has no sliding layers"));
@@ -553,7 +565,7 @@ START_TEST(hf_errors_name_the_problem)
     hm.model_type = "gpt2";
     expect_hf_refused("gpt2", &hm, CINFER_ERR_UNSUPPORTED,
                       "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2, qwen3, "
-                      "gemma2 or gemma3_text)");
+                      "gemma2, gemma3_text or phi3)");
     hm = base;
     hm.extra_config = "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}";
     expect_hf_refused("yarn", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"yarn\" is not supported");

@@ -6,7 +6,9 @@
 #include <string.h>
 
 /* Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config,
- * Qwen3Config, Gemma2Config and Gemma3TextConfig. */
+ * Qwen3Config, Gemma2Config, Gemma3TextConfig and Phi3Config. llama.cpp runs Phi-3
+ * GGUF files without their sliding window (it disabled Phi SWA), so only HF folders
+ * apply Phi-3's sliding_window. */
 static const struct cinfer_arch_traits families[] = {
     {.name = "llama", .hf_model_type = "llama", .hf_class = "LlamaForCausalLM", .gguf_arch = "llama",
      .gguf_permuted_qk = 1, .default_rope_theta = 10000.0f},
@@ -28,6 +30,8 @@ static const struct cinfer_arch_traits families[] = {
      .embedding_scale_sqrt_hidden = 1, .sliding = CINFER_SLIDING_PATTERN, .default_sliding_window = 4096,
      .default_query_pre_attn_scalar = 256.0f, .default_rope_theta = 1000000.0f,
      .default_rope_theta_local = 10000.0f},
+    {.name = "phi3", .hf_model_type = "phi3", .hf_class = "Phi3ForCausalLM", .gguf_arch = "phi3", .fused_qkv = 1,
+     .fused_gate_up = 1, .sliding = CINFER_SLIDING_UNIFORM, .default_rope_theta = 10000.0f},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

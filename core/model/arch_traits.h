@@ -24,6 +24,8 @@ struct cinfer_arch_traits {
     int gguf_permuted_qk;       /* llama.cpp permuted Q/K rows: RoPE pairs are interleaved */
     int attention_bias;         /* q/k/v biases (Qwen2) */
     int qk_norm;                /* per-head RMSNorm of q and k before RoPE */
+    int fused_qkv;              /* one qkv_proj / attn_qkv matrix (Phi-3) */
+    int fused_gate_up;          /* one gate_up_proj / ffn_up matrix, gate rows first (Phi-3) */
     int sandwich_norms;         /* extra RMSNorms on the attention and MLP outputs (Gemma 2/3) */
     int norm_unit_offset_hf;    /* RMSNorm scales by (1 + w) in HF checkpoints; llama.cpp's
                                  * converter adds the 1 into GGUF norm weights */

@@ -205,6 +205,13 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
                                     "%s: attention_bias is true (biases on q/k/v/o projections); not supported for %s",
                                     source, c->architecture);
     }
+    float rotary_fraction;
+    if ((rc = get_float(root, "partial_rotary_factor", 1.0, &rotary_fraction, source, err)))
+        return rc;
+    if (rotary_fraction != 1.0f) /* Phi-4-mini rotates 3/4 of each head */
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: partial_rotary_factor is %g; cinfer rotates whole heads only (1.0)", source,
+                                (double)rotary_fraction);
     if ((rc = get_bool(root, "mlp_bias", 0, &flag, NULL, source, err)))
         return rc;
     if (flag)
@@ -379,6 +386,8 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
     c->attention_bias = traits->attention_bias;
     c->qk_norm = traits->qk_norm;
+    c->fused_qkv = traits->fused_qkv;
+    c->fused_gate_up = traits->fused_gate_up;
     return CINFER_OK;
 }
 

@@ -70,6 +70,8 @@ struct cinfer_model_config {
     int tie_word_embeddings;
     int attention_bias;      /* q/k/v projections have biases (Qwen2) */
     int qk_norm;             /* per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3) */
+    int fused_qkv;           /* stored as one (q + 2 kv rows, hidden) matrix (Phi-3); wq/wk/wv view it */
+    int fused_gate_up;       /* stored as one (2 intermediate, hidden) matrix, gate rows first (Phi-3) */
     /* Gemma's additions to the Llama block; each zero for the Llama family. */
     enum cinfer_activation activation;
     int sandwich_norms;      /* RMSNorms on the attention and MLP outputs, before the residual add */

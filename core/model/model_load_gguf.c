@@ -329,6 +329,8 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     c->rope_interleaved = traits->gguf_permuted_qk;
     c->attention_bias = traits->attention_bias;
     c->qk_norm = traits->qk_norm;
+    c->fused_qkv = traits->fused_qkv;
+    c->fused_gate_up = traits->fused_gate_up;
     if ((rc = read_gemma_blocks(src, c, err)))
         return rc;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
@@ -396,6 +398,18 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
             rc = bind(src, name, spec->rows == DIM_ONE, spec->rows, spec->cols, cinfer_layer_dim_size(c, spec->rows),
                       cinfer_layer_dim_size(c, spec->cols), w, err);
         }
+    for (int l = 0; !rc && l < c->num_layers; l++)
+        for (size_t k = 0; !rc && k < cinfer_fused_weight_spec_count; k++) {
+            const struct cinfer_fused_weight_spec *spec = &cinfer_fused_weight_specs[k];
+            if (!spec->present(c))
+                continue;
+            char name[128];
+            snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
+            struct cinfer_weight fused;
+            rc = bind(src, name, 0, spec->rows, DIM_HIDDEN, cinfer_layer_dim_size(c, spec->rows), hidden, &fused, err);
+            if (!rc)
+                cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
+        }
     if (!rc)
         rc = bind(src, "output_norm.weight", 1, DIM_ONE, DIM_HIDDEN, 1, hidden, &m->output_norm, err);
     if (rc)
@@ -426,6 +440,9 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
     snprintf(src.dim_names[DIM_KV], sizeof src.dim_names[0], "%s.attention.head_count_kv*key_length", a);
     snprintf(src.dim_names[DIM_FFN], sizeof src.dim_names[0], "%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_HEAD], sizeof src.dim_names[0], "%s.attention.key_length", a);
+    snprintf(src.dim_names[DIM_QKV], sizeof src.dim_names[0], "(%s.attention.head_count+2*head_count_kv)*key_length",
+             a);
+    snprintf(src.dim_names[DIM_FFN2], sizeof src.dim_names[0], "2*%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
     m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
     if (!m->layers)

@@ -9,7 +9,9 @@ Hugging Face folders only: llama.cpp converts Mistral as llama, without the wind
 gemma2 (window 32 on even layers, attention and final soft-capping small enough to bend
 the values, GELU-tanh, sandwich norms, (1 + w) norms, sqrt(hidden) embedding scale) and
 gemma3 (six layers: five local with window 32 and RoPE base 10000, one global with base
-1e6 and linear scaling 8; q/k norm). The 150-token prompt is over 4 windows long.
+1e6 and linear scaling 8; q/k norm), phi3 (q/k/v fused into qkv_proj, gate and up into
+gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp's
+converter writes them). The 150-token prompt is over 4 windows long.
 Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
     model.safetensors.index.json);
@@ -72,6 +74,8 @@ FAMILIES = {
                    heads=4, kv_heads=1, head_dim=32, inter=128, layers=6, tied=True, theta=1000000.0,
                    gemma=True, qk_norm=True, sliding_window=32, local_theta=10000.0,
                    rope_scaling=dict(rope_type="linear", factor=8.0)),
+    "phi3": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                 head_dim=16, inter=96, layers=2, tied=False, theta=10000.0, fused=True),
 }
 SAFETENSORS_TYPES = ("f32", "f16", "bf16")
 GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
@@ -124,6 +128,19 @@ def random_weights(fam, rng):
     if not fam["tied"]:
         w["lm_head.weight"] = matrix(VOCAB, h, gain=2.0)
     return w
+
+
+def fuse_phi3(weights, n_layers):
+    """Phi-3's storage: q, k, v rows stacked into qkv_proj; gate rows, then up rows, in
+    gate_up_proj (Phi3MLP splits them with chunk(2))."""
+    out = dict(weights)
+    for i in range(n_layers):
+        p = f"model.layers.{i}."
+        parts = [out.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"]
+        out[p + "self_attn.qkv_proj.weight"] = np.concatenate(parts, axis=0)
+        gate, up = out.pop(p + "mlp.gate_proj.weight"), out.pop(p + "mlp.up_proj.weight")
+        out[p + "mlp.gate_up_proj.weight"] = np.concatenate([gate, up], axis=0)
+    return out
 
 
 def vocabulary():
@@ -239,6 +256,8 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         json.dump(config, f, indent=2)
     with open(os.path.join(folder, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 1, "eos_token_id": 2}, f, indent=2)
+    if fam.get("fused"):
+        weights = fuse_phi3(weights, fam["layers"])
     if not sharded:
         write_safetensors(os.path.join(folder, "model.safetensors"), weights, wtype)
         return
@@ -361,6 +380,8 @@ GGUF_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",  # llama.cpp's phi3: gate and up fused
 }
 
 
@@ -412,6 +433,8 @@ def write_gguf_model(path, name, fam, weights, wtype):
     def stored(array):
         return wtype if array.ndim == 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
 
+    if fam.get("fused"):
+        weights = fuse_phi3(weights, fam["layers"])
     out = [("token_embd.weight", weights["model.embed_tokens.weight"],
             stored(weights["model.embed_tokens.weight"]))]
     if fam.get("rope_scaling", {}).get("rope_type") == "llama3":

@@ -4,7 +4,9 @@ runtime is measured against.
 
 Written from the papers and the Hugging Face `transformers` semantics (LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
-Gemma3ForCausalLM), not from cinfer's C code. Gemma's blocks, from the Gemma 2 paper
+Gemma3ForCausalLM, Phi3ForCausalLM), not from cinfer's C code. Phi-3 stores q, k and v
+as one qkv_proj and gate and up as one gate_up_proj (gate rows first); they are split
+here back into the Llama names (GGUF: attn_qkv and a fused ffn_up, likewise). Gemma's blocks, from the Gemma 2 paper
 (arXiv 2408.00118) and Gemma 3 report (arXiv 2503.19786) and the published configs:
 embeddings times sqrt(hidden); RMSNorm scaling by (1 + w); an extra RMSNorm on the
 attention output and on the MLP output before each residual add; a GELU (tanh) gated
@@ -307,7 +309,10 @@ def read_gguf(path):
         "ffn_gate.weight": "mlp.gate_proj.weight",
         "ffn_up.weight": "mlp.up_proj.weight",
         "ffn_down.weight": "mlp.down_proj.weight",
+        "attn_qkv.weight": "self_attn.qkv_proj.weight",
     }
+    if arch == "phi3":
+        names["ffn_up.weight"] = "mlp.gate_up_proj.weight"
     for i in range(config["num_hidden_layers"]):
         for gguf_name, hf_name in names.items():
             t = g.tensors.get(f"blk.{i}.{gguf_name}")
@@ -344,6 +349,7 @@ class Model:
         self.vocab = self.w["model.embed_tokens.weight"].shape[0]
         tied = config.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w
         self.lm_head = self.w["model.embed_tokens.weight"] if tied else self.w["lm_head.weight"]
+        self._split_fused()
         family = config.get("model_type")
         self.gemma = family in ("gemma2", "gemma3_text")
         gemma_defaults = {"gemma2": (10000.0, 50.0, 30.0), "gemma3_text": (1000000.0, None, None)}
@@ -360,6 +366,23 @@ class Model:
         if family == "gemma3_text":  # local layers: their own base, no scaling
             self.inv_freq_local = self._inv_freq(config.get("rope_local_base_freq", 10000.0), None)
 
+    def _split_fused(self):
+        """Phi-3's qkv_proj and gate_up_proj into q/k/v and gate/up."""
+        q_rows, kv_rows = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            qkv = self.w.pop(p + "self_attn.qkv_proj.weight", None)
+            if qkv is not None:
+                assert qkv.shape[0] == q_rows + 2 * kv_rows, qkv.shape
+                self.w[p + "self_attn.q_proj.weight"] = qkv[:q_rows]
+                self.w[p + "self_attn.k_proj.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "self_attn.v_proj.weight"] = qkv[q_rows + kv_rows:]
+            gate_up = self.w.pop(p + "mlp.gate_up_proj.weight", None)
+            if gate_up is not None:
+                half = gate_up.shape[0] // 2
+                self.w[p + "mlp.gate_proj.weight"] = gate_up[:half]
+                self.w[p + "mlp.up_proj.weight"] = gate_up[half:]
+
     def _sliding_layers(self, family):
         """(window, per-layer bools) from layer_types or the family's rule."""
         c = self.config
@@ -370,7 +393,7 @@ class Model:
             return None, [False] * n
         if "layer_types" in c:
             return window, [t == "sliding_attention" for t in c["layer_types"]]
-        if family == "mistral":
+        if family in ("mistral", "phi3"):
             return window, [True] * n
         if family in ("qwen2", "qwen3"):
             use = c.get("use_sliding_window", False)
