@@ -4,7 +4,9 @@
  * embedding lookups through a prepared weight give the stored weight's bits, and so do
  * matmuls for Q8_0 (16-bit panels sum in another order: within 1e-6); copies are carved
  * one after another from shared slabs, a copy larger than a slab gets its own, and
- * releasing every copy in any order frees them all (ASan's leak check sees the rest). */
+ * releasing every copy in any order frees them all (ASan's leak check sees the rest).
+ * attention_windowed (sliding window, score scale, soft-capping) against a float64
+ * loop over the same K/V, for a prefill chunk and a decode step, on shuffled pages. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,12 +163,99 @@ START_TEST(copies_share_slabs_and_are_all_freed)
 }
 END_TEST
 
+#define ATT_PAGE 4
+#define ATT_PAGES 24 /* 96 positions */
+#define ATT_HEADS 4
+#define ATT_KV_HEADS 2
+#define ATT_HD 8
+
+/* out (n_tokens, heads * hd) of a sequence at [start, start + n_tokens), in double. */
+static void attention_by_hand(const float *q, const float *k, const float *v, int start, int n_tokens,
+                              const struct cinfer_backend_attn_options *o, double *out)
+{
+    int kv_dim = ATT_KV_HEADS * ATT_HD, q_dim = ATT_HEADS * ATT_HD, group = ATT_HEADS / ATT_KV_HEADS;
+    double scale = o->scale > 0.0f ? o->scale : 1.0 / sqrt(ATT_HD);
+    for (int t = 0; t < n_tokens; t++)
+        for (int h = 0; h < ATT_HEADS; h++) {
+            int pos = start + t, kvh = h / group;
+            int lo = o->window > 0 && pos - o->window + 1 > 0 ? pos - o->window + 1 : 0;
+            double p[ATT_PAGE * ATT_PAGES], max = -INFINITY, sum = 0;
+            for (int j = lo; j <= pos; j++) {
+                double dot = 0;
+                for (int d = 0; d < ATT_HD; d++)
+                    dot += (double)q[t * q_dim + h * ATT_HD + d] * k[j * kv_dim + kvh * ATT_HD + d];
+                dot *= scale;
+                if (o->softcap > 0.0f)
+                    dot = o->softcap * tanh(dot / o->softcap);
+                p[j] = dot;
+                max = dot > max ? dot : max;
+            }
+            for (int j = lo; j <= pos; j++)
+                sum += p[j] = exp(p[j] - max);
+            for (int d = 0; d < ATT_HD; d++) {
+                double acc = 0;
+                for (int j = lo; j <= pos; j++)
+                    acc += p[j] / sum * v[j * kv_dim + kvh * ATT_HD + d];
+                out[t * q_dim + h * ATT_HD + d] = acc;
+            }
+        }
+}
+
+START_TEST(windowed_attention_matches_a_double_loop)
+{
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    void *be = NULL, *kv = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(ops->create(2, &be, &err), 0);
+    struct cinfer_backend_kv_layout layout = {1, ATT_PAGES, ATT_PAGE, ATT_KV_HEADS * ATT_HD};
+    ck_assert_int_eq(ops->kv_create(be, &layout, &kv, &err), 0);
+    enum { N = ATT_PAGE * ATT_PAGES, KV_DIM = ATT_KV_HEADS * ATT_HD, Q_DIM = ATT_HEADS * ATT_HD };
+    static float k[N * KV_DIM], v[N * KV_DIM], q[N * Q_DIM], out[N * Q_DIM]; /* (N, kv_dim), (N, q_dim) */
+    static double want[N * Q_DIM];
+    int32_t pages[ATT_PAGES], slots[N];
+    uint64_t rng = 11;
+    for (int i = 0; i < ATT_PAGES; i++)
+        pages[i] = (i * 7) % ATT_PAGES; /* shuffled: 7 is prime to 24 */
+    for (int p = 0; p < N; p++)
+        slots[p] = pages[p / ATT_PAGE] * ATT_PAGE + p % ATT_PAGE;
+    for (int i = 0; i < N * KV_DIM; i++) {
+        k[i] = 2.0f * random_uniform(&rng);
+        v[i] = random_uniform(&rng);
+    }
+    for (int i = 0; i < N * Q_DIM; i++)
+        q[i] = 2.0f * random_uniform(&rng);
+    ops->kv_write(be, kv, 0, k, v, N, slots);
+    const struct cinfer_backend_attn_options cases[] = {
+        {0, 0.0f, 0.0f}, {10, 0.0f, 0.0f}, {10, 0.2f, 1.5f}, {32, 0.0f, 3.0f}, {1, 0.0f, 0.0f},
+    };
+    /* a prefill chunk of 40 tokens from position 50 (its window reaches back past several
+     * pages), then a decode step at the last position */
+    const int chunks[][2] = {{50, 40}, {N - 1, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t s = 0; s < 2; s++) {
+            int start = chunks[s][0], n = chunks[s][1];
+            struct cinfer_backend_attn_seq seq = {0, n, start, pages, ATT_PAGES};
+            ck_assert_int_eq(ops->attention_windowed(be, kv, 0, q + (size_t)start * Q_DIM, out, &seq, 1, ATT_HEADS,
+                                                     ATT_KV_HEADS, ATT_HD, &cases[c], &err), 0);
+            attention_by_hand(q + (size_t)start * Q_DIM, k, v, start, n, &cases[c], want);
+            double worst = 0;
+            for (int i = 0; i < n * Q_DIM; i++)
+                worst = fmax(worst, fabs(out[i] - want[i]));
+            ck_assert_msg(worst < 1e-5, "window %d scale %g softcap %g, chunk at %d of %d: max |diff| %g",
+                          cases[c].window, (double)cases[c].scale, (double)cases[c].softcap, start, n, worst);
+        }
+    ops->kv_destroy(be, kv);
+    ops->destroy(be);
+}
+END_TEST
+
 static Suite *suite_cpu_backend(void)
 {
     Suite *s = suite_create("cpu_backend");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, prepared_weights_give_the_stored_bits);
     tcase_add_test(tc, copies_share_slabs_and_are_all_freed);
+    tcase_add_test(tc, windowed_attention_matches_a_double_loop);
     suite_add_tcase(s, tc);
     return s;
 }

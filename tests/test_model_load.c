@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cinfer/gguf.h"
+#include "model/hf_config.h"
 #include "model/model.h"
 #include "support/gguf_builder.h"
 #include "support/random_model.h"
@@ -420,10 +421,103 @@ START_TEST(hf_llama3_rope_scaling_and_generation_config)
     dir = cinfer_test_tmp_path("mistral_sw");
     write_hf_model(dir, &sw);
     m = load_ok(dir);
-    ck_assert_int_eq(m->config.max_position_embeddings, 1024); /* context limited to the window */
+    ck_assert_int_eq(m->config.max_position_embeddings, 4096); /* the window no longer cuts the context */
+    ck_assert_int_eq(m->config.sliding_window, 1024);
+    for (int l = 0; l < LAYERS; l++)
+        ck_assert(cinfer_model_layer_slides(&m->config, l));
     ck_assert_int_eq(m->config.n_eos, 1);
     cinfer_model_free(&m);
     cinfer_test_remove_tmp_dir();
+}
+END_TEST
+
+/* config.json text with the given keys after a small model's sizes (four layers). */
+static int parse_config(const char *model_type, const char *extra, struct cinfer_hf_config *out,
+                        struct cinfer_error *err)
+{
+    char text[2048];
+    int n = snprintf(text, sizeof text,
+                     "{\"model_type\": \"%s\", \"vocab_size\": 32, \"hidden_size\": 16, \"intermediate_size\": 24,"
+                     " \"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1%s%s}",
+                     model_type, extra[0] ? ", " : "", extra);
+    return cinfer_hf_config_parse(text, (size_t)n, "config.json", out, err);
+}
+
+static unsigned sliding_bits(const struct cinfer_model_config *c)
+{
+    unsigned bits = 0;
+    for (int l = 0; l < c->num_layers; l++)
+        bits |= (unsigned)cinfer_model_layer_slides(c, l) << l;
+    return bits;
+}
+
+START_TEST(hf_config_sliding_windows_and_gemma_keys)
+{
+    struct cinfer_hf_config hc;
+    struct cinfer_error err = {0};
+    /* Mistral: transformers' default window covers every layer; null turns it off */
+    ck_assert_int_eq(parse_config("mistral", "", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.sliding_window, 4096);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xfu);
+    ck_assert_int_eq(parse_config("mistral", "\"sliding_window\": null", &hc, &err), 0);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
+    /* Qwen2: off unless use_sliding_window; then layers from max_window_layers on */
+    ck_assert_int_eq(parse_config("qwen2", "\"sliding_window\": 64", &hc, &err), 0);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
+    ck_assert_int_eq(parse_config("qwen2", "\"sliding_window\": 64, \"use_sliding_window\": true, "
+                                           "\"max_window_layers\": 1", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.sliding_window, 64);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xeu);
+    /* layer_types wins over the family's rule */
+    ck_assert_int_eq(parse_config("qwen3", "\"sliding_window\": 8, \"use_sliding_window\": true, \"layer_types\": "
+                                           "[\"full_attention\", \"sliding_attention\", \"full_attention\", "
+                                           "\"sliding_attention\"]", &hc, &err), 0);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xau);
+    /* Gemma 2: even layers local; soft-caps, scales and (1 + w) norms from its defaults */
+    ck_assert_int_eq(parse_config("gemma2", "\"head_dim\": 8, \"sliding_window\": 16", &hc, &err), 0);
+    ck_assert_str_eq(hc.model.architecture, "gemma2");
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0x5u);
+    ck_assert_float_eq(hc.model.attn_logit_softcap, 50.0f);
+    ck_assert_float_eq(hc.model.final_logit_softcap, 30.0f);
+    ck_assert_float_eq(hc.model.attention_scale, 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
+    ck_assert_float_eq(hc.model.embedding_scale, 4.0f);        /* sqrt(16) */
+    ck_assert_int_eq(hc.model.activation, CINFER_ACTIVATION_GELU_TANH);
+    ck_assert_int_eq(hc.model.norm_unit_offset, 1);
+    ck_assert_int_eq(hc.model.sandwich_norms, 1);
+    ck_assert_int_eq(parse_config("gemma2", "\"final_logit_softcapping\": null", &hc, &err), 0);
+    ck_assert_float_eq(hc.model.final_logit_softcap, 0.0f);
+    /* Gemma 3: every sliding_window_pattern-th layer global; local RoPE base; linear scaling */
+    ck_assert_int_eq(parse_config("gemma3_text", "\"sliding_window_pattern\": 2, \"rope_scaling\": "
+                                                 "{\"rope_type\": \"linear\", \"factor\": 8.0}", &hc, &err), 0);
+    ck_assert_str_eq(hc.model.architecture, "gemma3");
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0x5u);
+    ck_assert_int_eq(hc.model.qk_norm, 1);
+    ck_assert_float_eq(hc.model.rope_theta, 1000000.0f);
+    ck_assert_float_eq(hc.model.rope_theta_local, 10000.0f);
+    ck_assert_int_eq(hc.model.rope_scaling.type, CINFER_ROPE_SCALING_LINEAR);
+    ck_assert_float_eq(hc.model.attn_logit_softcap, 0.0f);
+    /* Phi-3: fused projections; a window on every layer when sliding_window is set */
+    ck_assert_int_eq(parse_config("phi3", "\"sliding_window\": 2047", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.fused_qkv, 1);
+    ck_assert_int_eq(hc.model.fused_gate_up, 1);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xfu);
+    ck_assert_int_eq(parse_config("phi3", "", &hc, &err), 0);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
+    ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 0.75", &hc, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "partial_rotary_factor is 0.75"));
+    ck_assert_int_eq(parse_config("phi3", "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.0]}", &hc,
+                                  &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "rope_scaling type \"longrope\" is not supported"));
+    /* refusals name the key */
+    ck_assert_int_eq(parse_config("llama", "\"sliding_window\": 8", &hc, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "sliding_window is set; llama has no sliding layers"));
+    ck_assert_int_eq(parse_config("gemma2", "\"hidden_activation\": \"relu\"", &hc, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "hidden_activation \"relu\" is not supported"));
+    ck_assert_int_eq(parse_config("qwen2", "\"use_sliding_window\": true, \"layer_types\": [\"full_attention\"]",
+                                  &hc, &err), CINFER_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.message, "layer_types"));
+    ck_assert_int_eq(parse_config("gemma3", "", &hc, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "model_type \"gemma3\" is not supported"));
 }
 END_TEST
 
@@ -470,7 +564,8 @@ START_TEST(hf_errors_name_the_problem)
     hm = base;
     hm.model_type = "gpt2";
     expect_hf_refused("gpt2", &hm, CINFER_ERR_UNSUPPORTED,
-                      "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2 or qwen3)");
+                      "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2, qwen3, "
+                      "gemma2, gemma3_text or phi3)");
     hm = base;
     hm.extra_config = "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}";
     expect_hf_refused("yarn", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"yarn\" is not supported");
@@ -971,6 +1066,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_qwen2_biases_and_qwen3_norms);
     tcase_add_test(tc, hf_llama3_rope_scaling_and_generation_config);
     tcase_add_test(tc, hf_errors_name_the_problem);
+    tcase_add_test(tc, hf_config_sliding_windows_and_gemma_keys);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
     tcase_add_test(tc, dtype_option_converts_every_matrix);

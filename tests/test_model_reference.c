@@ -2,8 +2,10 @@
  *
  * The ctest fixture model_reference_data (tests/reference/make_expected.sh) writes
  * seeded random-weight models of every family (llama, llama3 RoPE scaling, mistral,
- * qwen2, qwen3), format (Hugging Face safetensors, GGUF) and weight type (f32, f16,
- * bf16, Q8_0), and for each the numpy reference's logits for two prompts (three for f32
+ * qwen2, qwen3; mistral_swa, gemma2 and gemma3 with a 32-token sliding window, so the
+ * 150-token prompt is over four windows long; phi3 with fused projections), format
+ * (Hugging Face safetensors, GGUF; mistral_swa HF only) and weight type (f32, f16, bf16,
+ * Q8_0), and for each the numpy reference's logits for two prompts (three for f32
  * and Q8_0 files) and their greedy continuations (tests/reference/model_reference.py
  * documents the .ref format).
  * Every model is loaded with cinfer_model_load and run through cinfer_runtime_forward:
@@ -33,7 +35,7 @@
 
 #define SKIP_EXIT_CODE 77
 
-#define MAX_MODELS 64
+#define MAX_MODELS 96
 #define KV_PAGE_TOKENS 4 /* small, so every sequence spans several pages */
 #define MAX_SEQ_TOKENS 256
 #define MAX_SEQ_PAGES (MAX_SEQ_TOKENS / KV_PAGE_TOKENS)

@@ -26,7 +26,7 @@
 #include "support/tp_group.h"
 
 #define SKIP_EXIT_CODE 77
-#define MAX_MODELS 64
+#define MAX_MODELS 96
 #define TOLERANCE_F32 1e-4
 #define TOLERANCE_Q8_X 1e-3
 #define TOLERANCE_BF16_X 2e-2

@@ -138,7 +138,8 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
 
 /* Element-wise work split in contiguous row ranges across the pool. Each op is cheap
  * next to the matmuls, but a prefill batch has enough rows that one thread would show. */
-enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD };
+enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD, ROWS_GELU_TANH_MUL, ROWS_SCALE,
+               ROWS_SOFTCAP };
 
 struct rows_job {
     enum rows_op op;
@@ -147,7 +148,7 @@ struct rows_job {
     float *y;
     const float *x;
     const float *w;
-    float eps;
+    float eps;          /* rmsnorm's epsilon; scale's factor; softcap's cap */
     const struct cinfer_backend_weight *table;
     const int32_t *ids; /* tokens */
     int n_heads, head_dim;
@@ -193,6 +194,20 @@ static void rows_part(void *arg, int part, int thread)
         break;
     case ROWS_ADD:
         cinfer_kernel_add(job->y + r0 * len, job->x + r0 * len, (size_t)(r1 - r0) * len);
+        break;
+    case ROWS_GELU_TANH_MUL:
+        for (size_t i = (size_t)r0 * len; i < (size_t)r1 * len; i++) {
+            float g = job->y[i];
+            job->y[i] = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * job->x[i];
+        }
+        break;
+    case ROWS_SCALE:
+        for (size_t i = (size_t)r0 * len; i < (size_t)r1 * len; i++)
+            job->y[i] *= job->eps;
+        break;
+    case ROWS_SOFTCAP:
+        for (size_t i = (size_t)r0 * len; i < (size_t)r1 * len; i++)
+            job->y[i] = job->eps * tanhf(job->y[i] / job->eps);
         break;
     }
 }
@@ -447,6 +462,25 @@ static void cpu_silu_mul(void *state, float *gate, const float *up, size_t n)
     run_rows(state, &job);
 }
 
+static void cpu_gelu_tanh_mul(void *state, float *gate, const float *up, size_t n)
+{
+    struct rows_job job = {.op = ROWS_GELU_TANH_MUL, .n_rows = (int)n, .row_len = 1, .y = gate, .x = up};
+    run_rows(state, &job);
+}
+
+/* factor rides in the job's eps field */
+static void cpu_scale(void *state, float *x, size_t n, float factor)
+{
+    struct rows_job job = {.op = ROWS_SCALE, .n_rows = (int)n, .row_len = 1, .y = x, .eps = factor};
+    run_rows(state, &job);
+}
+
+static void cpu_softcap(void *state, float *x, size_t n, float cap)
+{
+    struct rows_job job = {.op = ROWS_SOFTCAP, .n_rows = (int)n, .row_len = 1, .y = x, .eps = cap};
+    run_rows(state, &job);
+}
+
 static void cpu_add(void *state, float *y, const float *x, size_t n)
 {
     struct rows_job job = {.op = ROWS_ADD, .n_rows = (int)n, .row_len = 1, .y = y, .x = x};
@@ -461,6 +495,7 @@ struct attention_job {
     float *out;
     const struct cinfer_backend_attn_seq *seqs;
     int n_seqs, n_heads, n_kv_heads, head_dim;
+    struct cinfer_backend_attn_options opts; /* window, scale and softcap, resolved */
     const int *first_item; /* (n_seqs + 1) */
     float *vt;             /* V transposed: sequence s's KV head h at vt_at[s] + h * head_dim * context */
     const size_t *vt_at;
@@ -508,7 +543,8 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     int group = job->n_heads / job->n_kv_heads;
     int kv_dim = job->kv->layout.kv_dim;
     int pt = job->kv->layout.page_tokens;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = job->opts.scale, softcap = job->opts.softcap;
+    int window = job->opts.window;
     int n_rows = attention_rows(job, seq);
     int nb = n_rows - r0 < ATTN_QUERY_BLOCK ? n_rows - r0 : ATTN_QUERY_BLOCK;
     int block_ctx = seq->start_pos + (r0 + nb - 1) / group + 1; /* the last row's positions [0, pos] */
@@ -521,7 +557,11 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
         memcpy(qb + (size_t)r * hd, job->q + (size_t)(seq->row + t) * q_dim + (size_t)h * hd,
                (size_t)hd * sizeof(float));
     }
-    for (int page = 0; page * pt < block_ctx; page++) {
+    /* a sliding window: the block's first row sees nothing before first_seen, so pages
+     * wholly before it are neither read nor scored */
+    int first_seen = window > 0 ? seq->start_pos + r0 / group - window + 1 : 0;
+    int first_page = first_seen > 0 ? first_seen / pt : 0;
+    for (int page = first_page; page * pt < block_ctx; page++) {
         int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
         const float *k = kv_row(job->kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * hd;
         cinfer_kernel_matmul(qb, NULL, nb, hd, k, CINFER_KW_F32, (size_t)kv_dim * sizeof(float), 0, p1 - p0,
@@ -530,14 +570,19 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     for (int r = 0; r < nb; r++) {
         float *row = scores + (size_t)r * block_ctx;
         int valid = seq->start_pos + (r0 + r) / group + 1;
-        for (int p = 0; p < valid; p++)
+        int lo = window > 0 && valid > window ? valid - window : 0; /* (pos - window, pos] */
+        for (int p = lo; p < valid; p++)
             row[p] *= scale;
-        cinfer_kernel_softmax(row, valid);
+        if (softcap > 0.0f)
+            for (int p = lo; p < valid; p++)
+                row[p] = softcap * tanhf(row[p] / softcap);
+        cinfer_kernel_softmax(row + lo, valid - lo);
+        memset(row, 0, (size_t)lo * sizeof(float));
         memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
     }
     if (decode) {
         memset(ob, 0, (size_t)nb * hd * sizeof(float));
-        for (int page = 0; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
+        for (int page = first_page; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
             int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
             const float *v = kv_row(job->kv, job->layer, seq->page_table[page], 1, 0) + (size_t)kv_head * hd;
             cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
@@ -566,7 +611,13 @@ static void transpose_values(void *arg, int item, int thread)
     int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
     int n_ctx = seq->start_pos + seq->n_tokens;
     float *vt = values_transposed(job, seq, kv_head); /* (hd, n_ctx) */
-    for (int p = 0; p < n_ctx; p++) {
+    /* positions before the chunk's first query's window get probability 0: zeros, not
+     * reads of their pages */
+    int first = job->opts.window > 0 && seq->start_pos - job->opts.window + 1 > 0
+                    ? seq->start_pos - job->opts.window + 1 : 0;
+    for (int d = 0; d < hd; d++)
+        memset(vt + (size_t)d * n_ctx, 0, (size_t)first * sizeof(float));
+    for (int p = first; p < n_ctx; p++) {
         const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
         for (int d = 0; d < hd; d++)
             vt[(size_t)d * n_ctx + p] = v[d];
@@ -593,9 +644,10 @@ static void attention_part(void *arg, int item, int thread)
     attend_block(job, seq, within / blocks, (within % blocks) * ATTN_QUERY_BLOCK, scratch);
 }
 
-static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
-                         const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
-                         int head_dim, struct cinfer_error *err)
+static int cpu_attention_windowed(void *state, void *kv, int layer, const float *q, float *out,
+                                  const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads,
+                                  int n_kv_heads, int head_dim, const struct cinfer_backend_attn_options *opts,
+                                  struct cinfer_error *err)
 {
     struct cpu_backend *be = state;
     size_t max_ctx = 1;
@@ -643,7 +695,12 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         be->attn_vt = grown;
         be->attn_vt_floats = vt_floats;
     }
-    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim,
+    struct cinfer_backend_attn_options resolved = *opts;
+    if (!(resolved.scale > 0.0f))
+        resolved.scale = 1.0f / sqrtf((float)head_dim);
+    if (resolved.window < 0)
+        resolved.window = 0;
+    struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, resolved,
                                 be->attn_first_item, be->attn_vt, be->attn_vt_at};
     int items = 0;
     for (int s = 0; s < n_seqs; s++) {
@@ -655,6 +712,15 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
         cinfer_thread_pool_run_chunks(be->pool, transpose_values, &job, n_seqs * n_kv_heads);
     cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, items);
     return 0;
+}
+
+static int cpu_attention(void *state, void *kv, int layer, const float *q, float *out,
+                         const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
+                         int head_dim, struct cinfer_error *err)
+{
+    struct cinfer_backend_attn_options plain = {0, 0.0f, 0.0f};
+    return cpu_attention_windowed(state, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, &plain,
+                                  err);
 }
 
 static int cpu_weight_prepare(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
@@ -692,6 +758,10 @@ static const struct cinfer_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .weight_prepare = cpu_weight_prepare,
     .weight_release = cpu_weight_release,
+    .attention_windowed = cpu_attention_windowed,
+    .gelu_tanh_mul = cpu_gelu_tanh_mul,
+    .scale = cpu_scale,
+    .softcap = cpu_softcap,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -77,6 +77,10 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
             int half = rt->head_dim / 2;
             cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
                                       rt->rope_sin + (size_t)row * half);
+            if (rt->inv_freq_local)
+                cinfer_kernel_rope_angles(pos, rt->inv_freq_local, rt->head_dim,
+                                          rt->rope_cos_local + (size_t)row * half,
+                                          rt->rope_sin_local + (size_t)row * half);
             rt->slots[row] = c->page_table[pos / page_tokens] * page_tokens + pos % page_tokens;
             int wants = c->logits == CINFER_LOGITS_ALL || (c->logits == CINFER_LOGITS_LAST && t == c->n_tokens - 1);
             if (wants) {
@@ -125,21 +129,28 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
         ops->rmsnorm(be, rt->q, rt->q, T * heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
         ops->rmsnorm(be, rt->k, rt->k, T * kv_heads, rt->head_dim, w->k_norm, c->rms_norm_eps);
     }
-    struct cinfer_backend_rope rope = {rt->rope_cos, rt->rope_sin, c->rope_interleaved};
+    int slides = cinfer_model_layer_slides(c, l);
+    int local_rope = slides && rt->inv_freq_local;
+    struct cinfer_backend_rope rope = {local_rope ? rt->rope_cos_local : rt->rope_cos,
+                                       local_rope ? rt->rope_sin_local : rt->rope_sin, c->rope_interleaved};
     ops->rope(be, rt->q, T, heads, rt->head_dim, &rope);
     ops->rope(be, rt->k, T, kv_heads, rt->head_dim, &rope);
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
-    if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, heads, kv_heads,
-                             rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
+    struct cinfer_backend_attn_options attn_opts = {slides ? c->sliding_window : 0, c->attention_scale,
+                                                    c->attn_logit_softcap};
+    if ((rc = ops->attention_windowed(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, heads, kv_heads,
+                                      rt->head_dim, &attn_opts, err)) < 0) /* (T, heads * head_dim) */
         return rc;
     struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden), this rank's heads' part */
     if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0 ||
         (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
         return rc;
+    if (w->post_attn_norm) /* Gemma: the attention output is normed before the residual add */
+        ops->rmsnorm(be, rt->proj, rt->proj, T, rt->hidden, w->post_attn_norm, c->rms_norm_eps);
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
 
-    /* SwiGLU MLP */
+    /* gated MLP: SwiGLU, or GELU-tanh (Gemma) */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
     struct cinfer_backend_matmul_out gate_up[2] = {
         {&w->w_gate, NULL, rt->gate, 0}, /* (T, intermediate) */
@@ -147,11 +158,16 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     };
     if ((rc = ops->matmul(be, rt->xn, T, gate_up, 2, err)) < 0)
         return rc;
-    ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
+    if (c->activation == CINFER_ACTIVATION_GELU_TANH)
+        ops->gelu_tanh_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
+    else
+        ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
     struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj, 0}; /* (T, hidden), this rank's part */
     if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0 ||
         (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
         return rc;
+    if (w->post_ffn_norm)
+        ops->rmsnorm(be, rt->proj, rt->proj, T, rt->hidden, w->post_ffn_norm, c->rms_norm_eps);
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
     return 0;
 }
@@ -178,6 +194,9 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
         int rc = ops->matmul(be, rt->logits_x, n, &head, 1, err);
         if (rc < 0)
             return rc;
+        float cap = rt->model->config.final_logit_softcap; /* Gemma 2 */
+        if (cap > 0.0f)
+            ops->softcap(be, rt->logits, (size_t)n * sh->vocab_rows, cap);
         if (sh->size == 1) {
             for (int i = 0; i < n; i++)
                 ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab,
@@ -209,6 +228,9 @@ static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits,
 {
     rt->ops->embedding(rt->backend, &rt->tok_embeddings, rt->tokens, T, rt->x); /* (T, hidden) */
     int rc = sum_over_ranks(rt, rt->x, (size_t)T * rt->hidden, err);
+    float embedding_scale = rt->model->config.embedding_scale; /* Gemma: sqrt(hidden) */
+    if (rc == 0 && embedding_scale > 0.0f)
+        rt->ops->scale(rt->backend, rt->x, (size_t)T * rt->hidden, embedding_scale);
     for (int l = 0; rc == 0 && l < rt->model->config.num_layers; l++)
         rc = layer_forward(rt, l, T, n_seqs, err);
     if (rc == 0)

@@ -3,23 +3,16 @@
  * treated as an absent key, as transformers does for head_dim and rope_scaling. */
 #include "model/hf_config.h"
 
+#include "model/arch_traits.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *model_type;
-    const char *architecture; /* the class name in "architectures" */
-} families[] = {
-    {"llama", "LlamaForCausalLM"},
-    {"mistral", "MistralForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},
-    {"qwen3", "Qwen3ForCausalLM"},
-};
-#define N_FAMILIES (sizeof families / sizeof families[0])
 
 static json_t *get(json_t *obj, const char *key)
 {
@@ -99,33 +92,30 @@ static int read_family(json_t *root, struct cinfer_model_config *c, const char *
 {
     json_t *model_type = get(root, "model_type");
     json_t *archs = get(root, "architectures");
+    const struct cinfer_arch_traits *traits;
+    char expected[256];
     if (model_type) {
         if (!json_is_string(model_type))
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"model_type\" is %s, expected a string", source,
                                     json_kind(model_type));
-        for (size_t i = 0; i < N_FAMILIES; i++)
-            if (!strcmp(json_string_value(model_type), families[i].model_type)) {
-                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
-                return CINFER_OK;
-            }
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: model_type \"%s\" is not supported (expected llama, mistral, qwen2 or qwen3)",
-                                source, json_string_value(model_type));
-    }
-    if (json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {
+        if (!(traits = cinfer_arch_by_hf_model_type(json_string_value(model_type)))) {
+            cinfer_arch_list(CINFER_ARCH_KEY_HF_MODEL_TYPE, expected, sizeof expected);
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (expected %s)",
+                                    source, json_string_value(model_type), expected);
+        }
+    } else if (json_is_array(archs) && json_is_string(json_array_get(archs, 0))) {
         const char *arch = json_string_value(json_array_get(archs, 0));
-        for (size_t i = 0; i < N_FAMILIES; i++)
-            if (!strcmp(arch, families[i].architecture)) {
-                snprintf(c->architecture, sizeof c->architecture, "%s", families[i].model_type);
-                return CINFER_OK;
-            }
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: architecture \"%s\" is not supported (expected LlamaForCausalLM, "
-                                "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM)",
-                                source, arch);
+        if (!(traits = cinfer_arch_by_hf_class(arch))) {
+            cinfer_arch_list(CINFER_ARCH_KEY_HF_CLASS, expected, sizeof expected);
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: architecture \"%s\" is not supported (expected %s)", source, arch, expected);
+        }
+    } else {
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: neither \"model_type\" nor \"architectures\" names the model", source);
     }
-    return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: neither \"model_type\" nor \"architectures\" names the model",
-                            source);
+    snprintf(c->architecture, sizeof c->architecture, "%s", traits->name);
+    return CINFER_OK;
 }
 
 static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
@@ -145,9 +135,18 @@ static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const 
     const char *t = json_string_value(type);
     if (!strcmp(t, "default"))
         return CINFER_OK;
+    if (!strcmp(t, "linear")) {
+        if (!json_is_number(get(rs, "factor")))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: linear rope_scaling needs a number \"factor\"",
+                                    source);
+        c->rope_scaling.type = CINFER_ROPE_SCALING_LINEAR;
+        c->rope_scaling.factor = (float)json_number_value(get(rs, "factor"));
+        return CINFER_OK;
+    }
     if (strcmp(t, "llama3") != 0)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: rope_scaling type \"%s\" is not supported (cinfer implements llama3)", source, t);
+                                "%s: rope_scaling type \"%s\" is not supported (cinfer implements llama3 and linear)",
+                                source, t);
     static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor"};
     for (size_t i = 0; i < 3; i++)
         if (!json_is_number(get(rs, keys[i])))
@@ -196,14 +195,9 @@ static int read_special_ids(json_t *root, struct cinfer_model_config *c, const c
 static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c, const char *source,
                               struct cinfer_error *err)
 {
-    json_t *act = get(root, "hidden_act");
-    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: hidden_act %s%s%s is not supported (expected \"silu\")",
-                                source, json_is_string(act) ? "\"" : "", json_is_string(act) ? json_string_value(act) : json_kind(act),
-                                json_is_string(act) ? "\"" : "");
     int flag, rc;
     /* Llama/Mistral/Qwen3 attention_bias adds an o_proj bias too; Qwen2 has q/k/v biases always. */
-    if (strcmp(c->architecture, "qwen2") != 0) {
+    if (!cinfer_arch_by_name(c->architecture)->attention_bias) {
         if ((rc = get_bool(root, "attention_bias", 0, &flag, NULL, source, err)))
             return rc;
         if (flag)
@@ -211,6 +205,13 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
                                     "%s: attention_bias is true (biases on q/k/v/o projections); not supported for %s",
                                     source, c->architecture);
     }
+    float rotary_fraction;
+    if ((rc = get_float(root, "partial_rotary_factor", 1.0, &rotary_fraction, source, err)))
+        return rc;
+    if (rotary_fraction != 1.0f) /* Phi-4-mini rotates 3/4 of each head */
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: partial_rotary_factor is %g; cinfer rotates whole heads only (1.0)", source,
+                                (double)rotary_fraction);
     if ((rc = get_bool(root, "mlp_bias", 0, &flag, NULL, source, err)))
         return rc;
     if (flag)
@@ -218,20 +219,123 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
     return CINFER_OK;
 }
 
-/* Sliding-window attention is not implemented: rather than answer differently beyond
- * the window, the usable context is limited to it. */
-static int apply_sliding_window(json_t *root, struct cinfer_model_config *c, const char *source,
-                                struct cinfer_error *err)
+/* hidden_activation (Gemma's key) or hidden_act: the gate's activation, by name. */
+static int read_activation(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                           const char *source, struct cinfer_error *err)
 {
-    int window = 0, use = 1, rc;
-    if (!strcmp(c->architecture, "qwen2") || !strcmp(c->architecture, "qwen3")) {
-        if ((rc = get_bool(root, "use_sliding_window", 0, &use, NULL, source, err)))
-            return rc;
+    const char *key = get(root, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    json_t *act = get(root, key);
+    c->activation = traits->activation;
+    if (!act)
+        return CINFER_OK;
+    if (!json_is_string(act))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %s, expected a string", source, key,
+                                json_kind(act));
+    const char *name = json_string_value(act);
+    if (!strcmp(name, "silu") || !strcmp(name, "swish"))
+        c->activation = CINFER_ACTIVATION_SILU;
+    else if (!strcmp(name, "gelu_pytorch_tanh"))
+        c->activation = CINFER_ACTIVATION_GELU_TANH;
+    else
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: %s \"%s\" is not supported (expected \"silu\" or \"gelu_pytorch_tanh\")", source,
+                                key, name);
+    return CINFER_OK;
+}
+
+/* Gemma's scales and caps: query_pre_attn_scalar, attn_logit_softcapping,
+ * final_logit_softcapping (null: none), the sqrt(hidden) embedding scale, (1 + w) norms. */
+static int read_scales(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                       const char *source, struct cinfer_error *err)
+{
+    float query_pre_attn_scalar;
+    int rc;
+    if ((rc = get_float(root, "query_pre_attn_scalar", traits->default_query_pre_attn_scalar, &query_pre_attn_scalar,
+                        source, err)))
+        return rc;
+    int has_attn_cap = json_object_get(root, "attn_logit_softcapping") != NULL;
+    int has_final_cap = json_object_get(root, "final_logit_softcapping") != NULL;
+    /* a key given as null means no capping, an absent key the family's default */
+    if ((rc = get_float(root, "attn_logit_softcapping", has_attn_cap ? 0.0 : traits->default_attn_logit_softcap,
+                        &c->attn_logit_softcap, source, err)) ||
+        (rc = get_float(root, "final_logit_softcapping", has_final_cap ? 0.0 : traits->default_final_logit_softcap,
+                        &c->final_logit_softcap, source, err)))
+        return rc;
+    if (query_pre_attn_scalar < 0.0f || c->attn_logit_softcap < 0.0f || c->final_logit_softcap < 0.0f)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: query_pre_attn_scalar %g, attn_logit_softcapping %g and final_logit_softcapping "
+                                "%g must not be negative",
+                                source, (double)query_pre_attn_scalar, (double)c->attn_logit_softcap,
+                                (double)c->final_logit_softcap);
+    c->attention_scale = query_pre_attn_scalar > 0.0f ? 1.0f / sqrtf(query_pre_attn_scalar) : 0.0f;
+    c->embedding_scale = traits->embedding_scale_sqrt_hidden ? sqrtf((float)c->hidden_size) : 0.0f;
+    c->norm_unit_offset = traits->norm_unit_offset_hf;
+    c->sandwich_norms = traits->sandwich_norms;
+    return get_float(root, "rope_local_base_freq", traits->default_rope_theta_local, &c->rope_theta_local, source,
+                     err);
+}
+
+/* layer_types, when given, names each layer "sliding_attention" or "full_attention". */
+static int read_layer_types(json_t *types, struct cinfer_model_config *c, const char *source,
+                            struct cinfer_error *err)
+{
+    if (!json_is_array(types) || (int)json_array_size(types) != c->num_layers)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"layer_types\" is %s of %zu, expected a list of %d",
+                                source, json_kind(types), json_is_array(types) ? json_array_size(types) : 0,
+                                c->num_layers);
+    for (int l = 0; l < c->num_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && !strcmp(t, "sliding_attention"))
+            cinfer_model_set_layer_slides(c, l);
+        else if (!t || strcmp(t, "full_attention") != 0)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: layer_types[%d] is %s%s%s, expected \"sliding_attention\" or "
+                                    "\"full_attention\"",
+                                    source, l, t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
     }
-    if (!use || (rc = get_int(root, "sliding_window", 0, &window, source, err)))
-        return use ? rc : CINFER_OK;
-    if (window > 0 && window < c->max_position_embeddings)
-        c->max_position_embeddings = window;
+    return CINFER_OK;
+}
+
+/* Which layers slide and by how much, by the family's rule (arch_traits.h). */
+static int read_sliding_window(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                               const char *source, struct cinfer_error *err)
+{
+    int window = 0, use = 1, from_layer = 0, pattern = 0, rc;
+    memset(c->sliding_layers, 0, sizeof c->sliding_layers);
+    c->sliding_window = 0;
+    if (traits->sliding == CINFER_SLIDING_NONE) {
+        if (get(root, "sliding_window") || get(root, "layer_types"))
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: sliding_window is set; %s has no sliding layers",
+                                    source, c->architecture);
+        return CINFER_OK;
+    }
+    int given = json_object_get(root, "sliding_window") != NULL; /* null: no window */
+    if ((rc = get_int(root, "sliding_window", given ? 0 : traits->default_sliding_window, &window, source, err)))
+        return rc;
+    if (traits->sliding == CINFER_SLIDING_FROM_LAYER &&
+        ((rc = get_bool(root, "use_sliding_window", 0, &use, NULL, source, err)) ||
+         (rc = get_int(root, "max_window_layers", 28, &from_layer, source, err))))
+        return rc;
+    if (traits->sliding == CINFER_SLIDING_PATTERN &&
+        (rc = get_int(root, "sliding_window_pattern", 6, &pattern, source, err)))
+        return rc;
+    if (window < 0 || (traits->sliding == CINFER_SLIDING_PATTERN && pattern < 1))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: sliding_window %d must not be negative and sliding_window_pattern %d positive",
+                                source, window, pattern);
+    if (!use || window == 0)
+        return CINFER_OK;
+    c->sliding_window = window;
+    if (get(root, "layer_types"))
+        return read_layer_types(get(root, "layer_types"), c, source, err);
+    for (int l = 0; l < c->num_layers && l < CINFER_MAX_LAYERS; l++) {
+        int slides = traits->sliding == CINFER_SLIDING_UNIFORM || (traits->sliding == CINFER_SLIDING_FROM_LAYER &&
+                                                                   l >= from_layer) ||
+                     (traits->sliding == CINFER_SLIDING_ALTERNATE && l % 2 == 0) ||
+                     (traits->sliding == CINFER_SLIDING_PATTERN && (l + 1) % pattern != 0);
+        if (slides)
+            cinfer_model_set_layer_slides(c, l);
+    }
     return CINFER_OK;
 }
 
@@ -244,6 +348,7 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
                                 json_kind(root));
     if ((rc = read_family(root, c, source, err)))
         return rc;
+    const struct cinfer_arch_traits *traits = cinfer_arch_by_name(c->architecture);
     if ((rc = get_int(root, "vocab_size", REQUIRED, &c->vocab_size, source, err)) ||
         (rc = get_int(root, "hidden_size", REQUIRED, &c->hidden_size, source, err)) ||
         (rc = get_int(root, "intermediate_size", REQUIRED, &c->intermediate_size, source, err)) ||
@@ -252,8 +357,11 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
         (rc = get_int(root, "num_key_value_heads", c->num_heads, &c->num_kv_heads, source, err)) ||
         (rc = get_int(root, "max_position_embeddings", 2048, &c->max_position_embeddings, source, err)) ||
         (rc = get_float(root, "rms_norm_eps", 1e-6, &c->rms_norm_eps, source, err)) ||
-        (rc = get_float(root, "rope_theta", 10000.0, &c->rope_theta, source, err)))
+        (rc = get_float(root, "rope_theta", traits->default_rope_theta, &c->rope_theta, source, err)))
         return rc;
+    if (c->num_layers > CINFER_MAX_LAYERS)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: num_hidden_layers %d is over %d", source, c->num_layers,
+                                CINFER_MAX_LAYERS);
     if (c->num_heads <= 0 || c->hidden_size <= 0)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "%s: num_attention_heads %d and hidden_size %d must be positive", source, c->num_heads,
@@ -272,11 +380,14 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
         (rc = get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings, &out->tie_word_embeddings_given,
                        source, err)) ||
         (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
-        (rc = apply_sliding_window(root, c, source, err)))
+        (rc = read_activation(root, c, traits, source, err)) || (rc = read_scales(root, c, traits, source, err)) ||
+        (rc = read_sliding_window(root, c, traits, source, err)))
         return rc;
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
-    c->attention_bias = !strcmp(c->architecture, "qwen2");
-    c->qk_norm = !strcmp(c->architecture, "qwen3");
+    c->attention_bias = traits->attention_bias;
+    c->qk_norm = traits->qk_norm;
+    c->fused_qkv = traits->fused_qkv;
+    c->fused_gate_up = traits->fused_gate_up;
     return CINFER_OK;
 }
 

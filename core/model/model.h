@@ -30,7 +30,19 @@ struct cinfer_weight {
     size_t row_bytes;      /* bytes from one row to the next */
 };
 
-enum cinfer_rope_scaling_type { CINFER_ROPE_SCALING_NONE = 0, CINFER_ROPE_SCALING_LLAMA3 = 1 };
+/* The gate's activation in the gated MLP: down(act(gate x) * up x). */
+enum cinfer_activation {
+    CINFER_ACTIVATION_SILU = 0,      /* Llama, Mistral, Qwen */
+    CINFER_ACTIVATION_GELU_TANH = 1, /* Gemma: gelu_pytorch_tanh */
+};
+
+enum cinfer_rope_scaling_type {
+    CINFER_ROPE_SCALING_NONE = 0,
+    CINFER_ROPE_SCALING_LLAMA3 = 1,
+    CINFER_ROPE_SCALING_LINEAR = 2, /* every frequency divided by factor (Gemma 3's global layers) */
+};
+
+#define CINFER_MAX_LAYERS 4096
 
 struct cinfer_model_config {
     char architecture[32];   /* "llama", "mistral", "qwen2", "qwen3" */
@@ -57,7 +69,22 @@ struct cinfer_model_config {
     } rope_scaling;
     int tie_word_embeddings;
     int attention_bias;      /* q/k/v projections have biases (Qwen2) */
-    int qk_norm;             /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+    int qk_norm;             /* per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3) */
+    int fused_qkv;           /* stored as one (q + 2 kv rows, hidden) matrix (Phi-3); wq/wk/wv view it */
+    int fused_gate_up;       /* stored as one (2 intermediate, hidden) matrix, gate rows first (Phi-3) */
+    /* Gemma's additions to the Llama block; each zero for the Llama family. */
+    enum cinfer_activation activation;
+    int sandwich_norms;      /* RMSNorms on the attention and MLP outputs, before the residual add */
+    int norm_unit_offset;    /* every RMSNorm scales by (1 + w): HF Gemma checkpoints */
+    float embedding_scale;   /* embeddings multiplied by it; 0: not scaled */
+    float attention_scale;   /* scores multiplied by it; 0: 1 / sqrt(head_dim) */
+    float attn_logit_softcap;  /* scores become cap * tanh(scores / cap); 0: none */
+    float final_logit_softcap; /* logits likewise; 0: none */
+    /* Sliding-window attention: a sliding layer's token at position p attends to
+     * positions (p - sliding_window, p]. Layer l slides when bit l of sliding_layers is set. */
+    int sliding_window;      /* tokens; 0: no layer slides */
+    uint64_t sliding_layers[CINFER_MAX_LAYERS / 64];
+    float rope_theta_local;  /* sliding layers' RoPE base, unscaled (Gemma 3); 0: as global layers */
     int bos_token_id;        /* -1 when unknown */
     int eos_token_ids[8];    /* from config/generation_config; n_eos of them */
     int n_eos;
@@ -72,10 +99,12 @@ struct cinfer_layer_weights {
     struct cinfer_weight bq, bk, bv;  /* (1, ...) when attention_bias, else data NULL */
     struct cinfer_weight q_norm;      /* (1, head_dim) when qk_norm, else data NULL */
     struct cinfer_weight k_norm;      /* (1, head_dim) when qk_norm, else data NULL */
+    struct cinfer_weight post_attn_norm; /* (1, hidden) when sandwich_norms, else data NULL */
     struct cinfer_weight ffn_norm;    /* (1, hidden) */
     struct cinfer_weight w_gate;      /* (intermediate, hidden) */
     struct cinfer_weight w_up;        /* (intermediate, hidden) */
     struct cinfer_weight w_down;      /* (hidden, intermediate) */
+    struct cinfer_weight post_ffn_norm; /* (1, hidden) when sandwich_norms, else data NULL */
 };
 
 struct cinfer_model {
@@ -109,6 +138,16 @@ void cinfer_model_free(struct cinfer_model **m);
  * not held twice. Only for a model whose matrices are file mappings (matrices_mapped),
  * which a later read faults back in; a model built in memory is left alone (dropping
  * its pages would zero them). */
+/* Whether layer l attends through the sliding window. */
+static inline int cinfer_model_layer_slides(const struct cinfer_model_config *c, int l)
+{
+    return c->sliding_window > 0 && (c->sliding_layers[l / 64] >> (l % 64) & 1u);
+}
+static inline void cinfer_model_set_layer_slides(struct cinfer_model_config *c, int l)
+{
+    c->sliding_layers[l / 64] |= (uint64_t)1 << (l % 64);
+}
+
 void cinfer_model_drop_stored(const struct cinfer_model *m, const void *data, size_t bytes);
 
 #endif

@@ -15,23 +15,93 @@
 
 #define LAYER_FIELD(f) offsetof(struct cinfer_layer_weights, f)
 
+/* In a sandwich_norms family (Gemma 2/3) HF's post_attention_layernorm is the norm on
+ * the attention output and pre_feedforward_layernorm the MLP's input norm; in the Llama
+ * family post_attention_layernorm is the MLP's input norm. GGUF names them apart. */
 const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[] = {
-    {"input_layernorm.weight", "attn_norm.weight", LAYER_FIELD(attn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.q_proj.weight", "attn_q.weight", LAYER_FIELD(wq), DIM_Q, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.k_proj.weight", "attn_k.weight", LAYER_FIELD(wk), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.v_proj.weight", "attn_v.weight", LAYER_FIELD(wv), DIM_KV, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"self_attn.o_proj.weight", "attn_output.weight", LAYER_FIELD(wo), DIM_HIDDEN, DIM_Q, PRESENT_ALWAYS},
-    {"self_attn.q_proj.bias", "attn_q.bias", LAYER_FIELD(bq), DIM_ONE, DIM_Q, PRESENT_IF_BIAS},
-    {"self_attn.k_proj.bias", "attn_k.bias", LAYER_FIELD(bk), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
-    {"self_attn.v_proj.bias", "attn_v.bias", LAYER_FIELD(bv), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", LAYER_FIELD(q_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", LAYER_FIELD(k_norm), DIM_ONE, DIM_HEAD, PRESENT_IF_QK_NORM},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", LAYER_FIELD(ffn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", LAYER_FIELD(w_gate), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.up_proj.weight", "ffn_up.weight", LAYER_FIELD(w_up), DIM_FFN, DIM_HIDDEN, PRESENT_ALWAYS},
-    {"mlp.down_proj.weight", "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
+    {"input_layernorm.weight", NULL, "attn_norm.weight", LAYER_FIELD(attn_norm), DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"self_attn.q_proj.weight", NULL, "attn_q.weight", LAYER_FIELD(wq), DIM_Q, DIM_HIDDEN, PRESENT_UNLESS_FUSED_QKV},
+    {"self_attn.k_proj.weight", NULL, "attn_k.weight", LAYER_FIELD(wk), DIM_KV, DIM_HIDDEN, PRESENT_UNLESS_FUSED_QKV},
+    {"self_attn.v_proj.weight", NULL, "attn_v.weight", LAYER_FIELD(wv), DIM_KV, DIM_HIDDEN, PRESENT_UNLESS_FUSED_QKV},
+    {"self_attn.o_proj.weight", NULL, "attn_output.weight", LAYER_FIELD(wo), DIM_HIDDEN, DIM_Q, PRESENT_ALWAYS},
+    {"self_attn.q_proj.bias", NULL, "attn_q.bias", LAYER_FIELD(bq), DIM_ONE, DIM_Q, PRESENT_IF_BIAS},
+    {"self_attn.k_proj.bias", NULL, "attn_k.bias", LAYER_FIELD(bk), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.v_proj.bias", NULL, "attn_v.bias", LAYER_FIELD(bv), DIM_ONE, DIM_KV, PRESENT_IF_BIAS},
+    {"self_attn.q_norm.weight", NULL, "attn_q_norm.weight", LAYER_FIELD(q_norm), DIM_ONE, DIM_HEAD,
+     PRESENT_IF_QK_NORM},
+    {"self_attn.k_norm.weight", NULL, "attn_k_norm.weight", LAYER_FIELD(k_norm), DIM_ONE, DIM_HEAD,
+     PRESENT_IF_QK_NORM},
+    {NULL, "post_attention_layernorm.weight", "post_attention_norm.weight", LAYER_FIELD(post_attn_norm), DIM_ONE,
+     DIM_HIDDEN, PRESENT_IF_SANDWICH},
+    {"post_attention_layernorm.weight", "pre_feedforward_layernorm.weight", "ffn_norm.weight", LAYER_FIELD(ffn_norm),
+     DIM_ONE, DIM_HIDDEN, PRESENT_ALWAYS},
+    {"mlp.gate_proj.weight", NULL, "ffn_gate.weight", LAYER_FIELD(w_gate), DIM_FFN, DIM_HIDDEN,
+     PRESENT_UNLESS_FUSED_GATE_UP},
+    {"mlp.up_proj.weight", NULL, "ffn_up.weight", LAYER_FIELD(w_up), DIM_FFN, DIM_HIDDEN, PRESENT_UNLESS_FUSED_GATE_UP},
+    {"mlp.down_proj.weight", NULL, "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
+    {NULL, "post_feedforward_layernorm.weight", "post_ffw_norm.weight", LAYER_FIELD(post_ffn_norm), DIM_ONE,
+     DIM_HIDDEN, PRESENT_IF_SANDWICH},
 };
 const size_t cinfer_layer_weight_spec_count = sizeof cinfer_layer_weight_specs / sizeof cinfer_layer_weight_specs[0];
+
+static int has_fused_qkv(const struct cinfer_model_config *c)
+{
+    return c->fused_qkv;
+}
+
+static int has_fused_gate_up(const struct cinfer_model_config *c)
+{
+    return c->fused_gate_up;
+}
+
+/* llama.cpp's phi3 files keep the fused gate/up matrix under ffn_up. */
+const struct cinfer_fused_weight_spec cinfer_fused_weight_specs[] = {
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight", DIM_QKV, has_fused_qkv},
+    {"mlp.gate_up_proj.weight", "ffn_up.weight", DIM_FFN2, has_fused_gate_up},
+};
+const size_t cinfer_fused_weight_spec_count = sizeof cinfer_fused_weight_specs / sizeof cinfer_fused_weight_specs[0];
+
+/* Rows [first, first + count) of w, viewing the same bytes. */
+static struct cinfer_weight rows_of(const struct cinfer_weight *w, int64_t first, int64_t count)
+{
+    struct cinfer_weight part = *w;
+    part.rows = count;
+    part.data = (const uint8_t *)w->data + (size_t)first * w->row_bytes;
+    return part;
+}
+
+void cinfer_fused_weight_split(const struct cinfer_fused_weight_spec *spec, const struct cinfer_model_config *c,
+                               const struct cinfer_weight *fused, struct cinfer_layer_weights *layer)
+{
+    if (spec->rows == DIM_QKV) {
+        int64_t q = (int64_t)c->num_heads * c->head_dim, kv = (int64_t)c->num_kv_heads * c->head_dim;
+        layer->wq = rows_of(fused, 0, q);
+        layer->wk = rows_of(fused, q, kv);
+        layer->wv = rows_of(fused, q + kv, kv);
+    } else {
+        layer->w_gate = rows_of(fused, 0, c->intermediate_size);
+        layer->w_up = rows_of(fused, c->intermediate_size, c->intermediate_size);
+    }
+}
+
+int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c)
+{
+    switch (spec->presence) {
+    case PRESENT_ALWAYS: return 1;
+    case PRESENT_IF_BIAS: return c->attention_bias;
+    case PRESENT_IF_QK_NORM: return c->qk_norm;
+    case PRESENT_IF_SANDWICH: return c->sandwich_norms;
+    case PRESENT_UNLESS_FUSED_QKV: return !c->fused_qkv;
+    case PRESENT_UNLESS_FUSED_GATE_UP: return !c->fused_gate_up;
+    }
+    return 0;
+}
+
+const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
+                                        const struct cinfer_model_config *c)
+{
+    return c->sandwich_norms && spec->hf_name_sandwich ? spec->hf_name_sandwich : spec->hf_name;
+}
 
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d)
 {
@@ -42,6 +112,8 @@ int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_l
     case DIM_KV: return (int64_t)c->num_kv_heads * c->head_dim;
     case DIM_FFN: return c->intermediate_size;
     case DIM_HEAD: return c->head_dim;
+    case DIM_QKV: return (int64_t)(c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
+    case DIM_FFN2: return 2 * (int64_t)c->intermediate_size;
     case DIM_COUNT: break;
     }
     return 0;
@@ -63,7 +135,7 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s is %d, expected a positive number", source,
                                     positive[i].name, positive[i].value);
     /* Bounds far past any real model, so a corrupt count cannot ask for absurd allocations. */
-    if (c->num_layers > 4096 || c->vocab_size > (1 << 24) || c->hidden_size > (1 << 20) ||
+    if (c->num_layers > CINFER_MAX_LAYERS || c->vocab_size > (1 << 24) || c->hidden_size > (1 << 20) ||
         c->intermediate_size > (1 << 22) || c->num_heads > 4096 || c->head_dim > 1024)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "%s: implausible sizes: %d layers, vocab %d, hidden %d, intermediate %d, %d heads, "
@@ -90,6 +162,13 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
                                 source, (double)c->rope_scaling.factor, (double)c->rope_scaling.high_freq_factor,
                                 (double)c->rope_scaling.low_freq_factor,
                                 c->rope_scaling.original_max_position_embeddings);
+    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR && !(c->rope_scaling.factor > 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: linear rope_scaling needs factor > 0; found %g", source,
+                                (double)c->rope_scaling.factor);
+    if (c->sliding_window < 0 || c->attention_scale < 0.0f || c->embedding_scale < 0.0f)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: sliding window %d, attention scale %g and embedding scale %g must not be negative",
+                                source, c->sliding_window, (double)c->attention_scale, (double)c->embedding_scale);
     if (c->bos_token_id < -1 || c->bos_token_id >= c->vocab_size)
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: bos token id %d is outside the vocabulary of %d", source,
                                 c->bos_token_id, c->vocab_size);

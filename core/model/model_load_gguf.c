@@ -11,12 +11,14 @@
 #include <string.h>
 
 #include "format/ggml_types.h"
+#include "model/arch_traits.h"
 #include "model/model_load_internal.h"
 
 struct gguf_source {
     const struct cinfer_gguf *g;
     const char *path;
-    const char *arch;
+    const char *arch;                        /* the key prefix: general.architecture */
+    const struct cinfer_arch_traits *traits;
     struct cinfer_model_storage *storage;
     char dim_names[DIM_COUNT + 1][96]; /* config keys per dimension; [DIM_COUNT]: the vocabulary */
 };
@@ -203,11 +205,15 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     int rc = cinfer_gguf_get_str(src->g, key, &type, err);
     if (rc && rc != CINFER_ERR_NOT_FOUND)
         return rc;
+    if (rc == CINFER_OK && type.len == 6 && !memcmp(type.data, "linear", 6)) {
+        c->rope_scaling.type = CINFER_ROPE_SCALING_LINEAR;
+        return key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err);
+    }
     if (rc == CINFER_OK && !(type.len == 4 && !memcmp(type.data, "none", 4))) {
         if (!(type.len == 6 && !memcmp(type.data, "llama3", 6)))
             return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                    "%s: %s is \"%.*s\"; cinfer implements llama3 RoPE scaling only", src->path, key,
-                                    (int)(type.len > 64 ? 64 : type.len), type.data);
+                                    "%s: %s is \"%.*s\"; cinfer implements llama3 and linear RoPE scaling", src->path,
+                                    key, (int)(type.len > 64 ? 64 : type.len), type.data);
         c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
         if ((rc = key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err)) ||
             (rc = key_f32(src, "rope.scaling.low_freq_factor", 1, 0, &c->rope_scaling.low_freq_factor, err)) ||
@@ -233,21 +239,66 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     return fit_llama3_scaling(src, c, divisors, (int)t->ne[0], err);
 }
 
+/* Gemma 2/3 as llama.cpp runs them: (1 + w) already folded into the norm weights by
+ * its converter; embeddings scaled by sqrt(hidden); gelu-tanh MLP; soft-capping from
+ * <arch>.attn_logit_softcapping / final_logit_softcapping; attention scaled by
+ * 1/sqrt(head_dim) except for the 27B models (46 layers of Gemma 2, 62 of Gemma 3),
+ * whose query_pre_attn_scalar is hidden/heads, which llama.cpp picks by layer count;
+ * sliding layers every other one (Gemma 2) or five of six (Gemma 3, or
+ * <arch>.attention.sliding_window_pattern), with Gemma 3's local RoPE base 10000. */
+static int read_gemma_blocks(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    const struct cinfer_arch_traits *traits = src->traits;
+    c->activation = traits->activation;
+    c->sandwich_norms = traits->sandwich_norms;
+    c->norm_unit_offset = 0;
+    c->embedding_scale = traits->embedding_scale_sqrt_hidden ? sqrtf((float)c->hidden_size) : 0.0f;
+    c->rope_theta_local = traits->default_rope_theta_local;
+    memset(c->sliding_layers, 0, sizeof c->sliding_layers);
+    c->sliding_window = 0;
+    if (traits->sliding != CINFER_SLIDING_ALTERNATE && traits->sliding != CINFER_SLIDING_PATTERN)
+        return CINFER_OK; /* llama.cpp runs llama, qwen2 and qwen3 files without a window */
+    int large = c->num_layers == (traits->sliding == CINFER_SLIDING_ALTERNATE ? 46 : 62);
+    c->attention_scale = 1.0f / sqrtf(large ? (float)c->hidden_size / (float)c->num_heads : (float)c->head_dim);
+    int pattern, rc;
+    if ((rc = key_f32(src, "attn_logit_softcapping", 0, 0.0f, &c->attn_logit_softcap, err)) ||
+        (rc = key_f32(src, "final_logit_softcapping", 0, 0.0f, &c->final_logit_softcap, err)) ||
+        (rc = key_u32_as_int(src, "attention.sliding_window", 0, traits->default_sliding_window, &c->sliding_window,
+                             err)) ||
+        (rc = key_u32_as_int(src, "attention.sliding_window_pattern", 0,
+                             traits->sliding == CINFER_SLIDING_ALTERNATE ? 2 : 6, &pattern, err)))
+        return rc;
+    if (pattern < 1 || c->attn_logit_softcap < 0.0f || c->final_logit_softcap < 0.0f)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: %s.attention.sliding_window_pattern %d must be positive and the soft-caps %g, %g "
+                                "not negative",
+                                src->path, src->arch, pattern, (double)c->attn_logit_softcap,
+                                (double)c->final_logit_softcap);
+    if (c->num_layers > CINFER_MAX_LAYERS)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s.block_count %d is over %d", src->path, src->arch,
+                                c->num_layers, CINFER_MAX_LAYERS);
+    for (int l = 0; l < c->num_layers; l++)
+        if (l % pattern < pattern - 1) /* llama.cpp's set_swa_pattern */
+            cinfer_model_set_layer_slides(c, l);
+    return CINFER_OK;
+}
+
 static int read_config(struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
 {
     struct cinfer_gguf_str arch;
     int rc = cinfer_gguf_get_str(src->g, "general.architecture", &arch, err);
     if (rc)
         return rc;
-    static const char *const supported[] = {"llama", "qwen2", "qwen3"};
-    src->arch = NULL;
-    for (size_t i = 0; i < 3; i++)
-        if (arch.len == strlen(supported[i]) && !memcmp(arch.data, supported[i], arch.len))
-            src->arch = supported[i];
-    if (!src->arch)
+    const struct cinfer_arch_traits *traits = cinfer_arch_by_gguf(arch.data, arch.len);
+    if (!traits) {
+        char expected[256];
+        cinfer_arch_list(CINFER_ARCH_KEY_GGUF, expected, sizeof expected);
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: general.architecture \"%.*s\" is not supported (expected llama, qwen2 or qwen3)",
-                                src->path, (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+                                "%s: general.architecture \"%.*s\" is not supported (expected %s)", src->path,
+                                (int)(arch.len > 64 ? 64 : arch.len), arch.data, expected);
+    }
+    src->traits = traits;
+    src->arch = traits->gguf_arch;
     snprintf(c->architecture, sizeof c->architecture, "%s", src->arch);
     if ((rc = key_u32_as_int(src, "embedding_length", 1, 0, &c->hidden_size, err)) ||
         (rc = key_u32_as_int(src, "feed_forward_length", 1, 0, &c->intermediate_size, err)) ||
@@ -275,9 +326,13 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     c->bos_token_id = -1;
     if ((rc = read_special_ids(src, c, err)))
         return rc;
-    c->rope_interleaved = !strcmp(src->arch, "llama");
-    c->attention_bias = !strcmp(src->arch, "qwen2");
-    c->qk_norm = !strcmp(src->arch, "qwen3");
+    c->rope_interleaved = traits->gguf_permuted_qk;
+    c->attention_bias = traits->attention_bias;
+    c->qk_norm = traits->qk_norm;
+    c->fused_qkv = traits->fused_qkv;
+    c->fused_gate_up = traits->fused_gate_up;
+    if ((rc = read_gemma_blocks(src, c, err)))
+        return rc;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
         return rc;
     return cinfer_model_config_check(c, src->path, err); /* again, for the scaling found */
@@ -335,14 +390,25 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
     for (int l = 0; !rc && l < c->num_layers; l++)
         for (size_t k = 0; !rc && k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
-                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+            if (!cinfer_layer_weight_present(spec, c))
                 continue;
             char name[128];
             snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
             struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
             rc = bind(src, name, spec->rows == DIM_ONE, spec->rows, spec->cols, cinfer_layer_dim_size(c, spec->rows),
                       cinfer_layer_dim_size(c, spec->cols), w, err);
+        }
+    for (int l = 0; !rc && l < c->num_layers; l++)
+        for (size_t k = 0; !rc && k < cinfer_fused_weight_spec_count; k++) {
+            const struct cinfer_fused_weight_spec *spec = &cinfer_fused_weight_specs[k];
+            if (!spec->present(c))
+                continue;
+            char name[128];
+            snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
+            struct cinfer_weight fused;
+            rc = bind(src, name, 0, spec->rows, DIM_HIDDEN, cinfer_layer_dim_size(c, spec->rows), hidden, &fused, err);
+            if (!rc)
+                cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
         }
     if (!rc)
         rc = bind(src, "output_norm.weight", 1, DIM_ONE, DIM_HIDDEN, 1, hidden, &m->output_norm, err);
@@ -374,6 +440,9 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
     snprintf(src.dim_names[DIM_KV], sizeof src.dim_names[0], "%s.attention.head_count_kv*key_length", a);
     snprintf(src.dim_names[DIM_FFN], sizeof src.dim_names[0], "%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_HEAD], sizeof src.dim_names[0], "%s.attention.key_length", a);
+    snprintf(src.dim_names[DIM_QKV], sizeof src.dim_names[0], "(%s.attention.head_count+2*head_count_kv)*key_length",
+             a);
+    snprintf(src.dim_names[DIM_FFN2], sizeof src.dim_names[0], "2*%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
     m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
     if (!m->layers)

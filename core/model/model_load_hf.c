@@ -147,6 +147,7 @@ static int find_tensor(const struct hf_weights *hw, const char *name, struct cin
 static const char *const dim_names[DIM_COUNT] = {
     [DIM_ONE] = "1", [DIM_HIDDEN] = "hidden_size", [DIM_Q] = "num_attention_heads*head_dim",
     [DIM_KV] = "num_key_value_heads*head_dim", [DIM_FFN] = "intermediate_size", [DIM_HEAD] = "head_dim",
+    [DIM_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim", [DIM_FFN2] = "2*intermediate_size",
 };
 
 static int bind(const struct hf_weights *hw, const char *name, int vector, int64_t rows, int64_t cols,
@@ -171,16 +172,28 @@ static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, stru
     for (int l = 0; l < c->num_layers; l++) {
         for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if ((spec->presence == PRESENT_IF_BIAS && !c->attention_bias) ||
-                (spec->presence == PRESENT_IF_QK_NORM && !c->qk_norm))
+            if (!cinfer_layer_weight_present(spec, c))
                 continue;
             char name[160];
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, spec->hf_name);
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, cinfer_layer_weight_hf_name(spec, c));
             struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
             int rc = bind(hw, name, spec->rows == DIM_ONE, cinfer_layer_dim_size(c, spec->rows),
                           cinfer_layer_dim_size(c, spec->cols), dim_names[spec->rows], dim_names[spec->cols], w, err);
             if (rc)
                 return rc;
+        }
+        for (size_t k = 0; k < cinfer_fused_weight_spec_count; k++) {
+            const struct cinfer_fused_weight_spec *spec = &cinfer_fused_weight_specs[k];
+            if (!spec->present(c))
+                continue;
+            char name[160];
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, spec->hf_name);
+            struct cinfer_weight fused;
+            int rc = bind(hw, name, 0, cinfer_layer_dim_size(c, spec->rows), c->hidden_size, dim_names[spec->rows],
+                          dim_names[DIM_HIDDEN], &fused, err);
+            if (rc)
+                return rc;
+            cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
         }
     }
     return CINFER_OK;

@@ -64,10 +64,18 @@ int cinfer_bind_weight(struct cinfer_model_storage *s, const struct cinfer_store
 int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_error *err);
 
 /* The per-layer weights both formats hold, with their names in each. */
-enum cinfer_layer_dim { DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_COUNT };
-enum cinfer_layer_presence { PRESENT_ALWAYS, PRESENT_IF_BIAS, PRESENT_IF_QK_NORM };
+enum cinfer_layer_dim { DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2, DIM_COUNT };
+enum cinfer_layer_presence {
+    PRESENT_ALWAYS,
+    PRESENT_IF_BIAS,
+    PRESENT_IF_QK_NORM,
+    PRESENT_IF_SANDWICH,
+    PRESENT_UNLESS_FUSED_QKV,     /* wq, wk, wv: views of the fused matrix otherwise */
+    PRESENT_UNLESS_FUSED_GATE_UP, /* w_gate, w_up */
+};
 struct cinfer_layer_weight_spec {
     const char *hf_name;       /* after "model.layers.N." */
+    const char *hf_name_sandwich; /* its name in a sandwich_norms family (Gemma), NULL: the same */
     const char *gguf_name;     /* after "blk.N." */
     size_t offset;             /* of the cinfer_weight in cinfer_layer_weights */
     enum cinfer_layer_dim rows, cols;  /* rows DIM_ONE: a vector of cols */
@@ -75,6 +83,23 @@ struct cinfer_layer_weight_spec {
 };
 extern const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[];
 extern const size_t cinfer_layer_weight_spec_count;
+/* A fused matrix as stored (Phi-3) and the layer weights that are row ranges of it. */
+struct cinfer_fused_weight_spec {
+    const char *hf_name;       /* after "model.layers.N." */
+    const char *gguf_name;     /* after "blk.N." */
+    enum cinfer_layer_dim rows; /* DIM_QKV or DIM_FFN2; cols are DIM_HIDDEN */
+    int (*present)(const struct cinfer_model_config *c);
+};
+extern const struct cinfer_fused_weight_spec cinfer_fused_weight_specs[];
+extern const size_t cinfer_fused_weight_spec_count;
+/* Points the layer's parts (wq/wk/wv or w_gate/w_up) at their rows of the bound fused matrix. */
+void cinfer_fused_weight_split(const struct cinfer_fused_weight_spec *spec, const struct cinfer_model_config *c,
+                               const struct cinfer_weight *fused, struct cinfer_layer_weights *layer);
+
+/* Whether a model of this configuration holds the weight, and its HF name. */
+int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c);
+const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
+                                        const struct cinfer_model_config *c);
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d);
 
 /* model.dtype: every matrix not already of type target becomes an owned copy of that

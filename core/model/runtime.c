@@ -83,15 +83,24 @@ static int widen_vector(const struct cinfer_weight *w, const char *name, int lay
     return widen_slice(w, name, layer, n, 0, n, required, out, err);
 }
 
+/* w (n) += 1; nothing for an absent weight. */
+static void add_one(float *w, int n)
+{
+    for (int i = 0; w && i < n; i++)
+        w[i] += 1.0f;
+}
+
 /* RoPE inverse frequencies in double, with Llama 3 scaling as Hugging Face's
  * _compute_llama3_parameters: long wavelengths divided by factor, short ones kept,
  * the band between blended linearly in 1/wavelength. */
-static void compute_inv_freq(const struct cinfer_model_config *c, double *inv_freq)
+static void compute_inv_freq(const struct cinfer_model_config *c, double theta, int scaled, double *inv_freq)
 {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++) {
-        double inv = 1.0 / pow((double)c->rope_theta, (2.0 * i) / (double)c->head_dim);
-        if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3) {
+        double inv = 1.0 / pow(theta, (2.0 * i) / (double)c->head_dim);
+        if (scaled && c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR)
+            inv /= c->rope_scaling.factor;
+        if (scaled && c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3) {
             double factor = c->rope_scaling.factor;
             double low = c->rope_scaling.low_freq_factor;
             double high = c->rope_scaling.high_freq_factor;
@@ -128,6 +137,12 @@ static int check_config(const struct cinfer_model_config *c, struct cinfer_error
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "model config: rope_theta must be > 0 and rms_norm_eps >= 0, got %g and %g",
                                 (double)c->rope_theta, (double)c->rms_norm_eps);
+    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR && !(c->rope_scaling.factor > 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "model config: linear rope_scaling needs factor > 0, got %g",
+                                (double)c->rope_scaling.factor);
+    if (c->num_layers > CINFER_MAX_LAYERS)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "model config: %d layers, at most %d", c->num_layers,
+                                CINFER_MAX_LAYERS);
     if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3 &&
         (!(c->rope_scaling.factor > 0.0f) || !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
          !(c->rope_scaling.low_freq_factor > 0.0f) || c->rope_scaling.original_max_position_embeddings <= 0))
@@ -169,6 +184,8 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
                          &rt->lm_head, err)) < 0 ||
         (rc = widen_vector(&m->output_norm, "output_norm", -1, rt->hidden, 1, &rt->output_norm, err)) < 0)
         return rc;
+    if (c->norm_unit_offset)
+        add_one(rt->output_norm, rt->hidden);
     rt->layers = calloc((size_t)c->num_layers, sizeof *rt->layers);
     if (!rt->layers)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
@@ -187,6 +204,10 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
                              err)) < 0 ||
             (rc = widen_vector(&src->attn_norm, "attn_norm", l, rt->hidden, 1, &dst->attn_norm, err)) < 0 ||
             (rc = widen_vector(&src->ffn_norm, "ffn_norm", l, rt->hidden, 1, &dst->ffn_norm, err)) < 0 ||
+            (rc = widen_vector(&src->post_attn_norm, "post_attn_norm", l, rt->hidden, c->sandwich_norms,
+                               &dst->post_attn_norm, err)) < 0 ||
+            (rc = widen_vector(&src->post_ffn_norm, "post_ffn_norm", l, rt->hidden, c->sandwich_norms,
+                               &dst->post_ffn_norm, err)) < 0 ||
             (rc = widen_vector(&src->q_norm, "q_norm", l, rt->head_dim, c->qk_norm, &dst->q_norm, err)) < 0 ||
             (rc = widen_vector(&src->k_norm, "k_norm", l, rt->head_dim, c->qk_norm, &dst->k_norm, err)) < 0 ||
             (rc = widen_slice(&src->bq, "bq", l, q_full, q0, rt->q_dim, c->attention_bias, &dst->bq, err)) < 0 ||
@@ -198,7 +219,20 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
             free(dst->k_norm);
             dst->q_norm = dst->k_norm = NULL;
         }
-        rt->memory.weight_copy_bytes += sizeof(float) * (size_t)(2 * rt->hidden +
+        if (!c->sandwich_norms) {
+            free(dst->post_attn_norm);
+            free(dst->post_ffn_norm);
+            dst->post_attn_norm = dst->post_ffn_norm = NULL;
+        }
+        if (c->norm_unit_offset) { /* HF Gemma: the norms scale by (1 + w), in f32 as transformers does */
+            add_one(dst->attn_norm, rt->hidden);
+            add_one(dst->ffn_norm, rt->hidden);
+            add_one(dst->post_attn_norm, rt->hidden);
+            add_one(dst->post_ffn_norm, rt->hidden);
+            add_one(dst->q_norm, rt->head_dim);
+            add_one(dst->k_norm, rt->head_dim);
+        }
+        rt->memory.weight_copy_bytes += sizeof(float) * (size_t)((dst->post_attn_norm ? 4 : 2) * rt->hidden +
                                                                  (dst->q_norm ? 2 * rt->head_dim : 0) +
                                                                  (dst->bq ? rt->q_dim + 2 * rt->kv_dim : 0));
     }
@@ -364,6 +398,12 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
     rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
     if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    if (rt->inv_freq_local) {
+        rt->rope_cos_local = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_cos_local);
+        rt->rope_sin_local = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_sin_local);
+        if (!rt->rope_cos_local || !rt->rope_sin_local)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    }
     return 0;
 }
 
@@ -434,7 +474,16 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
         goto fail;
     }
-    compute_inv_freq(c, rt->inv_freq);
+    compute_inv_freq(c, c->rope_theta, 1, rt->inv_freq);
+    if (c->rope_theta_local > 0.0f && c->sliding_window > 0) {
+        /* Gemma 3: sliding layers rotate with their own base and no scaling */
+        rt->inv_freq_local = malloc((size_t)(c->head_dim / 2) * sizeof(double));
+        if (!rt->inv_freq_local) {
+            rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+            goto fail;
+        }
+        compute_inv_freq(c, c->rope_theta_local, 0, rt->inv_freq_local);
+    }
 
     /* a rank's pages hold its KV heads only: every rank gets the same count */
     size_t page_bytes = cinfer_kv_page_bytes(c->num_layers, page_tokens, rt->kv_dim, sizeof(float));
@@ -487,6 +536,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
             struct runtime_layer *layer = &rt->layers[l];
             free(layer->attn_norm);
             free(layer->ffn_norm);
+            free(layer->post_attn_norm);
+            free(layer->post_ffn_norm);
             free(layer->q_norm);
             free(layer->k_norm);
             free(layer->bq);
@@ -501,6 +552,9 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     cinfer_tp_plan_free(&rt->plan);
     free(rt->output_norm);
     free(rt->inv_freq);
+    free(rt->inv_freq_local);
+    free(rt->rope_cos_local);
+    free(rt->rope_sin_local);
     free(rt->tokens);
     free(rt->rope_cos);
     free(rt->rope_sin);

@@ -16,6 +16,7 @@
 struct runtime_layer {
     struct cinfer_backend_weight wq, wk, wv, wo, w_gate, w_up, w_down;
     float *attn_norm, *ffn_norm; /* (hidden) */
+    float *post_attn_norm, *post_ffn_norm; /* (hidden) when sandwich_norms, else NULL */
     float *q_norm, *k_norm;      /* (head_dim) or NULL */
     float *bq;                   /* (q_dim) or NULL */
     float *bk, *bv;              /* (kv_dim) or NULL */
@@ -63,6 +64,7 @@ struct cinfer_runtime {
     struct cinfer_runtime_memory memory;
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
+    double *inv_freq_local; /* (head_dim / 2) sliding layers' own (rope_theta_local), or NULL */
 
     /* backend scratch, T = max_batch_tokens */
     float *x;        /* (T, hidden) residual stream */
@@ -83,6 +85,8 @@ struct cinfer_runtime {
     int32_t *tokens;    /* (T) rows of this rank's tok_embeddings; -1: another rank's */
     float *rope_cos;    /* (T, head_dim / 2) cos of each token's RoPE angles */
     float *rope_sin;    /* (T, head_dim / 2) */
+    float *rope_cos_local; /* (T, head_dim / 2) with inv_freq_local, or NULL */
+    float *rope_sin_local; /* (T, head_dim / 2) */
     int32_t *slots;     /* (T) page * page_tokens + offset where each token's K/V goes */
     struct cinfer_backend_attn_seq *attn_seqs; /* (T) at most one per token */
     float **logits_dst; /* (T) where each asked row of logits goes (NULL on a follower) */

@@ -28,8 +28,10 @@ extern "C" {
  * 2: struct cinfer_backend_matmul_out gained exact_x.
  * 3: weight_prepare and weight_release.
  * 4: embedding gives a row of zeros for an id outside [0, w.rows) (tensor parallelism's
- *    vocabulary-parallel embedding: a rank holds a slice of the rows). */
-#define CINFER_BACKEND_OPS_VERSION 4u
+ *    vocabulary-parallel embedding: a rank holds a slice of the rows).
+ * 5: attention_windowed (sliding window, score scale, soft-capping), gelu_tanh_mul,
+ *    scale and softcap (Gemma 2/3). */
+#define CINFER_BACKEND_OPS_VERSION 5u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -84,6 +86,15 @@ struct cinfer_backend_rope {
     const float *cos; /* (n_tokens, head_dim / 2) host memory */
     const float *sin; /* (n_tokens, head_dim / 2) host memory */
     int interleaved;
+};
+
+/* How attention_windowed scores: a query at position p sees positions
+ * (p - window, p] (all of [0, p] when window is 0); scores are q · k * scale, then
+ * softcap * tanh(score / softcap) when softcap > 0 (Gemma 2), before the softmax. */
+struct cinfer_backend_attn_options {
+    int window;    /* tokens; 0: no window */
+    float scale;   /* 0: 1 / sqrt(head_dim) */
+    float softcap; /* 0: none */
 };
 
 /* One output of a matmul: y (n, w.rows) = x (n, w.cols) · wᵀ (+ bias (w.rows)). */
@@ -156,6 +167,19 @@ struct cinfer_backend_ops {
                           struct cinfer_error *err);
     /* Frees what weight_prepare made for w (nothing when it returned the stored weight). */
     void (*weight_release)(void *state, const struct cinfer_backend_weight *w);
+
+    /* Since version 5. */
+    /* attention with the options above; attention is this with {0, 0, 0}. */
+    int (*attention_windowed)(void *state, void *kv, int layer, const float *q, float *out,
+                              const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
+                              int head_dim, const struct cinfer_backend_attn_options *opts,
+                              struct cinfer_error *err);
+    /* gate (n) = gelu_tanh(gate) * up, gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))) */
+    void (*gelu_tanh_mul)(void *state, float *gate, const float *up, size_t n);
+    /* x (n) *= factor */
+    void (*scale)(void *state, float *x, size_t n, float factor);
+    /* x (n) = cap * tanh(x / cap) */
+    void (*softcap)(void *state, float *x, size_t n, float cap);
 };
 
 #ifdef __cplusplus

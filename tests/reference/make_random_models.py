@@ -4,7 +4,15 @@ cinfer reads, plus a manifest naming them with the token prompts to test.
 
 Families: llama (GQA, untied), llama3 (Llama 3 RoPE scaling, tied, one KV head),
 mistral (head_dim 24: not hidden / heads, not a power of two), qwen2 (q/k/v biases, tied), qwen3 (q/k norm,
-head_dim != hidden / heads, tied). Each family is written as
+head_dim != hidden / heads, tied), mistral_swa (a 32-token sliding window on every layer;
+Hugging Face folders only: llama.cpp converts Mistral as llama, without the window),
+gemma2 (window 32 on even layers, attention and final soft-capping small enough to bend
+the values, GELU-tanh, sandwich norms, (1 + w) norms, sqrt(hidden) embedding scale) and
+gemma3 (six layers: five local with window 32 and RoPE base 10000, one global with base
+1e6 and linear scaling 8; q/k norm), phi3 (q/k/v fused into qkv_proj, gate and up into
+gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp's
+converter writes them). The 150-token prompt is over 4 windows long.
+Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
     model.safetensors.index.json);
   - GGUF v3 files: f32, f16, bf16, Q8_0 (1-D tensors stay f32 as llama.cpp keeps them).
@@ -55,6 +63,19 @@ FAMILIES = {
                   head_dim=16, inter=128, layers=2, tied=True, theta=1000000.0, bias=True),
     "qwen3": dict(model_type="qwen3", arch="Qwen3ForCausalLM", hidden=64, heads=4, kv_heads=2,
                   head_dim=32, inter=128, layers=2, tied=True, theta=1000000.0, qk_norm=True),
+    "mistral_swa": dict(model_type="mistral", arch="MistralForCausalLM", hidden=64, heads=4,
+                        kv_heads=2, head_dim=16, inter=96, layers=2, tied=False, theta=10000.0,
+                        sliding_window=32, gguf=False),
+    # query_pre_attn_scalar = head_dim: what llama.cpp applies to Gemma GGUF files
+    "gemma2": dict(model_type="gemma2", arch="Gemma2ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                   head_dim=16, inter=128, layers=2, tied=True, theta=10000.0, gemma=True,
+                   sliding_window=32, attn_softcap=5.0, final_softcap=8.0),
+    "gemma3": dict(model_type="gemma3_text", arch="Gemma3ForCausalLM", gguf_arch="gemma3", hidden=64,
+                   heads=4, kv_heads=1, head_dim=32, inter=128, layers=6, tied=True, theta=1000000.0,
+                   gemma=True, qk_norm=True, sliding_window=32, local_theta=10000.0,
+                   rope_scaling=dict(rope_type="linear", factor=8.0)),
+    "phi3": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                 head_dim=16, inter=96, layers=2, tied=False, theta=10000.0, fused=True),
 }
 SAFETENSORS_TYPES = ("f32", "f16", "bf16")
 GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
@@ -73,10 +94,13 @@ def random_weights(fam, rng):
     def matrix(rows, cols, gain=1.0):
         return rng.standard_normal((rows, cols)) * (gain / math.sqrt(cols))
 
-    def norm(n):
-        return 1.0 + 0.1 * rng.standard_normal(n)
+    def norm(n):  # Gemma's norms scale by (1 + w): its weights sit around 0
+        return (0.0 if fam.get("gemma") else 1.0) + 0.1 * rng.standard_normal(n)
 
-    w = {"model.embed_tokens.weight": rng.standard_normal((VOCAB, h)) * (0.3 if fam["tied"] else 1.0)}
+    # Gemma multiplies embeddings by sqrt(hidden): stored smaller by as much, so the scaled
+    # embedding does not outweigh the blocks (greedy output would repeat the last token)
+    emb_std = (0.3 if fam["tied"] else 1.0) / (math.sqrt(h) if fam.get("gemma") else 1.0)
+    w = {"model.embed_tokens.weight": rng.standard_normal((VOCAB, h)) * emb_std}
     for i in range(fam["layers"]):
         p = f"model.layers.{i}."
         w[p + "input_layernorm.weight"] = norm(h)
@@ -92,13 +116,31 @@ def random_weights(fam, rng):
             w[p + "self_attn.q_norm.weight"] = norm(hd)
             w[p + "self_attn.k_norm.weight"] = norm(hd)
         w[p + "post_attention_layernorm.weight"] = norm(h)
+        if fam.get("gemma"):  # post_attention_layernorm is the attention output's norm here
+            w[p + "post_attention_layernorm.weight"] = norm(h)
+            w[p + "pre_feedforward_layernorm.weight"] = norm(h)
+            w[p + "post_feedforward_layernorm.weight"] = norm(h)
         w[p + "mlp.gate_proj.weight"] = matrix(inter, h)
         w[p + "mlp.up_proj.weight"] = matrix(inter, h)
         w[p + "mlp.down_proj.weight"] = matrix(h, inter, gain=2.0)
-    w["model.norm.weight"] = norm(h)
+    # a tied Gemma's small embeddings give small logits: its final norm (1 + w ~ 5) makes up
+    w["model.norm.weight"] = norm(h) + (4.0 if fam.get("gemma") else 0.0)
     if not fam["tied"]:
         w["lm_head.weight"] = matrix(VOCAB, h, gain=2.0)
     return w
+
+
+def fuse_phi3(weights, n_layers):
+    """Phi-3's storage: q, k, v rows stacked into qkv_proj; gate rows, then up rows, in
+    gate_up_proj (Phi3MLP splits them with chunk(2))."""
+    out = dict(weights)
+    for i in range(n_layers):
+        p = f"model.layers.{i}."
+        parts = [out.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"]
+        out[p + "self_attn.qkv_proj.weight"] = np.concatenate(parts, axis=0)
+        gate, up = out.pop(p + "mlp.gate_proj.weight"), out.pop(p + "mlp.up_proj.weight")
+        out[p + "mlp.gate_up_proj.weight"] = np.concatenate([gate, up], axis=0)
+    return out
 
 
 def vocabulary():
@@ -200,11 +242,22 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         "torch_dtype": torch_dtype,
     }
     if fam["model_type"] == "mistral":
-        config["sliding_window"] = None
+        config["sliding_window"] = fam.get("sliding_window")
+    if fam.get("gemma"):
+        del config["hidden_act"]
+        config["hidden_activation"] = "gelu_pytorch_tanh"
+        config["query_pre_attn_scalar"] = fam["head_dim"]
+        config["sliding_window"] = fam["sliding_window"]
+        config["attn_logit_softcapping"] = fam.get("attn_softcap")
+        config["final_logit_softcapping"] = fam.get("final_softcap")
+        if fam.get("local_theta"):
+            config["rope_local_base_freq"] = fam["local_theta"]
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     with open(os.path.join(folder, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 1, "eos_token_id": 2}, f, indent=2)
+    if fam.get("fused"):
+        weights = fuse_phi3(weights, fam["layers"])
     if not sharded:
         write_safetensors(os.path.join(folder, "model.safetensors"), weights, wtype)
         return
@@ -322,15 +375,34 @@ GGUF_NAMES = {
     "self_attn.q_norm.weight": "attn_q_norm.weight",
     "self_attn.k_norm.weight": "attn_k_norm.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",  # llama.cpp's phi3: gate and up fused
 }
+
+
+def gemma_metadata(arch, fam):
+    """The Gemma keys convert_hf_to_gguf.py writes (Gemma2Model, Gemma3Model)."""
+    if not fam.get("gemma"):
+        return {}
+    md = {f"{arch}.attention.sliding_window": fam["sliding_window"]}
+    if arch == "gemma2":
+        md[f"{arch}.attn_logit_softcapping"] = float(fam["attn_softcap"])
+        md[f"{arch}.final_logit_softcapping"] = float(fam["final_softcap"])
+    if fam.get("rope_scaling", {}).get("rope_type") == "linear":
+        md[f"{arch}.rope.scaling.type"] = "linear"
+        md[f"{arch}.rope.scaling.factor"] = float(fam["rope_scaling"]["factor"])
+    return md
 
 
 def write_gguf_model(path, name, fam, weights, wtype):
     # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
-    arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam["model_type"]
+    arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam.get("gguf_arch", fam["model_type"])
+    gemma = fam.get("gemma", False)
     tokens, scores, types = vocabulary()
     md = {
         "general.architecture": arch,
@@ -348,6 +420,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
         f"{arch}.rope.dimension_count": fam["head_dim"],
         f"{arch}.rope.freq_base": fam["theta"],
         f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS,
+        **gemma_metadata(arch, fam),
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.scores": ("f32[]", scores),
@@ -360,21 +433,27 @@ def write_gguf_model(path, name, fam, weights, wtype):
     def stored(array):
         return wtype if array.ndim == 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
 
+    if fam.get("fused"):
+        weights = fuse_phi3(weights, fam["layers"])
     out = [("token_embd.weight", weights["model.embed_tokens.weight"],
             stored(weights["model.embed_tokens.weight"]))]
-    if fam.get("rope_scaling"):
+    if fam.get("rope_scaling", {}).get("rope_type") == "llama3":
         out.append(("rope_freqs.weight", llama3_rope_factors(fam), "f32"))
     for i in range(fam["layers"]):
         for hf_suffix, gguf_suffix in GGUF_NAMES.items():
             w = weights.get(f"model.layers.{i}.{hf_suffix}")
             if w is None:
                 continue
+            if gemma and hf_suffix == "post_attention_layernorm.weight":
+                gguf_suffix = "post_attention_norm.weight"  # Gemma's attention output norm
+            if gemma and hf_suffix.endswith("norm.weight"):
+                w = w + 1.0  # convert_hf_to_gguf.py Gemma2Model/Gemma3Model: norms hold 1 + w
             if arch == "llama" and hf_suffix.startswith("self_attn.q_proj"):
                 w = permute_llama_qk(w, fam["heads"], fam["heads"])
             elif arch == "llama" and hf_suffix.startswith("self_attn.k_proj"):
                 w = permute_llama_qk(w, fam["heads"], fam["kv_heads"])
             out.append((f"blk.{i}.{gguf_suffix}", w, stored(w)))
-    out.append(("output_norm.weight", weights["model.norm.weight"], "f32"))
+    out.append(("output_norm.weight", weights["model.norm.weight"] + (1.0 if gemma else 0.0), "f32"))
     if not fam["tied"]:
         out.append(("output.weight", weights["lm_head.weight"], wtype))
     write_gguf(path, md, out)
@@ -405,7 +484,7 @@ def main(argv):
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
             manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
-        for wtype in GGUF_TYPES:
+        for wtype in GGUF_TYPES if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),

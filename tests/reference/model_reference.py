@@ -3,8 +3,21 @@
 runtime is measured against.
 
 Written from the papers and the Hugging Face `transformers` semantics (LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), not from cinfer's C code. It
-reads the two formats itself:
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
+Gemma3ForCausalLM, Phi3ForCausalLM), not from cinfer's C code. Phi-3 stores q, k and v
+as one qkv_proj and gate and up as one gate_up_proj (gate rows first); they are split
+here back into the Llama names (GGUF: attn_qkv and a fused ffn_up, likewise). Gemma's blocks, from the Gemma 2 paper
+(arXiv 2408.00118) and Gemma 3 report (arXiv 2503.19786) and the published configs:
+embeddings times sqrt(hidden); RMSNorm scaling by (1 + w); an extra RMSNorm on the
+attention output and on the MLP output before each residual add; a GELU (tanh) gated
+MLP; scores scaled by query_pre_attn_scalar^-1/2 and soft-capped (cap * tanh(s / cap))
+by attn_logit_softcapping, final logits by final_logit_softcapping; sliding-window
+attention on alternate layers (Gemma 2: even layers local) or five of six (Gemma 3), a
+local token at position i seeing positions j with i - window < j <= i; Gemma 3's local
+layers rotate with rope_local_base_freq unscaled, its global ones with rope_theta and
+rope_scaling (linear: frequencies divided by factor). Mistral's sliding_window covers
+every layer; Qwen2/3's use_sliding_window the layers from max_window_layers on.
+It reads the two formats itself:
 
 - Hugging Face folders: config.json and *.safetensors (single file, or sharded with
   model.safetensors.index.json); f32, f16 and bf16 tensors.
@@ -12,6 +25,10 @@ reads the two formats itself:
   converter permuted the Q and K rows so its RoPE can rotate interleaved pairs; this
   reference un-permutes them back to Hugging Face order and uses rotate_half, so it
   reaches the same answer by a different route than an interleaved kernel would.
+  Gemma GGUF files (gemma2, gemma3) hold norm weights with the 1 of (1 + w) added by
+  llama.cpp's converter: it is subtracted back. llama.cpp scales Gemma's scores by
+  1/sqrt(head_dim) (hidden/heads for the 27B models), so that is the
+  query_pre_attn_scalar read from GGUF.
   Llama 3 RoPE scaling in GGUF is the `rope_freqs.weight` tensor (per-frequency
   divisors) the converter precomputes; from Hugging Face folders it is recomputed from
   config.json as `_compute_llama3_parameters` does.
@@ -236,8 +253,9 @@ def read_gguf(path):
     head_dim = int(key("attention.key_length", hidden // n_heads))
     n_kv_heads = int(key("attention.head_count_kv", n_heads))
     emb = g.tensors["token_embd.weight"]
+    gemma = arch in ("gemma2", "gemma3")
     config = {
-        "model_type": arch,
+        "model_type": "gemma3_text" if arch == "gemma3" else arch,
         "hidden_size": hidden,
         "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")),
@@ -249,10 +267,27 @@ def read_gguf(path):
         "vocab_size": emb.shape[0],
         "tie_word_embeddings": "output.weight" not in g.tensors,
     }
+    if gemma:
+        n_layers = config["num_hidden_layers"]
+        large = n_layers == (46 if arch == "gemma2" else 62)  # llama.cpp's 27B rule
+        config["query_pre_attn_scalar"] = hidden / n_heads if large else head_dim
+        config["sliding_window"] = int(key("attention.sliding_window", 4096))
+        if arch == "gemma2":
+            config["attn_logit_softcapping"] = float(key("attn_logit_softcapping", 0.0)) or None
+            config["final_logit_softcapping"] = float(key("final_logit_softcapping", 0.0)) or None
+        else:
+            config["attn_logit_softcapping"] = None
+            config["final_logit_softcapping"] = None
+            config["rope_local_base_freq"] = 10000.0  # llama.cpp's fixed local base
+            if md.get(f"{arch}.rope.scaling.type") == "linear":
+                config["rope_scaling"] = {"rope_type": "linear",
+                                          "factor": float(md[f"{arch}.rope.scaling.factor"])}
     hf = {
         "model.embed_tokens.weight": emb,
         "model.norm.weight": g.tensors["output_norm.weight"],
     }
+    if gemma:
+        hf["model.norm.weight"] = hf["model.norm.weight"] - 1.0
     if "output.weight" in g.tensors:
         hf["lm_head.weight"] = g.tensors["output.weight"]
     if "rope_freqs.weight" in g.tensors:
@@ -268,16 +303,23 @@ def read_gguf(path):
         "attn_v.bias": "self_attn.v_proj.bias",
         "attn_q_norm.weight": "self_attn.q_norm.weight",
         "attn_k_norm.weight": "self_attn.k_norm.weight",
-        "ffn_norm.weight": "post_attention_layernorm.weight",
+        "ffn_norm.weight": "pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight",
+        "post_attention_norm.weight": "post_attention_layernorm.weight",
+        "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
         "ffn_gate.weight": "mlp.gate_proj.weight",
         "ffn_up.weight": "mlp.up_proj.weight",
         "ffn_down.weight": "mlp.down_proj.weight",
+        "attn_qkv.weight": "self_attn.qkv_proj.weight",
     }
+    if arch == "phi3":
+        names["ffn_up.weight"] = "mlp.gate_up_proj.weight"
     for i in range(config["num_hidden_layers"]):
         for gguf_name, hf_name in names.items():
             t = g.tensors.get(f"blk.{i}.{gguf_name}")
             if t is None:
                 continue
+            if gemma and gguf_name.endswith("norm.weight"):
+                t = t - 1.0  # the converter's + 1
             if arch == "llama" and gguf_name.startswith(("attn_q.", "attn_k.")):
                 heads = n_heads if gguf_name.startswith("attn_q.") else n_kv_heads
                 t = unpermute_llama_qk(t, heads)
@@ -307,22 +349,81 @@ class Model:
         self.vocab = self.w["model.embed_tokens.weight"].shape[0]
         tied = config.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w
         self.lm_head = self.w["model.embed_tokens.weight"] if tied else self.w["lm_head.weight"]
-        self.inv_freq = self._inv_freq()
+        self._split_fused()
+        family = config.get("model_type")
+        self.gemma = family in ("gemma2", "gemma3_text")
+        gemma_defaults = {"gemma2": (10000.0, 50.0, 30.0), "gemma3_text": (1000000.0, None, None)}
+        theta_default, attn_cap, final_cap = gemma_defaults.get(family, (10000.0, None, None))
+        self.rope_theta = config.get("rope_theta", theta_default)
+        # a key present as null means no capping
+        self.attn_cap = config["attn_logit_softcapping"] if "attn_logit_softcapping" in config else attn_cap
+        self.final_cap = config["final_logit_softcapping"] if "final_logit_softcapping" in config else final_cap
+        self.scaling = (config.get("query_pre_attn_scalar", 256) ** -0.5 if self.gemma
+                        else 1.0 / math.sqrt(self.head_dim))
+        self.window, self.sliding = self._sliding_layers(family)
+        self.inv_freq = self._inv_freq(self.rope_theta, config.get("rope_scaling"))
+        self.inv_freq_local = self.inv_freq
+        if family == "gemma3_text":  # local layers: their own base, no scaling
+            self.inv_freq_local = self._inv_freq(config.get("rope_local_base_freq", 10000.0), None)
 
-    def _inv_freq(self):
+    def _split_fused(self):
+        """Phi-3's qkv_proj and gate_up_proj into q/k/v and gate/up."""
+        q_rows, kv_rows = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            qkv = self.w.pop(p + "self_attn.qkv_proj.weight", None)
+            if qkv is not None:
+                assert qkv.shape[0] == q_rows + 2 * kv_rows, qkv.shape
+                self.w[p + "self_attn.q_proj.weight"] = qkv[:q_rows]
+                self.w[p + "self_attn.k_proj.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "self_attn.v_proj.weight"] = qkv[q_rows + kv_rows:]
+            gate_up = self.w.pop(p + "mlp.gate_up_proj.weight", None)
+            if gate_up is not None:
+                half = gate_up.shape[0] // 2
+                self.w[p + "mlp.gate_proj.weight"] = gate_up[:half]
+                self.w[p + "mlp.up_proj.weight"] = gate_up[half:]
+
+    def _sliding_layers(self, family):
+        """(window, per-layer bools) from layer_types or the family's rule."""
+        c = self.config
+        n = self.n_layers
+        default_window = 4096 if family in ("mistral", "qwen2", "qwen3", "gemma2", "gemma3_text") else None
+        window = c["sliding_window"] if "sliding_window" in c else default_window
+        if not window:
+            return None, [False] * n
+        if "layer_types" in c:
+            return window, [t == "sliding_attention" for t in c["layer_types"]]
+        if family in ("mistral", "phi3"):
+            return window, [True] * n
+        if family in ("qwen2", "qwen3"):
+            use = c.get("use_sliding_window", False)
+            first = c.get("max_window_layers", 28)
+            return window, [use and i >= first for i in range(n)]
+        if family == "gemma2":
+            return window, [i % 2 == 0 for i in range(n)]
+        if family == "gemma3_text":
+            pattern = c.get("sliding_window_pattern", 6)
+            return window, [(i + 1) % pattern != 0 for i in range(n)]
+        return None, [False] * n
+
+    def _inv_freq(self, base, scaling):
         """(head_dim / 2) rotation frequencies per dimension pair."""
-        base = self.config.get("rope_theta", 10000.0)
         d = self.head_dim
         inv_freq = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
         if "rope_freqs" in self.w:  # GGUF: the converter's precomputed divisors
             return inv_freq / self.w["rope_freqs"].reshape(-1)
-        scaling = self.config.get("rope_scaling") or {}
+        scaling = scaling or {}
         kind = scaling.get("rope_type", scaling.get("type"))
         if kind == "llama3":
             return llama3_inv_freq(inv_freq, scaling)
+        if kind == "linear":
+            return inv_freq / scaling["factor"]
         if kind not in (None, "default"):
             raise ValueError(f"{self.path}: rope_scaling type {kind} not implemented")
         return inv_freq
+
+    def norm(self, x, weight):
+        return rms_norm(x, 1.0 + weight if self.gemma else weight, self.eps)
 
     def forward(self, tokens):
         """(n_tokens, vocab) float64 logits of a whole sequence from position 0."""
@@ -330,37 +431,60 @@ class Model:
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
         x = w["model.embed_tokens.weight"][tokens]  # (n, hidden)
-        cos, sin = rope_tables(self.inv_freq, np.arange(n))  # (n, head_dim)
+        if self.gemma:
+            x = x * math.sqrt(self.hidden)
+        positions = np.arange(n)
+        rope_global = rope_tables(self.inv_freq, positions)  # cos, sin: (n, head_dim)
+        rope_local = rope_tables(self.inv_freq_local, positions)
         causal = np.triu(np.full((n, n), -np.inf), k=1)  # (n, n)
+        if self.window:  # key j is out of query i's window when j <= i - window
+            local_mask = causal + np.tril(np.full((n, n), -np.inf), k=-self.window)
         group = self.n_heads // self.n_kv_heads
         for i in range(self.n_layers):
             p = f"model.layers.{i}."
-            h = rms_norm(x, w[p + "input_layernorm.weight"], self.eps)
+            sliding = self.sliding[i]
+            cos, sin = rope_local if sliding else rope_global
+            h = self.norm(x, w[p + "input_layernorm.weight"])
             q = linear(h, w[p + "self_attn.q_proj.weight"], w.get(p + "self_attn.q_proj.bias"))
             k = linear(h, w[p + "self_attn.k_proj.weight"], w.get(p + "self_attn.k_proj.bias"))
             v = linear(h, w[p + "self_attn.v_proj.weight"], w.get(p + "self_attn.v_proj.bias"))
             q = q.reshape(n, self.n_heads, self.head_dim).transpose(1, 0, 2)  # (heads, n, hd)
             k = k.reshape(n, self.n_kv_heads, self.head_dim).transpose(1, 0, 2)  # (kv, n, hd)
             v = v.reshape(n, self.n_kv_heads, self.head_dim).transpose(1, 0, 2)  # (kv, n, hd)
-            if p + "self_attn.q_norm.weight" in w:  # Qwen3: per-head RMSNorm before RoPE
-                q = rms_norm(q, w[p + "self_attn.q_norm.weight"], self.eps)
-                k = rms_norm(k, w[p + "self_attn.k_norm.weight"], self.eps)
+            if p + "self_attn.q_norm.weight" in w:  # Qwen3, Gemma 3: per-head RMSNorm before RoPE
+                q = self.norm(q, w[p + "self_attn.q_norm.weight"])
+                k = self.norm(k, w[p + "self_attn.k_norm.weight"])
             q = apply_rope(q, cos, sin)
             k = apply_rope(k, cos, sin)
             k = np.repeat(k, group, axis=0)  # (heads, n, hd): query head h reads kv head h // group
             v = np.repeat(v, group, axis=0)
-            scores = q @ k.transpose(0, 2, 1) / math.sqrt(self.head_dim) + causal  # (heads, n, n)
+            scores = q @ k.transpose(0, 2, 1) * self.scaling  # (heads, n, n)
+            if self.attn_cap:
+                scores = self.attn_cap * np.tanh(scores / self.attn_cap)
+            scores = scores + (local_mask if sliding else causal)
             scores -= scores.max(axis=-1, keepdims=True)
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
             attn = (probs @ v).transpose(1, 0, 2).reshape(n, self.n_heads * self.head_dim)
-            x = x + linear(attn, w[p + "self_attn.o_proj.weight"])
-            h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+            out = linear(attn, w[p + "self_attn.o_proj.weight"])
+            if self.gemma:
+                x = x + self.norm(out, w[p + "post_attention_layernorm.weight"])
+                h = self.norm(x, w[p + "pre_feedforward_layernorm.weight"])
+            else:
+                x = x + out
+                h = self.norm(x, w[p + "post_attention_layernorm.weight"])
             gate = linear(h, w[p + "mlp.gate_proj.weight"])
             up = linear(h, w[p + "mlp.up_proj.weight"])
-            x = x + linear(silu(gate) * up, w[p + "mlp.down_proj.weight"])
-        x = rms_norm(x, w["model.norm.weight"], self.eps)
-        return x @ self.lm_head.T  # (n, vocab)
+            act = gelu_tanh(gate) if self.gemma else silu(gate)
+            out = linear(act * up, w[p + "mlp.down_proj.weight"])
+            if self.gemma:
+                out = self.norm(out, w[p + "post_feedforward_layernorm.weight"])
+            x = x + out
+        x = self.norm(x, w["model.norm.weight"])
+        logits = x @ self.lm_head.T  # (n, vocab)
+        if self.final_cap:
+            logits = self.final_cap * np.tanh(logits / self.final_cap)
+        return logits
 
     def greedy(self, prompt, n_new):
         """Greedy continuation, re-running the whole grown sequence each step.
@@ -390,6 +514,11 @@ def linear(x, weight, bias=None):
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    """GELU, tanh approximation (Hendrycks & Gimpel 2016): gelu_pytorch_tanh."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 def rope_tables(inv_freq, positions):
