@@ -62,7 +62,11 @@ enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype 
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
-    if (wtype >= CINFER_KW_Q8_0_PANELS) { /* one kernel for any n: lanes are weight rows */
+    if (cinfer_kernel_is_block_quant(wtype)) { /* the integer definition, every level */
+        cinfer_quant_matmul_scalar(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        return;
+    }
+    if (cinfer_kernel_is_panels(wtype)) { /* one kernel for any n: lanes are weight rows */
         if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
             cinfer_panels_scalar(x, xp, n, k, w, wtype, j0, j1, y, ldy);
         else if (wtype == CINFER_KW_Q8_0_PANELS)

@@ -63,6 +63,21 @@ void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef
  * quantizer (prepare_scalar.c). */
 void cinfer_prepare_q8_avx512(const float *x, int k, struct cinfer_kernel_xblock *out);
 
+/* Block-quantized types (quant.c, quant_dot_scalar.c). */
+extern const int8_t cinfer_kernel_iq4nl_values[16];
+extern const int8_t cinfer_kernel_mxfp4_values[16];
+float cinfer_kernel_e8m0_half(uint8_t e);
+void cinfer_kernel_k4_scale_min(const uint8_t *scales12, int j, int *scale, int *min);
+void cinfer_kernel_q3k_scales(const uint8_t *scales12, int out[16]);
+void cinfer_quantize_xq32_scalar(const float *x, int k, struct cinfer_kernel_xq32 *out);
+void cinfer_quantize_xq256_scalar(const float *x, int k, struct cinfer_kernel_xq256 *out);
+/* One stored row of a block-quantized type times one prepared activation row. */
+float cinfer_quant_dot_scalar(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+/* Bytes of one prepared activation row of k values for wtype (0: not an xq type). */
+size_t cinfer_kernel_xq_row_bytes(enum cinfer_kernel_wtype wtype, int k);
+void cinfer_quant_matmul_scalar(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                                size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+
 /* Rows of x handled together by one SIMD tile, and the block of activations rows kept
  * hot in cache while weight rows stream past. */
 #define CINFER_MATMUL_TILE_ROWS 4

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "cinfer/gguf.h"
+#include "kernels.h"
+#include "model/model_load_internal.h"
 #include "model/model.h"
 #include "support/gguf_builder.h"
 #include "support/random_model.h"
@@ -544,7 +546,8 @@ START_TEST(hf_unsupported_dtype)
     ck_assert_int_eq(st_builder_write(&b, path), 0);
     st_builder_free(&b);
     expect_refused(dir, CINFER_ERR_UNSUPPORTED,
-                   "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16 and q8_0 weights");
+                   "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16, q8_0, q4_0, q4_1, "
+                   "q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs and mxfp4 weights");
     cinfer_test_remove_tmp_dir();
 }
 END_TEST
@@ -565,27 +568,49 @@ struct gguf_model {
 
 enum { G_VOCAB = 32, G_HIDDEN = 64, G_HEADS = 4, G_KV = 2, G_INTER = 96, G_LAYERS = 2 };
 
+/* The model dtype of a ggml type this test writes. */
+static enum cinfer_dtype dtype_of_ggml(uint32_t type)
+{
+    switch (type) {
+    case CINFER_GGML_F32: return CINFER_DTYPE_F32;
+    case CINFER_GGML_F16: return CINFER_DTYPE_F16;
+    case CINFER_GGML_BF16: return CINFER_DTYPE_BF16;
+    case CINFER_GGML_Q8_0: return CINFER_DTYPE_Q8_0;
+    case CINFER_GGML_Q4_0: return CINFER_DTYPE_Q4_0;
+    case CINFER_GGML_Q4_1: return CINFER_DTYPE_Q4_1;
+    case CINFER_GGML_Q5_0: return CINFER_DTYPE_Q5_0;
+    case CINFER_GGML_Q5_1: return CINFER_DTYPE_Q5_1;
+    case CINFER_GGML_Q2_K: return CINFER_DTYPE_Q2_K;
+    case CINFER_GGML_Q3_K: return CINFER_DTYPE_Q3_K;
+    case CINFER_GGML_Q4_K: return CINFER_DTYPE_Q4_K;
+    case CINFER_GGML_Q5_K: return CINFER_DTYPE_Q5_K;
+    case CINFER_GGML_Q6_K: return CINFER_DTYPE_Q6_K;
+    case CINFER_GGML_IQ4_NL: return CINFER_DTYPE_IQ4_NL;
+    case CINFER_GGML_IQ4_XS: return CINFER_DTYPE_IQ4_XS;
+    case CINFER_GGML_MXFP4: return CINFER_DTYPE_MXFP4;
+    }
+    return (enum cinfer_dtype)-1; /* one cinfer does not read (q8_1) */
+}
+
 static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm, const char *name, uint32_t type,
                             uint64_t cols, uint64_t rows)
 {
     if (gm->skip_tensor && !strcmp(name, gm->skip_tensor))
         return;
+    enum cinfer_dtype dtype = dtype_of_ggml(type);
     if (gm->wrong_tensor && !strcmp(name, gm->wrong_tensor))
-        cols -= type == CINFER_GGML_Q8_0 ? 32 : 1;
-    uint64_t n = cols * rows;
-    size_t bytes = type == CINFER_GGML_F32 ? n * 4 : type == CINFER_GGML_Q8_0 ? n / 32 * 34 : n * 2;
+        cols -= (uint64_t)cinfer_dtype_block_values(dtype);
+    /* q8_1 (9): 32 values in 36 bytes, a type cinfer refuses */
+    size_t bytes = (size_t)rows * (type == 9 ? cols / 32 * 36 : random_model_row_bytes(dtype, (int)cols));
     unsigned char *data = malloc(bytes);
     if (gm->real_values) {
-        static const enum cinfer_dtype as[] = {[CINFER_GGML_F32] = CINFER_DTYPE_F32, [CINFER_GGML_F16] = CINFER_DTYPE_F16,
-                                              [CINFER_GGML_Q8_0] = CINFER_DTYPE_Q8_0,
-                                              [CINFER_GGML_BF16] = CINFER_DTYPE_BF16};
         uint64_t state = (uint64_t)seed_of(name) * 2654435761u + 1;
         float *row = malloc(cols * sizeof *row);
         size_t row_bytes = bytes / rows;
         for (uint64_t r = 0; r < rows; r++) {
             for (uint64_t c = 0; c < cols; c++)
                 row[c] = random_uniform(&state);
-            random_model_store_row(row, (int)cols, as[type], data + r * row_bytes);
+            random_model_store_row(row, (int)cols, dtype, data + r * row_bytes);
         }
         free(row);
     } else {
@@ -662,10 +687,14 @@ static void write_gguf_model(const char *path, const struct gguf_model *gm)
 START_TEST(gguf_families_and_types)
 {
     cinfer_test_make_tmp_dir("test_model_load");
-    static const uint32_t types[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    /* G_HIDDEN and G_INTER are multiples of 32, not of 256: the 32-value block types
+     * (K-quants: tests/test_model_reference.c's models) */
+    static const uint32_t types[] = {CINFER_GGML_F32,  CINFER_GGML_F16,  CINFER_GGML_BF16,   CINFER_GGML_Q8_0,
+                                     CINFER_GGML_Q4_0, CINFER_GGML_Q4_1, CINFER_GGML_Q5_0,   CINFER_GGML_Q5_1,
+                                     CINFER_GGML_IQ4_NL, CINFER_GGML_MXFP4};
     static const char *const archs[] = {"llama", "qwen2", "qwen3"};
     for (int ai = 0; ai < 3; ai++)
-        for (int ti = 0; ti < 4; ti++) {
+        for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
             struct gguf_model gm = {.arch = archs[ai], .matrix_type = types[ti], .tied = ai != 0,
                                     .head_dim = ai == 2 ? 32 : 0};
             const char *path = cinfer_test_tmp_path("m.gguf");
@@ -686,8 +715,11 @@ START_TEST(gguf_families_and_types)
             const struct cinfer_weight *wq = &m->layers[1].wq;
             ck_assert_int_eq(wq->rows, G_HEADS * hd);
             ck_assert_int_eq(wq->cols, G_HIDDEN);
-            size_t row_bytes = types[ti] == CINFER_GGML_F32 ? G_HIDDEN * 4 : types[ti] == CINFER_GGML_Q8_0 ? G_HIDDEN / 32 * 34 : G_HIDDEN * 2;
-            ck_assert_uint_eq(wq->row_bytes, row_bytes);
+            static const size_t row_bytes[] = {G_HIDDEN * 4, G_HIDDEN * 2, G_HIDDEN * 2, G_HIDDEN / 32 * 34,
+                                               G_HIDDEN / 32 * 18, G_HIDDEN / 32 * 20, G_HIDDEN / 32 * 22,
+                                               G_HIDDEN / 32 * 24, G_HIDDEN / 32 * 18, G_HIDDEN / 32 * 17};
+            ck_assert_uint_eq(wq->row_bytes, row_bytes[ti]);
+            ck_assert_int_eq(wq->dtype, dtype_of_ggml(types[ti]));
             /* In place: the same bytes the GGUF reader sees. */
             struct cinfer_gguf *g = NULL;
             struct cinfer_error err;
@@ -749,8 +781,14 @@ static double stored_value(const struct cinfer_weight *w, int64_t r, int64_t c)
         memcpy(&h, block, 2);
         return f16_value(h) * (double)(int8_t)block[2 + c % 32];
     }
+    default: { /* the type's definition, checked against numpy by test_dequant */
+        int bv = cinfer_dtype_block_values(w->dtype);
+        float values[256];
+        cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)w->dtype,
+                                     row + (size_t)(c / bv) * cinfer_dtype_row_bytes(w->dtype, bv), bv, values);
+        return values[c % bv];
     }
-    return NAN;
+    }
 }
 
 /* --dtype: every matrix held in the chosen type, each value the stored one widened
@@ -758,14 +796,15 @@ static double stored_value(const struct cinfer_weight *w, int64_t r, int64_t c)
 START_TEST(dtype_option_converts_every_matrix)
 {
     cinfer_test_make_tmp_dir("test_model_load");
-    static const uint32_t stored[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    static const uint32_t stored[] = {CINFER_GGML_F32, CINFER_GGML_F16,  CINFER_GGML_BF16,
+                                      CINFER_GGML_Q8_0, CINFER_GGML_Q4_0, CINFER_GGML_MXFP4};
     static const struct { enum cinfer_weight_dtype option; enum cinfer_dtype type; double rel; } targets[] = {
         {CINFER_WEIGHT_DTYPE_F32, CINFER_DTYPE_F32, 0},
         {CINFER_WEIGHT_DTYPE_F16, CINFER_DTYPE_F16, 0x1p-11},   /* half an f16 ulp */
         {CINFER_WEIGHT_DTYPE_BF16, CINFER_DTYPE_BF16, 0x1p-8},  /* half a bf16 ulp */
     };
     int checked = 0;
-    for (int si = 0; si < 4; si++)
+    for (int si = 0; si < (int)(sizeof stored / sizeof stored[0]); si++)
         for (int tied = 0; tied < 2; tied++) {
             struct gguf_model gm = {.arch = "llama", .matrix_type = stored[si], .tied = tied, .real_values = 1};
             const char *path = cinfer_test_tmp_path("m.gguf");
@@ -930,9 +969,9 @@ START_TEST(gguf_errors_name_the_problem)
                    "tensor blk.0.ffn_down.weight has shape [95, 64] (ggml order), expected [96, 64] from GGUF "
                    "llama.embedding_length/llama.feed_forward_length");
     gm = base;
-    gm.matrix_type = 2; /* q4_0: a valid ggml type cinfer does not compute with */
+    gm.matrix_type = 9; /* q8_1: a valid ggml type (llama.cpp's activation blocks) no model file holds */
     write_gguf_model(path, &gm);
-    expect_refused(path, CINFER_ERR_UNSUPPORTED, "tensor token_embd.weight is stored as q4_0");
+    expect_refused(path, CINFER_ERR_UNSUPPORTED, "tensor token_embd.weight is stored as q8_1");
 
     struct gguf_builder b;
     gguf_builder_init(&b, 3);

@@ -299,6 +299,18 @@ static void describe(const struct gguf_source *src, const struct cinfer_gguf_ten
     case CINFER_GGML_F16: out->dtype = CINFER_DTYPE_F16; break;
     case CINFER_GGML_BF16: out->dtype = CINFER_DTYPE_BF16; break;
     case CINFER_GGML_Q8_0: out->dtype = CINFER_DTYPE_Q8_0; break;
+    case CINFER_GGML_Q4_0: out->dtype = CINFER_DTYPE_Q4_0; break;
+    case CINFER_GGML_Q4_1: out->dtype = CINFER_DTYPE_Q4_1; break;
+    case CINFER_GGML_Q5_0: out->dtype = CINFER_DTYPE_Q5_0; break;
+    case CINFER_GGML_Q5_1: out->dtype = CINFER_DTYPE_Q5_1; break;
+    case CINFER_GGML_Q2_K: out->dtype = CINFER_DTYPE_Q2_K; break;
+    case CINFER_GGML_Q3_K: out->dtype = CINFER_DTYPE_Q3_K; break;
+    case CINFER_GGML_Q4_K: out->dtype = CINFER_DTYPE_Q4_K; break;
+    case CINFER_GGML_Q5_K: out->dtype = CINFER_DTYPE_Q5_K; break;
+    case CINFER_GGML_Q6_K: out->dtype = CINFER_DTYPE_Q6_K; break;
+    case CINFER_GGML_IQ4_NL: out->dtype = CINFER_DTYPE_IQ4_NL; break;
+    case CINFER_GGML_IQ4_XS: out->dtype = CINFER_DTYPE_IQ4_XS; break;
+    case CINFER_GGML_MXFP4: out->dtype = CINFER_DTYPE_MXFP4; break;
     default: out->supported = 0; break;
     }
     out->ggml_order = 1;

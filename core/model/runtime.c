@@ -16,17 +16,6 @@
 #define DEFAULT_PAGE_TOKENS 16
 #define DEFAULT_MAX_BATCH_TOKENS 2048
 
-static const char *dtype_words(enum cinfer_dtype t)
-{
-    switch (t) {
-    case CINFER_DTYPE_F32: return "F32";
-    case CINFER_DTYPE_F16: return "F16";
-    case CINFER_DTYPE_BF16: return "BF16";
-    case CINFER_DTYPE_Q8_0: return "Q8_0";
-    }
-    return "an unknown type";
-}
-
 /* A weight (rows, cols) the matmul reads as stored. */
 static int bind_matrix(const struct cinfer_weight *w, const char *name, int layer, int64_t rows, int64_t cols,
                        struct cinfer_backend_weight *out, struct cinfer_error *err)
@@ -40,18 +29,19 @@ static int bind_matrix(const struct cinfer_weight *w, const char *name, int laye
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "model: weight %s%s should be (%lld, %lld) from the config, found (%lld, %lld)", name,
                                 where, (long long)rows, (long long)cols, (long long)w->rows, (long long)w->cols);
-    if ((unsigned)w->dtype > CINFER_DTYPE_Q8_0)
+    int block = cinfer_dtype_block_values(w->dtype);
+    if (block < 1)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "model: weight %s%s has an unknown type %d", name, where,
                                 (int)w->dtype);
-    if (w->dtype == CINFER_DTYPE_Q8_0 && cols % CINFER_KERNEL_Q8_BLOCK != 0)
+    if (cols % block != 0)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
-                                "model: Q8_0 weight %s%s has %lld columns, not a multiple of the block of 32", name,
-                                where, (long long)cols);
+                                "model: %s weight %s%s has %lld columns, not a multiple of its block of %d",
+                                cinfer_dtype_name(w->dtype), name, where, (long long)cols, block);
     size_t min_row_bytes = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->dtype, cols);
     if (w->row_bytes < min_row_bytes)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "model: weight %s%s (%s) has rows of %zu bytes, %lld columns need %zu", name, where,
-                                dtype_words(w->dtype), w->row_bytes, (long long)cols, min_row_bytes);
+                                cinfer_dtype_name(w->dtype), w->row_bytes, (long long)cols, min_row_bytes);
     *out = (struct cinfer_backend_weight){(uint32_t)w->dtype, rows, cols, w->data, w->row_bytes};
     return 0;
 }
@@ -71,7 +61,7 @@ static int widen_vector(const struct cinfer_weight *w, const char *name, int lay
     *out = malloc((size_t)n * sizeof(float));
     if (!*out)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory widening %s", name);
-    cinfer_kernel_row_to_f32(w->data, (enum cinfer_kernel_wtype)w->dtype, (int)n, *out);
+    cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)w->dtype, w->data, n, *out);
     return 0;
 }
 

@@ -42,6 +42,25 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_Q8_0_PANELS = 4,
     CINFER_TENSOR_F16_PANELS = 5,
     CINFER_TENSOR_BF16_PANELS = 6,
+    /* ggml's block-quantized types, as GGUF files store them (layouts and values in
+     * kernels/quant.c; the numbers are cinfer's, not ggml's) */
+    CINFER_TENSOR_Q4_0 = 7,
+    CINFER_TENSOR_Q4_1 = 8,
+    CINFER_TENSOR_Q5_0 = 9,
+    CINFER_TENSOR_Q5_1 = 10,
+    CINFER_TENSOR_Q2_K = 11,
+    CINFER_TENSOR_Q3_K = 12,
+    CINFER_TENSOR_Q4_K = 13,
+    CINFER_TENSOR_Q5_K = 14,
+    CINFER_TENSOR_Q6_K = 15,
+    CINFER_TENSOR_IQ4_NL = 16,
+    CINFER_TENSOR_IQ4_XS = 17,
+    CINFER_TENSOR_MXFP4 = 18,
+    /* Q4_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
+    CINFER_TENSOR_Q4_0_PANELS = 19,
+    CINFER_TENSOR_Q4_K_PANELS = 20,
+    CINFER_TENSOR_Q5_K_PANELS = 21,
+    CINFER_TENSOR_Q6_K_PANELS = 22,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */

@@ -37,6 +37,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ggml_quants  # noqa: E402  (the block-quantized types, from their layouts)
+
 # --------------------------------------------------------------------------------------
 # safetensors
 
@@ -203,6 +206,13 @@ class GGUFReader:
             scale = raw[:, :2].copy().view("<f2").astype(np.float64)  # (n_blocks, 1)
             quants = raw[:, 2:].copy().view(np.int8).astype(np.float64)  # (n_blocks, 32)
             arr = (scale * quants).reshape(-1)
+        elif ttype in ggml_quants.TYPE_BY_ID:
+            tname = ggml_quants.TYPE_BY_ID[ttype]
+            _, bv, bb = ggml_quants.TYPES[tname]
+            if ne[0] % bv:
+                raise ValueError(f"{self.path}: tensor {name}: {tname} row of {ne[0]} values")
+            raw = self.blob[start:start + n // bv * bb]
+            arr = ggml_quants.dequantize(tname, raw, n).astype(np.float64)
         else:
             raise ValueError(f"{self.path}: tensor {name}: ggml type {ttype} not supported")
         return arr.reshape(shape)
