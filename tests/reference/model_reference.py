@@ -146,8 +146,10 @@ class GGUFReader:
         alignment = int(self.metadata.get("general.alignment", 32))
         data_start = (self.pos + alignment - 1) // alignment * alignment
         self.tensors = {}
+        self.tensor_types = {}  # name -> ggml type id
         for name, ne, ttype, offset in infos:
             self.tensors[name] = self._tensor(name, ne, ttype, data_start + offset)
+            self.tensor_types[name] = ttype
 
     def _unpack(self, fmt):
         size = struct.calcsize(fmt)
