@@ -78,6 +78,11 @@ int cinfer_kernel_is_panels(enum cinfer_kernel_wtype wtype);
  * same bits. */
 void cinfer_kernel_dequantize_row(enum cinfer_kernel_wtype wtype, const void *row, int64_t k, float *out);
 
+/* x (k, a multiple of 32) to Q8_0 blocks at out, as ggml's quantize_row_q8_0_ref: per 32
+ * values d = max|x| / 127 (stored as f16), q = round(x / d) half away from zero (the KV
+ * cache's q8_0 rows). */
+void cinfer_kernel_quantize_q8_0(const float *x, int64_t k, void *out);
+
 /* Activations as the block-quantized types want them, quantized per block to int8 as
  * llama.cpp does (its block_q8_0/q8_1 and block_q8_K), with integer sums kept so the
  * dot products stay integer:

@@ -25,6 +25,7 @@
  * In the 32-value types the low nibble of qs[j] is value j, the high nibble value j + 16,
  * and bit j of qh is the fifth bit of value j. The K-quants' arrangement is spelled out
  * by each function below. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels_impl.h"
@@ -292,6 +293,21 @@ static void dequant_q8_0(const uint8_t *b, float *y)
     float d = half_at(b);
     for (int j = 0; j < 32; j++)
         y[j] = d * (float)(int8_t)b[2 + j];
+}
+
+void cinfer_kernel_quantize_q8_0(const float *x, int64_t k, void *out)
+{
+    uint8_t *o = out;
+    for (int64_t b = 0; b < k / 32; b++, x += 32, o += 34) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t dh = cinfer_kernel_f32_to_f16(d);
+        memcpy(o, &dh, 2);
+        for (int i = 0; i < 32; i++)
+            o[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
+    }
 }
 
 void cinfer_kernel_dequantize_row(enum cinfer_kernel_wtype wtype, const void *row, int64_t k, float *out)

@@ -69,7 +69,7 @@ static void random_ids(uint64_t *state, int32_t *ids, int n)
 static void fixture_open(struct fixture *f, const struct setup *cfg)
 {
     const struct cinfer_model_config *c = &model->config;
-    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    size_t per_token = cinfer_runtime_kv_token_bytes(c, CINFER_KV_CACHE_DTYPE_AUTO);
     struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)cfg->kv_tokens * per_token, .kv_page_tokens = 16,
                                         .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running};
     struct cinfer_error err = {0};

@@ -92,6 +92,34 @@ static void compute_inv_freq(const struct cinfer_model_config *c, double *inv_fr
     }
 }
 
+/* The backend's KV type of an option value; -1 for an unknown one. */
+static int kv_type_of(enum cinfer_kv_cache_dtype d)
+{
+    switch (d) {
+    case CINFER_KV_CACHE_DTYPE_AUTO:
+    case CINFER_KV_CACHE_DTYPE_F16: return CINFER_KV_F16;
+    case CINFER_KV_CACHE_DTYPE_F32: return CINFER_KV_F32;
+    case CINFER_KV_CACHE_DTYPE_BF16: return CINFER_KV_BF16;
+    case CINFER_KV_CACHE_DTYPE_Q8_0: return CINFER_KV_Q8_0;
+    }
+    return -1;
+}
+
+size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum cinfer_kv_cache_dtype kv_dtype)
+{
+    int t = kv_type_of(kv_dtype);
+    if (t < 0 || (t == CINFER_KV_Q8_0 && c->head_dim % 32 != 0))
+        return 0;
+    return cinfer_kv_token_bytes(c->num_layers, c->num_kv_heads * c->head_dim, t);
+}
+
+const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt)
+{
+    static const char *const names[] = {[CINFER_KV_F32] = "f32", [CINFER_KV_F16] = "f16", [CINFER_KV_BF16] = "bf16",
+                                        [CINFER_KV_Q8_0] = "q8_0"};
+    return names[rt->kv_type];
+}
+
 static int check_config(const struct cinfer_model_config *c, struct cinfer_error *err)
 {
     if (c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_layers <= 0 || c->vocab_size <= 0)
@@ -295,13 +323,27 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     }
     compute_inv_freq(c, rt->inv_freq);
 
-    size_t page_bytes = cinfer_kv_page_bytes(c->num_layers, page_tokens, rt->kv_dim, sizeof(float));
+    rt->kv_type = kv_type_of(opts.kv_dtype);
+    if (rt->kv_type < 0) {
+        rc = cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "runtime: kv_dtype %d is not a KV cache type",
+                              (int)opts.kv_dtype);
+        goto fail;
+    }
+    if (rt->kv_type == CINFER_KV_Q8_0 && c->head_dim % 32 != 0) {
+        rc = cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                              "runtime: kv_cache_dtype q8_0 quantizes each head's K and V in blocks of 32, but this "
+                              "model's head_dim is %d; choose f16, bf16 or f32",
+                              c->head_dim);
+        goto fail;
+    }
+    size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
     int n_pages = cinfer_kv_pages_for_budget(opts.kv_cache_bytes, page_bytes);
     if (n_pages < 1) {
         rc = cinfer_error_set(err, CINFER_ERR_RANGE,
                               "runtime: kv_cache_bytes %zu holds no KV page; one page of %d tokens takes %zu bytes "
-                              "(%d layers x K and V x %d floats)",
-                              opts.kv_cache_bytes, page_tokens, page_bytes, c->num_layers, rt->kv_dim);
+                              "(%d layers x K and V x %d values of %s)",
+                              opts.kv_cache_bytes, page_tokens, page_bytes, c->num_layers, rt->kv_dim,
+                              cinfer_runtime_kv_dtype_name(rt));
         goto fail;
     }
     if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
@@ -310,7 +352,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0)
         goto fail;
-    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim};
+    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
+                                              (uint32_t)rt->kv_type};
     if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
         goto fail;
     if ((rc = alloc_scratch(rt, err)) < 0)

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/config.h"
 #include "cinfer/error.h"
 #include "model/model.h"
 
@@ -25,7 +26,17 @@ struct cinfer_runtime_options {
      * the only one yet: no repacking into panels, so the mapped file's pages stay shared
      * with other processes). 0: each goes through the backend's weight_prepare. */
     int keep_stored_weights;
+    /* The KV cache's element type (AUTO: f16); the budget counts its bytes. q8_0 needs a
+     * head_dim that is a multiple of 32. */
+    enum cinfer_kv_cache_dtype kv_dtype;
 };
+
+/* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype
+ * (AUTO: f16), for sizing budgets; 0 for a type the model cannot use (q8_0 with a
+ * head_dim that is not a multiple of 32). */
+size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum cinfer_kv_cache_dtype kv_dtype);
+/* "f32", "f16", "bf16" or "q8_0": the type rt's KV pages hold. */
+const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt);
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err);

@@ -35,12 +35,15 @@ struct scheduler_process {
 };
 
 /* The KV budget: the configured tokens or bytes, else mem_fraction_static of the memory
- * that is available, but never more than every running request at full context needs. */
+ * that is available, but never more than every running request at full context needs;
+ * a token counts the bytes of the chosen KV type (scheduler.kv_cache_dtype). */
 static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m, int context,
                               int max_running)
 {
     const struct cinfer_model_config *c = &m->config;
-    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    size_t per_token = cinfer_runtime_kv_token_bytes(c, args->kv_cache_dtype);
+    if (per_token == 0) /* a type this model cannot use: the runtime says why */
+        per_token = cinfer_runtime_kv_token_bytes(c, CINFER_KV_CACHE_DTYPE_F32);
     if (args->max_total_tokens > 0)
         return (size_t)args->max_total_tokens * per_token;
     if (args->kv_cache_bytes > 0)
@@ -72,6 +75,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
         .keep_stored_weights = args->no_repack,
+        .kv_dtype = args->kv_cache_dtype,
     };
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;
     int prefill_budget = args->max_prefill_tokens > 0 ? args->max_prefill_tokens : 4096;

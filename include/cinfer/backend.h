@@ -26,8 +26,10 @@ extern "C" {
 /* Bump on any change to struct cinfer_backend_ops or to a struct its ops take (an
  * array of them changes stride); slots and fields are only appended.
  * 2: struct cinfer_backend_matmul_out gained exact_x.
- * 3: weight_prepare and weight_release. */
-#define CINFER_BACKEND_OPS_VERSION 3u
+ * 3: weight_prepare and weight_release.
+ * 4: struct cinfer_backend_kv_layout gained dtype (the KV element type); enum
+ *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels. */
+#define CINFER_BACKEND_OPS_VERSION 4u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -72,13 +74,25 @@ struct cinfer_backend_weight {
     size_t row_bytes; /* bytes from one row to the next */
 };
 
+/* Element types of the KV storage. */
+enum cinfer_kv_type {
+    CINFER_KV_F32 = 0,  /* exact */
+    CINFER_KV_F16 = 1,  /* round to nearest even; llama.cpp's default */
+    CINFER_KV_BF16 = 2, /* round to nearest even */
+    CINFER_KV_Q8_0 = 3, /* per head, blocks of 32 values: f16 d = max|x| / 127, int8 round(x / d)
+                         * (34 bytes; head_dim a multiple of 32) */
+};
+
 /* The KV storage: for every layer and page, K and V of page_tokens positions, each a
- * row of kv_dim = kv_heads * head_dim floats (f32: exact, twice the bytes of f16). */
+ * row of kv_dim = kv_heads * head_dim values of type dtype (head h's values are
+ * [h * head_dim, (h + 1) * head_dim) of the row; for q8_0 its blocks). */
 struct cinfer_backend_kv_layout {
     int n_layers;
     int n_pages;
     int page_tokens;
     int kv_dim;
+    int head_dim;   /* (version 4) */
+    uint32_t dtype; /* enum cinfer_kv_type (version 4) */
 };
 
 /* One sequence of an attention call: its rows of q/out are [row, row + n_tokens) and
