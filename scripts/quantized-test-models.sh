@@ -29,6 +29,13 @@ greedy=$work/llama_cpp_greedy
 cc -O2 -std=c11 -Wall -Wextra -Werror -I"$cache/src/include" -I"$cache/src/ggml/include" \
   "-DLLAMA_CPP_PEER_BUILD=\"$build_name\"" bench/peers/llama_cpp_greedy.c -o "$greedy" -L"$bin" -lllama
 
+# llama.cpp's gguf-split (not among the tools scripts/build-llama-cpp.sh builds), compiled
+# here against that build's libraries
+split_tool=$work/llama-gguf-split
+g++ -O1 -std=c++17 -I"$cache/src/include" -I"$cache/src/ggml/include" -I"$cache/src/common" -I"$cache/src/vendor" \
+  "$cache/src/tools/gguf-split/gguf-split.cpp" -o "$split_tool" -L"$bin" -L"$cache/build/common" \
+  -lllama-common -lllama-common-base -lllama -lggml -lggml-base -Wl,-rpath-link,"$bin"
+
 mkdir -p "$out"
 /usr/bin/python3 tools/hf_to_gguf.py models/default "$work/default-f32.gguf" --name "cinfer default model" >&2
 cp tests/data/models/stories260K.gguf "$work/stories260K-f32.gguf"
@@ -38,6 +45,12 @@ for model in stories260K default; do
       { cat "$work/$model-$t.log" >&2; exit 1; }
   done
 done
+
+# one model split as gguf-split writes it: three files, metadata in the first
+rm -rf "$out/split"
+mkdir -p "$out/split"
+"$split_tool" --split-max-tensors 20 "$out/stories260K-Q4_K_M.gguf" "$out/split/stories260K-Q4_K_M" >"$work/split.log" 2>&1 ||
+  { cat "$work/split.log" >&2; exit 1; }
 
 # llama.cpp's greedy continuations, 48 tokens each, its own tokenizer on the prompts
 {
@@ -56,6 +69,12 @@ done
       done
     done
   done
+  for p in "Once upon a time" "Lily and Tom went to the park"; do  # llama.cpp reading the split model
+    printf ',\n{"file": "split/stories260K-Q4_K_M-00001-of-00003.gguf", "prompt": "%s", "llama_cpp": ' "$p"
+    "$greedy" --model "$out/split/stories260K-Q4_K_M-00001-of-00003.gguf" --prompt "$p" --n-new 48 2>/dev/null |
+      tr -d '\n'
+    printf '}'
+  done
   echo "]}"
 } >"$work/expected.json"
 # Where greedy is a coin toss: the float64 numpy reference (tests/reference/model_reference.py:
@@ -72,7 +91,9 @@ d = json.load(open(sys.argv[1]))
 d["near_tie_logit_gap"] = 0.5
 models = {}
 for r in d["runs"]:
-    m = models.setdefault(r["file"], Model(f"{sys.argv[2]}/{r['file']}"))
+    # the numpy reader takes single files: a split model's reference is the file it was split from
+    whole = r["file"].replace("split/", "").replace("-00001-of-00003.gguf", ".gguf")
+    m = models.setdefault(whole, Model(f"{sys.argv[2]}/{whole}"))
     p, g = r["llama_cpp"]["prompt_ids"], r["llama_cpp"]["greedy_ids"]
     logits = m.forward(p + g[:-1])[len(p) - 1:]  # (n_new, vocab)
     top2 = np.sort(logits, axis=1)[:, -2:]
@@ -124,7 +145,9 @@ print("""
 prompt, f16 KV cache; `bench/peers/llama_cpp_greedy.c`) of two prompts per file, and for
 each step the float64 numpy reference's top-two logit gap (negative where its argmax is
 not llama.cpp's token), which `tests/test_quantized_models.c` uses to tell near ties.
+`split/`: stories260K-Q4_K_M split into three files by llama.cpp's `gguf-split`
+(`--split-max-tensors 20`), loaded from its first part.
 `SHA256SUMS`: the files as made.""")
 EOF
-sha256sum "$out"/*.gguf | sed "s|$out/||" >"$out/SHA256SUMS"
+(cd "$out" && sha256sum ./*.gguf split/*.gguf | sed 's| \./| |') >"$out/SHA256SUMS"
 echo "wrote $out: $(ls "$out" | wc -l) files" >&2

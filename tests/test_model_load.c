@@ -2,6 +2,7 @@
  * bf16; tied and untied; sharded; qwen2 biases; qwen3 norms; llama3 RoPE scaling) and
  * synthetic GGUF files, each checked value by value against what the test wrote, and
  * each kind of broken model refused with its specific message. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,7 +565,22 @@ struct gguf_model {
     const float *rope_freqs;   /* head_dim / 2 values, or NULL */
     double rope_theta;
     int real_values;           /* uniform in [-1, 1) rather than byte patterns (NaN, Inf, 1e38...) */
+    /* > 1: written as gguf-split writes a model, PREFIX-0000i-of-0000N.gguf with the path
+     * ending in -00001-of-0000N.gguf, the metadata in the first, tensors dealt round */
+    int split_parts;
+    int split_fault; /* 1: part 2 says split.no 2; 2: split.tensors.count one short; 3: a tensor twice */
 };
+
+/* The builder the next tensor of a split model goes to (round the parts). */
+static struct gguf_builder *split_builders;
+static int split_count, split_next;
+
+static struct gguf_builder *tensor_builder(struct gguf_builder *b)
+{
+    if (split_count <= 1)
+        return b;
+    return &split_builders[split_next++ % split_count];
+}
 
 enum { G_VOCAB = 32, G_HIDDEN = 64, G_HEADS = 4, G_KV = 2, G_INTER = 96, G_LAYERS = 2 };
 
@@ -618,13 +634,18 @@ static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm,
             data[i] = (unsigned char)(i * 31 + (size_t)seed_of(name));
     }
     uint64_t ne[2] = {cols, rows};
-    gguf_builder_tensor(b, name, type, rows == 1 ? 1 : 2, ne, data, bytes);
+    gguf_builder_tensor(tensor_builder(b), name, type, rows == 1 ? 1 : 2, ne, data, bytes);
     free(data);
 }
 
 static void write_gguf_model(const char *path, const struct gguf_model *gm)
 {
-    struct gguf_builder b;
+    struct gguf_builder b, parts[8];
+    split_count = gm->split_parts;
+    split_next = 0;
+    split_builders = parts;
+    for (int i = 0; i < split_count; i++)
+        gguf_builder_init(&parts[i], 3);
     gguf_builder_init(&b, 3);
     char key[128];
     const char *a = gm->arch;
@@ -680,8 +701,35 @@ static void write_gguf_model(const char *path, const struct gguf_model *gm)
     add_gguf_tensor(&b, gm, "output_norm.weight", CINFER_GGML_F32, G_HIDDEN, 1);
     if (!gm->tied)
         add_gguf_tensor(&b, gm, "output.weight", mt, G_HIDDEN, G_VOCAB);
-    ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+    if (split_count <= 1) {
+        ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+        gguf_builder_free(&b);
+        return;
+    }
+    if (gm->split_fault == 3) /* output_norm again, in the last part */
+        gguf_builder_tensor(&parts[split_count - 1], "output_norm.weight", CINFER_GGML_F32, 1,
+                            (uint64_t[]){G_HIDDEN}, (float[G_HIDDEN]){0}, G_HIDDEN * 4);
+    /* the metadata of the first part: the model's, then the split keys (u16, u16, i32) */
+    size_t len = strlen(path), plen = strlen("-00001-of-00000.gguf");
+    for (int i = 0; i < split_count; i++) {
+        struct gguf_builder *pb = &parts[i];
+        if (i == 0) { /* b holds the model's keys and no tensors: keys go to part 0 */
+            free(pb->kv.bytes);
+            pb->kv = b.kv, pb->n_kv = b.n_kv;
+            memset(&b.kv, 0, sizeof b.kv), b.n_kv = 0;
+        }
+        uint16_t no = (uint16_t)(gm->split_fault == 1 && i == 1 ? 2 : i), count = (uint16_t)split_count;
+        int32_t total = split_next + (gm->split_fault == 3) - (gm->split_fault == 2);
+        gguf_builder_kv_raw(pb, "split.no", 2, &no, 2);
+        gguf_builder_kv_raw(pb, "split.count", 2, &count, 2);
+        gguf_builder_kv_i32(pb, "split.tensors.count", total);
+        char part[PATH_MAX];
+        snprintf(part, sizeof part, "%.*s-%05d-of-%05d.gguf", (int)(len - plen), path, i + 1, split_count);
+        ck_assert_int_eq(gguf_builder_write(pb, part, NULL), 0);
+        gguf_builder_free(pb);
+    }
     gguf_builder_free(&b);
+    split_count = 0;
 }
 
 START_TEST(gguf_families_and_types)
@@ -750,6 +798,68 @@ START_TEST(gguf_families_and_types)
             cinfer_gguf_close(&g);
             cinfer_model_free(&m);
         }
+    cinfer_test_remove_tmp_dir();
+}
+END_TEST
+
+/* A model split over 3 files as gguf-split writes them loads from its first part, each
+ * weight the bytes of the same model in one file; a missing part, a part opened first,
+ * a part out of place, a wrong tensor count, a tensor in two parts and a first part not
+ * named as gguf-split names it are refused, naming the file. */
+START_TEST(split_gguf_loads_from_its_first_part)
+{
+    cinfer_test_make_tmp_dir("test_model_load");
+    struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_Q4_0, .real_values = 1};
+    const char *one = cinfer_test_tmp_path("whole.gguf");
+    write_gguf_model(one, &gm);
+    char first[PATH_MAX], second[PATH_MAX], third[PATH_MAX];
+    snprintf(first, sizeof first, "%s", cinfer_test_tmp_path("m-00001-of-00003.gguf"));
+    snprintf(second, sizeof second, "%s", cinfer_test_tmp_path("m-00002-of-00003.gguf"));
+    snprintf(third, sizeof third, "%s", cinfer_test_tmp_path("m-00003-of-00003.gguf"));
+    gm.split_parts = 3;
+    write_gguf_model(first, &gm);
+    struct cinfer_model *whole = load_ok(one), *split = load_ok(first);
+    const struct cinfer_weight *pairs[64][2];
+    int n = 0;
+    pairs[n][0] = &whole->tok_embeddings, pairs[n++][1] = &split->tok_embeddings;
+    pairs[n][0] = &whole->lm_head, pairs[n++][1] = &split->lm_head;
+    pairs[n][0] = &whole->output_norm, pairs[n++][1] = &split->output_norm;
+    for (int l = 0; l < G_LAYERS; l++)
+        for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
+            size_t off = cinfer_layer_weight_specs[k].offset;
+            pairs[n][0] = (const struct cinfer_weight *)((const char *)&whole->layers[l] + off);
+            pairs[n++][1] = (const struct cinfer_weight *)((const char *)&split->layers[l] + off);
+        }
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(pairs[i][0]->dtype, pairs[i][1]->dtype);
+        ck_assert_int_eq(pairs[i][0]->rows, pairs[i][1]->rows);
+        if (pairs[i][0]->data)
+            ck_assert_msg(!memcmp(pairs[i][0]->data, pairs[i][1]->data, pairs[i][0]->rows * pairs[i][0]->row_bytes),
+                          "weight %d differs in the split model", i);
+    }
+    ck_assert_int_eq(whole->weight_bytes, split->weight_bytes);
+    cinfer_model_free(&whole);
+    cinfer_model_free(&split);
+
+    expect_refused(second, CINFER_ERR_INVALID_ARGUMENT, "this is part 2 of 3 of a split model (split.no 1); open its "
+                                                        "first part");
+    char renamed[PATH_MAX];
+    snprintf(renamed, sizeof renamed, "%s", cinfer_test_tmp_path("m.gguf"));
+    ck_assert_int_eq(rename(first, renamed), 0);
+    expect_refused(renamed, CINFER_ERR_INVALID_ARGUMENT, "does not end in -00001-of-00003.gguf");
+    ck_assert_int_eq(rename(renamed, first), 0);
+    ck_assert_int_eq(unlink(third), 0);
+    expect_refused(first, CINFER_ERR_NOT_FOUND, "part 3 of 3 of the split model");
+    expect_refused(first, CINFER_ERR_NOT_FOUND, "m-00003-of-00003.gguf");
+    gm.split_fault = 1;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "split.no 2 and split.count 3, expected 1 and 3");
+    gm.split_fault = 2;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "split.tensors.count is");
+    gm.split_fault = 3;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "tensor output_norm.weight is also in an earlier part");
     cinfer_test_remove_tmp_dir();
 }
 END_TEST
@@ -1012,6 +1122,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_errors_name_the_problem);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
+    tcase_add_test(tc, split_gguf_loads_from_its_first_part);
     tcase_add_test(tc, dtype_option_converts_every_matrix);
     tcase_add_test(tc, gguf_llama3_rope_freqs_reproduced);
     tcase_add_test(tc, gguf_errors_name_the_problem);

@@ -13,7 +13,8 @@
  * is built, it must also encode each prompt to llama.cpp's ids and decode a continuation
  * equal to llama.cpp's to its text (llama.cpp keeps SentencePiece's space after BOS,
  * which SentencePiece's own decode drops: one leading space of its text is not
- * compared). */
+ * compared). The last two runs read stories260K-Q4_K_M split into three files by
+ * llama.cpp's gguf-split, from its first part. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ START_TEST(greedy_equals_llama_cpp)
     json_t *root = json_load_file(QUANTIZED_DIR "/expected.json", 0, &jerr);
     ck_assert_msg(root, "%s/expected.json: line %d: %s", QUANTIZED_DIR, jerr.line, jerr.text);
     json_t *runs = json_object_get(root, "runs");
-    ck_assert_msg(json_is_array(runs) && json_array_size(runs) >= 20, "expected.json: expected 20 runs or more");
+    ck_assert_msg(json_is_array(runs) && json_array_size(runs) >= 22, "expected.json: expected 22 runs or more");
     int n_new = (int)json_integer_value(json_object_get(root, "n_new"));
     double near_tie = json_real_value(json_object_get(root, "near_tie_logit_gap"));
     ck_assert(near_tie > 0 && near_tie <= 0.5);

@@ -135,6 +135,12 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
     const char *path = cinfer_gguf_path(g);
     struct cinfer_gguf_str model;
     int rc = cinfer_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    uint32_t split_no = 0, split_count = 0;
+    if (rc == CINFER_ERR_NOT_FOUND && cinfer_gguf_get_u32(g, "split.no", &split_no, err) == CINFER_OK &&
+        cinfer_gguf_get_u32(g, "split.count", &split_count, err) == CINFER_OK && split_no > 0)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "%s: this is part %u of %u of a split model, "
+                                "whose vocabulary is in its first part: open the file named ...-00001-of-%05u.gguf",
+                                path, split_no + 1, split_count, split_count);
     if (rc == CINFER_ERR_NOT_FOUND)
         return cinfer_error_set(err, rc, "%s: expected an embedded vocabulary (the key tokenizer.ggml.model), "
                                 "found none", path);
