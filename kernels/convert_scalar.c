@@ -79,6 +79,7 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_Q8_0:
     case CINFER_KW_Q8_0_PANELS: return (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * CINFER_KERNEL_Q8_BLOCK_BYTES;
     case CINFER_KW_Q4_0_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q4_0, k);
+    case CINFER_KW_Q5_0_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q5_0, k);
     case CINFER_KW_Q4_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q4_K, k);
     case CINFER_KW_Q5_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q5_K, k);
     case CINFER_KW_Q6_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q6_K, k);
@@ -92,6 +93,10 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
 void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out)
 {
     const uint8_t *p = row;
+    if ((wtype == CINFER_KW_F16 || wtype == CINFER_KW_BF16) && cinfer_kernels_level() >= CINFER_KERNEL_AVX2) {
+        cinfer_widen_row_avx2(row, wtype == CINFER_KW_BF16, k, out); /* the KV cache's rows, a decode step's */
+        return;
+    }
     switch (wtype) {
     case CINFER_KW_F32:
         memcpy(out, row, (size_t)k * sizeof(float));

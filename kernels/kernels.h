@@ -46,10 +46,11 @@ enum cinfer_kernel_wtype {
     /* Quantized types repacked in panels of 16 rows by the CPU backend for its AVX-512
      * kernels (quant_panels.c); no file stores them. */
     CINFER_KW_Q4_0_PANELS = 19,
-    CINFER_KW_Q4_K_PANELS = 20,
-    CINFER_KW_Q5_K_PANELS = 21,
-    CINFER_KW_Q6_K_PANELS = 22,
-    CINFER_KW_TYPE_COUNT = 23,
+    CINFER_KW_Q5_0_PANELS = 20,
+    CINFER_KW_Q4_K_PANELS = 21,
+    CINFER_KW_Q5_K_PANELS = 22,
+    CINFER_KW_Q6_K_PANELS = 23,
+    CINFER_KW_TYPE_COUNT = 24,
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34
@@ -94,8 +95,8 @@ void cinfer_kernel_quantize_q8_0(const float *x, int64_t k, void *out);
 struct cinfer_kernel_xq32 {
     float d;
     int16_t sum;
+    int16_t zero; /* 0: (sum, zero) is an int16 pair for vpdpwssd */
     int8_t q[32];
-    int16_t pad;
 };
 struct cinfer_kernel_xq256 {
     float d;

@@ -73,12 +73,13 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
     int xq_block = cinfer_kernel_xq_block(wtype);
     if (xq_block) {
         size_t row_bytes = cinfer_kernel_xq_row_bytes(wtype, k);
+        int simd = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
         for (int i = i0; i < i1; i++) {
             void *out = (uint8_t *)prepared + (size_t)i * row_bytes;
             if (xq_block == 32)
-                cinfer_quantize_xq32_scalar(x + (size_t)i * k, k, out);
+                (simd ? cinfer_quantize_xq32_avx512 : cinfer_quantize_xq32_scalar)(x + (size_t)i * k, k, out);
             else
-                cinfer_quantize_xq256_scalar(x + (size_t)i * k, k, out);
+                (simd ? cinfer_quantize_xq256_avx512 : cinfer_quantize_xq256_scalar)(x + (size_t)i * k, k, out);
         }
         return;
     }

@@ -51,7 +51,7 @@ void cinfer_quantize_xq32_scalar(const float *x, int k, struct cinfer_kernel_xq3
         }
         out[b].d = d;
         out[b].sum = (int16_t)sum;
-        out[b].pad = 0;
+        out[b].zero = 0;
     }
 }
 

@@ -444,6 +444,17 @@ START_TEST(block_quantized_batch_and_chunks_same_bits)
     ck_assert_msg(memcmp(batched, whole, sizeof(float) * n) == 0, "%s: in a batch on 2 threads differs from alone",
                   quant_types[_i].name);
     ck_assert_double_le(chunked, TOLERANCE);
+    /* the weights as stored (--no-repack) against the runtime's own layout (panels for
+     * Q4_0, Q5_0, Q4_K, Q5_K and Q6_K at the AVX-512 level): the same bits */
+    struct cinfer_runtime_options o = {.kv_cache_bytes = 8u << 20, .kv_page_tokens = PAGE_TOKENS, .n_threads = 2,
+                                       .max_batch_tokens = 256, .keep_stored_weights = 1,
+                                       .kv_dtype = CINFER_KV_CACHE_DTYPE_F32};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(m, &o, &rt, &err) == 0, "runtime: %s", err.message);
+    run_chunked(rt, vocab, a, A_LEN, all, 1, single);
+    cinfer_runtime_destroy(&rt);
+    ck_assert_msg(memcmp(single, whole, sizeof(float) * n) == 0, "%s: the stored layout differs from the runtime's",
+                  quant_types[_i].name);
     printf("batch invariance, %s weights: batched on 2 threads the same bits as alone; token by token within %.3g\n",
            quant_types[_i].name, chunked);
     free(whole), free(single), free(batched), free(other);

@@ -261,6 +261,65 @@ START_TEST(matmul_every_type_and_level)
 }
 END_TEST
 
+/* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K repacked in panels of 16 rows (37 rows: a partial last
+ * panel): every row comes back as stored, widens to the stored row's values, and the
+ * matmul over any rows [j0, j1) at every level and batch size gives the stored type's
+ * bits (the AVX-512 kernels where the CPU has VNNI). */
+START_TEST(panels_give_the_stored_bits)
+{
+    static const enum cinfer_kernel_wtype panel_types[] = {CINFER_KW_Q4_0, CINFER_KW_Q5_0, CINFER_KW_Q4_K,
+                                                           CINFER_KW_Q5_K, CINFER_KW_Q6_K};
+    enum { M = 37, K = 512, N = 11 };
+    for (size_t t = 0; t < sizeof panel_types / sizeof panel_types[0]; t++) {
+        uint64_t rng = 900 + t;
+        struct quant_case c;
+        quant_case_make(&c, panel_types[t], M, K, &rng);
+        enum cinfer_kernel_wtype pt = cinfer_kernel_panel_type(c.wtype);
+        ck_assert_int_ne(pt, c.wtype);
+        ck_assert(cinfer_kernel_can_pack_panels(c.wtype, K));
+        ck_assert(!cinfer_kernel_can_pack_panels(c.wtype, K + 16));
+        size_t bytes = cinfer_kernel_panels_bytes(c.wtype, M, K);
+        ck_assert_uint_eq(bytes, 48 * c.row_bytes); /* 3 panels of 16 rows, the same bytes a row */
+        uint8_t *panels = malloc(bytes), *row = malloc(c.row_bytes);
+        cinfer_kernel_pack_panels(c.wtype, c.w, c.row_bytes, M, K, panels);
+        float *wrow = malloc(sizeof(float) * K);
+        for (int r = 0; r < M; r++) {
+            cinfer_quant_panel_row(pt, panels, r, K, row);
+            ck_assert_msg(!memcmp(row, c.w + (size_t)r * c.row_bytes, c.row_bytes), "%s row %d: not the stored bytes",
+                          cinfer_kernel_type_info(c.wtype)->name, r);
+            cinfer_kernel_weight_row_to_f32(panels, pt, 0, r, K, wrow);
+            ck_assert(!memcmp(wrow, c.wf + (size_t)r * K, sizeof(float) * K));
+        }
+        float *x = malloc(sizeof(float) * N * K), *want = malloc(sizeof(float) * N * M), *got = malloc(sizeof(float) * N * M);
+        void *prepared = malloc(cinfer_kernel_prepared_bytes(c.wtype, N, K));
+        fill_activations(x, N, K, &rng);
+        cinfer_kernels_force_level(CINFER_KERNEL_SCALAR);
+        run_matmul(&c, x, N, want, prepared);
+        int ranges[][2] = {{0, M}, {3, 29}, {16, 32}, {33, 37}};
+        FOR_EACH_LEVEL(level)
+        for (int n = 1; n <= N; n++)
+            for (size_t q = 0; q < sizeof ranges / sizeof ranges[0]; q++) {
+                int j0 = ranges[q][0], j1 = ranges[q][1];
+                memset(got, 0, sizeof(float) * N * M);
+                cinfer_kernel_prepare_rows(pt, x, K, 0, n, prepared);
+                cinfer_kernel_matmul(x, prepared, n, K, panels, pt, 0, j0, j1, got, M);
+                for (int i = 0; i < n; i++)
+                    ck_assert_msg(!memcmp(got + (size_t)i * M + j0, want + (size_t)i * M + j0,
+                                          sizeof(float) * (size_t)(j1 - j0)),
+                                  "%s panels, %s, batch %d, rows %d..%d: activation row %d not the stored bits",
+                                  cinfer_kernel_type_info(c.wtype)->name, cinfer_kernels_level_name(level), n, j0,
+                                  j1 - 1, i);
+            }
+        restore_level();
+        printf("%-5s panels (%s): every row as stored, the stored type's bits at every level, batch and range\n",
+               cinfer_kernel_type_info(c.wtype)->name,
+               cinfer_quant_panels_avx512_usable() ? "AVX-512 VNNI kernels here" : "no VNNI here: the loop");
+        quant_case_free(&c);
+        free(panels), free(row), free(wrow), free(x), free(want), free(got), free(prepared);
+    }
+}
+END_TEST
+
 static Suite *suite_quant_kernels(void)
 {
     Suite *s = suite_create("quant_kernels");
@@ -269,6 +328,7 @@ static Suite *suite_quant_kernels(void)
     tcase_add_test(tc, activation_blocks_of_32);
     tcase_add_test(tc, activation_blocks_of_256);
     tcase_add_test(tc, matmul_every_type_and_level);
+    tcase_add_test(tc, panels_give_the_stored_bits);
     suite_add_tcase(s, tc);
     return s;
 }

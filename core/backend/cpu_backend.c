@@ -26,6 +26,7 @@ _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TEN
                    (int)CINFER_TENSOR_Q6_K == (int)CINFER_KW_Q6_K && (int)CINFER_TENSOR_IQ4_NL == (int)CINFER_KW_IQ4_NL &&
                    (int)CINFER_TENSOR_IQ4_XS == (int)CINFER_KW_IQ4_XS && (int)CINFER_TENSOR_MXFP4 == (int)CINFER_KW_MXFP4 &&
                    (int)CINFER_TENSOR_Q4_0_PANELS == (int)CINFER_KW_Q4_0_PANELS &&
+                   (int)CINFER_TENSOR_Q5_0_PANELS == (int)CINFER_KW_Q5_0_PANELS &&
                    (int)CINFER_TENSOR_Q4_K_PANELS == (int)CINFER_KW_Q4_K_PANELS &&
                    (int)CINFER_TENSOR_Q5_K_PANELS == (int)CINFER_KW_Q5_K_PANELS &&
                    (int)CINFER_TENSOR_Q6_K_PANELS == (int)CINFER_KW_Q6_K_PANELS,

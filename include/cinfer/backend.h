@@ -58,11 +58,12 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_IQ4_NL = 16,
     CINFER_TENSOR_IQ4_XS = 17,
     CINFER_TENSOR_MXFP4 = 18,
-    /* Q4_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
+    /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
     CINFER_TENSOR_Q4_0_PANELS = 19,
-    CINFER_TENSOR_Q4_K_PANELS = 20,
-    CINFER_TENSOR_Q5_K_PANELS = 21,
-    CINFER_TENSOR_Q6_K_PANELS = 22,
+    CINFER_TENSOR_Q5_0_PANELS = 20,
+    CINFER_TENSOR_Q4_K_PANELS = 21,
+    CINFER_TENSOR_Q5_K_PANELS = 22,
+    CINFER_TENSOR_Q6_K_PANELS = 23,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
