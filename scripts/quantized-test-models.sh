@@ -150,4 +150,4 @@ not llama.cpp's token), which `tests/test_quantized_models.c` uses to tell near 
 `SHA256SUMS`: the files as made.""")
 EOF
 (cd "$out" && sha256sum ./*.gguf split/*.gguf | sed 's| \./| |') >"$out/SHA256SUMS"
-echo "wrote $out: $(ls "$out" | wc -l) files" >&2
+echo "wrote $out: $(find "$out" -type f | wc -l) files" >&2
