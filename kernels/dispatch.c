@@ -67,7 +67,12 @@ enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype 
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
-    if (cinfer_kernel_is_block_quant(wtype)) { /* the integer definition, every level */
+    if (cinfer_kernel_is_block_quant(wtype)) { /* the integer definition, built for each level */
+        switch (cinfer_kernels_level()) {
+        case CINFER_KERNEL_AVX512: cinfer_quant_matmul_avx512(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+        case CINFER_KERNEL_AVX2: cinfer_quant_matmul_avx2(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+        case CINFER_KERNEL_SCALAR: break;
+        }
         cinfer_quant_matmul_scalar(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
         return;
     }

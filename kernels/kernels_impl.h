@@ -77,6 +77,13 @@ float cinfer_quant_dot_scalar(enum cinfer_kernel_wtype wtype, const uint8_t *wro
 size_t cinfer_kernel_xq_row_bytes(enum cinfer_kernel_wtype wtype, int k);
 void cinfer_quant_matmul_scalar(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
                                 size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+/* The same definition built for the AVX2 and AVX-512 levels (quant_dot_{avx2,avx512}.c). */
+float cinfer_quant_dot_avx2(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+float cinfer_quant_dot_avx512(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+void cinfer_quant_matmul_avx2(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                              size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+void cinfer_quant_matmul_avx512(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                                size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 
 /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K in panels of 16 rows (quant_panels.c): the type a panel
  * type repacks and back; whether rows of k can be packed; packing; a row put back as

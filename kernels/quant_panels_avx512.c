@@ -27,6 +27,19 @@
 #define VNNI __attribute__((target("avx512vnni")))
 #define TILE_Q 8  /* activation rows per pass, 32-value types */
 #define TILE_K 4  /* activation rows per pass, K-quants (more sums live per row) */
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 2048 /* how far ahead of its reads a panel's stream prefetches */
+#endif
+
+/* Every cache line of the block `bytes` long at p, PREFETCH_BYTES ahead: at one or two
+ * activation rows the weights stream from memory, and one core keeps enough lines in
+ * flight for the memory's rate only if asked ahead (the hardware prefetcher alone left
+ * Q4_0 at about half a plain read's rate). */
+AI void prefetch_block(const uint8_t *p, int bytes)
+{
+    for (int off = 0; off < bytes; off += 64)
+        _mm_prefetch((const char *)p + PREFETCH_BYTES + off, _MM_HINT_T0);
+}
 
 int cinfer_quant_panels_avx512_usable(void)
 {
@@ -94,7 +107,7 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
         acc[r] = _mm512_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
-        _mm_prefetch((const char *)pb + 4 * block_bytes, _MM_HINT_T0);
+        prefetch_block(pb, block_bytes);
         /* sums a row: low nibbles in chains [0, chains), Q4_0's high nibbles, kept in place
          * (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and divided
          * by 16 (exactly) at the block's end; Q5_0's high values with the low ones */
@@ -167,7 +180,7 @@ AI VNNI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
         acc[r] = _mm512_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
-        _mm_prefetch((const char *)pb + 2 * block_bytes, _MM_HINT_T0);
+        prefetch_block(pb, block_bytes);
         __m512i sc[8], mp[8];
         k4_scales(pb, sc, mp);
         __m512i s[TILE_K], m[TILE_K];
@@ -233,7 +246,7 @@ AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
         acc[r] = _mm512_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
-        _mm_prefetch((const char *)pb + 2 * block_bytes, _MM_HINT_T0);
+        prefetch_block(pb, block_bytes);
         const uint8_t *scales = pb + 32, *ql = pb + 288, *qh = pb + 2336;
         __m512i s[TILE_K], bias[8];
         for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
