@@ -22,8 +22,12 @@ of 576 are no multiple of 256, so llama-quantize falls back there as it does for
 SmolLM-135M (Q4_K_M: q5_0 for the 576-wide matrices, q4_K/q6_K for ffn_down, q8_0 for the
 embeddings; Q6_K: q8_0 and q6_K; Q4_0: q4_0 and a q8_0 embedding).
 
+--heads H --kv-heads K write the same model with other head counts (head_dim = 576 / H),
+named smollm-shaped-hHkvK-TYPE.gguf: SmolLM-135M's 9 heads and 3 KV heads split over
+tensor-parallel sizes 3 and 9 only, and bench_comm compares tp_size 2 on 8 and 4.
+
 Usage: make_smollm_shaped.py OUT_DIR [--types f32,f16,bf16,q8_0,Q4_K_M] [--layers N]
-                             [--llama-quantize PATH]
+                             [--heads H --kv-heads K] [--llama-quantize PATH]
 Files that already exist are kept (each is written to a temporary name, then renamed).
 Needs /usr/bin/python3 with Debian's python3-numpy.
 """
@@ -141,10 +145,17 @@ def main():
     ap.add_argument("--layers", type=int, default=SHAPE["layers"],
                     help="fewer layers for quick checks (default 30, as SmolLM-135M)")
     ap.add_argument("--llama-quantize", default=None, help="llama.cpp's llama-quantize, for Q4_K_M and the like")
+    ap.add_argument("--heads", type=int, default=SHAPE["heads"], help="attention heads (default 9)")
+    ap.add_argument("--kv-heads", type=int, default=SHAPE["kv_heads"], help="key-value heads (default 3)")
     args = ap.parse_args()
-    shape = dict(SHAPE, layers=args.layers)
+    if SHAPE["hidden"] % args.heads or args.heads % args.kv_heads or (SHAPE["hidden"] // args.heads) % 2:
+        sys.exit(f"make_smollm_shaped: {args.heads} heads and {args.kv_heads} KV heads do not fit hidden "
+                 f"{SHAPE['hidden']} (head_dim must be a whole even number, heads a multiple of KV heads)")
+    shape = dict(SHAPE, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads)
     os.makedirs(args.out_dir, exist_ok=True)
     suffix = "" if args.layers == SHAPE["layers"] else f"-{args.layers}l"
+    if (args.heads, args.kv_heads) != (SHAPE["heads"], SHAPE["kv_heads"]):
+        suffix += f"-h{args.heads}kv{args.kv_heads}"
     types = args.types.split(",")
     quantized = [t for t in types if t not in FILE_TYPE]
     if quantized and "f32" not in types:

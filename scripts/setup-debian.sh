@@ -11,6 +11,7 @@ packages=(
   python3 python3-numpy python3-sentencepiece
   bible-kjv bible-kjv-text libopenblas0-pthread python3-regex
   nodejs npm curl openssl
+  openssh-client openssh-server openmpi-bin libopenmpi-dev iproute2
 )
 
 missing=()

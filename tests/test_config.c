@@ -613,11 +613,11 @@ START_TEST(validation)
                    "launcher.plugin is \"ssh\" but launcher.hosts (--hosts) is empty: the ssh launcher needs one "
                    "host per data-parallel replica");
     expect_invalid("launcher = { plugin = \"ssh\"; hosts = [ \"a\" ]; dp_size = 2; };",
-                   "launcher.hosts (--hosts) lists 1 host but launcher.dp_size (--dp-size) is 2: the ssh launcher "
-                   "starts one replica per host (a host may be listed twice)");
-    expect_invalid("launcher = { plugin = \"fork\"; hosts = [ \"a\" ]; };",
-                   "launcher.hosts (--hosts) is set but launcher.plugin is \"fork\", which does not use it: choose "
-                   "--launcher ssh, or leave the hosts out");
+                   "launcher.hosts (--hosts) lists 1 host but launcher.dp_size (--dp-size) is 2 and tp_size 1: list "
+                   "one host per replica (2) or one per rank (2); a host may be listed twice");
+    expect_invalid("launcher = { hosts = [ \"a\", \"b\", \"c\" ]; dp_size = 2; tp_size = 2; };",
+                   "launcher.hosts (--hosts) lists 3 hosts but launcher.dp_size (--dp-size) is 2 and tp_size 2: list "
+                   "one host per replica (2) or one per rank (4); a host may be listed twice");
     expect_invalid("scheduler = { kv_cache_bytes = \"1G\"; mem_fraction_static = 0.5; };",
                    "scheduler.kv_cache_bytes (--kv-cache-bytes) is 1G and scheduler.mem_fraction_static "
                    "(--mem-fraction-static) is 0.5: both size the KV cache, set only one");

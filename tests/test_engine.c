@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,81 @@ START_TEST(overridden_hooks_run)
     assert_matches(1, &r);
     cinfer_generate_result_free(&r);
     cinfer_engine_shutdown(&e, 1000);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", marker_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Two engines of two replicas each, alive at once in one process, each with its own
+ * scheduler hook: every worker runs its own engine's hook (the jobs a forked worker runs
+ * belong to its engine, not to the process). */
+static int hook_a(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    char name[64];
+    snprintf(name, sizeof name, "engine-a-dp%d", dp);
+    touch(name);
+    return cinfer_default_run_scheduler_process(a, p, gpu, tp, dp);
+}
+
+static int hook_b(const struct cinfer_server_args *a, const struct cinfer_port_args *p, int gpu, int tp, int dp)
+{
+    char name[64];
+    snprintf(name, sizeof name, "engine-b-dp%d", dp);
+    touch(name);
+    return cinfer_default_run_scheduler_process(a, p, gpu, tp, dp);
+}
+
+START_TEST(two_engines_with_their_own_hooks)
+{
+    snprintf(marker_dir, sizeof marker_dir, "%s/hook-markers-%d", CINFER_BINARY_DIR, (int)getpid());
+    mkdir(marker_dir, 0700);
+    struct cinfer_engine_hooks ha, hb;
+    cinfer_engine_default_hooks(&ha);
+    cinfer_engine_default_hooks(&hb);
+    ha.run_scheduler_process = hook_a;
+    hb.run_scheduler_process = hook_b;
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, model);
+    args.dp_size = 2;
+    struct cinfer_engine *a = NULL, *b = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, &ha, &a, &err) == 0, "%s", err.message);
+    ck_assert_msg(cinfer_engine_create(&args, &hb, &b, &err) == 0, "%s", err.message);
+    for (int dp = 0; dp < 2; dp++) {
+        char name[64];
+        snprintf(name, sizeof name, "engine-a-dp%d", dp);
+        ck_assert_msg(exists(name), "%s is missing", name);
+        snprintf(name, sizeof name, "engine-b-dp%d", dp);
+        ck_assert_msg(exists(name), "%s is missing", name);
+    }
+    struct cinfer_generate_request req = greedy(prompts[4]);
+    struct cinfer_generate_result r;
+    ck_assert_int_eq(cinfer_engine_generate(a, &req, &r, &err), 0);
+    assert_matches(4, &r);
+    cinfer_generate_result_free(&r);
+    ck_assert_int_eq(cinfer_engine_generate(b, &req, &r, &err), 0);
+    assert_matches(4, &r);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&a, 1000);
+    cinfer_engine_shutdown(&b, 1000);
+
+    /* Hooks that do not say their version are refused; a caller built against an older,
+     * shorter struct gets the defaults for the slots it lacks. */
+    struct cinfer_engine_hooks bare = {0};
+    bare.run_scheduler_process = hook_a;
+    ck_assert_int_eq(cinfer_engine_create(&args, &bare, &a, &err), CINFER_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(err.message, "engine hooks have version 0 and struct_size 0: fill them with "
+                                      "cinfer_engine_default_hooks()"), "%s", err.message);
+    struct cinfer_engine_hooks older;
+    cinfer_engine_default_hooks(&older);
+    older.struct_size = offsetof(struct cinfer_engine_hooks, run_detokenizer_process); /* only the scheduler slot */
+    older.run_detokenizer_process = NULL; /* beyond its struct: never read */
+    ck_assert_msg(cinfer_engine_create(&args, &older, &a, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(cinfer_engine_generate(a, &req, &r, &err), 0);
+    cinfer_generate_result_free(&r);
+    cinfer_engine_shutdown(&a, 1000);
+    cinfer_server_args_free(&args);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", marker_dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -1104,6 +1180,7 @@ static Suite *suite_engine(void)
     tcase_add_test(tc, streaming_yields_the_blocking_text);
     tcase_add_test(tc, stop_strings_end_the_text_and_are_trimmed);
     tcase_add_test(tc, overridden_hooks_run);
+    tcase_add_test(tc, two_engines_with_their_own_hooks);
     tcase_add_test(tc, workers_are_named_for_ps_and_rpc_reaches_every_rank);
     tcase_add_test(tc, two_engines_in_one_process_keep_to_themselves);
     tcase_add_test(tc, logprobs_are_the_log_softmax_of_the_runtime_logits);

@@ -7,7 +7,14 @@
  *  - faults: kill -9 of one replica's scheduler fails only the requests on it, within
  *    2 s and naming "scheduler dp1 tp0", while a stream on the other replica runs to its
  *    end; the other replica keeps answering; the restart policy brings the dead replica
- *    back; nothing is left running after shutdown. */
+ *    back; nothing is left running after shutdown;
+ *  - tensor parallelism: TP=2 and TP=4 (and TP=2 inside each of two replicas) give the
+ *    greedy text and ids of TP=1 with logprobs within the f32 bound, on stories260K and
+ *    the default model; each rank holds about 1/N of the weights (its copies plus the
+ *    model file's resident pages, from /proc/<pid>/smaps); kill -9 of tp1 fails the
+ *    caller within 2 s naming it and leaves nothing running. */
+#include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +30,7 @@
 #include "support/greedy_reference.h"
 #include "support/procs.h"
 #include "support/runner.h"
+#include "support/smaps.h"
 #include "worker/hooks.h"
 
 #define MAX_NEW 16
@@ -42,18 +50,31 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static struct cinfer_engine *start_engine(int dp_size, int restart)
+static struct cinfer_engine *start_engine_kv(const char *model_path, int dp_size, int tp_size, int restart,
+                                             enum cinfer_kv_cache_dtype kv_dtype)
 {
     struct cinfer_server_args args;
-    cinfer_test_engine_args(&args, model);
+    cinfer_test_engine_args(&args, model_path);
     args.dp_size = dp_size;
+    args.tp_size = tp_size;
     args.restart_policy = restart ? CINFER_RESTART_ON_FAILURE : CINFER_RESTART_OFF;
     args.context_length = 4096;
+    args.kv_cache_dtype = kv_dtype;
     struct cinfer_engine *e = NULL;
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "engine create: %s", err.message);
     cinfer_server_args_free(&args);
     return e;
+}
+
+static struct cinfer_engine *start_engine_on(const char *model_path, int dp_size, int tp_size, int restart)
+{
+    return start_engine_kv(model_path, dp_size, tp_size, restart, CINFER_KV_CACHE_DTYPE_AUTO);
+}
+
+static struct cinfer_engine *start_engine(int dp_size, int restart)
+{
+    return start_engine_on(model, dp_size, 1, restart);
 }
 
 static struct cinfer_generate_request greedy(const int32_t *ids, size_t n, int max_new)
@@ -340,6 +361,149 @@ START_TEST(the_restart_policy_brings_a_dead_replica_back)
 }
 END_TEST
 
+/* ---- tensor parallelism ------------------------------------------------------------- */
+
+#define TOP 5
+#define TP_NEW 24
+
+/* What an engine answers for a prompt: greedy ids, text and the logprobs of each token
+ * and its top alternatives. */
+struct tp_answer {
+    struct cinfer_generate_result r;
+};
+
+static void answer(struct cinfer_engine *e, const char *prompt, struct tp_answer *out)
+{
+    struct cinfer_generate_request req = {.prompt = prompt};
+    cinfer_sampling_params_init(&req.sampling);
+    req.sampling.temperature = 0;
+    req.sampling.max_new_tokens = TP_NEW;
+    req.sampling.ignore_eos = 1;
+    req.sampling.logprobs = 1;
+    req.sampling.top_logprobs = TOP;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_generate(e, &req, &out->r, &err) == 0, "%s", err.message);
+}
+
+/* Same text and ids as TP=1, and each logprob within bound; returns the largest
+ * difference seen. */
+static double compare_answers(const struct tp_answer *base, const struct tp_answer *got, const char *what)
+{
+    ck_assert_msg(base->r.n_output_ids == got->r.n_output_ids && !strcmp(base->r.text, got->r.text),
+                  "%s: text '%s', TP=1 gave '%s'", what, got->r.text, base->r.text);
+    double worst = 0;
+    for (size_t t = 0; t < base->r.n_output_ids; t++) {
+        ck_assert_int_eq(got->r.output_ids[t], base->r.output_ids[t]);
+        const struct cinfer_token_logprob *a = &base->r.logprobs[t], *b = &got->r.logprobs[t];
+        double d = fabs((double)a->logprob - (double)b->logprob);
+        for (int k = 0; k < a->n_top && k < b->n_top; k++)
+            if (a->top_ids[k] == b->top_ids[k]) {
+                double dk = fabs((double)a->top_logprobs[k] - (double)b->top_logprobs[k]);
+                d = dk > d ? dk : d;
+            }
+        worst = d > worst ? d : worst;
+    }
+    ck_assert_msg(worst < 1e-4, "%s: a logprob differs from TP=1's by %.3g", what, worst);
+    return worst;
+}
+
+/* Bytes of weights each scheduler rank holds: its runtime's own copies (from its
+ * server_info answer) plus the model file's pages resident in the process (smaps). */
+static void rank_weight_bytes(struct cinfer_engine *e, const char *file, double *per_rank, int *n_ranks)
+{
+    struct cinfer_rpc_reply *replies;
+    int n;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_engine_collective_rpc(e, "server_info", "{}", 5000, &replies, &n, &err), 0);
+    struct test_worker_pids pids = cinfer_test_worker_pids(e);
+    for (int i = 0; i < n; i++) {
+        json_error_t jerr;
+        json_t *j = json_loads(replies[i].payload, 0, &jerr);
+        ck_assert_ptr_nonnull(j);
+        double copies = (double)json_integer_value(json_object_get(j, "weight_copy_bytes"));
+        json_decref(j);
+        long rss_kb = cinfer_test_smaps_rss_kb_of_file_in(pids.pid[1 + i], file);
+        ck_assert_int_ge(rss_kb, 0);
+        per_rank[i] = copies + (double)rss_kb * 1024.0;
+    }
+    *n_ranks = n;
+    cinfer_rpc_replies_free(replies, n);
+}
+
+START_TEST(tp_gives_tp1_s_answers_with_a_shard_per_rank)
+{
+    static const char *const prompts[] = {"Once upon a time", "The cat", "And God said", "In the beginning"};
+    const char *models[] = {model, CINFER_SOURCE_DIR "/models/default"};
+    const char *weights[] = {model, CINFER_SOURCE_DIR "/models/default/model.safetensors"};
+    for (int m = 0; m < 2; m++) {
+        struct tp_answer base[4], got[4];
+        double base_bytes = 0;
+        static const struct { int dp, tp; } shapes[] = {{1, 1}, {1, 2}, {1, 4}, {2, 2}};
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            /* logprobs held to 1e-4 of TP=1's: f32 K/V */
+            struct cinfer_engine *e =
+                start_engine_kv(models[m], shapes[s].dp, shapes[s].tp, 0, CINFER_KV_CACHE_DTYPE_F32);
+            double worst = 0;
+            for (int p = 0; p < 4; p++) {
+                answer(e, prompts[p], s == 0 ? &base[p] : &got[p]);
+                if (s > 0) {
+                    char what[128];
+                    snprintf(what, sizeof what, "%s dp%d tp%d prompt %d", models[m], shapes[s].dp, shapes[s].tp, p);
+                    double d = compare_answers(&base[p], &got[p], what);
+                    worst = d > worst ? d : worst;
+                    cinfer_generate_result_free(&got[p].r);
+                }
+            }
+            double per_rank[16];
+            int n_ranks;
+            rank_weight_bytes(e, weights[m], per_rank, &n_ranks);
+            ck_assert_int_eq(n_ranks, shapes[s].dp * shapes[s].tp);
+            if (s == 0)
+                base_bytes = per_rank[0];
+            double most = 0;
+            for (int r = 0; r < n_ranks; r++)
+                most = per_rank[r] > most ? per_rank[r] : most;
+            printf("tp: %s dp%d tp%d: greedy text and ids of TP=1 on 4 prompts, logprobs within %.2g; weights per "
+                   "rank at most %.2f MiB (%.0f%% of TP=1's %.2f MiB)\n",
+                   m ? "default model" : "stories260K", shapes[s].dp, shapes[s].tp, worst, most / 1048576.0,
+                   100.0 * most / base_bytes, base_bytes / 1048576.0);
+            /* about 1/N: the shards plus vectors every rank keeps */
+            if (m == 1 && shapes[s].tp > 1)
+                ck_assert_msg(most < base_bytes * (1.0 / shapes[s].tp + 0.12), "a TP=%d rank holds %.0f%% of TP=1's",
+                              shapes[s].tp, 100.0 * most / base_bytes);
+            cinfer_engine_shutdown(&e, 1000);
+        }
+        for (int p = 0; p < 4; p++)
+            cinfer_generate_result_free(&base[p].r);
+    }
+}
+END_TEST
+
+START_TEST(killing_a_tp_rank_fails_the_caller_naming_it)
+{
+    struct cinfer_engine *e = start_engine_on(model, 1, 2, 0);
+    struct test_worker_pids before = cinfer_test_worker_pids(e);
+    ck_assert_int_eq(before.n, 3);
+    static struct stream_job job;
+    job = (struct stream_job){.engine = e};
+    job.n_ids = make_prompt(7, job.ids);
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, run_stream, &job), 0);
+    wait_for_chunks(&job, 2);
+    double killed_at = now_s();
+    kill(before.pid[2], SIGKILL); /* scheduler tp1 */
+    pthread_join(thread, NULL);
+    double waited = job.ended_at - killed_at;
+    ck_assert_int_eq(job.rc, CINFER_ERR_CHILD);
+    ck_assert_msg(strstr(job.err.message, "scheduler tp1 was killed by signal 9"), "caller saw: %s", job.err.message);
+    ck_assert_msg(waited < 2.0, "the caller waited %.2f s after the kill", waited);
+    printf("tp2 kill -9 of tp1: the caller failed after %.2f s: %s\n", waited, job.err.message);
+    pid_t all[3] = {before.pid[0], before.pid[1], before.pid[2]};
+    ck_assert_int_eq(cinfer_test_wait_gone(all, 3, 2000), 0); /* tp0 stuck in a collective is killed too */
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
 static Suite *suite_engine_parallel(void)
 {
     Suite *s = suite_create("engine_parallel");
@@ -351,6 +515,12 @@ static Suite *suite_engine_parallel(void)
     tcase_add_test(dp, killing_one_replica_fails_only_its_requests);
     tcase_add_test(dp, the_restart_policy_brings_a_dead_replica_back);
     suite_add_tcase(s, dp);
+    TCase *tp = tcase_create("tensor_parallel");
+    tcase_set_timeout(tp, 600);
+    tcase_add_checked_fixture(tp, setup, NULL);
+    tcase_add_test(tp, tp_gives_tp1_s_answers_with_a_shard_per_rank);
+    tcase_add_test(tp, killing_a_tp_rank_fails_the_caller_naming_it);
+    suite_add_tcase(s, tp);
     return s;
 }
 

@@ -60,6 +60,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int keep_prefix_cache; /* a test that reads cached_tokens turns the prefix cache on */
+
 /* An engine on model_path (context_length 0: the model's) and a server in front of it. */
 static void start_on(const char *model_path, int context_length, int max_running, int max_queued,
                      long long kv_cache_bytes)
@@ -77,7 +79,7 @@ static void start_on(const char *model_path, int context_length, int max_running
     args.context_length = context_length;
     args.port = 0;
     args.max_request_body_bytes = 64 << 10;
-    args.disable_radix_cache = 1; /* so freed pages are free, not kept for prefix reuse */
+    args.disable_radix_cache = !keep_prefix_cache; /* so freed pages are free, not kept for prefix reuse */
     if (max_running)
         args.max_running_requests = max_running;
     if (max_queued)
@@ -636,6 +638,52 @@ START_TEST(tokenize_detokenize_info_health)
 }
 END_TEST
 
+/* SGLang's json_schema on /generate: every output of a batch with n > 1 parses and
+ * keeps the schema's rules (checked here with jansson); meta_info.cached_tokens says
+ * how much of a repeated prompt the prefix cache held. */
+START_TEST(constrained_generate_and_cached_tokens)
+{
+    keep_prefix_cache = 1;
+    start(0, 0);
+    keep_prefix_cache = 0;
+    struct reply r = curl("POST", "/generate",
+                          "{\"text\": [\"And God said\", \"In the beginning\"], \"sampling_params\": {\"n\": 2, "
+                          "\"temperature\": 1, \"seed\": 4, \"max_new_tokens\": 300, \"json_schema\": {\"type\": "
+                          "\"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}, \"n\": {\"type\": \"integer\", "
+                          "\"minimum\": 10, \"maximum\": 99}}, \"required\": [\"ok\", \"n\"]}}}");
+    ck_assert_msg(r.status == 200 && json_is_array(r.json), "%d %s", r.status, r.body);
+    ck_assert_uint_eq(json_array_size(r.json), 4);
+    size_t i;
+    json_t *g;
+    json_array_foreach(r.json, i, g) {
+        const char *text = json_string_value(json_object_get(g, "text"));
+        json_error_t jerr;
+        json_t *v = json_loads(text, 0, &jerr);
+        ck_assert_msg(json_is_object(v), "output %zu is not a JSON object: %s", i, text);
+        ck_assert(json_is_boolean(json_object_get(v, "ok")));
+        json_int_t n = json_integer_value(json_object_get(v, "n"));
+        ck_assert_msg(json_is_integer(json_object_get(v, "n")) && n >= 10 && n <= 99, "%s", text);
+        ck_assert_uint_eq(json_object_size(v), 2);
+        printf("json_schema output %zu: %s\n", i, text);
+        json_decref(v);
+    }
+    reply_free(&r);
+
+    const char *body = "{\"text\": \"And God said unto Moses, and the LORD spake unto Aaron, saying, Speak unto the "
+                       "children of Israel, and say unto them, When any man of you bring an offering unto the LORD\", "
+                       "\"sampling_params\": {\"max_new_tokens\": 1}}";
+    r = curl("POST", "/generate", body);
+    reply_free(&r);
+    r = curl("POST", "/generate", body);
+    json_t *meta = json_object_get(r.json, "meta_info");
+    json_int_t cached = json_integer_value(json_object_get(meta, "cached_tokens"));
+    json_int_t prompt = json_integer_value(json_object_get(meta, "prompt_tokens"));
+    printf("cached_tokens: %lld of %lld prompt tokens on the second request\n", (long long)cached, (long long)prompt);
+    ck_assert_msg(cached > 0 && cached < prompt, "%s", r.body);
+    reply_free(&r);
+}
+END_TEST
+
 START_TEST(abort_by_rid_and_by_disconnect)
 {
     start(0, 0);
@@ -726,8 +774,16 @@ START_TEST(errors_have_status_and_shape)
     assert_error(&r, 400, "invalid_request_error", "max_new_tokens", (const char *const[]){"max_new_tokens", "-3",
                  NULL});
     reply_free(&r);
-    r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"regex\": \"a+\"}}");
-    assert_error(&r, 400, "invalid_request_error", "regex", (const char *const[]){"not supported", NULL});
+    r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"regex\": \"(a)\\\\1\"}}");
+    assert_error(&r, 400, "invalid_request_error", "regex", (const char *const[]){"backreferences", NULL});
+    reply_free(&r);
+    r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"json_schema\": {\"type\": \"object\", "
+             "\"properties\": {\"a\": {\"not\": {}}}}}}");
+    assert_error(&r, 400, "invalid_request_error", "json_schema",
+                 (const char *const[]){"#/properties/a", "keyword 'not'", NULL});
+    reply_free(&r);
+    r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"regex\": \"a\", \"ebnf\": \"root ::= \\\"a\\\"\"}}");
+    assert_error(&r, 400, "invalid_request_error", "ebnf", (const char *const[]){"at most one", NULL});
     reply_free(&r);
     r = curl("POST", "/generate", "{\"text\": \"a\", \"sampling_params\": {\"temprature\": 1}}");
     assert_error(&r, 400, "invalid_request_error", "temprature", (const char *const[]){"not a sampling parameter",
@@ -909,6 +965,7 @@ static Suite *suite_http_native(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, generate_equals_the_engine_and_streams_sse);
     tcase_add_test(t, tokenize_detokenize_info_health);
+    tcase_add_test(t, constrained_generate_and_cached_tokens);
     tcase_add_test(t, generate_text_reads_on_from_the_prompt);
     tcase_add_test(t, abort_by_rid_and_by_disconnect);
     tcase_add_test(t, errors_have_status_and_shape);

@@ -22,7 +22,8 @@
 START_TEST(generate_round_trips)
 {
     int32_t ids[] = {1, 15043, 3186, -1, 2147483647};
-    struct cinfer_msg_generate in = {.rid = 0x1122334455667788ull, .ids = ids, .n_ids = 5, .stream = 1};
+    struct cinfer_msg_generate in = {.rid = 0x1122334455667788ull, .ids = ids, .n_ids = 5, .stream = 1,
+                                     .grammar = "root ::= \"yes\" | \"no\"\n"};
     cinfer_sampling_params_init(&in.sampling);
     in.sampling.temperature = 0.7f;
     in.sampling.top_k = 40;
@@ -47,6 +48,7 @@ START_TEST(generate_round_trips)
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_msg_decode_generate(frame, len, &out, &err), CINFER_OK);
     ck_assert_uint_eq(out.rid, in.rid);
+    ck_assert_str_eq(out.grammar, in.grammar);
     ck_assert_uint_eq(out.n_ids, 5);
     ck_assert_mem_eq(out.ids, ids, sizeof ids);
     ck_assert_float_eq(out.sampling.temperature, 0.7f);
@@ -140,7 +142,8 @@ START_TEST(tokens_and_text_round_trip)
 {
     int32_t a[] = {5, 6}, b[] = {7};
     struct cinfer_token_item items[] = {
-        {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3, .completion_tokens = 2},
+        {.rid = 1, .ids = a, .n_ids = 2, .finish_reason = CINFER_FINISH_NONE, .prompt_tokens = 3,
+        .completion_tokens = 2},
         {.rid = 2, .ids = b, .n_ids = 1, .finish_reason = CINFER_FINISH_ERROR, .error = "out of KV pages",
          .code = CINFER_ERR_NOMEM},
     };
@@ -288,19 +291,19 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     uint8_t *bytes = frame;
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
-    /* (and the item's error code, 4 bytes, after them) */
-    ck_assert_int_eq(bytes[len - 18], 1);
-    ck_assert_int_eq(bytes[len - 13], 1);
+    /* (and the item's error code and cached count, 4 bytes each, after them) */
+    ck_assert_int_eq(bytes[len - 22], 1);
+    ck_assert_int_eq(bytes[len - 17], 1);
 
-    bytes[len - 13] = CINFER_MAX_TOP_LOGPROBS + 1;
+    bytes[len - 17] = CINFER_MAX_TOP_LOGPROBS + 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.logprobs.n_top': 21 exceeds the limit 20");
-    bytes[len - 13] = 1;
+    bytes[len - 17] = 1;
 
-    bytes[len - 18] = 2;
+    bytes[len - 22] = 2;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TOKENS frame: field 'items.has_logprobs': 2 is neither 0 nor 1");
-    bytes[len - 18] = 1;
+    bytes[len - 22] = 1;
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, len, &out, &err), CINFER_OK);
     cinfer_msg_tokens_free(&out);
     free(frame);
@@ -310,8 +313,8 @@ START_TEST(logprobs_beyond_their_limits_are_rejected)
     struct cinfer_msg_text t = {.rid = 9};
     ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
     bytes = frame;
-    ck_assert_int_eq(bytes[len - 5], 0); /* the flag, before the 4-byte code */
-    bytes[len - 5] = 1;
+    ck_assert_int_eq(bytes[len - 9], 0); /* the flag, before the 4-byte code and cached count */
+    bytes[len - 9] = 1;
     struct cinfer_msg_text tout;
     ck_assert_int_eq(cinfer_msg_decode_text(frame, len, &tout, &err), CINFER_ERR_PARSE);
     ck_assert_str_eq(err.message, "TEXT frame: field 'has_logprobs': logprobs are present for no ids");
@@ -342,7 +345,7 @@ START_TEST(headers_are_checked)
     bytes[0] ^= 0xFF;
     bytes[4] = 99; /* version */
     ck_assert_int_eq(cinfer_msg_decode_abort(frame, len, &out, &err), CINFER_ERR_PARSE);
-    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 3");
+    ck_assert_str_eq(err.message, "frame has protocol version 99, expected 4");
     bytes[4] = CINFER_IPC_VERSION;
 
     /* Trailing bytes are as wrong as missing ones. */
@@ -375,6 +378,44 @@ START_TEST(heartbeat_round_trips)
 }
 END_TEST
 
+/* How a replica's communicator is named, by where its ranks run (cinfer/engine.h's
+ * CINFER_COMM_*). */
+static void comm_of(const char *config, int group_comm, int dp_rank, char *out, size_t out_bytes)
+{
+    struct cinfer_server_args in;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
+    ck_assert_msg(cinfer_server_args_load_string(&in, config, "test", &err) == 0, "%s", err.message);
+    struct engine_endpoints endpoints;
+    ck_assert_msg(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-Ab", &in, group_comm, &err) == 0, "%s", err.message);
+    struct cinfer_port_args ports;
+    cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, dp_rank, 1, &ports);
+    snprintf(out, out_bytes, "%s", ports.comm);
+    cinfer_endpoints_free(&endpoints);
+    cinfer_server_args_free(&in);
+}
+
+START_TEST(a_replica_s_communicator_is_named_for_where_its_ranks_run)
+{
+    char comm[128];
+    comm_of("launcher = { tp_size = 1; };", 0, 0, comm, sizeof comm);
+    ck_assert_str_eq(comm, ""); /* one rank: none */
+    comm_of("launcher = { tp_size = 2; dp_size = 2; };", 0, 1, comm, sizeof comm);
+    ck_assert_str_eq(comm, "/cinfer-Ab-comm-dp1"); /* this machine: the engine makes the segment */
+    comm_of("launcher = { tp_size = 2; dp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 0,
+            1,
+            comm, sizeof comm);
+    ck_assert_str_eq(comm, CINFER_COMM_SHM_BY_RANK0 "/cinfer-Ab-comm-dp1"); /* a replica per host: rank 0 makes it */
+    comm_of("launcher = { tp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 0, 0, comm,
+            sizeof comm);
+    /* ranks on two hosts: tcp through rank 0, on its replica's last port (2 + tp + 3 ports) */
+    ck_assert_str_eq(comm, "tcp://127.0.0.1:30006");
+    comm_of("launcher = { tp_size = 2; hosts = [\"127.0.0.1\", \"127.0.0.2\"]; port_base = 30000; };", 1, 0, comm,
+            sizeof comm);
+    ck_assert_str_eq(comm, CINFER_COMM_GROUP); /* the launcher brings it (launch-mpi) */
+}
+END_TEST
+
 /* A worker's settings over a socket pair, as the engine hands them over: what goes in
  * comes out, and every way the stream can be wrong is refused with words. */
 START_TEST(worker_settings_travel_on_stdin)
@@ -382,10 +423,18 @@ START_TEST(worker_settings_travel_on_stdin)
     struct cinfer_server_args in;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_server_args_init(&in, &err), 0);
-    ck_assert_int_eq(cinfer_server_args_load_string(&in, "launcher = { dp_size = 3; }; model = { dtype = \"f16\"; };",
-                                                    "test", &err), 0);
+    ck_assert_int_eq(cinfer_server_args_load_string(
+                         &in, "launcher = { dp_size = 3; tp_size = 2; }; model = { dtype = \"f16\"; };", "test", &err),
+                     0);
+    struct engine_endpoints endpoints;
+    ck_assert_int_eq(cinfer_endpoints_init(&endpoints, "/tmp/cinfer-XyZ123", &in, 0, &err), 0);
     struct cinfer_port_args ports;
-    ck_assert_int_eq(cinfer_port_args_init(&ports, "/tmp/cinfer-XyZ123", &err), 0);
+    cinfer_endpoints_of_worker(&endpoints, CINFER_WORKER_SCHEDULER, 2, 1, &ports);
+    ck_assert_str_eq(ports.rpc, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
+    ck_assert_str_eq(ports.scheduler_input, "ipc:///tmp/cinfer-XyZ123/scheduler-in-dp2");
+    ck_assert_str_eq(ports.comm, "/cinfer-XyZ123-comm-dp2");
+    snprintf(ports.curve_client_secret, sizeof ports.curve_client_secret, "%s",
+             "0123456789012345678901234567890123456789");
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ck_assert_int_eq(cinfer_worker_settings_send(sv[0], &in, &ports, &err), 0);
@@ -398,18 +447,14 @@ START_TEST(worker_settings_travel_on_stdin)
     ck_assert_str_eq(a, b);
     ck_assert_int_eq(out.dp_size, 3);
     ck_assert_int_eq(memcmp(&ports, &out_ports, sizeof ports), 0);
-    char endpoint[CINFER_ENDPOINT_BYTES];
-    cinfer_port_args_rpc(&out_ports, 2, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "ipc:///tmp/cinfer-XyZ123/rpc-dp2-tp1");
-    cinfer_port_args_comm(&out_ports, 1, endpoint, sizeof endpoint);
-    ck_assert_str_eq(endpoint, "/cinfer-XyZ123-comm-dp1");
     free(a);
     free(b);
     cinfer_server_args_free(&out);
 
     /* Nothing written yet: a timeout that says so. */
     ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 50, &out, &out_ports, &err), CINFER_ERR_TIMEOUT);
-    ck_assert_str_eq(err.message, "no settings on standard input: 0 of 4 bytes of the settings' length came within 50 ms");
+    ck_assert_str_eq(err.message,
+                     "no settings on standard input: 0 of 4 bytes of the settings' length came within 50 ms");
     /* A length beyond any settings. */
     ck_assert_int_eq(write(sv[0], "\xff\xff\xff\x7f", 4), 4);
     ck_assert_int_eq(cinfer_worker_settings_receive(sv[1], 1000, &out, &out_ports, &err), CINFER_ERR_PARSE);
@@ -458,7 +503,8 @@ END_TEST
 START_TEST(counts_beyond_limits_are_rejected)
 {
     /* A TOKENS frame that claims 4 billion items in a few bytes. */
-    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
+    uint8_t frame[16] = {0x43, 0x49, 0x4E, 0x46, CINFER_IPC_VERSION, 0, 0, 0, CINFER_MSG_TOKENS, 0, 0, 0, 0xFF, 0xFF,
+    0xFF, 0xFF};
     struct cinfer_msg_tokens out;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_msg_decode_tokens(frame, sizeof frame, &out, &err), CINFER_ERR_PARSE);
@@ -486,10 +532,12 @@ END_TEST
 
 /* Overwrites the last 4 bytes of a frame (where TOKENS items and TEXT end with the
  * code) with code, little-endian. */
+/* The code is the last i32 before the cached-token count that ends a TOKENS item and
+ * a TEXT message. */
 static void put_last_i32(void *frame, size_t len, int32_t code)
 {
     uint32_t u = (uint32_t)code;
-    uint8_t *end = (uint8_t *)frame + len - 4;
+    uint8_t *end = (uint8_t *)frame + len - 8;
     for (int i = 0; i < 4; i++)
         end[i] = (uint8_t)(u >> (8 * i));
 }
@@ -500,7 +548,8 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
     for (int code = -1; code >= CINFER_STATUS_MIN; code--) {
         struct cinfer_token_item items[] = {
             {.rid = 1, .ids = &id, .n_ids = 1, .completion_tokens = 1}, /* another request, going on */
-            {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .prompt_tokens = 9, .error = "why", .code = code},
+            {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .prompt_tokens = 9, .error = "why", .code = code,
+             .cached_tokens = 8},
         };
         struct cinfer_msg_tokens in = {.items = items, .n_items = 2};
         void *frame, *again;
@@ -511,6 +560,7 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
         ck_assert_msg(cinfer_msg_decode_tokens(frame, len, &out, &err) == CINFER_OK, "%d: %s", code, err.message);
         ck_assert_int_eq(out.items[0].code, 0);
         ck_assert_int_eq(out.items[1].code, code);
+        ck_assert_uint_eq(out.items[1].cached_tokens, 8);
         ck_assert_int_eq(out.items[1].finish_reason, CINFER_FINISH_ERROR);
         ck_assert_str_eq(out.items[1].error, "why");
         ck_assert_int_eq(cinfer_msg_encode_tokens(&out, &again, &again_len), CINFER_OK);
@@ -520,11 +570,13 @@ START_TEST(error_codes_round_trip_in_tokens_and_text)
         cinfer_msg_tokens_free(&out);
         free(frame);
 
-        struct cinfer_msg_text t = {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .error = "why", .code = code};
+        struct cinfer_msg_text t = {.rid = 2, .finish_reason = CINFER_FINISH_ERROR, .error = "why", .code = code,
+                                    .cached_tokens = 16};
         ck_assert_int_eq(cinfer_msg_encode_text(&t, &frame, &len), CINFER_OK);
         struct cinfer_msg_text tout;
         ck_assert_msg(cinfer_msg_decode_text(frame, len, &tout, &err) == CINFER_OK, "%d: %s", code, err.message);
         ck_assert_int_eq(tout.code, code);
+        ck_assert_uint_eq(tout.cached_tokens, 16);
         ck_assert_str_eq(tout.error, "why");
         ck_assert_int_eq(cinfer_msg_encode_text(&tout, &again, &again_len), CINFER_OK);
         ck_assert_uint_eq(again_len, len);
@@ -637,6 +689,7 @@ static Suite *suite_ipc_messages(void)
     tcase_add_test(tc, headers_are_checked);
     tcase_add_test(tc, heartbeat_round_trips);
     tcase_add_test(tc, worker_settings_travel_on_stdin);
+    tcase_add_test(tc, a_replica_s_communicator_is_named_for_where_its_ranks_run);
     tcase_add_test(tc, counts_beyond_limits_are_rejected);
     tcase_add_test(tc, logit_bias_beyond_its_limit_is_rejected);
     tcase_add_test(tc, error_codes_round_trip_in_tokens_and_text);

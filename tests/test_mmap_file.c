@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "support/runner.h"
+#include "support/smaps.h"
 #include "support/tmp_dir.h"
 #include "util/mmap_file.h"
 
@@ -29,28 +30,6 @@ static void write_file(const char *path, size_t bytes)
     ck_assert_uint_eq(fwrite(buf, 1, bytes, f), bytes);
     ck_assert_int_eq(fclose(f), 0);
     free(buf);
-}
-
-/* The first line starting with `key` in the /proc/self/smaps entry that starts at
- * addr, into out; "" when there is none. */
-static void smaps_line(const void *addr, const char *key, char *out, size_t out_size)
-{
-    out[0] = '\0';
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f)
-        return;
-    char line[512], start[32];
-    snprintf(start, sizeof start, "%lx-", (unsigned long)(uintptr_t)addr);
-    int in_entry = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, start, strlen(start)))
-            in_entry = 1;
-        else if (in_entry && !strncmp(line, key, strlen(key))) {
-            snprintf(out, out_size, "%s", line);
-            break;
-        }
-    }
-    fclose(f);
 }
 
 /* Whether this kernel gives huge pages to mappings that ask for them. */
@@ -87,7 +66,7 @@ START_TEST(maps_the_file_on_a_huge_page_boundary)
         ck_assert_int_eq(memcmp(mf.data, expect, sizes[s]), 0);
         free(expect);
         char flags[512];
-        smaps_line(mf.data, "VmFlags:", flags, sizeof flags);
+        cinfer_test_smaps_line(mf.data, "VmFlags:", flags, sizeof flags);
         ck_assert_msg(flags[0] != '\0', "size %zu: no /proc/self/smaps entry starts at the mapping", sizes[s]);
         if (kernel_offers_huge_pages())
             ck_assert_msg(strstr(flags, " hg") != NULL, "size %zu: the mapping lacks the huge-page advice: %s",
@@ -101,15 +80,6 @@ START_TEST(maps_the_file_on_a_huge_page_boundary)
     cinfer_test_remove_tmp_dir();
 }
 END_TEST
-
-/* kB of the /proc/self/smaps entry starting at addr that are resident ("Rss:"), or -1 */
-static long rss_kb_of(const void *addr)
-{
-    char line[512];
-    long kb = -1;
-    smaps_line(addr, "Rss:", line, sizeof line);
-    return sscanf(line, "Rss: %ld kB", &kb) == 1 ? kb : -1;
-}
 
 /* Dropped bytes leave the resident set (the whole pages inside the range, not the
  * partial ones at its ends) and read back as the file's bytes. */
@@ -127,15 +97,15 @@ START_TEST(dropped_bytes_leave_memory_and_read_back)
     ck_assert_uint_eq(fread(expect, 1, size, f), size);
     fclose(f);
     ck_assert_int_eq(memcmp(mf.data, expect, size), 0); /* every page touched */
-    long before = rss_kb_of(mf.data);
+    long before = cinfer_test_smaps_rss_kb_at(mf.data);
     ck_assert_int_ge(before, (long)(size / 1024) - 4);
     size_t from = 5000, bytes = size - 9000; /* partial pages at both ends stay */
     cinfer_mapped_bytes_drop(mf.data + from, bytes);
-    long after = rss_kb_of(mf.data);
+    long after = cinfer_test_smaps_rss_kb_at(mf.data);
     printf("mmap_file: %ld kB resident, %ld kB after dropping %zu bytes\n", before, after, bytes);
     ck_assert_int_le(after, 12);                 /* the two partial pages, at most */
     ck_assert_int_eq(memcmp(mf.data, expect, size), 0); /* faulted back in from the file */
-    ck_assert_int_ge(rss_kb_of(mf.data), before - 4);
+    ck_assert_int_ge(cinfer_test_smaps_rss_kb_at(mf.data), before - 4);
     cinfer_mapped_bytes_drop(mf.data + 10, 100); /* inside one page: nothing to drop */
     ck_assert_int_eq(memcmp(mf.data, expect, size), 0);
     free(expect);

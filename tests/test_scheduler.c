@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "cinfer/config.h"
+#include "cinfer/plugins.h"
+#include "cinfer/tokenizer.h"
+#include "grammar/constraint.h"
 #include "ipc/messages.h"
 #include "model/model.h"
 #include "model/runtime.h"
@@ -41,6 +44,8 @@ struct setup {
     enum cinfer_schedule_policy policy;
     int chunk;
     int fake_clock;             /* the timeouts read fake_now_ms */
+    const struct cinfer_token_table *tokens; /* constrained decoding; NULL: off */
+    enum cinfer_kv_cache_dtype kv_dtype;      /* AUTO (0): f16 */
 };
 
 static int64_t fake_now_ms;
@@ -69,9 +74,10 @@ static void random_ids(uint64_t *state, int32_t *ids, int n)
 static void fixture_open(struct fixture *f, const struct setup *cfg)
 {
     const struct cinfer_model_config *c = &model->config;
-    size_t per_token = cinfer_runtime_kv_token_bytes(c, CINFER_KV_CACHE_DTYPE_AUTO);
+    size_t per_token = cinfer_runtime_kv_token_bytes(c, cfg->kv_dtype);
     struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)cfg->kv_tokens * per_token, .kv_page_tokens = 16,
-                                        .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running};
+                                        .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running,
+                                        .kv_dtype = cfg->kv_dtype};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_runtime_create(model, &ro, &f->rt, &err) == 0, "%s", err.message);
     struct cinfer_scheduler_options so = {
@@ -87,6 +93,7 @@ static void fixture_open(struct fixture *f, const struct setup *cfg)
         .schedule_policy = cfg->policy,
         .disable_radix_cache = cfg->disable_cache,
         .now_ms = cfg->fake_clock ? fake_clock : NULL,
+        .token_table = cfg->tokens,
     };
     ck_assert_msg(cinfer_scheduler_create(f->rt, &so, &f->s, &err) == 0, "%s", err.message);
 }
@@ -151,10 +158,10 @@ static void run_together(const struct setup *cfg, struct workload *w, struct cin
     fixture_close(&f);
 }
 
-/* Each request alone in its own scheduler without the prefix cache. */
-static void run_alone(struct workload *w)
+/* Each request alone in its own scheduler without the prefix cache, KV cache type kv. */
+static void run_alone_kv(struct workload *w, enum cinfer_kv_cache_dtype kv)
 {
-    struct setup cfg = {.kv_tokens = MAX_PROMPT + MAX_NEW + 32, .max_running = 1, .disable_cache = 1};
+    struct setup cfg = {.kv_tokens = MAX_PROMPT + MAX_NEW + 32, .max_running = 1, .disable_cache = 1, .kv_dtype = kv};
     struct fixture f;
     fixture_open(&f, &cfg);
     struct cinfer_sampling_params p;
@@ -168,6 +175,11 @@ static void run_alone(struct workload *w)
         ck_assert_int_eq(w->n_out[i], MAX_NEW);
     }
     fixture_close(&f);
+}
+
+static void run_alone(struct workload *w)
+{
+    run_alone_kv(w, CINFER_KV_CACHE_DTYPE_AUTO);
 }
 
 static void assert_same_outputs(const struct workload *a, const struct workload *b, const char *what)
@@ -299,6 +311,135 @@ START_TEST(kv_pressure_retracts_and_completes)
     }
     free(w);
     free(alone);
+}
+END_TEST
+
+/* With every KV cache type, on the default model (head_dim 32, so q8_0 fits): 60
+ * requests, half of them sharing a 32-token prefix, in a cache with room for about four
+ * at full length: the prefix cache hits, requests are retracted, and every request gets
+ * the tokens it gets alone with the same KV type. */
+START_TEST(kv_types_prefix_cache_and_retraction_equal_alone)
+{
+    static const enum cinfer_kv_cache_dtype types[] = {CINFER_KV_CACHE_DTYPE_F32, CINFER_KV_CACHE_DTYPE_F16,
+                                                       CINFER_KV_CACHE_DTYPE_BF16, CINFER_KV_CACHE_DTYPE_Q8_0};
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    struct cinfer_model *stories = model, *m = NULL;
+    struct cinfer_model_load_options lo = {0};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_model_load(CINFER_SOURCE_DIR "/models/default", &lo, &m, &err) == 0, "%s", err.message);
+    model = m; /* the fixture and random_ids read the global */
+    struct workload *w = random_workload(60, 40, 80, 0x5eed0007);
+    for (int i = 0; i < w->n; i += 2)
+        memcpy(w->prompts[i], w->prompts[0], 32 * sizeof(int32_t));
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone_kv(alone, types[_i]);
+    struct setup cfg = {.kv_tokens = 4 * (80 + MAX_NEW + 16), .max_running = 60, .kv_dtype = types[_i]};
+    struct cinfer_scheduler_stats stats;
+    run_together(&cfg, w, &stats);
+    char what[64];
+    snprintf(what, sizeof what, "kv %s, prefix cache and KV pressure", names[_i]);
+    assert_same_outputs(w, alone, what);
+    printf("kv cache %s: 60 requests in a %d-token cache: %lld retractions, %lld prefix-cache hit tokens; every "
+           "request's tokens as alone\n",
+           names[_i], cfg.kv_tokens, (long long)stats.retractions, (long long)stats.prefix_cache_hit_tokens);
+    ck_assert_int_gt(stats.retractions, 0);
+    ck_assert_int_gt(stats.prefix_cache_hit_tokens, 0);
+    free(w);
+    free(alone);
+    model = stories;
+    cinfer_model_free(&m);
+}
+END_TEST
+
+/* Constrained and free requests in one batch under KV pressure: the free ones (greedy)
+ * give exactly what they give alone, whatever the grammar did to their neighbours; the
+ * constrained ones (sampled) all spell a sentence of the grammar and end with EOS, their
+ * matchers surviving retraction; one grammar text is compiled once for all of them. */
+START_TEST(constrained_and_free_requests_batch_together)
+{
+    struct cinfer_plugin *plugin = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_plugin_open("tokenizer-bpe", CINFER_PLUGIN_KIND_TOKENIZER, CINFER_BINARY_DIR "/lib/cinfer/plugins",
+                                     &plugin, &err) == 0, "%s", err.message);
+    const struct cinfer_tokenizer_ops *ops = cinfer_plugin_vtable(plugin);
+    struct cinfer_tokenizer *tok = NULL;
+    ck_assert_msg(ops->open(MODEL_PATH, &tok, &err) == 0, "%s", err.message);
+    struct cinfer_tokenizer_ctx ctx = {.plugin = plugin, .ops = ops, .tok = tok};
+    struct cinfer_token_table *tt = NULL;
+    ck_assert_int_eq(cinfer_token_table_from_tokenizer(&ctx, model->config.vocab_size, &tt, &err), 0);
+
+    struct workload *w = random_workload(40, 20, 60, 0x5eed0021);
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone(alone);
+    struct setup cfg = {.kv_tokens = 6 * (60 + MAX_NEW + 16), .max_running = 40, .tokens = tt};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    const char *regex = "[a-z]{1,6}( [a-z]{1,6}){2,4}\\.";
+    for (int i = 0; i < w->n; i++) {
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        if (i % 2) { /* constrained: sampled, EOS allowed only after the '.' */
+            p.temperature = 1.0f;
+            p.ignore_eos = 0;
+            p.seed = (uint64_t)i;
+            p.has_seed = 1;
+            p.regex = regex;
+        }
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+        w->n_out[i] = 0;
+    }
+    drain(f.s, w);
+    struct cinfer_scheduler_stats stats;
+    cinfer_scheduler_get_stats(f.s, &stats);
+    for (int i = 0; i < w->n; i += 2) {
+        ck_assert_int_eq(w->n_out[i], alone->n_out[i]);
+        ck_assert_msg(memcmp(w->out[i], alone->out[i], (size_t)w->n_out[i] * sizeof w->out[i][0]) == 0,
+                      "free request %d changed beside constrained ones", i);
+    }
+    int checked = 0;
+    for (int i = 1; i < w->n; i += 2) {
+        ck_assert_msg(w->finish[i] == CINFER_FINISH_STOP_TOKEN, "constrained request %d finished %d", i, w->finish[i]);
+        char text[512];
+        size_t len = 0;
+        for (int k = 0; k + 1 < w->n_out[i]; k++) { /* the last token is EOS */
+            int32_t id = w->out[i][k];
+            memcpy(text + len, tt->bytes + tt->offset[id], tt->len[id]);
+            len += tt->len[id];
+        }
+        text[len] = '\0';
+        /* the regex by hand: words of 1-6 letters, 3 to 5 of them, one space apart, a '.' */
+        int words = 0, run = 0, ok = len > 0 && text[len - 1] == '.';
+        for (size_t k = 0; ok && k + 1 < len; k++) {
+            if (text[k] >= 'a' && text[k] <= 'z') {
+                ok = ++run <= 6;
+            } else if (text[k] == ' ' && run > 0) {
+                words++;
+                run = 0;
+            } else {
+                ok = 0;
+            }
+        }
+        words += run > 0;
+        ok = ok && run > 0 && words >= 3 && words <= 5;
+        ck_assert_msg(ok, "constrained request %d: \"%s\" does not match %s", i, text, regex);
+        if (checked++ < 3)
+            printf("constrained %d: \"%s\"\n", i, text);
+    }
+    printf("constrained and free together: %d free outputs as alone, %d constrained outputs match; %lld "
+           "retractions; grammar compiled %lld time(s) for %lld requests\n",
+           w->n / 2, checked, (long long)stats.retractions,
+           (long long)(stats.grammar_lookups - stats.grammar_cache_hits), (long long)stats.grammar_lookups);
+    ck_assert_int_eq(stats.grammar_lookups, w->n / 2);
+    ck_assert_int_eq(stats.grammar_cache_hits, w->n / 2 - 1);
+    fixture_close(&f);
+    free(w);
+    free(alone);
+    cinfer_token_table_free(&tt);
+    ops->close(tok);
+    cinfer_plugin_close(&plugin);
 }
 END_TEST
 
@@ -611,6 +752,8 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, concurrent_64_equal_alone);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
+    tcase_add_loop_test(tc, kv_types_prefix_cache_and_retraction_equal_alone, 0, 4);
+    tcase_add_test(tc, constrained_and_free_requests_batch_together);
     tcase_add_test(tc, kv_pressure_retracts_the_lowest_priority);
     tcase_add_test(tc, abort_frees_pages_at_once);
     tcase_add_test(tc, queue_full_and_too_long_refused);

@@ -215,9 +215,13 @@ static void rows_part(void *arg, int part, int thread)
     size_t len = job->row_len;
     switch (job->op) {
     case ROWS_EMBEDDING:
-        for (int r = r0; r < r1; r++)
-            cinfer_kernel_weight_row_to_f32(job->table->data, (enum cinfer_kernel_wtype)job->table->type,
-                                            job->table->row_bytes, job->ids[r], (int)len, job->y + r * len);
+        for (int r = r0; r < r1; r++) {
+            if (job->ids[r] < 0 || job->ids[r] >= job->table->rows) /* another rank's row */
+                memset(job->y + r * len, 0, len * sizeof(float));
+            else
+                cinfer_kernel_weight_row_to_f32(job->table->data, (enum cinfer_kernel_wtype)job->table->type,
+                                                job->table->row_bytes, job->ids[r], (int)len, job->y + r * len);
+        }
         break;
     case ROWS_RMSNORM:
         for (int r = r0; r < r1; r++)

@@ -19,6 +19,8 @@ static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const schedule_policy_choices[] = {"fcfs", "lpm", NULL};
 static const char *const restart_policy_choices[] = {"off", "on-failure", NULL};
 static const char *const log_level_choices[] = {"error", "warning", "info", "debug", NULL};
+static const char *const tool_call_parser_choices[] = {"auto", "none", "qwen25", "llama3", "mistral", NULL};
+static const char *const reasoning_parser_choices[] = {"none", "qwen3", "deepseek-r1", NULL};
 
 const char *const cinfer_config_sections[] = {"model", "tokenizer", "launcher", "scheduler",
                                               "server", "engine", "log", NULL};
@@ -59,12 +61,38 @@ const struct option cinfer_options[] = {
     {.section = "launcher", .name = "plugin", .flag = "--launcher",
      .type = OPTION_STRING, .offset = FIELD(launcher), .default_string = "auto", .value_name = "NAME",
      .help = "The launcher plugin that starts the worker processes: auto (every launcher found is asked "
-             "whether it is usable here, and the highest priority wins: MPI inside an MPI job, else fork), "
-             "fork, mpi or ssh (short for launch-fork, launch-mpi, launch-ssh), any other launcher plugin by "
-             "name, or the path of a plugin file. `cinfer plugins` shows each launcher's answer."},
+             "whether it is usable here, and the highest priority wins: launch-mpi inside a Slurm or MPI "
+             "allocation, launch-ssh with hosts, else launch-fork), fork, mpi or ssh (short for launch-fork, "
+             "launch-mpi, launch-ssh), any other launcher plugin by name, or the path of a plugin file. "
+             "`cinfer plugins` shows each launcher's answer."},
     {.section = "launcher", .name = "hosts", .flag = "--hosts",
      .type = OPTION_STRING_LIST, .offset = FIELD(hosts), .value_name = "HOST,...",
-     .help = "Hosts for the ssh launcher, one per data-parallel replica, as host or user@host."},
+     .help = "Hosts the scheduler ranks run on, as host or user@host (launch-ssh; launch-mpi takes host names): "
+             "one per data-parallel replica (its ranks share the host), or one per rank (dp_size times tp_size, "
+             "replica by replica). With hosts, every channel is tcp:// with CURVE keys made for the engine. "
+             "Empty inside a Slurm or MPI allocation, launch-mpi takes one node of it per replica."},
+    {.section = "launcher", .name = "bind_address", .flag = "--bind-address",
+     .type = OPTION_STRING, .offset = FIELD(bind_address), .value_name = "ADDRESS",
+     .help = "With hosts: the address of this machine the workers reach its channels at; unset, the address "
+             "this machine reaches the first host from. \"*\" binds every interface (and still advertises that "
+             "address)."},
+    {.section = "launcher", .name = "port_base", .flag = "--port-base",
+     .type = OPTION_INT, .offset = FIELD(port_base), .min = 0, .max = 65000, .default_int = 0, .value_name = "PORT",
+     .help = "With hosts: the first tcp port of the engine's channels (it uses 2 + dp_size * (tp_size + 3) in a "
+             "row); 0 picks one from the process id."},
+    {.section = "launcher", .name = "ssh_args", .flag = "--ssh-args",
+     .type = OPTION_STRING, .offset = FIELD(ssh_args), .value_name = "ARGS",
+     .help = "Extra arguments for the ssh client, split on spaces (\"-F FILE -i KEY\"): launch-ssh's, and "
+             "mpirun's when launch-mpi reaches other hosts (its plm_rsh_args)."},
+    {.section = "launcher", .name = "connect_timeout", .flag = "--connect-timeout",
+     .type = OPTION_DURATION_MS, .offset = FIELD(connect_timeout_ms), .min = SECOND_MS, .max = 3600 * SECOND_MS,
+     .default_int = 10 * SECOND_MS, .value_name = "TIME",
+     .help = "How long ssh waits for a host to answer (ConnectTimeout, whole seconds), for launch-ssh and for "
+             "mpirun's ssh under launch-mpi."},
+    {.section = "launcher", .name = "remote_worker", .flag = "--remote-worker",
+     .type = OPTION_STRING_LIST, .offset = FIELD(remote_workers), .value_name = "[HOST=]PATH,...",
+     .help = "The cinfer-worker executable on the hosts: PATH for every host, HOST=PATH for one; unset, the "
+             "same path as on this machine."},
     {.section = "launcher", .name = "plugin_path", .flag = "--plugin-path",
      .type = OPTION_STRING, .offset = FIELD(plugin_path), .value_name = "DIRS",
      .help = "Colon-separated folders searched for plugins before $CINFER_PLUGIN_PATH and the install folder."},
@@ -147,6 +175,19 @@ const struct option cinfer_options[] = {
     {.section = "server", .name = "ssl_keyfile", .flag = "--ssl-keyfile",
      .type = OPTION_STRING, .offset = FIELD(ssl_keyfile), .value_name = "FILE",
      .help = "PEM private key of ssl_certfile, unencrypted."},
+    {.section = "server", .name = "tool_call_parser", .flag = "--tool-call-parser",
+     .type = OPTION_ENUM, .offset = FIELD(tool_call_parser), .choices = tool_call_parser_choices,
+     .default_int = 0, .value_name = "NAME",
+     .help = "How /v1/chat/completions reads tool calls out of the output into tool_calls: qwen25 "
+             "(<tool_call>{...}</tool_call>: Qwen 2.5, Qwen3, Hermes), llama3 ({\"name\", \"parameters\"}), mistral "
+             "([TOOL_CALLS][...]); auto picks by the model's chat template, none leaves them as text. (gpt-oss's "
+             "format is not offered: that family is not supported yet.)"},
+    {.section = "server", .name = "reasoning_parser", .flag = "--reasoning-parser",
+     .type = OPTION_ENUM, .offset = FIELD(reasoning_parser), .choices = reasoning_parser_choices,
+     .default_int = 0, .value_name = "NAME",
+     .help = "Split a <think> model's reasoning from its answer into reasoning_content: qwen3 (when the output "
+             "opens with <think>), deepseek-r1 (everything up to </think>: R1 distills, whose template opens "
+             "it); none keeps it in content."},
     {.section = "server", .name = "max_connections", .flag = "--max-connections",
      .type = OPTION_INT, .offset = FIELD(max_connections), .min = 1, .max = 65536, .default_int = 2048,
      .value_name = "N",

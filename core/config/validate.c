@@ -9,7 +9,6 @@ static int check_launcher(const struct cinfer_server_args *args, struct cinfer_e
 {
     const char *launcher = args->launcher;
     int is_ssh = !strcmp(launcher, "ssh") || !strcmp(launcher, "launch-ssh");
-    int local_only = !strcmp(launcher, "fork") || !strcmp(launcher, "launch-fork");
     if (!launcher[0])
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "launcher.plugin (--launcher) is empty: expected auto, a launcher plugin's name or "
@@ -18,16 +17,14 @@ static int check_launcher(const struct cinfer_server_args *args, struct cinfer_e
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "launcher.plugin is \"ssh\" but launcher.hosts (--hosts) is empty: the ssh "
                                 "launcher needs one host per data-parallel replica");
-    if (is_ssh && args->hosts.count != args->dp_size)
+    int ranks = args->dp_size * args->tp_size;
+    if (args->hosts.count > 0 && args->hosts.count != args->dp_size && args->hosts.count != ranks)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "launcher.hosts (--hosts) lists %d host%s but launcher.dp_size (--dp-size) is %d: "
-                                "the ssh launcher starts one replica per host (a host may be listed twice)",
-                                args->hosts.count, args->hosts.count == 1 ? "" : "s", args->dp_size);
-    if (local_only && args->hosts.count > 0)
-        return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "launcher.hosts (--hosts) is set but launcher.plugin is \"%s\", which does not "
-                                "use it: choose --launcher ssh, or leave the hosts out",
-                                launcher);
+                                "launcher.hosts (--hosts) lists %d host%s but launcher.dp_size (--dp-size) is %d and "
+                                "tp_size %d: list one host per replica (%d) or one per rank (%d); a host may be "
+                                "listed twice",
+                                args->hosts.count, args->hosts.count == 1 ? "" : "s", args->dp_size, args->tp_size,
+                                args->dp_size, ranks);
     return 0;
 }
 

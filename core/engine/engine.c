@@ -19,7 +19,9 @@
 #include "engine/port_args.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
+#include "grammar/constraint.h"
 #include "ipc/channel.h"
+#include "ipc/curve.h"
 #include "scheduler/sampling_validate.h"
 #include "util/log.h"
 #include "worker/hooks.h"
@@ -59,7 +61,8 @@ static int find_worker(char *out, size_t out_bytes, struct cinfer_error *err)
         }
     }
     return cinfer_error_set(err, CINFER_ERR_NOT_FOUND,
-                            "cannot find the cinfer-worker executable (looked beside libcinfer and in %s; set CINFER_WORKER)",
+                            "cannot find the cinfer-worker executable "
+                            "(looked beside libcinfer and in %s; set CINFER_WORKER)",
                             n > 0 ? self : "the executable's folder");
 }
 
@@ -78,9 +81,11 @@ static void destroy(struct cinfer_engine *e)
     cinfer_plugin_close(&e->launcher_plugin);
     cinfer_channel_close(&e->from_detokenizer);
     cinfer_channel_close(&e->status);
+    cinfer_zap_stop(&e->zap);
     if (e->zmq_context)
         zmq_ctx_term(e->zmq_context);
-    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_endpoints_free(&e->endpoints);
+    cinfer_run_dir_remove(e->endpoints.run_dir);
     cinfer_tokenizer_ctx_free(&e->tok);
     for (int b = 0; b < ENGINE_BUCKETS; b++)
         while (e->buckets[b])
@@ -139,14 +144,53 @@ static int make_worker_table(struct cinfer_engine *e, struct cinfer_error *err)
     return CINFER_OK;
 }
 
+static void launcher_config(const struct cinfer_engine *e, struct cinfer_launcher_config *c)
+{
+    *c = (struct cinfer_launcher_config){
+        .struct_size = sizeof *c, .worker_path = e->worker_path,
+        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size,
+        .ssh_args = e->args.ssh_args, .connect_timeout_ms = e->args.connect_timeout_ms,
+        .remote_workers = (const char *const *)e->args.remote_workers.items};
+}
+
+static int launcher_brings_comm(const struct cinfer_launcher_ops *ops)
+{
+    return ops->version >= 3 && ops->group_join != NULL;
+}
+
+/* The launcher plugin (launcher.plugin, or the best usable one for "auto"); with no
+ * launcher.hosts, the hosts of the allocation it finds (Slurm's nodes, a hostfile)
+ * become the engine's hosts. */
+static int choose_launcher(struct cinfer_engine *e, struct cinfer_error *err)
+{
+    struct cinfer_launcher_config lconfig;
+    launcher_config(e, &lconfig);
+    int rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err);
+    if (rc)
+        return rc;
+    e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
+    if (e->args.hosts.count > 0 || e->launcher->version < 3 || !e->launcher->allocation_hosts)
+        return CINFER_OK;
+    char **hosts = NULL;
+    if ((rc = e->launcher->allocation_hosts(&lconfig, &hosts, err))) {
+        cinfer_error_prefix(err, "launcher %s", cinfer_plugin_descriptor_of(e->launcher_plugin)->name);
+        return rc;
+    }
+    if (!hosts)
+        return CINFER_OK;
+    size_t n = 0;
+    while (hosts[n])
+        n++;
+    e->args.hosts.items = hosts; /* the args own them from here */
+    e->args.hosts.count = (int)n;
+    cinfer_log(CINFER_LOG_SEV_INFO, "hosts from the allocation: %zu (first %s)", n, n ? hosts[0] : "none");
+    return CINFER_OK;
+}
+
 int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
     *out = NULL;
-    if (args->tp_size != 1)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "launcher.tp_size %d: tensor parallelism is not wired into the scheduler process yet "
-                                "(tp_size 1 only)", args->tp_size);
     int rc = cinfer_hooks_check(hooks, err);
     if (rc)
         return rc;
@@ -172,12 +216,27 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     char run_dir[192] = "";
     if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
+        (rc = choose_launcher(e, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||
-        (rc = cinfer_port_args_init(&e->ports, run_dir, err))) {
-        if (run_dir[0] && !e->ports.run_dir[0])
+        (rc = cinfer_endpoints_init(&e->endpoints, run_dir, &e->args, launcher_brings_comm(e->launcher), err))) {
+        if (run_dir[0] && !e->endpoints.run_dir[0])
             cinfer_run_dir_remove(run_dir);
         destroy(e);
         return rc;
+    }
+    for (int i = 0; i < e->n_workers; i++) {
+        struct engine_worker *w = &e->workers[i];
+        cinfer_endpoints_of_worker(&e->endpoints, w->role, w->dp_rank, w->tp_rank, &w->ports);
+        /* Every message about a worker on a host names the host. */
+        const char *host = w->role == CINFER_WORKER_SCHEDULER
+                               ? cinfer_endpoints_host_of(&e->endpoints, w->dp_rank, w->tp_rank)
+                               : NULL;
+        if (host) {
+            w->listed_host = 1;
+            snprintf(w->host, sizeof w->host, "%s", host);
+            size_t used = strlen(w->name);
+            snprintf(w->name + used, sizeof w->name - used, " on host %s", host);
+        }
     }
     /* No socket yet: zmq starts its threads with the first one, and the workers are
      * forked before that (cinfer_engine_start_workers opens the engine's sockets). */
@@ -187,14 +246,8 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
         destroy(e);
         return rc;
     }
-    struct cinfer_launcher_config lconfig = {
-        .struct_size = sizeof lconfig, .worker_path = e->worker_path,
-        .hosts = (const char *const *)e->args.hosts.items, .tp_size = e->args.tp_size, .dp_size = e->args.dp_size};
-    if ((rc = cinfer_launcher_select(&e->args, &lconfig, &e->launcher_plugin, err))) {
-        destroy(e);
-        return rc;
-    }
-    e->launcher = cinfer_plugin_vtable(e->launcher_plugin);
+    struct cinfer_launcher_config lconfig;
+    launcher_config(e, &lconfig);
     if ((rc = cinfer_launcher_start(e->launcher, &lconfig, &e->launch, err)) ||
         (rc = cinfer_engine_start_workers(e, err))) {
         destroy(e);
@@ -333,22 +386,31 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     int rc = validate(e, req, err);
     if (rc)
         return rc;
+    /* A constraint travels as grammar text, checked here so that a schema or regex
+     * the grammar cannot honour is refused before anything runs. */
+    char *grammar = NULL;
+    rc = cinfer_constraint_grammar(&req->sampling, 1, &grammar, err);
+    if (rc)
+        return rc;
     struct cinfer_token_ids ids = {0};
     const int32_t *prompt_ids = req->input_ids;
     size_t n_ids = req->n_input_ids;
     if (req->prompt) {
         rc = e->tok->ops->encode(e->tok->tok, req->prompt, strlen(req->prompt), 1, &ids, err);
-        if (rc)
+        if (rc) {
+            free(grammar);
             return rc;
+        }
         prompt_ids = ids.ids;
         n_ids = ids.len;
     }
     if (n_ids == 0) {
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "the prompt tokenizes to no tokens");
     }
     struct cinfer_msg_generate g = {.ids = (int32_t *)prompt_ids, .n_ids = (uint32_t)n_ids, .sampling = req->sampling,
-                                    .stream = 1};
+                                    .stream = 1, .grammar = grammar};
     pthread_mutex_lock(&e->lock);
     int replica = e->accepting ? cinfer_engine_route(e, prompt_ids, n_ids) : -1;
     if (replica < 0) {
@@ -356,6 +418,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
                            : cinfer_error_set(err, CINFER_ERR_CHILD, "the engine is not healthy: %s", e->failure);
         pthread_mutex_unlock(&e->lock);
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return rc;
     }
     struct engine_request *r = cinfer_engine_request_register(e);
@@ -366,6 +429,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     pthread_mutex_unlock(&e->lock);
     if (!r) {
         cinfer_token_ids_free(&ids);
+        free(grammar);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory registering a request");
     }
     g.rid = r->rid;
@@ -373,6 +437,7 @@ static int open_request(struct cinfer_engine *e, const struct cinfer_generate_re
     size_t len;
     rc = cinfer_msg_encode_generate(&g, &frame, &len);
     cinfer_token_ids_free(&ids);
+    free(grammar);
     if (rc == CINFER_OK) {
         rc = cinfer_engine_send_to_scheduler(e, replica, frame, len, err);
         free(frame);
@@ -450,6 +515,7 @@ static void fill_chunk_view(const struct engine_chunk *c, uint64_t rid, struct c
     view->matched_stop = c->matched_stop;
     view->prompt_tokens = c->prompt_tokens;
     view->completion_tokens = c->completion_tokens;
+    view->cached_tokens = c->cached_tokens;
 }
 
 /* A failed request's chunk as the caller's status: the code of the worker (or the
@@ -554,6 +620,7 @@ static int collect_chunk(const struct cinfer_stream_chunk *c, void *ctx)
     out->finish_reason = c->finish_reason;
     out->prompt_tokens = c->prompt_tokens;
     out->completion_tokens = c->completion_tokens;
+    out->cached_tokens = c->cached_tokens;
     if (c->matched_stop)
         out->matched_stop = strdup(c->matched_stop);
     return 0;

@@ -215,7 +215,7 @@ int cinfer_engine_server_info(struct cinfer_engine *e, struct cinfer_server_info
     snprintf(out->model_path, sizeof out->model_path, "%s",
              e->args.model_path ? e->args.model_path : cinfer_default_model_path());
     snprintf(out->version, sizeof out->version, "%s", CINFER_VERSION);
-    snprintf(out->run_dir, sizeof out->run_dir, "%s", e->ports.run_dir);
+    snprintf(out->run_dir, sizeof out->run_dir, "%s", e->endpoints.run_dir);
     out->tp_size = e->args.tp_size;
     out->dp_size = e->args.dp_size;
     out->kv_page_size = e->args.page_size;

@@ -9,6 +9,8 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/launcher.h"
+#include "engine/port_args.h"
+#include "ipc/curve.h"
 #include "ipc/messages.h"
 
 #define ENGINE_BUCKETS 256
@@ -26,6 +28,7 @@ struct engine_chunk {
     int code;                         /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
     int prompt_tokens;
     int completion_tokens;
+    int cached_tokens;
     struct engine_chunk *next;
 };
 
@@ -41,21 +44,25 @@ struct engine_request {
 /* A fork of the engine's process that runs a hook (custom hooks), per worker. */
 struct engine_child_job {
     struct cinfer_engine *engine;
+    int index;                        /* its worker in engine->workers */
     int role;
     int dp_rank, tp_rank;
 };
 
 struct engine_worker {
-    char name[48];                    /* "detokenizer", "scheduler tp0", "scheduler dp1 tp0" (with dp_size > 1) */
+    char name[128];                   /* "detokenizer", "scheduler tp0", "scheduler dp1 tp0" (with dp_size > 1),
+                                       * "... on host b" when it runs on a listed host */
     int role;                         /* enum cinfer_worker_role_id */
     int dp_rank, tp_rank;
     char host[64];                    /* where it runs ("localhost") */
+    int listed_host;                  /* host is one of launcher.hosts, for the launcher to reach */
     struct cinfer_worker_handle *handle; /* the launcher's; NULL once reaped */
     int lifeline;                     /* our end of its standard input (socket); -1 when closed */
     enum cinfer_worker_phase phase;
     struct cinfer_msg_ready limits;   /* from its READY */
     long last_heartbeat_ms;           /* monotonic; READY counts as the first heartbeat */
     struct engine_child_job job;      /* read only by its forked child (custom hooks) */
+    struct cinfer_port_args ports;    /* its endpoints, as it gets them */
 };
 
 enum engine_replica_state { REPLICA_STARTING = 1, REPLICA_UP = 2, REPLICA_DOWN = 3 };
@@ -71,7 +78,8 @@ struct engine_replica {
     void **rpc;                       /* (tp_size) DEALER per rank; under rpc_lock */
     int in_flight;                    /* requests routed here and still open; under lock */
     int routed;                       /* requests ever routed here; under lock */
-    char comm_name[64];               /* its shared-memory communicator (tp_size > 1) */
+    char comm_name[128];              /* the shared-memory communicator the engine made for it, or "" */
+    int starts;                       /* times its ranks were started (names each start's segment) */
 };
 
 struct engine_router;                 /* router.h */
@@ -82,11 +90,12 @@ struct cinfer_engine {
     int custom_hooks;                 /* run hooks in forked children instead of exec */
     struct cinfer_tokenizer_ctx *tok;
 
-    struct cinfer_port_args ports;
+    struct engine_endpoints endpoints;
     char worker_path[4200];
     void *zmq_context;
     void *from_detokenizer;           /* PULL; engine thread only */
     void *status;                     /* PULL; engine thread (and create) only */
+    struct cinfer_zap *zap;           /* admits the engine's CURVE clients (tcp channels) */
     uint64_t next_call_id;
     pthread_mutex_t send_lock;
     pthread_mutex_t rpc_lock;

@@ -166,6 +166,7 @@ void cinfer_engine_handle_text_frame(struct cinfer_engine *e, const void *frame,
     c->code = t.code; /* the decoder guarantees a status code, nonzero exactly for an error */
     c->prompt_tokens = (int)t.prompt_tokens;
     c->completion_tokens = (int)t.completion_tokens;
+    c->cached_tokens = (int)t.cached_tokens;
     pthread_mutex_lock(&e->lock);
     struct engine_request *r = cinfer_engine_request_find(e, t.rid);
     if (r)

@@ -11,6 +11,7 @@
  * its replica only: its requests fail with the worker named, its other ranks stop, and
  * the restart policy starts the replica again while the others keep serving. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <zmq.h>
 
 #include "cinfer/plugins.h"
+#include "comm/comm_shm.h"
 #include "engine/engine_internal.h"
 #include "engine/router.h"
 #include "engine/run_dir.h"
@@ -53,9 +55,10 @@ static int run_child_job(void *ctx)
     struct cinfer_engine *e = job->engine;
     cinfer_worker_set_hooks(&e->hooks);
     const struct cinfer_engine_hooks *h = cinfer_worker_hooks();
+    const struct cinfer_port_args *ports = &e->workers[job->index].ports;
     if (job->role == CINFER_WORKER_SCHEDULER)
-        return h->run_scheduler_process(&e->args, &e->ports, -1, job->tp_rank, job->dp_rank);
-    return h->run_detokenizer_process(&e->args, &e->ports);
+        return h->run_scheduler_process(&e->args, ports, -1, job->tp_rank, job->dp_rank);
+    return h->run_detokenizer_process(&e->args, ports);
 }
 
 static void close_lifeline(struct engine_worker *w)
@@ -82,6 +85,11 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
                                 strerror(errno));
     w->lifeline = sv[0];
     *child_end = sv[1];
+    /* The settings are written before the worker exists: room for them in the socket,
+     * and never a wait (a frame that does not fit is an error, not a hang). */
+    int room = 1 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     snprintf(b->dp, sizeof b->dp, "%d", w->dp_rank);
     snprintf(b->tp, sizeof b->tp, "%d", w->tp_rank);
     int n = 0;
@@ -98,13 +106,13 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
         b->argv[n++] = "detokenizer";
     }
     b->argv[n] = NULL;
-    w->job = (struct engine_child_job){e, w->role, w->dp_rank, w->tp_rank};
+    w->job = (struct engine_child_job){e, (int)(w - e->workers), w->role, w->dp_rank, w->tp_rank};
     *req = (struct cinfer_spawn_request){
         .role = w->role == CINFER_WORKER_SCHEDULER ? CINFER_ROLE_SCHEDULER : CINFER_ROLE_DETOKENIZER,
         .tp_rank = w->tp_rank,
         .dp_rank = w->dp_rank,
         .gpu_id = -1,
-        .host = w->host,
+        .host = w->listed_host ? w->host : NULL, /* NULL: this machine */
         .argv = e->custom_hooks ? NULL : b->argv,
         .child_main = e->custom_hooks ? run_child_job : NULL,
         .child_ctx = &w->job,
@@ -115,8 +123,10 @@ static int prepare_spawn(struct cinfer_engine *e, struct engine_worker *w, struc
 }
 
 /* Starts workers [first, first + n): as one group where the launcher can (a replica's
- * ranks), else one by one; then writes each one's settings on its standard input. On
- * failure none of them is left running. */
+ * ranks), else one by one. Each one's settings are on its standard input before its
+ * launcher runs (a launcher that delivers them its own way, like launch-mpi, reads them
+ * from there); a worker that is slow to read them holds no one up. On failure none of
+ * them is left running. */
 static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfer_error *err)
 {
     struct spawn_buffers *bufs = calloc((size_t)n, sizeof *bufs);
@@ -132,6 +142,9 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
         w->handle = NULL;
         memset(&w->limits, 0, sizeof w->limits);
         rc = prepare_spawn(e, w, &bufs[prepared], &reqs[prepared], &child_ends[prepared], err);
+        if (rc == CINFER_OK && !e->custom_hooks &&
+            (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &w->ports, err)))
+            cinfer_error_prefix(err, "%s", w->name);
     }
     if (rc == CINFER_OK) {
         if (e->launcher->version >= 2 && e->launcher->spawn_group && n > 1) {
@@ -144,12 +157,6 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
     for (int i = 0; i < prepared; i++) {
         close(child_ends[i]); /* the worker holds its own copy now */
         e->workers[first + i].handle = handles[i];
-    }
-    /* Settings go after the start, so a worker that is slow to read them holds no one up. */
-    for (int i = 0; rc == CINFER_OK && i < n; i++) {
-        struct engine_worker *w = &e->workers[first + i];
-        if (!e->custom_hooks && (rc = cinfer_worker_settings_send(w->lifeline, &e->args, &e->ports, err)))
-            cinfer_error_prefix(err, "%s", w->name);
     }
     if (rc) {
         for (int i = 0; i < prepared; i++) {
@@ -172,12 +179,12 @@ static int spawn_workers(struct cinfer_engine *e, int first, int n, struct cinfe
 }
 
 /* Stops workers [first, first + n): lifelines closed (each worker exits on end of
- * file), then SIGKILL for any still running after the grace period; all reaped. */
-static void stop_workers(struct cinfer_engine *e, int first, int n)
+ * file), then SIGKILL for any still running after grace_ms; all reaped. */
+static void stop_workers(struct cinfer_engine *e, int first, int n, int grace_ms)
 {
     for (int i = first; i < first + n; i++)
         close_lifeline(&e->workers[i]);
-    long deadline = now_ms() + STOP_GRACE_MS;
+    long deadline = now_ms() + grace_ms;
     for (int i = first; i < first + n; i++) {
         struct engine_worker *w = &e->workers[i];
         struct cinfer_worker_status st;
@@ -195,12 +202,73 @@ static void stop_workers(struct cinfer_engine *e, int first, int n)
     }
 }
 
-static void describe_end(const struct engine_worker *w, const struct cinfer_worker_status *st, char *buf, size_t n)
+/* "scheduler dp1 tp0 on host b was killed by signal 9 (Killed)<when>: <what the
+ * launcher adds>". */
+static void describe_end(struct cinfer_engine *e, const struct engine_worker *w, const struct cinfer_worker_status *st,
+                         const char *when, char *buf, size_t n)
 {
     if (st->state == CINFER_WORKER_SIGNALED)
-        snprintf(buf, n, "%s was killed by signal %d (%s)", w->name, st->code, strsignal(st->code));
+        snprintf(buf, n, "%s was killed by signal %d (%s)%s", w->name, st->code, strsignal(st->code), when);
     else
-        snprintf(buf, n, "%s exited with status %d", w->name, st->code);
+        snprintf(buf, n, "%s exited with status %d%s", w->name, st->code, when);
+    char more[512] = "";
+    if (e->launcher->version >= 2 && e->launcher->describe && w->handle)
+        e->launcher->describe(e->launch, w->handle, more, sizeof more);
+    size_t used = strlen(buf);
+    if (more[0] && used < n)
+        snprintf(buf + used, n - used, ": %s", more);
+}
+
+/* ---- a replica's communicator ----------------------------------------------------------- */
+
+/* A replica of several ranks on this machine shares a shared-memory communicator, made
+ * fresh for every start (a dead group's counters may be mid-collective) before its
+ * ranks attach. One whose ranks share another host gets a segment its rank 0 makes
+ * there, under a name fresh for every start; one spread over hosts, or started by a
+ * launcher with its own transport, needs nothing made here. */
+static int create_replica_comm(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
+{
+    if (e->args.tp_size <= 1)
+        return CINFER_OK;
+    r->starts++;
+    struct cinfer_port_args fresh;
+    const struct engine_worker *tp0 = &e->workers[r->first_worker];
+    cinfer_endpoints_of_worker(&e->endpoints, tp0->role, tp0->dp_rank, tp0->tp_rank, &fresh);
+    if (!strncmp(fresh.comm, CINFER_COMM_SHM_BY_RANK0, strlen(CINFER_COMM_SHM_BY_RANK0))) {
+        for (int t = 0; t < e->args.tp_size; t++) {
+            struct cinfer_port_args *ports = &e->workers[r->first_worker + t].ports;
+            snprintf(ports->comm, sizeof ports->comm, "%.100s-s%d", fresh.comm, r->starts);
+        }
+        return CINFER_OK;
+    }
+    if (fresh.comm[0] != '/')
+        return CINFER_OK;
+    snprintf(r->comm_name, sizeof r->comm_name, "%s", fresh.comm);
+    struct cinfer_error ignored = {0};
+    cinfer_comm_shm_unlink(r->comm_name, &ignored); /* a previous start's */
+    int rc = cinfer_comm_shm_create(r->comm_name, e->args.tp_size, 0, err);
+    if (rc)
+        cinfer_error_prefix(err, "replica dp%d", r->dp_rank);
+    return rc;
+}
+
+static void remove_replica_comm(struct engine_replica *r)
+{
+    if (!r->comm_name[0])
+        return;
+    struct cinfer_error ignored = {0};
+    cinfer_comm_shm_unlink(r->comm_name, &ignored);
+    r->comm_name[0] = '\0';
+}
+
+/* Starts a replica's ranks: its communicator, then its workers (as one group where the
+ * launcher can). */
+static int spawn_replica(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
+{
+    int rc = create_replica_comm(e, r, err);
+    if (rc == CINFER_OK && (rc = spawn_workers(e, r->first_worker, e->args.tp_size, err)))
+        remove_replica_comm(r);
+    return rc;
 }
 
 /* ---- a replica's sockets ------------------------------------------------------------- */
@@ -220,18 +288,19 @@ static void close_replica_sockets(struct cinfer_engine *e, struct engine_replica
  * them from the engine thread, so both take the same locks. */
 static int open_replica_sockets(struct cinfer_engine *e, struct engine_replica *r, struct cinfer_error *err)
 {
-    char endpoint[CINFER_ENDPOINT_BYTES];
     int rc = CINFER_OK;
+    const struct engine_worker *tp0 = &e->workers[r->first_worker];
     pthread_mutex_lock(&e->send_lock);
-    cinfer_port_args_scheduler_input(&e->ports, r->dp_rank, endpoint, sizeof endpoint);
-    if (!(r->to_scheduler = cinfer_channel_open(e->zmq_context, ZMQ_PUSH, endpoint, 0, NULL, err)))
+    if (!(r->to_scheduler = cinfer_channel_open_keyed(e->zmq_context, ZMQ_PUSH, tp0->ports.scheduler_input, 0, NULL,
+                                                      &tp0->ports, err)))
         rc = err->code;
     pthread_mutex_unlock(&e->send_lock);
     pthread_mutex_lock(&e->rpc_lock);
     for (int t = 0; rc == CINFER_OK && t < e->args.tp_size; t++) {
-        cinfer_port_args_rpc(&e->ports, r->dp_rank, t, endpoint, sizeof endpoint);
         /* A printable identity: the scheduler's ROUTER addresses its reply by it. */
-        if (!(r->rpc[t] = cinfer_channel_open(e->zmq_context, ZMQ_DEALER, endpoint, 0, "engine", err))) {
+        const struct engine_worker *w = &e->workers[r->first_worker + t];
+        if (!(r->rpc[t] = cinfer_channel_open_keyed(e->zmq_context, ZMQ_DEALER, w->ports.rpc, 0, "engine", &w->ports,
+                                                    err))) {
             rc = err->code;
         } else { /* a send waits for the connection, but not forever */
             int send_timeout_ms = 2000;
@@ -259,7 +328,8 @@ static struct engine_worker *find_worker(struct cinfer_engine *e, int role, uint
 
 /* A READY, HEARTBEAT or FAILED frame. A FAILED one is returned in *failed (else its
  * code is 0) so that the start can report it. */
-static void handle_status_frame(struct cinfer_engine *e, const void *frame, size_t len, struct cinfer_msg_failed *failed)
+static void handle_status_frame(struct cinfer_engine *e, const void *frame, size_t len,
+                                struct cinfer_msg_failed *failed)
 {
     uint32_t type = 0;
     struct cinfer_error err = {0};
@@ -319,6 +389,19 @@ static void drain_status(struct cinfer_engine *e, int timeout_ms, struct cinfer_
 
 /* ---- the first start ----------------------------------------------------------------- */
 
+/* The main process's status channel, with the ZAP handler that admits the engine's
+ * CURVE clients when the workers are on hosts. */
+static int open_status(struct cinfer_engine *e, struct cinfer_error *err)
+{
+    int rc = cinfer_zap_start(e->zmq_context, &e->endpoints.keys, &e->zap, err);
+    if (rc)
+        return rc;
+    char endpoint[CINFER_ENDPOINT_BYTES];
+    cinfer_endpoints_status_bind(&e->endpoints, endpoint, sizeof endpoint);
+    e->status = cinfer_channel_open_keyed(e->zmq_context, ZMQ_PULL, endpoint, 1, NULL, &e->endpoints.keys, err);
+    return e->status ? CINFER_OK : err->code;
+}
+
 static int all_up(const struct cinfer_engine *e, int first, int n)
 {
     for (int i = first; i < first + n; i++)
@@ -336,7 +419,7 @@ static int any_ended(struct cinfer_engine *e, int first, int n, char *why, size_
         if (!w->handle || e->launcher->status(e->launch, w->handle, &st) != CINFER_OK ||
             st.state == CINFER_WORKER_RUNNING)
             continue;
-        describe_end(w, &st, why, why_bytes);
+        describe_end(e, w, &st, " before it was ready", why, why_bytes);
         return 1;
     }
     return 0;
@@ -356,9 +439,9 @@ static int wait_ready(struct cinfer_engine *e, struct cinfer_error *err)
             cinfer_msg_failed_free(&failed);
             return CINFER_ERR_CHILD;
         }
-        char why[256];
+        char why[1024];
         if (any_ended(e, 0, e->n_workers, why, sizeof why))
-            return cinfer_error_set(err, CINFER_ERR_CHILD, "%s before it was ready", why);
+            return cinfer_error_set(err, CINFER_ERR_CHILD, "%s", why);
         if (now_ms() > deadline) {
             /* Name every worker still silent and every one that did answer: which side
              * of the status channel failed is the first question on a report. */
@@ -381,16 +464,16 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
 {
     int rc = spawn_workers(e, 0, 1, err); /* the detokenizer */
     for (int r = 0; rc == CINFER_OK && r < e->n_replicas; r++)
-        rc = spawn_workers(e, e->replicas[r].first_worker, e->args.tp_size, err);
+        rc = spawn_replica(e, &e->replicas[r], err);
     /* The engine's own sockets are bound after the workers start: a worker forked
      * without exec (custom hooks) then copies a process without zmq's threads, whose
      * locks it could otherwise inherit held. The workers connect before the bind and zmq
      * retries (cinfer_channel_open keeps that interval short). A restart finds them open. */
-    if (rc == CINFER_OK && !e->status &&
-        !(e->status = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.status, 1, NULL, err)))
-        rc = err->code;
+    if (rc == CINFER_OK && !e->status)
+        rc = open_status(e, err);
     if (rc == CINFER_OK && !e->from_detokenizer &&
-        !(e->from_detokenizer = cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->ports.tokenizer_input, 1, NULL, err)))
+        !(e->from_detokenizer =
+              cinfer_channel_open(e->zmq_context, ZMQ_PULL, e->workers[0].ports.tokenizer_input, 1, NULL, err)))
         rc = err->code;
     if (rc == CINFER_OK)
         rc = wait_ready(e, err);
@@ -404,9 +487,10 @@ int cinfer_engine_start_workers(struct cinfer_engine *e, struct cinfer_error *er
 
 void cinfer_engine_stop_workers(struct cinfer_engine *e)
 {
-    stop_workers(e, 0, e->n_workers);
+    stop_workers(e, 0, e->n_workers, STOP_GRACE_MS);
     for (int r = 0; r < e->n_replicas; r++) {
         close_replica_sockets(e, &e->replicas[r]);
+        remove_replica_comm(&e->replicas[r]);
         e->replicas[r].state = REPLICA_DOWN;
     }
 }
@@ -433,7 +517,7 @@ static void update_health(struct cinfer_engine *e)
 static void restart_replica(struct cinfer_engine *e, struct engine_replica *r)
 {
     struct cinfer_error err = {0};
-    if (spawn_workers(e, r->first_worker, e->args.tp_size, &err) != CINFER_OK) {
+    if (spawn_replica(e, r, &err) != CINFER_OK) {
         cinfer_log(CINFER_LOG_SEV_ERROR, "restarting replica dp%d failed: %s", r->dp_rank, err.message);
         return;
     }
@@ -473,7 +557,7 @@ static void engine_failed(struct cinfer_engine *e, const char *why)
         }
         cinfer_log(CINFER_LOG_SEV_ERROR, "restarting the workers failed: %s", err.message);
     }
-    cinfer_run_dir_remove(e->ports.run_dir);
+    cinfer_run_dir_remove(e->endpoints.run_dir);
 }
 
 /* A replica lost a rank: its requests fail with why, its other ranks stop; the others
@@ -497,7 +581,10 @@ static void replica_failed(struct cinfer_engine *e, struct engine_replica *r, co
     pthread_mutex_unlock(&e->lock);
 
     close_replica_sockets(e, r);
-    stop_workers(e, r->first_worker, e->args.tp_size);
+    /* The ranks left of a tensor-parallel group may wait in a collective for the one
+     * that is gone: they cannot exit by themselves, so no grace. */
+    stop_workers(e, r->first_worker, e->args.tp_size, e->args.tp_size > 1 ? 0 : STOP_GRACE_MS);
+    remove_replica_comm(r);
     if (e->args.restart_policy == CINFER_RESTART_ON_FAILURE && !e->stopping && !was_starting) {
         restart_replica(e, r);
         return;
@@ -506,10 +593,21 @@ static void replica_failed(struct cinfer_engine *e, struct engine_replica *r, co
         engine_failed(e, why);
 }
 
-/* A worker that ended or stopped heartbeating; describes it in why. */
+/* How telling an ended worker's status is: a launcher that starts a group as one job
+ * (mpirun) sees the whole group end when one rank does, and gives that rank its real
+ * status and the others an exit status of 0. */
+static int end_rank(const struct cinfer_worker_status *st)
+{
+    return st->state == CINFER_WORKER_SIGNALED ? 2 : st->code != 0 ? 1 : 0;
+}
+
+/* A worker that ended (the one whose end tells the most, when several did) or stopped
+ * heartbeating; describes it in why. */
 static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, size_t why_bytes)
 {
     long now = now_ms();
+    struct engine_worker *ended = NULL;
+    struct cinfer_worker_status ended_status = {0};
     for (int i = 0; i < e->n_workers; i++) {
         struct engine_worker *w = &e->workers[i];
         if (w->phase == CINFER_WORKER_DOWN || !w->handle)
@@ -517,12 +615,14 @@ static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, siz
         struct cinfer_worker_status st;
         e->launcher->status(e->launch, w->handle, &st);
         if (st.state != CINFER_WORKER_RUNNING) {
-            describe_end(w, &st, why, why_bytes);
-            w->phase = CINFER_WORKER_DOWN;
-            return w;
+            if (!ended || end_rank(&st) > end_rank(&ended_status)) {
+                ended = w;
+                ended_status = st;
+            }
+            continue;
         }
         long silent_ms = now - w->last_heartbeat_ms;
-        if (w->phase == CINFER_WORKER_UP && silent_ms > e->args.watchdog_timeout_ms) {
+        if (!ended && w->phase == CINFER_WORKER_UP && silent_ms > e->args.watchdog_timeout_ms) {
             /* Hung (a step that never ends, a stopped process): it will not answer, so it
              * is killed rather than asked; stopping it reaps it. */
             e->launcher->signal(e->launch, w->handle, SIGKILL);
@@ -532,7 +632,11 @@ static struct engine_worker *lost_worker(struct cinfer_engine *e, char *why, siz
             return w;
         }
     }
-    return NULL;
+    if (ended) {
+        describe_end(e, ended, &ended_status, "", why, why_bytes);
+        ended->phase = CINFER_WORKER_DOWN;
+    }
+    return ended;
 }
 
 /* A restarting replica whose ranks are all READY starts serving; one past its deadline
@@ -573,7 +677,7 @@ void cinfer_engine_watch(struct cinfer_engine *e)
         engine_up |= e->replicas[r].state != REPLICA_DOWN;
     if (!engine_up)
         return; /* stopped for good: nothing left to watch */
-    char why[320];
+    char why[1024];
     struct engine_worker *w;
     while ((w = lost_worker(e, why, sizeof why)) != NULL) {
         int r = replica_of(e, w);

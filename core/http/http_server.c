@@ -21,6 +21,7 @@
 #include "cinfer/chat_template.h"
 #include "cinfer/http.h"
 #include "cinfer/tokenizer.h"
+#include "chat/output_parsers.h"
 #include "http/http_transport.h"
 #include "http/native_api.h"
 #include "util/log.h"
@@ -287,6 +288,46 @@ static int compile_chat_template(struct cinfer_http_server *srv, struct cinfer_e
     return CINFER_OK;
 }
 
+/* --tool-call-parser, or the format the chat template teaches; --reasoning-parser. */
+static void choose_output_parsers(struct cinfer_http_server *srv)
+{
+    static const int tools[] = {[CINFER_TOOL_PARSER_NONE] = CINFER_TOOLS_NONE,
+                                [CINFER_TOOL_PARSER_QWEN25] = CINFER_TOOLS_HERMES,
+                                [CINFER_TOOL_PARSER_LLAMA3] = CINFER_TOOLS_LLAMA3,
+                                [CINFER_TOOL_PARSER_MISTRAL] = CINFER_TOOLS_MISTRAL};
+    int choice = srv->args.tool_call_parser;
+    if (choice > CINFER_TOOL_PARSER_AUTO && choice <= CINFER_TOOL_PARSER_MISTRAL) {
+        srv->ctx.tool_format = tools[choice];
+    } else {
+        const char *source = NULL;
+        struct cinfer_tokenizer_info info = {0};
+        if (srv->ctx.tokenizer) {
+            srv->ctx.tokenizer->ops->info(srv->ctx.tokenizer->tok, &info);
+            source = info.chat_template;
+        }
+        if (srv->args.chat_template) {
+            char *text = NULL;
+            size_t len = 0;
+            struct cinfer_error ignored = {0};
+            if (read_side_file(srv->args.chat_template, "tokenizer.chat_template", &text, &len, &ignored) == 0) {
+                srv->ctx.tool_format = (int)cinfer_tool_format_of_template(text);
+                free(text);
+                source = NULL;
+            }
+        }
+        if (source)
+            srv->ctx.tool_format = (int)cinfer_tool_format_of_template(source);
+    }
+    srv->ctx.reasoning_format = srv->args.reasoning_parser == CINFER_REASONING_PARSER_QWEN3 ? CINFER_REASONING_QWEN3
+                              : srv->args.reasoning_parser == CINFER_REASONING_PARSER_DEEPSEEK_R1
+                                  ? CINFER_REASONING_DEEPSEEK_R1
+                                  : CINFER_REASONING_NONE;
+    cinfer_log(CINFER_LOG_SEV_INFO, "http: tool calls read as %s, reasoning parser %s",
+               cinfer_tool_format_name((enum cinfer_tool_format)srv->ctx.tool_format),
+               srv->ctx.reasoning_format == CINFER_REASONING_QWEN3 ? "qwen3"
+               : srv->ctx.reasoning_format == CINFER_REASONING_DEEPSEEK_R1 ? "deepseek-r1" : "none");
+}
+
 static int load_tls(struct cinfer_http_server *srv, struct cinfer_error *err)
 {
     if (!srv->args.ssl_certfile && !srv->args.ssl_keyfile)
@@ -419,6 +460,7 @@ int cinfer_http_server_start(struct cinfer_engine *engine, const struct cinfer_s
     if (!rc) {
         srv->ctx.model_name = srv->model_name;
         srv->ctx.chat_template = srv->chat_template;
+        choose_output_parsers(srv);
         rc = start_daemon(srv, err);
     }
     if (rc) {

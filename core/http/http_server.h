@@ -38,6 +38,8 @@ struct http_server_ctx {
     const char *model_name;       /* served model name: args->served_model_name or the model folder's name */
     int64_t created_unix_s;       /* when the server started ("created" of /v1/models) */
     struct http_metrics *metrics;
+    int tool_format;              /* enum cinfer_tool_format of chat output (chat/output_parsers.h) */
+    int reasoning_format;         /* enum cinfer_reasoning_format */
 };
 
 struct http_request {

@@ -42,6 +42,7 @@ struct native_generate_spec {
     int return_logprob;
     int top_logprobs_num;
     int return_text_in_logprobs;
+    char *owned_constraint;        /* a json_schema object as text (sampling.json_schema), or NULL */
 };
 
 /* Reads body (a JSON object) into spec. Returns 0, or -1 after replying 400 naming the

@@ -4,7 +4,8 @@
  *   {"text": "...", "output_ids": [...], "index": i (lists only),
  *    "meta_info": {"id": rid, "finish_reason": {"type": "length", "length": N} |
  *                  {"type": "stop", "matched": "str" | id} | {"type": "abort", "message": "..."},
- *                  "prompt_tokens": P, "completion_tokens": C, "e2e_latency": seconds,
+ *                  "prompt_tokens": P, "completion_tokens": C, "cached_tokens": K (prompt
+ *                  tokens the prefix cache held), "e2e_latency": seconds,
  *                  "output_token_logprobs": [[logprob, id, text|null], ...],
  *                  "output_top_logprobs": [[[logprob, id, text|null], ...], ...]}}
  * Streaming ("stream": true) sends that object after every engine step as
@@ -36,6 +37,7 @@ struct slot {
     json_t *token_logprobs;        /* [[logprob, id, text|null], ...] when return_logprob */
     json_t *top_logprobs;          /* [[[logprob, id, text|null], ...], ...] when top_logprobs_num */
     int prompt_tokens, completion_tokens;
+    int cached_tokens;             /* prompt tokens found in the prefix cache */
     enum cinfer_finish_reason finish;
     char *matched_stop;
     int unsent;                    /* streaming: absorbed a chunk not yet sent */
@@ -135,8 +137,9 @@ static json_t *slot_json(const struct run *r, const struct slot *s)
     json_t *ids = json_array();
     for (size_t i = 0; ids && i < s->n_ids; i++)
         json_array_append_new(ids, json_integer(s->ids[i]));
-    json_t *meta = json_pack("{s:s, s:o, s:i, s:i}", "id", s->rid, "finish_reason", finish_reason_json(s),
-                             "prompt_tokens", s->prompt_tokens, "completion_tokens", s->completion_tokens);
+    json_t *meta = json_pack("{s:s, s:o, s:i, s:i, s:i}", "id", s->rid, "finish_reason", finish_reason_json(s),
+                             "prompt_tokens", s->prompt_tokens, "completion_tokens", s->completion_tokens,
+                             "cached_tokens", s->cached_tokens);
     if (meta && s->finish != CINFER_FINISH_NONE)
         json_object_set_new(meta, "e2e_latency", json_real(now_s() - r->arrival_s));
     if (meta && s->token_logprobs)
@@ -179,6 +182,8 @@ static int absorb(const struct run *r, struct slot *s, const struct cinfer_strea
     /* An abort chunk made in the main process carries no counts: keep what came before. */
     if (c->prompt_tokens > 0)
         s->prompt_tokens = c->prompt_tokens;
+    if (c->cached_tokens > 0)
+        s->cached_tokens = c->cached_tokens;
     s->completion_tokens = c->completion_tokens > (int)s->n_ids ? c->completion_tokens : (int)s->n_ids;
     s->finish = c->finish_reason;
     if (c->matched_stop && !s->matched_stop)

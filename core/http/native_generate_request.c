@@ -13,8 +13,7 @@
 
 /* Sampling parameters SGLang defines that cinfer cannot honour: refused by name rather
  * than silently ignored (constrained decoding changes what comes out). */
-static const char *const unsupported_sampling[] = {"regex", "json_schema", "ebnf", "structural_tag", "stop_regex",
-                                                   NULL};
+static const char *const unsupported_sampling[] = {"structural_tag", "stop_regex", NULL};
 /* Accepted and without effect here: spacing of special tokens in the text (cinfer's
  * detokenizer has one way), the streaming interval (every step streams), and the
  * custom logit processor's parameters (cinfer has none). */
@@ -23,7 +22,7 @@ static const char *const ignored_sampling[] = {"spaces_between_special_tokens", 
 static const char *const known_sampling[] = {
     "max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
     "frequency_penalty", "presence_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens",
-    "no_stop_trim", "n", "sampling_seed", "seed", "logit_bias", NULL};
+    "no_stop_trim", "n", "sampling_seed", "seed", "logit_bias", "json_schema", "regex", "ebnf", NULL};
 
 static int in_list(const char *const *list, const char *key)
 {
@@ -155,7 +154,8 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
     const json_t *v;
     json_object_foreach((json_t *)sp, key, v) {
         if (in_list(unsupported_sampling, key) && !json_is_null(v))
-            return cinfer_http_field_error(req, key, "not supported by cinfer (no constrained decoding)");
+            return cinfer_http_field_error(req, key, "not supported by cinfer (constrained decoding takes json_schema, "
+                                                     "regex or ebnf)");
         if (!in_list(known_sampling, key) && !in_list(ignored_sampling, key) && !in_list(unsupported_sampling, key))
             return cinfer_http_field_error(req, key, "not a sampling parameter (sampling_params takes max_new_tokens, "
                                                      "temperature, top_p, top_k, min_p, stop, stop_token_ids, ...)");
@@ -176,6 +176,8 @@ static int read_sampling(const struct http_request *req, const json_t *body, str
     if (rc)
         s->temperature = (float)d;
     if (cinfer_http_read_shared_sampling(req, sp, 0, s) < 0)
+        return -1;
+    if (cinfer_http_read_constraint(req, sp, s, &spec->owned_constraint) < 0)
         return -1;
     if ((rc = cinfer_http_field_int(req, sp, "n", 1, NATIVE_MAX_GENERATIONS, &i64)) < 0)
         return -1;
@@ -266,5 +268,7 @@ void cinfer_native_generate_spec_free(struct native_generate_spec *spec)
         free(spec->prompts[i].ids);
     free(spec->prompts);
     spec->prompts = NULL;
+    free(spec->owned_constraint);
+    spec->owned_constraint = NULL;
     spec->n_prompts = 0;
 }

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/output_parsers.h"
+#include "grammar/constraint.h"
+#include "grammar/grammar.h"
+#include "grammar/text_buf.h"
 #include "http/request_fields.h"
 #include "http/sampling_fields.h"
 
@@ -31,9 +35,6 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
         const char *name;
         const char *why;
     } never[] = {
-        {"regex", "constrained decoding (regex) is not supported by this server"},
-        {"json_schema", "constrained decoding (json_schema) is not supported by this server"},
-        {"ebnf", "constrained decoding (ebnf) is not supported by this server"},
         {"suffix", "suffix (fill-in-the-middle) is not supported by this server"},
     };
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
@@ -45,23 +46,57 @@ static int refuse_unsupported(const struct http_request *req, const json_t *body
     if (out->echo && field_present(body, "logprobs"))
         return cinfer_http_field_error(req, "echo", "echo together with logprobs is not supported by this server (the "
                                                     "prompt's logprobs are not computed); drop one of them");
-    if (kind == OPENAI_CHAT) {
-        const json_t *fmt = NULL;
-        int rc = cinfer_http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
-        if (rc < 0)
-            return -1;
-        if (rc > 0) {
-            const char *type = "";
-            if (cinfer_http_field_string(req, fmt, "type", &type) < 0)
-                return -1;
-            if (strcmp(type, "text") != 0)
-                return cinfer_http_field_error(req, "response_format",
-                                               "type \"%s\" is not supported by this server (no constrained decoding); "
-                                               "expected \"text\"",
-                                               type);
-        }
-    }
     return 0;
+}
+
+/* response_format (OpenAI: text, json_object, json_schema) and SGLang's json_schema,
+ * regex and ebnf beside it: at most one constraint, read into the sampling params. */
+static int read_constraint(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    if (cinfer_http_read_constraint(req, body, &out->sampling, &out->owned_constraint) < 0)
+        return -1;
+    const json_t *fmt = NULL;
+    int rc = cinfer_http_field_of_type(req, body, "response_format", JSON_OBJECT, &fmt);
+    if (rc <= 0)
+        return rc;
+    const char *type = NULL;
+    if (cinfer_http_field_string(req, fmt, "type", &type) < 0)
+        return -1;
+    if (!type)
+        return cinfer_http_field_error(req, "response_format", "expected a \"type\": \"text\", \"json_object\" or "
+                                                               "\"json_schema\"");
+    if (!strcmp(type, "text"))
+        return 0;
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (p->json_schema || p->regex || p->ebnf)
+        return cinfer_http_field_error(req, "response_format", "cannot be combined with %s",
+                                       p->json_schema ? "json_schema" : p->regex ? "regex" : "ebnf");
+    if (!strcmp(type, "json_object")) {
+        p->json_schema = "{\"type\":\"object\"}"; /* any JSON object */
+    } else if (!strcmp(type, "json_schema")) {
+        const json_t *js = json_object_get(fmt, "json_schema");
+        if (!json_is_object(js))
+            return cinfer_http_field_error(req, "response_format",
+                                           "type \"json_schema\" needs a \"json_schema\" object ({\"name\": ..., "
+                                           "\"schema\": {...}}), found %s",
+                                           js ? cinfer_http_json_type_words(js) : "nothing");
+        const json_t *schema = json_object_get(js, "schema");
+        if (schema && !json_is_object(schema) && !json_is_boolean(schema))
+            return cinfer_http_field_error(req, "response_format", "json_schema.schema: expected a schema object, found %s",
+                                           cinfer_http_json_type_words(schema));
+        out->owned_constraint = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+        if (!out->owned_constraint) {
+            cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading response_format");
+            return -1;
+        }
+        p->json_schema = out->owned_constraint;
+    } else {
+        return cinfer_http_field_error(req, "response_format",
+                                       "type \"%.40s\" is not supported by this server; expected \"text\", "
+                                       "\"json_object\" or \"json_schema\"",
+                                       type);
+    }
+    return cinfer_http_check_constraint(req, p, "response_format");
 }
 
 static int read_sampling(const struct http_request *req, const json_t *body, enum openai_kind kind, int vocab_size,
@@ -367,6 +402,187 @@ static int read_messages(const struct http_request *req, const json_t *body, jso
     return 0;
 }
 
+/* The grammar of forced tool calls in the model's format: each call names one of the
+ * allowed tools and its arguments follow that tool's parameters schema. */
+static int tool_grammar(const struct http_request *req, const json_t *tools, const char *only, int parallel,
+                        enum cinfer_tool_format format, char **out)
+{
+    struct text_buf g = {0}, calls = {0};
+    size_t i;
+    const json_t *t;
+    int n = 0;
+    json_array_foreach(tools, i, t) {
+        const json_t *fn = json_object_get(t, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (only && strcmp(name, only) != 0)
+            continue;
+        json_t *params = json_object_get(fn, "parameters");
+        json_t *any = NULL;
+        if (!params)
+            params = any = json_pack("{s:s}", "type", "object");
+        char prefix[32], *rules = NULL, *root = NULL;
+        snprintf(prefix, sizeof prefix, "tool%zu-", i);
+        struct cinfer_error err = {0};
+        int rc = cinfer_json_schema_to_rules(params, prefix, &rules, &root, &err);
+        json_decref(any);
+        if (rc) {
+            cinfer_tb_free(&g);
+            cinfer_tb_free(&calls);
+            return cinfer_http_field_error(req, "tools", "tools[%zu].function.parameters: %s", i, err.message);
+        }
+        json_t *name_json = json_string(name);
+        char *name_text = json_dumps(name_json, JSON_ENCODE_ANY);
+        json_decref(name_json);
+        struct text_buf head = {0};
+        cinfer_tb_printf(&head, "{\"name\": %s, \"%s\": ", name_text ? name_text : "\"\"",
+                         format == CINFER_TOOLS_LLAMA3 ? "parameters" : "arguments");
+        free(name_text);
+        cinfer_tb_printf(&calls, "%s", n++ ? " | " : "");
+        cinfer_tb_literal(&calls, head.s, head.n);
+        cinfer_tb_printf(&calls, " %s \"}\"", root);
+        cinfer_tb_puts(&g, rules);
+        cinfer_tb_free(&head);
+        free(rules);
+        free(root);
+    }
+    struct text_buf top = {0};
+    const char *more = parallel ? "*" : "{0}";
+    if (format == CINFER_TOOLS_HERMES)
+        cinfer_tb_printf(&top, "root ::= call (\"\\n\" call)%s\ncall ::= \"<tool_call>\\n\" (%s) \"\\n</tool_call>\"\n",
+                         more, calls.s ? calls.s : "");
+    else if (format == CINFER_TOOLS_LLAMA3)
+        cinfer_tb_printf(&top, "root ::= call (\"; \" call)%s\ncall ::= %s\n", more, calls.s ? calls.s : "");
+    else /* Mistral's [TOOL_CALLS] is a control token: the bare array, which the parser takes when forced */
+        cinfer_tb_printf(&top, "root ::= \"[\" call (\", \" call)%s \"]\"\ncall ::= %s\n", more, calls.s ? calls.s : "");
+    cinfer_tb_put(&top, g.s ? g.s : "", g.n);
+    cinfer_tb_free(&g);
+    cinfer_tb_free(&calls);
+    if (top.failed) {
+        cinfer_tb_free(&top);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the tool grammar");
+        return -1;
+    }
+    *out = top.s;
+    return 0;
+}
+
+/* tools go to the template, which lays them out as the model was trained to see them;
+ * tool_choice "none" leaves them out, "auto" lets the model choose and reads calls out
+ * of the output, "required" and a named function force a call with constrained
+ * decoding (arguments valid under the tool's parameters), parallel_tool_calls false
+ * allows one call. */
+static int read_tools(const struct http_request *req, const json_t *body, struct openai_request *out)
+{
+    json_t *ctx = out->template_context;
+    const json_t *tools = NULL;
+    if (cinfer_http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+        return -1;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        const json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(t) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return cinfer_http_field_error(req, "tools", "tools[%zu]: expected {\"type\": \"function\", \"function\": "
+                                                         "{\"name\": ..., \"parameters\": {...}}}", i);
+        const json_t *params = json_object_get(fn, "parameters");
+        if (params && !json_is_object(params))
+            return cinfer_http_field_error(req, "tools", "tools[%zu].function.parameters: expected a JSON Schema object", i);
+    }
+    int parallel = 1;
+    if (cinfer_http_field_bool(req, body, "parallel_tool_calls", &parallel) < 0)
+        return -1;
+    const json_t *choice = json_object_get(body, "tool_choice");
+    const char *mode = "auto", *only = NULL;
+    if (choice && !json_is_null(choice)) {
+        if (json_is_string(choice)) {
+            mode = json_string_value(choice);
+            if (strcmp(mode, "none") && strcmp(mode, "auto") && strcmp(mode, "required"))
+                return cinfer_http_field_error(req, "tool_choice",
+                                               "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                               "\"function\": {\"name\": ...}}, found \"%.40s\"", mode);
+        } else {
+            only = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+            if (!json_is_object(choice) || !only)
+                return cinfer_http_field_error(req, "tool_choice",
+                                               "expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                               "\"function\": {\"name\": ...}}, found %s",
+                                               cinfer_http_json_type_words(choice));
+            mode = "named";
+        }
+    }
+    if (!strcmp(mode, "none") || !tools)
+        return 0;
+    json_object_set(ctx, "tools", (json_t *)tools);
+    out->tool_format = req->ctx ? req->ctx->tool_format : CINFER_TOOLS_NONE;
+    if (!strcmp(mode, "auto"))
+        return 0;
+    if (only) {
+        int found = 0;
+        json_array_foreach(tools, i, t) found |= !strcmp(json_string_value(json_object_get(json_object_get(t, "function"),
+                                                                                          "name")),
+                                                        only);
+        if (!found)
+            return cinfer_http_field_error(req, "tool_choice", "names the function \"%.80s\", which tools does not list",
+                                           only);
+    }
+    if (out->tool_format == CINFER_TOOLS_NONE)
+        return cinfer_http_field_error(req, "tool_choice",
+                                       "forcing a tool call needs to know the model's tool-call format, and this "
+                                       "model's chat template shows none: start the server with --tool-call-parser "
+                                       "(qwen25, llama3 or mistral)");
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (p->json_schema || p->regex || p->ebnf)
+        return cinfer_http_field_error(req, "tool_choice", "a forced tool call cannot be combined with %s",
+                                       p->json_schema ? "response_format or json_schema" : p->regex ? "regex" : "ebnf");
+    if (tool_grammar(req, tools, only, parallel && !only, (enum cinfer_tool_format)out->tool_format,
+                     &out->tool_grammar) < 0)
+        return -1;
+    p->ebnf = out->tool_grammar;
+    out->tools_forced = 1;
+    return cinfer_http_check_constraint(req, p, "tools");
+}
+
+/* With a reasoning parser, a constraint holds for the answer only: the grammar lets the
+ * model reason first (Qwen3: an optional <think>...</think>; R1: up to </think>, the
+ * template opened it), reasoning that never spells "</" (so the first "</think>" ends
+ * it, as the parser reads it). Not when thinking is off (chat_template_kwargs
+ * enable_thinking false) or the constraint spells "</think>" itself. */
+static int constrain_after_reasoning(const struct http_request *req, struct openai_request *out)
+{
+    struct cinfer_sampling_params *p = &out->sampling;
+    if (!out->reasoning_format || !(p->json_schema || p->regex || p->ebnf))
+        return 0;
+    char *answer = NULL, *renamed = NULL;
+    struct cinfer_error err = {0};
+    if (cinfer_constraint_grammar(p, 0, &answer, &err))
+        return cinfer_http_check_constraint(req, p, p->ebnf ? "ebnf" : p->regex ? "regex" : "response_format");
+    if (strstr(answer, "</think>")) { /* a grammar that spells the reasoning itself decides it */
+        free(answer);
+        return 0;
+    }
+    int rc = cinfer_grammar_rename_root(answer, "answer-root", &renamed);
+    free(answer);
+    struct text_buf g = {0};
+    if (rc == CINFER_OK) {
+        if (out->reasoning_format == CINFER_REASONING_DEEPSEEK_R1)
+            cinfer_tb_puts(&g, "root ::= reasoning-text \"</think>\" [ \\n]* answer-root\n");
+        else
+            cinfer_tb_puts(&g, "root ::= (\"<think>\" reasoning-text \"</think>\" [ \\n]*)? answer-root\n");
+        cinfer_tb_puts(&g, "reasoning-text ::= ([^<] | \"<\" [^/])*\n");
+        cinfer_tb_puts(&g, renamed);
+    }
+    free(renamed);
+    if (rc || g.failed) {
+        cinfer_tb_free(&g);
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory building the grammar");
+        return -1;
+    }
+    out->reasoning_grammar = g.s;
+    p->json_schema = p->regex = NULL;
+    p->ebnf = out->reasoning_grammar;
+    return cinfer_http_check_constraint(req, p, "response_format");
+}
+
 static int read_chat(const struct http_request *req, const json_t *body, struct openai_request *out)
 {
     if (out->n > OPENAI_MAX_GENERATIONS)
@@ -379,6 +595,7 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
         return -1;
     }
     out->template_context = ctx;
+    out->reasoning_format = req->ctx ? req->ctx->reasoning_format : CINFER_REASONING_NONE;
     if (read_messages(req, body, messages) < 0)
         return -1;
 
@@ -400,24 +617,8 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
     }
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
 
-    /* tools go to the template, which lays them out as the model was trained to see
-     * them; the output is returned as text (tool calls are not parsed out of it) */
-    const json_t *tools = NULL;
-    if (cinfer_http_field_of_type(req, body, "tools", JSON_ARRAY, &tools) < 0)
+    if (read_tools(req, body, out) < 0)
         return -1;
-    const json_t *choice = json_object_get(body, "tool_choice");
-    int tools_off = 0;
-    if (choice && !json_is_null(choice)) {
-        const char *c = json_string_value(choice);
-        if (!c || (strcmp(c, "none") != 0 && strcmp(c, "auto") != 0))
-            return cinfer_http_field_error(req, "tool_choice",
-                                           "expected \"none\" or \"auto\", found %s%s%s: forcing a tool call needs "
-                                           "constrained decoding, which this server does not do",
-                                           c ? "\"" : "", c ? c : cinfer_http_json_type_words(choice), c ? "\"" : "");
-        tools_off = !strcmp(c, "none");
-    }
-    if (tools && !tools_off)
-        json_object_set(ctx, "tools", (json_t *)tools);
 
     const json_t *kwargs = NULL;
     if (cinfer_http_field_of_type(req, body, "chat_template_kwargs", JSON_OBJECT, &kwargs) < 0)
@@ -427,8 +628,11 @@ static int read_chat(const struct http_request *req, const json_t *body, struct 
             return cinfer_http_field_error(req, "chat_template_kwargs",
                                            "may not set \"messages\" (use the messages field)");
         json_object_update(ctx, (json_t *)kwargs);
+        /* Qwen3's switch: the template closes an empty <think> block itself */
+        if (json_is_false(json_object_get(kwargs, "enable_thinking")))
+            out->reasoning_format = CINFER_REASONING_NONE;
     }
-    return 0;
+    return constrain_after_reasoning(req, out);
 }
 
 /* ---- the whole request -------------------------------------------------------------- */
@@ -456,6 +660,7 @@ int cinfer_openai_request_parse(const struct http_request *req, json_t *body, en
     out->body = body;
     if (check_model(req, body) < 0 || refuse_unsupported(req, body, kind, out) < 0 ||
         read_response_options(req, body, out) < 0 || read_sampling(req, body, kind, vocab_size, out) < 0 ||
+        read_constraint(req, body, out) < 0 ||
         (kind == OPENAI_COMPLETIONS ? read_prompts(req, body, vocab_size, out) : read_chat(req, body, out)) < 0) {
         cinfer_openai_request_free(out);
         return -1;
@@ -470,5 +675,8 @@ void cinfer_openai_request_free(struct openai_request *r)
     free(r->prompts);
     json_decref(r->template_context);
     json_decref(r->body);
+    free(r->owned_constraint);
+    free(r->tool_grammar);
+    free(r->reasoning_grammar);
     memset(r, 0, sizeof *r);
 }

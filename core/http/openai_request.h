@@ -53,6 +53,13 @@ struct openai_request {
      * tools, add_generation_prompt, chat_template_kwargs merged in); owned */
     json_t *template_context;
     int continue_final_message;            /* cut the rendering after the last message */
+    char *owned_constraint;                /* sampling.json_schema when made here (malloc'd) */
+    /* chat: how the output is read back (chat/output_parsers.h) */
+    int tool_format;                       /* enum cinfer_tool_format; NONE: tool calls stay text */
+    int tools_forced;                      /* tool_choice required or a named function */
+    int reasoning_format;                  /* enum cinfer_reasoning_format */
+    char *tool_grammar;                    /* sampling.ebnf for a forced tool call (malloc'd) */
+    char *reasoning_grammar;               /* sampling.ebnf: a constraint after the reasoning (malloc'd) */
 };
 
 /* Reads body (the reference is stolen, also on failure) into *out. Returns 0, or -1

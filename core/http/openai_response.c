@@ -18,10 +18,11 @@ const char *cinfer_openai_finish_reason(enum cinfer_finish_reason r)
     return "error";
 }
 
-json_t *cinfer_openai_usage(long long prompt_tokens, long long completion_tokens)
+json_t *cinfer_openai_usage(long long prompt_tokens, long long completion_tokens, long long cached_tokens)
 {
-    return json_pack("{sIsIsI}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens",
-                     (json_int_t)completion_tokens, "total_tokens", (json_int_t)(prompt_tokens + completion_tokens));
+    return json_pack("{sIsIsIs{sI}}", "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens",
+                     (json_int_t)completion_tokens, "total_tokens", (json_int_t)(prompt_tokens + completion_tokens),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)cached_tokens);
 }
 
 json_t *cinfer_openai_logprob_value(float logprob)

@@ -14,7 +14,9 @@
 /* "stop" (a stop token or string), "length", "abort"; NULL while unfinished. */
 const char *cinfer_openai_finish_reason(enum cinfer_finish_reason r);
 
-json_t *cinfer_openai_usage(long long prompt_tokens, long long completion_tokens);
+/* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+ * {"cached_tokens"}}: cached_tokens are prompt tokens the prefix cache held. */
+json_t *cinfer_openai_usage(long long prompt_tokens, long long completion_tokens, long long cached_tokens);
 
 /* A logprob as JSON: -inf (an impossible token) becomes -9999.0, as OpenAI's API
  * shows one. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat/output_parsers.h"
 #include "cinfer/tokenizer.h"
 #include "http/openai_response.h"
 
@@ -23,7 +24,10 @@ struct openai_choice {
     int32_t last_id;
     int prompt_tokens;
     int completion_tokens;
+    int cached_tokens;            /* prompt tokens the prefix cache held */
     int role_sent;                /* chat stream: the {"role": "assistant"} delta went out */
+    struct cinfer_reasoning_parser reasoning; /* chat: reasoning_content apart from content */
+    struct cinfer_tool_parser tools;          /* chat: tool_calls out of the content */
     int echoed;                   /* completions stream with echo: the prompt went out */
 };
 
@@ -85,6 +89,8 @@ static void run_free(struct openai_run *run)
         free(c->text.data);
         json_decref(c->logprobs);
         free(c->matched_stop);
+        cinfer_reasoning_parser_free(&c->reasoning);
+        cinfer_tool_parser_free(&c->tools);
     }
     free(run->choices);
     free(run->pending.data);
@@ -125,7 +131,63 @@ static json_t *matched_stop_json(const struct openai_choice *c)
 static json_t *finish_json(const struct openai_choice *c)
 {
     const char *why = cinfer_openai_finish_reason(c->finish);
+    if (why && c->tools.n_calls > 0 && !strcmp(why, "stop"))
+        why = "tool_calls"; /* as OpenAI says when the turn ended in calls */
     return why ? json_string(why) : json_null();
+}
+
+static int parses_output(const struct openai_run *run)
+{
+    return run->r.kind == OPENAI_CHAT && (run->r.reasoning_format || run->r.tool_format);
+}
+
+/* Runs text through the choice's reasoning and tool parsers: reasoning and content
+ * pieces (arrays of strings) and complete calls. */
+static int parse_output(struct openai_choice *c, const char *text, size_t len, int last, json_t *reasoning,
+                        json_t *content, json_t *calls)
+{
+    json_t *answer = json_array();
+    if (!answer || cinfer_reasoning_parser_feed(&c->reasoning, text, len, last, reasoning, answer)) {
+        json_decref(answer);
+        return CINFER_ERR_NOMEM;
+    }
+    size_t n = json_array_size(answer);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *piece = json_array_get(answer, i);
+        if (cinfer_tool_parser_feed(&c->tools, json_string_value(piece), json_string_length(piece),
+                                    last && i + 1 == n, content, calls)) {
+            json_decref(answer);
+            return CINFER_ERR_NOMEM;
+        }
+    }
+    if (n == 0 && last && cinfer_tool_parser_feed(&c->tools, "", 0, 1, content, calls)) {
+        json_decref(answer);
+        return CINFER_ERR_NOMEM;
+    }
+    json_decref(answer);
+    return CINFER_OK;
+}
+
+/* The pieces joined, or NULL when there are none. */
+static json_t *joined(const json_t *pieces)
+{
+    size_t n = json_array_size(pieces), total = 0;
+    if (n == 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        total += json_string_length(json_array_get(pieces, i));
+    char *s = malloc(total + 1);
+    if (!s)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *p = json_array_get(pieces, i);
+        memcpy(s + at, json_string_value(p), json_string_length(p));
+        at += json_string_length(p);
+    }
+    json_t *v = json_stringn(s, total);
+    free(s);
+    return v;
 }
 
 static json_t *envelope(const struct openai_run *run, const char *object, json_t *choices)
@@ -135,25 +197,55 @@ static json_t *envelope(const struct openai_run *run, const char *object, json_t
                      choices);
 }
 
-static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion)
+static void usage_totals(const struct openai_run *run, long long *prompt, long long *completion, long long *cached)
 {
-    *prompt = *completion = 0;
+    *prompt = *completion = *cached = 0;
     for (size_t i = 0; i < run->n_choices; i++) {
         const struct openai_choice *c = &run->choices[i];
-        if (c->index % run->r.n == 0) /* each prompt counts once, however many choices */
+        if (c->index % run->r.n == 0) { /* each prompt counts once, however many choices */
             *prompt += c->prompt_tokens;
+            *cached += c->cached_tokens;
+        }
         *completion += c->completion_tokens;
     }
 }
 
 /* The whole answer (no streaming). */
-static json_t *response_json(const struct openai_run *run)
+static json_t *response_json(struct openai_run *run)
 {
     int chat = run->r.kind == OPENAI_CHAT;
     json_t *choices = json_array();
     for (size_t i = 0; choices && i < run->n_choices; i++) {
-        const struct openai_choice *c = &run->choices[i];
+        struct openai_choice *c = &run->choices[i];
         json_t *text = json_stringn(c->text.data ? c->text.data : "", c->text.len);
+        json_t *reasoning = NULL, *calls = NULL;
+        if (parses_output(run)) { /* the message read back: reasoning, content, tool calls */
+            json_t *rs = json_array(), *cs = json_array();
+            calls = json_array();
+            if (!rs || !cs || !calls ||
+                parse_output(c, c->text.data ? c->text.data : "", c->text.len, 1, rs, cs, calls)) {
+                json_decref(rs);
+                json_decref(cs);
+                json_decref(calls);
+                json_decref(text);
+                json_decref(choices);
+                return NULL;
+            }
+            json_decref(text);
+            text = joined(cs);
+            if (!text)
+                text = json_array_size(calls) ? json_null() : json_string("");
+            reasoning = joined(rs);
+            json_decref(rs);
+            json_decref(cs);
+            json_t *whole = cinfer_tool_calls_merge(calls); /* the streamed deltas joined */
+            json_decref(calls);
+            calls = whole;
+            if (calls && json_array_size(calls) == 0) {
+                json_decref(calls);
+                calls = NULL;
+            }
+        }
         json_t *logprobs = c->logprobs ? json_incref(c->logprobs) : json_null();
         if (chat && c->logprobs)
             logprobs = json_pack("{s:o, s:n}", "content", logprobs, "refusal");
@@ -163,15 +255,23 @@ static json_t *response_json(const struct openai_run *run)
                              "matched_stop", matched_stop_json(c))
                  : json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)c->index, "text", text, "logprobs",
                              logprobs, "finish_reason", finish_json(c), "matched_stop", matched_stop_json(c));
+        if (choice && chat && reasoning)
+            json_object_set_new(json_object_get(choice, "message"), "reasoning_content", reasoning);
+        else
+            json_decref(reasoning);
+        if (choice && chat && calls)
+            json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
+        else
+            json_decref(calls);
         if (!choice || json_array_append_new(choices, choice)) {
             json_decref(choices);
             return NULL;
         }
     }
-    long long prompt, completion;
-    usage_totals(run, &prompt, &completion);
+    long long prompt, completion, cached;
+    usage_totals(run, &prompt, &completion, &cached);
     json_t *out = envelope(run, chat ? "chat.completion" : "text_completion", choices);
-    if (out && json_object_set_new(out, "usage", cinfer_openai_usage(prompt, completion))) {
+    if (out && json_object_set_new(out, "usage", cinfer_openai_usage(prompt, completion, cached))) {
         json_decref(out);
         return NULL;
     }
@@ -218,6 +318,54 @@ static int chunk_event(const struct openai_run *run, struct openai_choice *c, co
     const char *text = echo_now ? echoed.data : ch->text;
     size_t text_len = echo_now ? echoed.len : ch->text_len;
     json_t *choice;
+    if (chat && parses_output(run)) {
+        /* reasoning_content and content apart; each tool call as OpenAI streams one:
+         * its id, type and name with empty arguments, then the arguments */
+        json_t *rs = json_array(), *cs = json_array(), *calls = json_array();
+        if (!rs || !cs || !calls || parse_output(c, ch->text, ch->text_len, last, rs, cs, calls)) {
+            json_decref(rs);
+            json_decref(cs);
+            json_decref(calls);
+            json_decref(logprobs);
+            return CINFER_ERR_NOMEM;
+        }
+        size_t k;
+        json_t *d;
+        int rc = CINFER_OK;
+        json_array_foreach(calls, k, d) { /* each delta its own event, as OpenAI sends them */
+            json_t *one = json_pack("{s:I, s:{s:[O]}, s:n, s:n}", "index", (json_int_t)c->index, "delta",
+                                    "tool_calls", d, "logprobs", "finish_reason");
+            json_t *ev = one ? envelope(run, "chat.completion.chunk", json_pack("[o]", one)) : NULL;
+            if (!ev || cinfer_http_sse_event(out, ev))
+                rc = CINFER_ERR_NOMEM;
+        }
+        json_t *delta = json_object();
+        json_t *r = joined(rs), *t = joined(cs);
+        if (delta && r)
+            json_object_set_new(delta, "reasoning_content", r);
+        else
+            json_decref(r);
+        if (delta && t)
+            json_object_set_new(delta, "content", t);
+        else
+            json_decref(t);
+        json_decref(rs);
+        json_decref(cs);
+        json_decref(calls);
+        free(echoed.data);
+        if (rc)
+            return rc;
+        if (!last && json_object_size(delta) == 0 && json_is_null(logprobs)) {
+            json_decref(delta);
+            return CINFER_OK;
+        }
+        choice = json_pack("{s:I, s:o, s:o, s:o}", "index", (json_int_t)c->index, "delta", delta, "logprobs", logprobs,
+                           "finish_reason", finish_json(c));
+        if (choice && last)
+            json_object_set_new(choice, "matched_stop", matched_stop_json(c));
+        json_t *event = choice ? envelope(run, "chat.completion.chunk", json_pack("[o]", choice)) : NULL;
+        return event ? cinfer_http_sse_event(out, event) : CINFER_ERR_NOMEM;
+    }
     if (chat) {
         json_t *delta = json_object();
         if (delta && ch->text_len)
@@ -255,6 +403,8 @@ static int take_chunk(struct openai_run *run, struct openai_choice *c, const str
         c->prompt_tokens = ch->prompt_tokens;
     if (ch->completion_tokens > c->completion_tokens)
         c->completion_tokens = ch->completion_tokens;
+    if (ch->cached_tokens > c->cached_tokens)
+        c->cached_tokens = ch->cached_tokens;
     if (ch->n_ids)
         c->last_id = ch->ids[ch->n_ids - 1];
     if (ch->finish_reason != CINFER_FINISH_NONE) {
@@ -302,6 +452,10 @@ static int start_all(const struct http_request *req, struct openai_run *run, str
         for (int k = 0; k < r->n; k++) {
             struct openai_choice *c = &run->choices[p * (size_t)r->n + (size_t)k];
             c->index = (int)(p * (size_t)r->n + (size_t)k);
+            char id_prefix[48];
+            snprintf(id_prefix, sizeof id_prefix, "call_%" PRIx64 "_%d_", (uint64_t)run->created, c->index);
+            cinfer_reasoning_parser_init(&c->reasoning, (enum cinfer_reasoning_format)r->reasoning_format);
+            cinfer_tool_parser_init(&c->tools, (enum cinfer_tool_format)r->tool_format, r->tools_forced, id_prefix);
             c->prompt = p;
             c->prompt_tokens = (int)r->prompts[p].n_ids;
             if (r->echo && !r->stream && append_prompt_text(run, p, &c->text))
@@ -352,11 +506,11 @@ static int sse_next(void *state, struct http_buffer *out)
     }
     if (!c) {
         if (run->r.include_usage) {
-            long long prompt, completion;
-            usage_totals(run, &prompt, &completion);
+            long long prompt, completion, cached;
+            usage_totals(run, &prompt, &completion, &cached);
             json_t *chunk = envelope(run, run->r.kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
                                      json_array());
-            if (!chunk || json_object_set_new(chunk, "usage", cinfer_openai_usage(prompt, completion)) ||
+            if (!chunk || json_object_set_new(chunk, "usage", cinfer_openai_usage(prompt, completion, cached)) ||
                 cinfer_http_sse_event(out, chunk))
                 return CINFER_ERR_NOMEM;
         }

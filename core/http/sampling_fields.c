@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/constraint.h"
 #include "http/request_fields.h"
 
 static int add_stop(const struct http_request *req, const json_t *s, const char *where,
@@ -158,4 +159,54 @@ int cinfer_http_read_shared_sampling(const struct http_request *req, const json_
         read_logit_bias(req, obj, max_id, s) < 0)
         return -1;
     return 0;
+}
+
+int cinfer_http_check_constraint(const struct http_request *req, const struct cinfer_sampling_params *s,
+                                 const char *param)
+{
+    char *text = NULL;
+    struct cinfer_error err = {0};
+    int rc = cinfer_constraint_grammar(s, 1, &text, &err);
+    free(text);
+    if (rc == CINFER_OK)
+        return 0;
+    if (rc == CINFER_ERR_NOMEM) {
+        cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "%s", err.message);
+        return -1;
+    }
+    return cinfer_http_field_error(req, param, "%s", err.message);
+}
+
+int cinfer_http_read_constraint(const struct http_request *req, const json_t *obj, struct cinfer_sampling_params *s,
+                                char **owned)
+{
+    static const char *const names[] = {"json_schema", "regex", "ebnf"};
+    const char **slots[] = {&s->json_schema, &s->regex, &s->ebnf};
+    const char *given = NULL;
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(obj, names[i]);
+        if (!v || json_is_null(v))
+            continue;
+        if (given)
+            return cinfer_http_field_error(req, names[i], "give at most one of json_schema, regex and ebnf (found %s "
+                                                          "too)", given);
+        given = names[i];
+        if (i == 0 && (json_is_object(v) || json_is_boolean(v))) {
+            *owned = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!*owned) {
+                cinfer_http_reply_error(req->conn, 500, "internal_error", NULL, "out of memory reading json_schema");
+                return -1;
+            }
+            *slots[i] = *owned;
+            continue;
+        }
+        if (!json_is_string(v))
+            return cinfer_http_field_error(req, names[i], "expected a string%s, found %s",
+                                           i == 0 ? " (JSON text) or a schema object" : "",
+                                           cinfer_http_json_type_words(v));
+        if (strlen(json_string_value(v)) != json_string_length(v))
+            return cinfer_http_field_error(req, names[i], "expected text without NUL characters");
+        *slots[i] = json_string_value(v);
+    }
+    return given ? cinfer_http_check_constraint(req, s, given) : 0;
 }

@@ -20,4 +20,17 @@
 int cinfer_http_read_shared_sampling(const struct http_request *req, const json_t *obj, int vocab_size,
                                      struct cinfer_sampling_params *s);
 
+/* SGLang's constrained decoding fields: json_schema (JSON text in a string, or the
+ * schema object itself), regex and ebnf (strings), at most one, into s. The
+ * constraint is converted and compiled once here, so a schema keyword or regex
+ * feature the grammar cannot honour is a 400 naming the field (param) and the
+ * keyword. *owned gets any text made here (malloc'd; the caller frees it after the
+ * request started). Returns 0, or -1 after replying. */
+int cinfer_http_read_constraint(const struct http_request *req, const json_t *obj, struct cinfer_sampling_params *s,
+                                char **owned);
+/* Checks the constraint already in s (converting and compiling it) and replies 400
+ * with param on failure: -1; else 0. */
+int cinfer_http_check_constraint(const struct http_request *req, const struct cinfer_sampling_params *s,
+                                 const char *param);
+
 #endif

@@ -5,8 +5,16 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "ipc/curve.h"
+
 void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
                           struct cinfer_error *err)
+{
+    return cinfer_channel_open_keyed(zmq_context, type, endpoint, bind, routing_id, NULL, err);
+}
+
+void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
+                                const struct cinfer_port_args *keys, struct cinfer_error *err)
 {
     void *s = zmq_socket(zmq_context, type);
     if (!s) {
@@ -27,6 +35,10 @@ void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int
         int retry_ms = 10, retry_max_ms = 1000;
         zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &retry_ms, sizeof retry_ms);
         zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &retry_max_ms, sizeof retry_max_ms);
+    }
+    if (cinfer_curve_apply(s, endpoint, bind, keys, err) != CINFER_OK) {
+        zmq_close(s);
+        return NULL;
     }
     int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
     if (rc != 0) {

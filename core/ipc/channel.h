@@ -12,6 +12,10 @@
  * routing_id: for a DEALER, its identity (may be NULL). Returns the socket or NULL. */
 void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
                           struct cinfer_error *err);
+/* The same, with CURVE (ipc/curve.h) for a tcp:// endpoint when keys carries them. */
+struct cinfer_port_args;
+void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
+                                const struct cinfer_port_args *keys, struct cinfer_error *err);
 void cinfer_channel_close(void **socket);
 
 /* Sends one frame; with dont_wait, CINFER_ERR_TIMEOUT when it would block.

@@ -162,9 +162,9 @@ int cinfer_msg_decode_heartbeat(const void *frame, size_t len, struct cinfer_msg
 /* ---- WORKER_SETTINGS ---------------------------------------------------------------- */
 
 /* The endpoints in order; each is a fixed array of the port args. */
-#define PORT_FIELDS(X)                                                                     \
-    X(run_dir) X(scheduler_input) X(detokenizer_input) X(tokenizer_input) X(status) X(rpc_prefix) \
-    X(plan_prefix) X(comm_prefix)
+#define PORT_FIELDS(X)                                                                                  \
+    X(run_dir) X(status) X(tokenizer_input) X(detokenizer_input) X(scheduler_input) X(rpc) X(plan) X(comm) \
+    X(curve_server_public) X(curve_server_secret) X(curve_client_public) X(curve_client_secret)
 
 int cinfer_msg_encode_worker_settings(const struct cinfer_msg_worker_settings *m, void **frame, size_t *frame_len)
 {
@@ -249,6 +249,15 @@ void cinfer_msg_failed_free(struct cinfer_msg_failed *m)
 {
     free(m->message);
     m->message = NULL;
+}
+
+static char *empty_to_null(char *s)
+{
+    if (s && !s[0]) {
+        free(s);
+        return NULL;
+    }
+    return s;
 }
 
 /* ---- GENERATE / ABORT ------------------------------------------------------------- */
@@ -359,6 +368,7 @@ int cinfer_msg_encode_generate(const struct cinfer_msg_generate *m, void **frame
     cinfer_wire_put_i32_array(&w, m->ids, m->n_ids);
     put_sampling(&w, &m->sampling);
     cinfer_wire_put_u8(&w, m->stream);
+    cinfer_wire_put_str(&w, m->grammar);
     return finish(&w, frame, frame_len);
 }
 
@@ -374,6 +384,7 @@ int cinfer_msg_decode_generate(const void *frame, size_t len, struct cinfer_msg_
     m->ids = cinfer_wire_get_i32_array(&r, "ids", CINFER_IPC_MAX_IDS, &m->n_ids);
     get_sampling(&r, &m->sampling);
     m->stream = cinfer_wire_get_u8(&r, "stream");
+    m->grammar = empty_to_null(cinfer_wire_get_str(&r, "grammar", CINFER_IPC_MAX_GRAMMAR));
     rc = close_body(&r, CINFER_MSG_GENERATE, err);
     if (rc)
         cinfer_msg_generate_free(m);
@@ -386,6 +397,8 @@ void cinfer_msg_generate_free(struct cinfer_msg_generate *m)
     m->ids = NULL;
     m->n_ids = 0;
     free_sampling(&m->sampling);
+    free(m->grammar);
+    m->grammar = NULL;
 }
 
 int cinfer_msg_encode_abort(const struct cinfer_msg_abort *m, void **frame, size_t *frame_len)
@@ -515,6 +528,7 @@ int cinfer_msg_encode_tokens(const struct cinfer_msg_tokens *m, void **frame, si
         cinfer_wire_put_str(&w, it->error);
         put_logprobs(&w, it->logprobs, it->n_ids);
         cinfer_wire_put_i32(&w, it->code);
+        cinfer_wire_put_u32(&w, it->cached_tokens);
     }
     return finish(&w, frame, frame_len);
 }
@@ -530,10 +544,10 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
     if (!r.failed_field && n > CINFER_IPC_MAX_BATCH)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "TOKENS frame: field 'n_items': %u exceeds the limit %u", n,
                                 CINFER_IPC_MAX_BATCH);
-    /* Each item takes at least 30 bytes (rid 8, ids count 4, finish 1, two counts 8,
-     * error length 4, logprobs flag 1, code 4: an abort carries nothing more), so a
-     * huge count in a short frame fails here. */
-    if (!r.failed_field && (size_t)n * 30 > (size_t)(r.end - r.p))
+    /* Each item takes at least 34 bytes (rid 8, ids count 4, finish 1, two counts 8,
+     * error length 4, logprobs flag 1, code 4, cached count 4: an abort carries
+     * nothing more), so a huge count in a short frame fails here. */
+    if (!r.failed_field && (size_t)n * 34 > (size_t)(r.end - r.p))
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "TOKENS frame: field 'n_items': %u items cannot fit in %zu bytes",
                                 n, (size_t)(r.end - r.p));
@@ -556,6 +570,7 @@ int cinfer_msg_decode_tokens(const void *frame, size_t len, struct cinfer_msg_to
         }
         it->logprobs = get_logprobs(&r, &item_logprob_fields, it->ids, it->n_ids);
         it->code = cinfer_wire_get_i32(&r, "items.code");
+        it->cached_tokens = cinfer_wire_get_u32(&r, "items.cached_tokens");
         if (!r.failed_field && it->finish_reason > CINFER_FINISH_ERROR) {
             r.failed_field = "items.finish_reason";
             snprintf(r.why, sizeof r.why, "unknown finish reason %u", it->finish_reason);
@@ -595,16 +610,8 @@ int cinfer_msg_encode_text(const struct cinfer_msg_text *m, void **frame, size_t
     cinfer_wire_put_str(&w, m->error);
     put_logprobs(&w, m->logprobs, m->n_ids);
     cinfer_wire_put_i32(&w, m->code);
+    cinfer_wire_put_u32(&w, m->cached_tokens);
     return finish(&w, frame, frame_len);
-}
-
-static char *empty_to_null(char *s)
-{
-    if (s && !s[0]) {
-        free(s);
-        return NULL;
-    }
-    return s;
 }
 
 int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text *m, struct cinfer_error *err)
@@ -634,6 +641,7 @@ int cinfer_msg_decode_text(const void *frame, size_t len, struct cinfer_msg_text
     m->error = empty_to_null(cinfer_wire_get_str(&r, "error", CINFER_IPC_MAX_SHORT_TEXT));
     m->logprobs = get_logprobs(&r, &text_logprob_fields, m->ids, m->n_ids);
     m->code = cinfer_wire_get_i32(&r, "code");
+    m->cached_tokens = cinfer_wire_get_u32(&r, "cached_tokens");
     if (!r.failed_field && m->finish_reason > CINFER_FINISH_ERROR) {
         r.failed_field = "finish_reason";
         snprintf(r.why, sizeof r.why, "unknown finish reason %u", m->finish_reason);

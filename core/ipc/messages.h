@@ -9,6 +9,13 @@
  * 1: present) and, when present, per id: f32 logprob, u8 n_top (at most
  * CINFER_MAX_TOP_LOGPROBS), then n_top pairs of i32 id and f32 logprob.
  *
+ * GENERATE ends with the request's grammar (constrained decoding: grammar text as
+ * core/grammar/grammar.h reads it, the json_schema / regex / ebnf of the request
+ * already turned into it by the main process; empty for none).
+ *
+ * A TOKENS item and a TEXT message end with a u32 cached_tokens (prompt tokens the
+ * prefix cache held when the request first started) after the code.
+ *
  * A TOKENS item and a TEXT message end with an i32 code: the enum cinfer_status of a
  * request that failed (finish reason ERROR), 0 for any other. The code is what callers
  * get (C API status, HTTP status); the error string is only words for a person. A
@@ -25,8 +32,9 @@
 
 #define CINFER_IPC_MAGIC 0x464E4943u /* "CINF" */
 /* 2: TOKENS and TEXT carry logprobs; 3: and an error code; DETOK_REQUEST carries the
- * prompt's tail; HEARTBEAT and WORKER_SETTINGS. */
-#define CINFER_IPC_VERSION 3u
+ * prompt's tail; HEARTBEAT and WORKER_SETTINGS. 4: GENERATE carries a grammar, TOKENS
+ * items and TEXT the prefix-cache hit. */
+#define CINFER_IPC_VERSION 4u
 
 /* Limits a decoder enforces. */
 #define CINFER_IPC_MAX_IDS (1u << 22)        /* token ids in one message */
@@ -92,9 +100,12 @@ struct cinfer_msg_generate {
     uint64_t rid;
     int32_t *ids;               /* (n_ids) prompt tokens; malloc'd by decode */
     uint32_t n_ids;
-    struct cinfer_sampling_params sampling; /* stop strings malloc'd by decode */
+    struct cinfer_sampling_params sampling; /* stop strings malloc'd by decode; json_schema,
+                                               regex and ebnf are not sent (grammar is) */
     uint8_t stream;
+    char *grammar;              /* grammar text or NULL; malloc'd by decode */
 };
+#define CINFER_IPC_MAX_GRAMMAR (1u << 22) /* bytes of grammar text */
 
 struct cinfer_msg_abort {
     uint64_t rid;
@@ -112,6 +123,7 @@ struct cinfer_token_item {
     char *error;                /* for CINFER_FINISH_ERROR; malloc'd by decode, may be NULL */
     struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL when not asked; malloc'd by decode */
     int32_t code;               /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
+    uint32_t cached_tokens;     /* prompt tokens found in the prefix cache */
 };
 
 struct cinfer_msg_tokens {
@@ -132,6 +144,7 @@ struct cinfer_msg_text {
     char *error;                /* may be NULL */
     struct cinfer_token_logprob *logprobs; /* (n_ids) or NULL; malloc'd by decode */
     int32_t code;               /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
+    uint32_t cached_tokens;     /* prompt tokens found in the prefix cache */
 };
 
 /* Sent by the scheduler before the first TOKENS of a request, on the same channel, so

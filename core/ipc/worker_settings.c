@@ -20,6 +20,10 @@ static int write_all(int fd, const void *data, size_t len, struct cinfer_error *
             n = write(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return cinfer_error_set(err, CINFER_ERR_RANGE,
+                                    "a worker's settings (%zu bytes left to write) do not fit its standard input's "
+                                    "buffer, and nothing reads them yet", len);
         if (n <= 0)
             return cinfer_error_set(err, CINFER_ERR_IO, "writing a worker's settings to its standard input: %s",
                                     n < 0 ? strerror(errno) : "nothing written");
@@ -67,6 +71,10 @@ static int read_all(int fd, void *data, size_t len, int timeout_ms, const char *
         ssize_t n = read(fd, p + got, len - got);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return cinfer_error_set(err, CINFER_ERR_RANGE,
+                                    "a worker's settings (%zu bytes left to write) do not fit its standard input's "
+                                    "buffer, and nothing reads them yet", len);
         if (n <= 0)
             return cinfer_error_set(err, n == 0 ? CINFER_ERR_PARSE : CINFER_ERR_IO,
                                     "standard input ended after %zu of %zu bytes of %s%s%s (cinfer-worker is "

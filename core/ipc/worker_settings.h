@@ -10,7 +10,8 @@
 #include "cinfer/error.h"
 
 /* Writes the settings to fd (a socket or pipe; a closed peer is an error, never a
- * SIGPIPE). */
+ * SIGPIPE). A non-blocking fd whose buffer is full is an error too: the engine writes
+ * before the worker exists, so waiting would never end. */
 int cinfer_worker_settings_send(int fd, const struct cinfer_server_args *args, const struct cinfer_port_args *ports,
                                 struct cinfer_error *err);
 

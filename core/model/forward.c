@@ -3,7 +3,16 @@
  * Every chunk of every sequence in the call is laid end to end as rows of one
  * activation matrix (T = total new tokens), so each projection is one matmul per
  * weight per call; only attention looks at sequences separately, reading each one's
- * K/V through its page table. Reads top to bottom like llama2.c's run.c. */
+ * K/V through its page table. Reads top to bottom like llama2.c's run.c.
+ *
+ * Tensor parallelism (runtime_shard.c says who holds what): every rank runs this same
+ * pass on its shard, rank 0 on the caller's batch after publishing its plan, the others
+ * on the decoded plan. Four kinds of points join the ranks, each a collective of the
+ * communicator: the embedding (all-reduce: each rank filled only its vocabulary's
+ * rows), the outputs of wo and w_down (all-reduce of the partial sums), and the logits
+ * (all-gather of each rank's vocabulary rows). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -11,9 +20,11 @@
 
 /* Checks the batch against the contract in runtime.h and lays out the per-token host
  * arrays: tokens, RoPE angles, K/V slots, attention sequences and asked logits rows.
- * Returns the total token count T, or a negative status. */
-static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs, int *n_logits_rows,
-                      struct cinfer_error *err)
+ * A follower (a decoded plan) does no page bookkeeping and keeps no logits: its pages
+ * are only checked to lie in the cache. Returns the total token count T, or a negative
+ * status. */
+static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs, int follower,
+                      int *n_logits_rows, struct cinfer_error *err)
 {
     if (n_seqs < 1 || !seqs)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "forward: the batch has no sequences (n_seqs %d)",
@@ -41,7 +52,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
         int pages_used = (int)((end_pos + page_tokens - 1) / page_tokens);
         for (int p = 0; p < pages_used; p++) {
             int32_t page = c->page_table[p];
-            if (page < 0 || page >= rt->pages.n_pages || rt->pages.refcount[page] <= 0)
+            if (page < 0 || page >= rt->pages.n_pages || (!follower && rt->pages.refcount[page] <= 0))
                 return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                         "forward: sequence %d page table entry %d is page %d, which is %s", s, p, page,
                                         page < 0 || page >= rt->pages.n_pages ? "out of range" : "not allocated");
@@ -49,7 +60,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
         if (c->logits != CINFER_LOGITS_NONE && c->logits != CINFER_LOGITS_LAST && c->logits != CINFER_LOGITS_ALL)
             return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "forward: sequence %d asks logits mode %d", s,
                                     (int)c->logits);
-        if (c->logits != CINFER_LOGITS_NONE && !c->logits_out)
+        if (!follower && c->logits != CINFER_LOGITS_NONE && !c->logits_out)
             return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                     "forward: sequence %d asks for logits but logits_out is NULL", s);
         for (int t = 0; t < c->n_tokens; t++) {
@@ -60,7 +71,9 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
                                         "forward: sequence %d token %d is id %d, outside the vocabulary [0, %d)", s, t,
                                         token, rt->vocab);
             int pos = c->start_pos + t;
-            rt->tokens[row] = token;
+            /* the row of this rank's tok_embeddings, or -1 (zeros) for another rank's */
+            int32_t local = token - rt->shard.first_vocab;
+            rt->tokens[row] = local >= 0 && local < rt->shard.vocab_rows ? local : -1;
             int half = rt->head_dim / 2;
             cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
                                       rt->rope_sin + (size_t)row * half);
@@ -69,7 +82,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
             if (wants) {
                 rt->logits_rows[n_logits] = row;
                 rt->logits_dst[n_logits] =
-                    c->logits_out + (size_t)(c->logits == CINFER_LOGITS_ALL ? t : 0) * rt->vocab;
+                    follower ? NULL : c->logits_out + (size_t)(c->logits == CINFER_LOGITS_ALL ? t : 0) * rt->vocab;
                 n_logits++;
             }
         }
@@ -81,6 +94,14 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
     return total;
 }
 
+/* x (n) = the sum of every rank's x; nothing to do on a single rank. */
+static int sum_over_ranks(struct cinfer_runtime *rt, float *x, size_t n, struct cinfer_error *err)
+{
+    if (rt->shard.size == 1)
+        return 0;
+    return rt->comm->ops->all_reduce_sum_f32(rt->comm->state, x, n, err);
+}
+
 /* One transformer block on the T rows of rt->x. */
 static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, struct cinfer_error *err)
 {
@@ -88,6 +109,7 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
     const struct runtime_layer *w = &rt->layers[l];
+    int heads = rt->shard.heads, kv_heads = rt->shard.kv_heads; /* this rank's */
     int rc;
 
     /* attention */
@@ -100,19 +122,20 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     if ((rc = ops->matmul(be, rt->xn, T, qkv, 3, err)) < 0)
         return rc;
     if (w->q_norm) { /* Qwen3: RMSNorm over each head vector before RoPE */
-        ops->rmsnorm(be, rt->q, rt->q, T * c->num_heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
-        ops->rmsnorm(be, rt->k, rt->k, T * c->num_kv_heads, rt->head_dim, w->k_norm, c->rms_norm_eps);
+        ops->rmsnorm(be, rt->q, rt->q, T * heads, rt->head_dim, w->q_norm, c->rms_norm_eps);
+        ops->rmsnorm(be, rt->k, rt->k, T * kv_heads, rt->head_dim, w->k_norm, c->rms_norm_eps);
     }
     struct cinfer_backend_rope rope = {rt->rope_cos, rt->rope_sin, c->rope_interleaved};
-    ops->rope(be, rt->q, T, c->num_heads, rt->head_dim, &rope);
-    ops->rope(be, rt->k, T, c->num_kv_heads, rt->head_dim, &rope);
+    ops->rope(be, rt->q, T, heads, rt->head_dim, &rope);
+    ops->rope(be, rt->k, T, kv_heads, rt->head_dim, &rope);
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
-    if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, c->num_heads,
-                             c->num_kv_heads, rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
+    if ((rc = ops->attention(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, heads, kv_heads,
+                             rt->head_dim, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden) */
-    if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0)
+    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden), this rank's heads' part */
+    if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0 ||
+        (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
 
@@ -125,20 +148,23 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     if ((rc = ops->matmul(be, rt->xn, T, gate_up, 2, err)) < 0)
         return rc;
     ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
-    struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj, 0}; /* (T, hidden) */
-    if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0)
+    struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj, 0}; /* (T, hidden), this rank's part */
+    if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0 ||
+        (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
         return rc;
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
     return 0;
 }
 
-/* Final norm and lm_head for the asked rows only, a block of rows per matmul. */
+/* Final norm and lm_head for the asked rows only, a block of rows per matmul. With
+ * several ranks each computes its vocabulary rows and the gather makes them whole;
+ * a follower keeps none. */
 static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
     void *be = rt->backend;
+    const struct runtime_shard *sh = &rt->shard;
     size_t hidden_bytes = (size_t)rt->hidden * sizeof(float);
-    size_t vocab_bytes = (size_t)rt->vocab * sizeof(float);
     for (int first = 0; first < n_logits; first += CINFER_LOGITS_BLOCK_ROWS) {
         int n = n_logits - first < CINFER_LOGITS_BLOCK_ROWS ? n_logits - first : CINFER_LOGITS_BLOCK_ROWS;
         for (int i = 0; i < n; i++)
@@ -146,30 +172,113 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
                       rt->x + (size_t)rt->logits_rows[first + i] * rt->hidden, hidden_bytes);
         ops->rmsnorm(be, rt->logits_x, rt->logits_x, n, rt->hidden, rt->output_norm,
                      rt->model->config.rms_norm_eps);                     /* (n, hidden) */
-        /* (n, vocab); x unrounded: the logits decide greedy tokens, and this matmul is
-         * run for the asked rows only, so its speed hardly shows in prefill */
+        /* (n, vocab_rows); x unrounded: the logits decide greedy tokens, and this matmul
+         * is run for the asked rows only, so its speed hardly shows in prefill */
         struct cinfer_backend_matmul_out head = {&rt->lm_head, NULL, rt->logits, 1};
         int rc = ops->matmul(be, rt->logits_x, n, &head, 1, err);
         if (rc < 0)
             return rc;
-        for (int i = 0; i < n; i++)
-            ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab, vocab_bytes);
+        if (sh->size == 1) {
+            for (int i = 0; i < n; i++)
+                ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab,
+                              (size_t)rt->vocab * sizeof(float));
+            continue;
+        }
+        /* rank r's block of the gather is its (n, vocab rows of r) logits, packed */
+        size_t block = (size_t)n * sh->vocab_stride;
+        rc = rt->comm->ops->all_gather(rt->comm->state, rt->logits, block * sizeof(float), rt->logits_gather, err);
+        if (rc < 0)
+            return rc;
+        for (int i = 0; i < n; i++) {
+            float *dst = rt->logits_dst[first + i];
+            if (!dst)
+                continue;
+            for (int r = 0; r < sh->size; r++) {
+                int v0 = r * sh->vocab_stride, rows = rt->vocab - v0 < sh->vocab_stride ? rt->vocab - v0
+                                                                                         : sh->vocab_stride;
+                ops->download(be, dst + v0, rt->logits_gather + (size_t)r * block + (size_t)i * rows,
+                              (size_t)rows * sizeof(float));
+            }
+        }
     }
     return 0;
+}
+
+/* The pass itself, on the host arrays plan_batch laid out. */
+static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits, struct cinfer_error *err)
+{
+    rt->ops->embedding(rt->backend, &rt->tok_embeddings, rt->tokens, T, rt->x); /* (T, hidden) */
+    int rc = sum_over_ranks(rt, rt->x, (size_t)T * rt->hidden, err);
+    for (int l = 0; rc == 0 && l < rt->model->config.num_layers; l++)
+        rc = layer_forward(rt, l, T, n_seqs, err);
+    if (rc == 0)
+        rc = logits_forward(rt, n_logits, err);
+    return rc;
+}
+
+/* After a rank has started a pass the others run too, a failure of its own must not
+ * leave them waiting at the next collective: it aborts the group (a no-op where the
+ * failure was the group's abort already). */
+static int fail_group(struct cinfer_runtime *rt, int rc, struct cinfer_error *err)
+{
+    if (rt->comm->ops->abort) {
+        char why[256];
+        snprintf(why, sizeof why, "tp rank %d: %.200s", rt->shard.rank, err ? err->message : "a forward pass failed");
+        rt->comm->ops->abort(rt->comm->state, why, NULL); /* the error to return is rc's */
+    }
+    return rc;
 }
 
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                    struct cinfer_error *err)
 {
+    if (rt->shard.rank != 0)
+        return cinfer_error_set(err, CINFER_ERR_STATE,
+                                "forward: tp rank %d runs rank 0's plans (cinfer_runtime_forward_plan), not batches",
+                                rt->shard.rank);
     int n_logits = 0;
-    int T = plan_batch(rt, seqs, n_seqs, &n_logits, err);
+    int T = plan_batch(rt, seqs, n_seqs, 0, &n_logits, err);
     if (T < 0)
         return T;
-    rt->ops->embedding(rt->backend, &rt->tok_embeddings, rt->tokens, T, rt->x); /* (T, hidden) */
-    for (int l = 0; l < rt->model->config.num_layers; l++) {
-        int rc = layer_forward(rt, l, T, n_seqs, err);
-        if (rc < 0)
-            return rc;
+    if (rt->shard.size > 1) {
+        struct cinfer_tp_plan_limits lim = {rt->vocab, rt->pages.n_pages, rt->pages.page_tokens,
+                                            rt->max_batch_tokens};
+        size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, lim.page_tokens);
+        if (bytes > rt->plan_out_bytes) {
+            uint8_t *grown = realloc(rt->plan_out, bytes);
+            if (!grown) /* nothing published yet: the group is still whole */
+                return cinfer_error_set(err, CINFER_ERR_NOMEM, "forward: out of memory for a %zu-byte plan", bytes);
+            rt->plan_out = grown;
+            rt->plan_out_bytes = bytes;
+        }
+        cinfer_tp_plan_encode(rt->plan_step, &lim, seqs, n_seqs, rt->plan_out);
+        int rc = rt->publish_plan(rt->publish_ctx, rt->plan_out, bytes, err);
+        if (rc < 0) /* some followers may have it */
+            return fail_group(rt, rc, err);
+        rt->plan_step++;
     }
-    return logits_forward(rt, n_logits, err);
+    int rc = run_batch(rt, T, n_seqs, n_logits, err);
+    return rc < 0 && rt->shard.size > 1 ? fail_group(rt, rc, err) : rc;
+}
+
+int cinfer_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan_bytes, struct cinfer_error *err)
+{
+    if (rt->shard.size == 1 || rt->shard.rank == 0)
+        return cinfer_error_set(err, CINFER_ERR_STATE,
+                                "forward: tp rank %d of %d makes its own plans (cinfer_runtime_forward), it runs none",
+                                rt->shard.rank, rt->shard.size);
+    struct cinfer_tp_plan_limits lim = {rt->vocab, rt->pages.n_pages, rt->pages.page_tokens, rt->max_batch_tokens};
+    int rc = cinfer_tp_plan_decode(plan, plan_bytes, &lim, &rt->plan, err);
+    if (rc == 0 && rt->plan.step != rt->plan_step)
+        rc = cinfer_error_set(err, CINFER_ERR_PARSE, "plan: step %llu, tp rank %d expects %llu (a plan was lost or "
+                              "repeated)", (unsigned long long)rt->plan.step, rt->shard.rank,
+                              (unsigned long long)rt->plan_step);
+    int n_logits = 0, T = rc;
+    if (rc == 0)
+        T = rc = plan_batch(rt, rt->plan.seqs, rt->plan.n_seqs, 1, &n_logits, err);
+    if (rc >= 0) {
+        rt->plan_step++;
+        rc = run_batch(rt, T, rt->plan.n_seqs, n_logits, err);
+    }
+    return rc < 0 ? fail_group(rt, rc, err) : 0;
 }

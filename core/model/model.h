@@ -114,6 +114,8 @@ struct cinfer_model_load_options {
     int show_progress;   /* 1: progress bar on a terminal; 0: one log line */
     enum cinfer_weight_dtype dtype; /* model.dtype: AUTO keeps the stored types; else every
                                      * matrix is converted to f32, f16 or bf16 at load */
+    int no_prefault;     /* 1: leave the weights' pages unread at load (a tensor-parallel
+                          * rank reads only its shard of them); 0: read them in now */
 };
 
 /* path: a Hugging Face model folder or a .gguf file. */

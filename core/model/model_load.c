@@ -226,16 +226,19 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     }
 
     /* Reading one byte per page faults the weights in now rather than during the first
-     * forward pass; a bar shows it on a terminal when the model is large enough to wait for. */
+     * forward pass; a bar shows it on a terminal when the model is large enough to wait for.
+     * A tensor-parallel rank (no_prefault) reads only its shard, later. */
     struct touch_state touch = {.sum = 0};
     for_each_weight(m, add_bytes, &touch);
     uint64_t total_bytes = touch.progress.total_bytes;
     if (!m->matrices_mapped)
         m->weight_bytes = (size_t)total_bytes; /* converted matrices count at their new size */
-    cinfer_progress_begin(&touch.progress, base_name(path), total_bytes,
-                          (!opts || opts->show_progress) && total_bytes >= PROGRESS_MIN_BYTES);
-    for_each_weight(m, touch_weight, &touch);
-    cinfer_progress_end(&touch.progress);
+    if (!opts || !opts->no_prefault) {
+        cinfer_progress_begin(&touch.progress, base_name(path), total_bytes,
+                              (!opts || opts->show_progress) && total_bytes >= PROGRESS_MIN_BYTES);
+        for_each_weight(m, touch_weight, &touch);
+        cinfer_progress_end(&touch.progress);
+    }
 
     const struct cinfer_weight *main_weight = &m->layers[0].wq;
     cinfer_log(CINFER_LOG_SEV_INFO, "loaded %s: %s, %d layers, %.2fM params, %s, %.1f MiB in %lld ms", base_name(path),

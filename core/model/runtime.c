@@ -1,5 +1,6 @@
 /* core/model/runtime.c — binds a loaded model to the CPU backend: checks every weight's
- * shape and type once, widens the 1-D weights to f32, hands the matrices to the backend
+ * shape and type once, takes this rank's slice of each (tensor parallelism:
+ * runtime_shard.c), widens the 1-D weights to f32, hands the matrices to the backend
  * to prepare (repack or upload), computes the RoPE frequencies, sizes the paged KV
  * cache from its byte budget and allocates the scratch. */
 #include "model/runtime.h"
@@ -46,10 +47,10 @@ static int bind_matrix(const struct cinfer_weight *w, const char *name, int laye
     return 0;
 }
 
-/* A 1-D weight (norm or bias) of n values, widened to an f32 copy; NULL when absent
- * and optional. */
-static int widen_vector(const struct cinfer_weight *w, const char *name, int layer, int64_t n, int required,
-                        float **out, struct cinfer_error *err)
+/* A 1-D weight (norm or bias) of n values, its values [first, first + count) widened
+ * to an f32 copy; NULL when absent and optional. */
+static int widen_slice(const struct cinfer_weight *w, const char *name, int layer, int64_t n, int64_t first,
+                       int64_t count, int required, float **out, struct cinfer_error *err)
 {
     *out = NULL;
     if (!w->data && !required)
@@ -58,11 +59,20 @@ static int widen_vector(const struct cinfer_weight *w, const char *name, int lay
     int rc = bind_matrix(w, name, layer, 1, n, &bound, err);
     if (rc < 0)
         return rc;
+    /* the whole vector (n values), then its slice: a block type's slice need not start on a block */
     *out = malloc((size_t)n * sizeof(float));
     if (!*out)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory widening %s", name);
     cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)w->dtype, w->data, n, *out);
+    if (first > 0)
+        memmove(*out, *out + first, (size_t)count * sizeof(float));
     return 0;
+}
+
+static int widen_vector(const struct cinfer_weight *w, const char *name, int layer, int64_t n, int required,
+                        float **out, struct cinfer_error *err)
+{
+    return widen_slice(w, name, layer, n, 0, n, required, out, err);
 }
 
 /* RoPE inverse frequencies in double, with Llama 3 scaling as Hugging Face's
@@ -150,14 +160,33 @@ static int check_config(const struct cinfer_model_config *c, struct cinfer_error
     return 0;
 }
 
+/* A matrix of the model checked against its full shape, then this rank's rows
+ * (by_cols 0) or columns (by_cols 1) of it [first, first + count), as a view. */
+static int bind_slice(const struct cinfer_weight *w, const char *name, int layer, int64_t rows, int64_t cols,
+                      int by_cols, int64_t first, int64_t count, struct cinfer_backend_weight *out,
+                      struct cinfer_error *err)
+{
+    struct cinfer_backend_weight full;
+    int rc = bind_matrix(w, name, layer, rows, cols, &full, err);
+    if (rc < 0)
+        return rc;
+    cinfer_weight_slice(&full, by_cols, first, count, out);
+    return 0;
+}
+
 static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     const struct cinfer_model *m = rt->model;
     const struct cinfer_model_config *c = &m->config;
+    const struct runtime_shard *sh = &rt->shard;
+    int64_t hd = rt->head_dim, q_full = (int64_t)c->num_heads * hd, kv_full = (int64_t)c->num_kv_heads * hd;
+    int64_t q0 = sh->first_head * hd, kv0 = sh->first_kv_head * hd, f0 = sh->first_ffn;
+    int64_t ffn_full = c->intermediate_size;
     int rc;
-    if ((rc = bind_matrix(&m->tok_embeddings, "tok_embeddings", -1, rt->vocab, rt->hidden, &rt->tok_embeddings,
-                          err)) < 0 ||
-        (rc = bind_matrix(&m->lm_head, "lm_head", -1, rt->vocab, rt->hidden, &rt->lm_head, err)) < 0 ||
+    if ((rc = bind_slice(&m->tok_embeddings, "tok_embeddings", -1, rt->vocab, rt->hidden, 0, sh->first_vocab,
+                         sh->vocab_rows, &rt->tok_embeddings, err)) < 0 ||
+        (rc = bind_slice(&m->lm_head, "lm_head", -1, rt->vocab, rt->hidden, 0, sh->first_vocab, sh->vocab_rows,
+                         &rt->lm_head, err)) < 0 ||
         (rc = widen_vector(&m->output_norm, "output_norm", -1, rt->hidden, 1, &rt->output_norm, err)) < 0)
         return rc;
     rt->layers = calloc((size_t)c->num_layers, sizeof *rt->layers);
@@ -166,27 +195,34 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
     for (int l = 0; l < c->num_layers; l++) {
         const struct cinfer_layer_weights *src = &m->layers[l];
         struct runtime_layer *dst = &rt->layers[l];
-        if ((rc = bind_matrix(&src->wq, "wq", l, rt->q_dim, rt->hidden, &dst->wq, err)) < 0 ||
-            (rc = bind_matrix(&src->wk, "wk", l, rt->kv_dim, rt->hidden, &dst->wk, err)) < 0 ||
-            (rc = bind_matrix(&src->wv, "wv", l, rt->kv_dim, rt->hidden, &dst->wv, err)) < 0 ||
-            (rc = bind_matrix(&src->wo, "wo", l, rt->hidden, rt->q_dim, &dst->wo, err)) < 0 ||
-            (rc = bind_matrix(&src->w_gate, "w_gate", l, rt->intermediate, rt->hidden, &dst->w_gate, err)) < 0 ||
-            (rc = bind_matrix(&src->w_up, "w_up", l, rt->intermediate, rt->hidden, &dst->w_up, err)) < 0 ||
-            (rc = bind_matrix(&src->w_down, "w_down", l, rt->hidden, rt->intermediate, &dst->w_down, err)) < 0 ||
+        if ((rc = bind_slice(&src->wq, "wq", l, q_full, rt->hidden, 0, q0, rt->q_dim, &dst->wq, err)) < 0 ||
+            (rc = bind_slice(&src->wk, "wk", l, kv_full, rt->hidden, 0, kv0, rt->kv_dim, &dst->wk, err)) < 0 ||
+            (rc = bind_slice(&src->wv, "wv", l, kv_full, rt->hidden, 0, kv0, rt->kv_dim, &dst->wv, err)) < 0 ||
+            (rc = bind_slice(&src->wo, "wo", l, rt->hidden, q_full, 1, q0, rt->q_dim, &dst->wo, err)) < 0 ||
+            (rc = bind_slice(&src->w_gate, "w_gate", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_gate,
+                             err)) < 0 ||
+            (rc = bind_slice(&src->w_up, "w_up", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_up,
+                             err)) < 0 ||
+            (rc = bind_slice(&src->w_down, "w_down", l, rt->hidden, ffn_full, 1, f0, rt->intermediate, &dst->w_down,
+                             err)) < 0 ||
             (rc = widen_vector(&src->attn_norm, "attn_norm", l, rt->hidden, 1, &dst->attn_norm, err)) < 0 ||
             (rc = widen_vector(&src->ffn_norm, "ffn_norm", l, rt->hidden, 1, &dst->ffn_norm, err)) < 0 ||
             (rc = widen_vector(&src->q_norm, "q_norm", l, rt->head_dim, c->qk_norm, &dst->q_norm, err)) < 0 ||
             (rc = widen_vector(&src->k_norm, "k_norm", l, rt->head_dim, c->qk_norm, &dst->k_norm, err)) < 0 ||
-            (rc = widen_vector(&src->bq, "bq", l, rt->q_dim, c->attention_bias, &dst->bq, err)) < 0 ||
-            (rc = widen_vector(&src->bk, "bk", l, rt->kv_dim, c->attention_bias, &dst->bk, err)) < 0 ||
-            (rc = widen_vector(&src->bv, "bv", l, rt->kv_dim, c->attention_bias, &dst->bv, err)) < 0)
+            (rc = widen_slice(&src->bq, "bq", l, q_full, q0, rt->q_dim, c->attention_bias, &dst->bq, err)) < 0 ||
+            (rc = widen_slice(&src->bk, "bk", l, kv_full, kv0, rt->kv_dim, c->attention_bias, &dst->bk, err)) < 0 ||
+            (rc = widen_slice(&src->bv, "bv", l, kv_full, kv0, rt->kv_dim, c->attention_bias, &dst->bv, err)) < 0)
             return rc;
         if (!c->qk_norm) { /* a stray norm in a model that does not use it stays unused */
             free(dst->q_norm);
             free(dst->k_norm);
             dst->q_norm = dst->k_norm = NULL;
         }
+        rt->memory.weight_copy_bytes += sizeof(float) * (size_t)(2 * rt->hidden +
+                                                                 (dst->q_norm ? 2 * rt->head_dim : 0) +
+                                                                 (dst->bq ? rt->q_dim + 2 * rt->kv_dim : 0));
     }
+    rt->memory.weight_copy_bytes += sizeof(float) * (size_t)rt->hidden; /* output_norm */
     return 0;
 }
 
@@ -209,16 +245,63 @@ static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, i
     return layer[(i - 2) % LAYER_MATRICES];
 }
 
+/* The model's whole matrix that runtime weight i is (a slice of). */
+static const struct cinfer_weight *model_weight(const struct cinfer_runtime *rt, int i)
+{
+    const struct cinfer_model *m = rt->model;
+    if (i < 2)
+        return i == 0 ? &m->tok_embeddings : &m->lm_head;
+    const struct cinfer_layer_weights *w = &m->layers[(i - 2) / LAYER_MATRICES];
+    const struct cinfer_weight *layer[LAYER_MATRICES] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
+                                                         &w->w_gate, &w->w_up, &w->w_down};
+    return layer[(i - 2) % LAYER_MATRICES];
+}
+
+/* A compact copy of a slice view (rows whole, columns a strided part): *w becomes it. */
+static int copy_slice(struct cinfer_backend_weight *w, void **copy, struct cinfer_error *err)
+{
+    size_t row_bytes = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->type, w->cols);
+    size_t bytes = (size_t)w->rows * row_bytes;
+    uint8_t *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!dst)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM,
+                                "runtime: cannot allocate %zu bytes for this rank's slice of a (%lld, %lld) weight",
+                                bytes, (long long)w->rows, (long long)w->cols);
+    for (int64_t r = 0; r < w->rows; r++)
+        memcpy(dst + (size_t)r * row_bytes, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row_bytes);
+    w->data = dst;
+    w->row_bytes = row_bytes;
+    *copy = dst;
+    return 0;
+}
+
 /* Every matrix weight through the backend's weight_prepare (the CPU repacks Q8_0, F16
  * and BF16 into panels for its AVX-512 kernels), unless the options keep the stored
  * views. Tied embeddings are prepared once. A weight the backend copied is not read as
- * stored again, so its file pages leave memory. */
+ * stored again, so its file pages leave memory.
+ *
+ * A tensor-parallel rank's weights are slices. Where the backend copies a slice (panels,
+ * device memory) that copy is all the rank keeps; where it would read the slice as
+ * given, the runtime keeps a compact copy of it instead (a column slice is strided
+ * across every page of the matrix, and the file's pages would be shared with the
+ * other ranks' parts). Either way the whole matrix's file pages then leave this
+ * process, so a rank holds about 1/tp_size of the weights, and never two copies. */
 static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct cinfer_error *err)
 {
     rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
-    if (keep_stored)
+    int sliced = rt->shard.size > 1;
+    int n = runtime_weight_count(rt);
+    if (sliced && !(rt->slice_copies = calloc((size_t)n, sizeof *rt->slice_copies)))
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    if (keep_stored && !sliced) {
+        for (int i = 0; i < n; i++) {
+            const struct cinfer_backend_weight *w = runtime_weight(rt, i);
+            if (!(i == 1 && rt->lm_head_tied))
+                rt->memory.weight_in_place_bytes += (size_t)w->rows * w->row_bytes;
+        }
         return 0;
-    for (int i = 0; i < runtime_weight_count(rt); i++) {
+    }
+    for (int i = 0; i < n; i++) {
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
         if (w == &rt->lm_head && rt->lm_head_tied) {
             rt->lm_head = rt->tok_embeddings;
@@ -226,12 +309,26 @@ static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct ci
             continue;
         }
         struct cinfer_backend_weight stored = *w;
-        int rc = rt->ops->weight_prepare(rt->backend, &stored, w, err);
-        if (rc < 0)
-            return rc;
+        if (!keep_stored) {
+            int rc = rt->ops->weight_prepare(rt->backend, &stored, w, err);
+            if (rc < 0)
+                return rc;
+        }
         rt->n_prepared++;
-        if (w->data != stored.data)
-            cinfer_model_drop_stored(rt->model, stored.data, (size_t)stored.rows * stored.row_bytes);
+        if (sliced && w->data == stored.data) { /* the backend reads it as given: it made nothing */
+            if (!keep_stored)
+                rt->ops->weight_release(rt->backend, w);
+            int rc = copy_slice(w, &rt->slice_copies[i], err);
+            if (rc < 0)
+                return rc;
+        }
+        if (w->data != stored.data) {
+            const struct cinfer_weight *whole = model_weight(rt, i);
+            cinfer_model_drop_stored(rt->model, whole->data, (size_t)whole->rows * whole->row_bytes);
+            rt->memory.weight_copy_bytes += (size_t)w->rows * w->row_bytes;
+        } else {
+            rt->memory.weight_in_place_bytes += (size_t)w->rows * w->row_bytes;
+        }
     }
     return 0;
 }
@@ -240,7 +337,9 @@ static void release_weights(struct cinfer_runtime *rt)
 {
     for (int i = 0; i < rt->n_prepared; i++) {
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
-        if (!(w == &rt->lm_head && rt->lm_head_tied))
+        if (rt->slice_copies && rt->slice_copies[i])
+            free(rt->slice_copies[i]);
+        else if (!(w == &rt->lm_head && rt->lm_head_tied))
             rt->ops->weight_release(rt->backend, w);
     }
     rt->n_prepared = 0;
@@ -263,9 +362,13 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
         {&rt->gate, t * rt->intermediate},
         {&rt->up, t * rt->intermediate},
         {&rt->logits_x, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->hidden},
-        {&rt->logits, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->vocab},
+        {&rt->logits, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->shard.vocab_stride},
+        {&rt->logits_gather,
+         rt->shard.size > 1 ? (size_t)rt->shard.size * CINFER_LOGITS_BLOCK_ROWS * rt->shard.vocab_stride : 0},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (bufs[i].floats == 0)
+            continue;
         *bufs[i].buf = rt->ops->buffer_alloc(rt->backend, bufs[i].floats * sizeof(float));
         if (!*bufs[i].buf)
             return cinfer_error_set(err, CINFER_ERR_NOMEM,
@@ -281,6 +384,32 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
     rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
     if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    return 0;
+}
+
+/* The tensor-parallel options: a communicator that matches tp_rank and tp_size, and
+ * rank 0's publish_plan; then this rank's share of the model. */
+static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_options *o, struct cinfer_error *err)
+{
+    int size = o->tp_size ? o->tp_size : 1;
+    int rc = cinfer_runtime_shard_plan(rt->model, o->tp_rank, size, &rt->shard, err);
+    if (rc < 0 || size == 1)
+        return rc;
+    if (!o->comm)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "runtime: tp_size %d needs a communicator", size);
+    if ((rc = cinfer_comm_check(o->comm, err)) < 0)
+        return cinfer_error_prefix(err, "runtime");
+    if (o->comm->rank != o->tp_rank || o->comm->size != size)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "runtime: tp_rank %d of tp_size %d, but the communicator is rank %d of %d", o->tp_rank,
+                                size, o->comm->rank, o->comm->size);
+    if (o->tp_rank == 0 && !o->publish_plan)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "runtime: tp rank 0 of %d needs publish_plan to hand its plans to the other ranks",
+                                size);
+    rt->comm = o->comm;
+    rt->publish_plan = o->publish_plan;
+    rt->publish_ctx = o->publish_ctx;
     return 0;
 }
 
@@ -304,11 +433,15 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     if (!rt)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
     rt->model = m;
+    if ((rc = setup_tp(rt, &opts, err)) < 0) {
+        free(rt);
+        return rc;
+    }
     rt->hidden = c->hidden_size;
     rt->head_dim = c->head_dim;
-    rt->q_dim = c->num_heads * c->head_dim;
-    rt->kv_dim = c->num_kv_heads * c->head_dim;
-    rt->intermediate = c->intermediate_size;
+    rt->q_dim = rt->shard.heads * c->head_dim;
+    rt->kv_dim = rt->shard.kv_heads * c->head_dim;
+    rt->intermediate = rt->shard.ffn;
     rt->vocab = c->vocab_size;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
@@ -336,6 +469,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                               c->head_dim);
         goto fail;
     }
+    /* a rank's pages hold its KV heads only: every rank gets the same count */
     size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
     int n_pages = cinfer_kv_pages_for_budget(opts.kv_cache_bytes, page_bytes);
     if (n_pages < 1) {
@@ -346,6 +480,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                               cinfer_runtime_kv_dtype_name(rt));
         goto fail;
     }
+    rt->memory.kv_cache_bytes = (size_t)n_pages * page_bytes;
     if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
         goto fail;
     if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
@@ -372,8 +507,9 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         return;
     if (rt->backend) {
         release_weights(rt);
-        float *bufs[] = {rt->x, rt->xn, rt->q, rt->k, rt->v, rt->attn, rt->proj, rt->gate, rt->up, rt->logits_x,
-                         rt->logits};
+        float *bufs[] = {rt->x,    rt->xn, rt->q,        rt->k,      rt->v,
+                         rt->attn, rt->proj, rt->gate,   rt->up,     rt->logits_x,
+                         rt->logits, rt->logits_gather};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 rt->ops->buffer_free(rt->backend, bufs[i]);
@@ -395,6 +531,9 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         free(rt->layers);
     }
     cinfer_kv_pages_fini(&rt->pages);
+    free(rt->slice_copies);
+    free(rt->plan_out);
+    cinfer_tp_plan_free(&rt->plan);
     free(rt->output_norm);
     free(rt->inv_freq);
     free(rt->tokens);
@@ -442,4 +581,15 @@ int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_ch
                            struct cinfer_error *err)
 {
     return cinfer_forward(rt, seqs, n_seqs, err);
+}
+
+int cinfer_runtime_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan_bytes,
+                                struct cinfer_error *err)
+{
+    return cinfer_forward_plan(rt, plan, plan_bytes, err);
+}
+
+void cinfer_runtime_memory(const struct cinfer_runtime *rt, struct cinfer_runtime_memory *out)
+{
+    *out = rt->memory;
 }

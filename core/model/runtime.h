@@ -11,11 +11,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/communicator.h"
 #include "cinfer/config.h"
 #include "cinfer/error.h"
 #include "model/model.h"
 
 struct cinfer_runtime; /* a model bound to a compute backend, a paged KV cache and scratch */
+
+/* Rank 0 of a tensor-parallel group hands each forward call's plan to this before it
+ * computes (see cinfer_runtime_forward_plan): plan (plan_bytes) is valid during the call
+ * only. Nonzero (a negative status, err filled): the forward fails, and the group is
+ * aborted, since some followers may have the plan already. */
+typedef int (*cinfer_runtime_publish_plan_fn)(void *ctx, const void *plan, size_t plan_bytes,
+                                              struct cinfer_error *err);
 
 struct cinfer_runtime_options {
     size_t kv_cache_bytes; /* memory budget of the KV cache in bytes */
@@ -29,6 +37,25 @@ struct cinfer_runtime_options {
     /* The KV cache's element type (AUTO: f16); the budget counts its bytes. q8_0 needs a
      * head_dim that is a multiple of 32. */
     enum cinfer_kv_cache_dtype kv_dtype;
+
+    /* Tensor parallelism (tp_size 0 or 1 and comm NULL: none, the runtime as before).
+     * This runtime is rank tp_rank of tp_size and keeps only its shard of the weights:
+     * its attention heads and KV heads (a KV head is kept by several ranks where tp_size
+     * exceeds the KV heads), its columns of the MLP and its rows of the vocabulary
+     * (embedding and lm_head). Its KV cache holds only its KV heads, so kv_cache_bytes
+     * holds tp_size times the tokens (fewer where KV heads are replicated); every rank
+     * gets the same page count. comm (comm->rank == tp_rank, comm->size == tp_size)
+     * carries the all-reduces after wo and w_down and the gathers of embedding and
+     * logits; the runtime does not own it. Rank 0 runs cinfer_runtime_forward, which
+     * first hands the call's plan to publish_plan (required on rank 0); ranks > 0 run
+     * cinfer_runtime_forward_plan on those plans, in the same order. Shapes that do not
+     * split are refused (cinfer_runtime_tp_check). Load the model with no_prefault so a
+     * rank never reads the other ranks' weights. */
+    int tp_rank;
+    int tp_size;
+    struct cinfer_comm *comm;
+    cinfer_runtime_publish_plan_fn publish_plan;
+    void *publish_ctx;
 };
 
 /* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype
@@ -37,6 +64,15 @@ struct cinfer_runtime_options {
 size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum cinfer_kv_cache_dtype kv_dtype);
 /* "f32", "f16", "bf16" or "q8_0": the type rt's KV pages hold. */
 const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt);
+
+/* Whether model m splits over tp_size ranks: attention heads divide by tp_size, KV
+ * heads divide by it or it by them, a Q8_0 wo split by columns gets whole 32-value
+ * blocks per rank, and every rank gets MLP columns and vocabulary rows. The MLP's
+ * intermediate size need not divide: ranks get shares as even as whole columns (whole
+ * Q8_0 blocks for a Q8_0 w_down) allow; so does the vocabulary (ceil(vocab / tp_size)
+ * rows each, the last rank fewer). The refusal gives the numbers ("32 attention heads
+ * do not split over tp_size 3"). */
+int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err);
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err);
@@ -72,8 +108,32 @@ struct cinfer_seq_chunk {
 };
 
 /* Runs every chunk of the batch in one pass (weights read once per call, not once per
- * sequence) and writes the asked logits. */
+ * sequence) and writes the asked logits. In a tensor-parallel group this is rank 0's
+ * call: the batch is checked, its plan published, then computed with the other ranks;
+ * every rank ends up with the full logits, and rank 0 writes them to logits_out.
+ * A failure after the plan was published aborts the group (comm's abort): the other
+ * ranks' calls fail too, and the group should be torn down. */
 int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                            struct cinfer_error *err);
+
+/* A follower's (tp_rank > 0) forward: the plan rank 0's publish_plan was given, decoded
+ * (a malformed plan is refused naming the field: "plan: sequence 1 page 3 is 99, outside
+ * the cache's [0, 64)") and run with the other ranks; logits are computed for the
+ * gather and not kept. Plans must come in the order they were published (each carries
+ * its step number). Followers do no page bookkeeping: page ids are rank 0's, checked
+ * only to lie in the cache. A refused plan, or a failure, aborts the group. */
+int cinfer_runtime_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan_bytes,
+                                struct cinfer_error *err);
+
+/* What the runtime holds for the weights, in bytes. copies: its own memory (this rank's
+ * slices, 1-D weights widened to f32, the backend's repacked panels); in_place: read
+ * where the model holds them (views of the file mapping, whose pages count in the
+ * process's resident set only as far as they are read). */
+struct cinfer_runtime_memory {
+    size_t weight_copy_bytes;
+    size_t weight_in_place_bytes;
+    size_t kv_cache_bytes;
+};
+void cinfer_runtime_memory(const struct cinfer_runtime *rt, struct cinfer_runtime_memory *out);
 
 #endif

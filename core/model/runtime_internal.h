@@ -3,8 +3,10 @@
 #define CINFER_MODEL_RUNTIME_INTERNAL_H
 
 #include "cinfer/backend.h"
+#include "cinfer/communicator.h"
 #include "model/kv_cache.h"
 #include "model/runtime.h"
+#include "model/tp_plan.h"
 
 /* Rows of lm_head output computed per matmul: bounds the logits scratch while still
  * reading lm_head once for a whole decode batch of up to this many sequences. */
@@ -19,10 +21,32 @@ struct runtime_layer {
     float *bk, *bv;              /* (kv_dim) or NULL */
 };
 
+/* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
+struct runtime_shard {
+    int rank, size;
+    int heads, first_head;       /* query heads [first_head, first_head + heads) */
+    int kv_heads, first_kv_head; /* KV heads, several ranks sharing one where size > KV heads */
+    int ffn, first_ffn;          /* intermediate columns of the MLP */
+    int vocab_rows, first_vocab; /* rows of tok_embeddings and lm_head */
+    int vocab_stride;            /* rows per rank in the logits gather: ceil(vocab / size) */
+};
+
 struct cinfer_runtime {
     const struct cinfer_model *model;
+    struct runtime_shard shard;
+    /* sizes as this rank computes them: q_dim = shard.heads * head_dim, kv_dim =
+     * shard.kv_heads * head_dim, intermediate = shard.ffn; hidden and vocab whole */
     int hidden, q_dim, kv_dim, head_dim, intermediate, vocab;
     int max_batch_tokens;
+
+    /* tensor parallelism (NULL / unused when shard.size is 1) */
+    struct cinfer_comm *comm;
+    cinfer_runtime_publish_plan_fn publish_plan; /* rank 0 */
+    void *publish_ctx;
+    uint64_t plan_step;         /* plans published (rank 0) or run (followers) so far */
+    uint8_t *plan_out;          /* rank 0's encoded plan (plan_out_bytes of room) */
+    size_t plan_out_bytes;
+    struct cinfer_tp_plan plan; /* a follower's decoded plan */
 
     const struct cinfer_backend_ops *ops;
     void *backend;                /* the backend's state */
@@ -35,6 +59,9 @@ struct cinfer_runtime {
     struct cinfer_backend_weight tok_embeddings, lm_head;
     int lm_head_tied;     /* lm_head is tok_embeddings' prepared weight, released once */
     int n_prepared;       /* weights prepared so far, in runtime_weight's order (runtime.c) */
+    void **slice_copies;  /* (weights) this rank's slice copied compact where the backend made
+                           * no copy of its own (tensor parallelism), freed rather than released */
+    struct cinfer_runtime_memory memory;
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
 
@@ -49,20 +76,32 @@ struct cinfer_runtime {
     float *gate;     /* (T, intermediate) */
     float *up;       /* (T, intermediate) */
     float *logits_x; /* (CINFER_LOGITS_BLOCK_ROWS, hidden) final-normed rows whose logits are asked */
-    float *logits;   /* (CINFER_LOGITS_BLOCK_ROWS, vocab) */
+    float *logits;   /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) this rank's vocabulary rows */
+    float *logits_gather; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) every rank's
+                           * rows; NULL when shard.size is 1 */
 
     /* host arrays describing one call, T of each */
-    int32_t *tokens;    /* (T) */
+    int32_t *tokens;    /* (T) rows of this rank's tok_embeddings; -1: another rank's */
     float *rope_cos;    /* (T, head_dim / 2) cos of each token's RoPE angles */
     float *rope_sin;    /* (T, head_dim / 2) */
     int32_t *slots;     /* (T) page * page_tokens + offset where each token's K/V goes */
     struct cinfer_backend_attn_seq *attn_seqs; /* (T) at most one per token */
-    float **logits_dst; /* (T) where each asked row of logits goes */
+    float **logits_dst; /* (T) where each asked row of logits goes (NULL on a follower) */
     int32_t *logits_rows; /* (T) batch row of each asked row */
 };
 
-/* forward.c */
+/* forward.c: rank 0's (or the only rank's) call, and a follower's on a decoded plan */
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                    struct cinfer_error *err);
+int cinfer_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan_bytes, struct cinfer_error *err);
+
+/* runtime_shard.c */
+/* The share of rank `rank` of `size`, or a refusal with the numbers. */
+int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, struct runtime_shard *out,
+                              struct cinfer_error *err);
+/* Rows [first, first + count) of w (by_cols 0) or its columns (by_cols 1: a view with
+ * w's row stride; Q8_0 columns start on a block), viewing the same bytes. */
+void cinfer_weight_slice(const struct cinfer_backend_weight *w, int by_cols, int64_t first, int64_t count,
+                         struct cinfer_backend_weight *out);
 
 #endif

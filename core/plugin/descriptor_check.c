@@ -64,14 +64,21 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
     REQUIRE_SLOT(ops, wait);
     REQUIRE_SLOT(ops, fini);
     if (ops->version >= 2) {
-        if (ops->struct_size < offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group)
+        if (ops->struct_size < offsetof(struct cinfer_launcher_ops, describe) + sizeof ops->describe)
             return cinfer_error_set(err, CINFER_ERR_ABI,
                                     "%s: plugin '%s' has launcher vtable version %u but only %u bytes, expected at "
                                     "least %zu", origin, d->name, ops->version, ops->struct_size,
-                                    offsetof(struct cinfer_launcher_ops, spawn_group) + sizeof ops->spawn_group);
+                                    offsetof(struct cinfer_launcher_ops, describe) + sizeof ops->describe);
         REQUIRE_SLOT(ops, query_config);
         REQUIRE_SLOT(ops, init_config);
     }
+    /* version 3's slots are optional, but the vtable must be long enough to hold them */
+    size_t v3_size = offsetof(struct cinfer_launcher_ops, allocation_hosts) + sizeof ops->allocation_hosts;
+    if (ops->version >= 3 && ops->struct_size < v3_size)
+        return cinfer_error_set(err, CINFER_ERR_ABI,
+                                "%s: plugin '%s' has launcher vtable version %u but only %u bytes, expected at "
+                                "least %zu",
+                                origin, d->name, ops->version, ops->struct_size, v3_size);
     return CINFER_OK;
 }
 
@@ -108,8 +115,9 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
     uint32_t known_version = 0, known_size = 0;
     switch (d->kind) {
     case CINFER_PLUGIN_KIND_TOKENIZER:
-        known_version = CINFER_TOKENIZER_OPS_VERSION;
-        known_size = sizeof(struct cinfer_tokenizer_ops);
+        /* version 1 still serves: its slots end at decoder_free */
+        known_version = CINFER_TOKENIZER_OPS_MIN_VERSION;
+        known_size = offsetof(struct cinfer_tokenizer_ops, token_bytes);
         break;
     case CINFER_PLUGIN_KIND_LAUNCHER:
         /* version 1 still drives: its slots end at fini */

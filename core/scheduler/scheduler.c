@@ -1,11 +1,13 @@
 /* Continuous batching over the paged KV cache (scheduler.h). */
 #include "scheduler/scheduler.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "grammar/constraint.h"
 #include "scheduler/radix_cache.h"
 #include "scheduler/sampler.h"
 
@@ -25,6 +27,8 @@ struct request {
     int64_t queued_at_ms;   /* when add() took it */
     int64_t started_at_ms;  /* when first admitted; -1 before */
     int sort_priority, sort_match; /* ordering keys of the current step */
+    struct cinfer_grammar_matcher *matcher; /* constrained decoding, or NULL */
+    int cached_tokens;      /* prompt tokens the prefix cache held at the first start; -1 before */
 };
 
 struct cinfer_scheduler {
@@ -46,6 +50,8 @@ struct cinfer_scheduler {
     int n_items, cap_items;
 
     struct cinfer_radix_cache *cache; /* NULL when disabled */
+    struct cinfer_grammar_cache *grammars; /* NULL without a token table */
+    uint64_t *mask;                   /* ((vocab + 63) / 64) allowed tokens of one request */
     struct cinfer_scheduler_stats stats;
     uint64_t n_arrivals;
 };
@@ -63,6 +69,7 @@ static void request_free(struct request *r)
         return;
     free(r->tokens);
     free(r->pages);
+    cinfer_grammar_matcher_free(&r->matcher);
     free(r);
 }
 
@@ -98,6 +105,13 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
     }
     if (!s->opts.now_ms)
         s->opts.now_ms = monotonic_ms;
+    if (opts->token_table) {
+        s->mask = calloc(((size_t)opts->vocab_size + 63) / 64, sizeof *s->mask);
+        if (!s->mask || cinfer_grammar_cache_create(opts->token_table, 64, &s->grammars)) {
+            cinfer_scheduler_destroy(&s);
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for constrained decoding");
+        }
+    }
     if (!opts->disable_radix_cache) {
         int rc = cinfer_radix_cache_create(rt, &s->cache, err);
         if (rc) {
@@ -139,6 +153,8 @@ void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
     for (int i = 0; i < s->n_waiting; i++)
         request_free(s->waiting[i]);
     cinfer_radix_cache_destroy(&s->cache);
+    cinfer_grammar_cache_free(&s->grammars);
+    free(s->mask);
     free(s->waiting);
     free(s->running);
     free(s->chunks);
@@ -167,6 +183,8 @@ void cinfer_scheduler_get_stats(const struct cinfer_scheduler *s, struct cinfer_
     *out = s->stats;
     out->cached_pages = s->cache ? cinfer_radix_cache_pages(s->cache) : 0;
     out->evictable_pages = s->cache ? cinfer_radix_cache_evictable_pages(s->cache) : 0;
+    if (s->grammars)
+        cinfer_grammar_cache_stats(s->grammars, &out->grammar_lookups, &out->grammar_cache_hits);
 }
 
 int cinfer_scheduler_flush_cache(struct cinfer_scheduler *s, struct cinfer_error *err)
@@ -217,6 +235,7 @@ static struct cinfer_step_item *new_item(struct cinfer_scheduler *s, const struc
     it->token = -1;
     it->prompt_tokens = r->n_prompt;
     it->completion_tokens = r->n_output;
+    it->cached_tokens = r->cached_tokens > 0 ? r->cached_tokens : 0;
     return it;
 }
 
@@ -242,6 +261,29 @@ int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t
     if (s->opts.max_queued_requests > 0 && s->n_waiting >= s->opts.max_queued_requests)
         return cinfer_error_set(err, CINFER_ERR_OVERLOADED, "queue full: %d requests are waiting (max_queued_requests %d)",
                                 s->n_waiting, s->opts.max_queued_requests);
+    /* Constrained decoding: the grammar (compiled once per text, shared) and this
+     * request's place in it. */
+    struct cinfer_grammar_matcher *matcher = NULL;
+    char *grammar = NULL;
+    int rc = cinfer_constraint_grammar(params, 0, &grammar, err);
+    if (rc)
+        return rc;
+    if (grammar) {
+        struct cinfer_grammar_masks *masks = NULL;
+        if (!s->grammars)
+            rc = cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                  "constrained decoding needs the model's tokenizer in the scheduler, and none could "
+                                  "be opened (see the scheduler's log)");
+        else
+            rc = cinfer_grammar_cache_get(s->grammars, grammar, &masks, err);
+        free(grammar);
+        if (rc == CINFER_OK && cinfer_grammar_matcher_create(masks, &matcher))
+            rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory starting the grammar of request %llu",
+                                  (unsigned long long)rid);
+        cinfer_grammar_masks_unref(&masks);
+        if (rc)
+            return rc;
+    }
     struct request *r = calloc(1, sizeof *r);
     int cap = n_ids + (params->max_new_tokens > 0 ? params->max_new_tokens : 16) + 1;
     if (cap > s->opts.context_length + 1)
@@ -250,8 +292,11 @@ int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t
         r->tokens = malloc((size_t)cap * sizeof *r->tokens);
     if (!r || !r->tokens) {
         request_free(r);
+        cinfer_grammar_matcher_free(&matcher);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory queueing request %llu", (unsigned long long)rid);
     }
+    r->matcher = matcher;
+    r->cached_tokens = -1;
     r->rid = rid;
     r->arrival = s->n_arrivals++;
     r->queued_at_ms = s->opts.now_ms();
@@ -262,6 +307,7 @@ int cinfer_scheduler_add(struct cinfer_scheduler *s, uint64_t rid, const int32_t
     r->params = *params;
     r->params.n_stop = 0;
     memset(r->params.stop, 0, sizeof r->params.stop);
+    r->params.json_schema = r->params.regex = r->params.ebnf = NULL; /* the matcher holds the grammar */
     cinfer_rng_seed(&r->rng, params->has_seed ? params->seed : s->opts.default_seed ^ (rid * 0x9E3779B97F4A7C15ull));
     if (push_waiting(s, r, 0)) {
         request_free(r);
@@ -373,6 +419,70 @@ static enum cinfer_finish_reason finished(const struct cinfer_scheduler *s, cons
     return CINFER_FINISH_NONE;
 }
 
+/* A running request that failed this step leaves at once (its item is reported). */
+static void drop_running(struct cinfer_scheduler *s, struct request *r)
+{
+    for (int j = 0; j < s->n_running; j++)
+        if (s->running[j] == r) {
+            release_pages(s, r);
+            remove_running(s, j);
+            request_free(r);
+            return;
+        }
+}
+
+static int is_stop_id(const struct cinfer_scheduler *s, const struct request *r, int32_t id)
+{
+    if (!r->params.ignore_eos && is_eos(s, id))
+        return 1;
+    for (int i = 0; i < r->params.n_stop_token_ids; i++)
+        if (r->params.stop_token_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* Constrained decoding, before the sampler sees the row: every token the grammar does
+ * not allow next goes to -inf; EOS and stop token ids stay only where the grammar can
+ * end. *p is the request's params, changed where the grammar overrides them (no EOS ban
+ * from min_new_tokens once only the end is left). Returns the number of tokens left. */
+static int constrain(struct cinfer_scheduler *s, struct request *r, float *logits, struct cinfer_sampling_params *p)
+{
+    int vocab = s->opts.vocab_size;
+    uint64_t *bits = s->mask;
+    cinfer_grammar_matcher_fill_mask(r->matcher, bits);
+    int can_end = cinfer_grammar_matcher_can_end(r->matcher);
+    int ids[8 + CINFER_MAX_STOP_TOKEN_IDS], n_ids = 0;
+    for (int i = 0; !p->ignore_eos && i < s->opts.n_eos; i++)
+        ids[n_ids++] = s->eos_ids[i];
+    for (int i = 0; i < p->n_stop_token_ids && i < CINFER_MAX_STOP_TOKEN_IDS; i++)
+        ids[n_ids++] = p->stop_token_ids[i];
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] >= 0 && ids[i] < vocab) {
+            if (can_end)
+                bits[ids[i] >> 6] |= 1ull << (ids[i] & 63);
+            else if (is_eos(s, ids[i]))
+                bits[ids[i] >> 6] &= ~(1ull << (ids[i] & 63));
+        }
+    int left = 0;
+    for (int w = 0; w * 64 < vocab; w++) {
+        uint64_t word = bits[w];
+        int base = w * 64, end = base + 64 < vocab ? base + 64 : vocab;
+        if (word == ~0ull && end - base == 64) {
+            left += 64;
+            continue;
+        }
+        for (int i = base; i < end; i++) {
+            if (word >> (i - base) & 1)
+                left++;
+            else
+                logits[i] = -INFINITY;
+        }
+    }
+    if (cinfer_grammar_matcher_must_end(r->matcher))
+        p->min_new_tokens = 0; /* only the end is left: nothing may ban it */
+    return left;
+}
+
 /* Waiting order: priority (higher first), then the policy's key, then arrival. */
 static int by_waiting_order(const void *a, const void *b)
 {
@@ -439,6 +549,8 @@ static int start_from_cache(struct cinfer_scheduler *s, struct request *r)
     }
     r->n_pages = matched;
     r->n_computed = matched * s->page_tokens;
+    if (r->cached_tokens < 0) /* the first start: what the caller is told was cached */
+        r->cached_tokens = r->n_computed;
     s->stats.prefix_cache_query_tokens += r->n_tokens;
     s->stats.prefix_cache_hit_tokens += r->n_computed;
     return CINFER_OK;
@@ -610,8 +722,36 @@ run:
             .eos_ids = r->params.ignore_eos ? NULL : s->eos_ids, .n_eos = r->params.ignore_eos ? 0 : s->opts.n_eos,
         };
         float logprob = 0;
-        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &r->params, &ctx, &r->rng,
+        struct cinfer_sampling_params params = r->params;
+        if (r->matcher && constrain(s, r, s->chunks[c].logits_out, &params) == 0) {
+            struct cinfer_step_item *it = new_item(s, r);
+            if (!it)
+                return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory reporting a step");
+            it->finish_reason = CINFER_FINISH_ERROR;
+            it->code = CINFER_ERR_UNSUPPORTED;
+            snprintf(it->message, sizeof it->message, "no token continues the grammar after %d tokens", r->n_output);
+            drop_running(s, r);
+            continue;
+        }
+        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &params, &ctx, &r->rng,
                                    r->params.logprobs ? &logprob : NULL);
+        int grammar_done = 0;
+        if (r->matcher) {
+            int stop = is_stop_id(s, r, id) && cinfer_grammar_matcher_can_end(r->matcher);
+            if (!stop && cinfer_grammar_matcher_accept_token(r->matcher, id)) {
+                struct cinfer_step_item *it = new_item(s, r);
+                if (!it)
+                    return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory reporting a step");
+                it->finish_reason = CINFER_FINISH_ERROR;
+                it->code = CINFER_ERR_INTERNAL;
+                snprintf(it->message, sizeof it->message, "the grammar refused sampled token %d", id);
+                drop_running(s, r);
+                continue;
+            }
+            /* finished by the grammar where nothing else could end it */
+            grammar_done = !stop && cinfer_grammar_matcher_must_end(r->matcher) &&
+                           (r->params.ignore_eos || s->opts.n_eos == 0) && r->params.n_stop_token_ids == 0;
+        }
         /* Logprobs from the row cinfer_sample left processed, before the next forward
          * reuses it. */
         struct cinfer_token_logprobs lp = {0};
@@ -642,6 +782,8 @@ run:
             memcpy(it->logprobs.top_logprobs, lp.top_logprobs, (size_t)lp.n_top * sizeof lp.top_logprobs[0]);
         }
         it->finish_reason = finished(s, r, id);
+        if (it->finish_reason == CINFER_FINISH_NONE && grammar_done)
+            it->finish_reason = CINFER_FINISH_STOP_TOKEN;
     }
 
     /* 4. Finished requests leave at once and free their pages. */

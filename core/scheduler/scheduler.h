@@ -17,6 +17,7 @@
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
 #include "cinfer/error.h"
+#include "grammar/grammar.h"
 #include "model/runtime.h"
 
 struct cinfer_scheduler_options {
@@ -31,6 +32,9 @@ struct cinfer_scheduler_options {
     uint64_t default_seed;      /* for requests without a seed: mixed with the request id */
     enum cinfer_schedule_policy schedule_policy;
     int disable_radix_cache;    /* 1: every request computes its whole prompt */
+    /* The vocabulary's bytes, for constrained decoding (sampling params json_schema,
+     * regex, ebnf); NULL: such requests are refused. Must outlive the scheduler. */
+    const struct cinfer_token_table *token_table;
     int64_t (*now_ms)(void);    /* clock for the timeouts; NULL: CLOCK_MONOTONIC */
 };
 
@@ -42,6 +46,8 @@ struct cinfer_scheduler_stats {
     int64_t retractions;               /* running requests put back to wait for pages */
     int cached_pages;                  /* KV pages the prefix cache holds now */
     int evictable_pages;               /* of those, not in use by any request */
+    int64_t grammar_lookups;           /* constrained requests added */
+    int64_t grammar_cache_hits;        /* of those, whose grammar was compiled already */
 };
 
 struct cinfer_scheduler;
@@ -59,6 +65,7 @@ struct cinfer_step_item {
     const char *error;          /* why, for CINFER_FINISH_ERROR and a timeout's ABORT; or NULL */
     int code;                   /* enum cinfer_status for CINFER_FINISH_ERROR, else 0 */
     char message[64];           /* storage error may point to */
+    int cached_tokens;          /* prompt tokens found in the prefix cache when it first started */
 };
 
 int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_scheduler_options *opts,

@@ -116,7 +116,8 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     struct request_state *st = *slot(d, it->rid);
     struct cinfer_msg_text t = {.rid = it->rid, .ids = it->ids, .n_ids = it->n_ids, .finish_reason = it->finish_reason,
                                 .prompt_tokens = it->prompt_tokens, .completion_tokens = it->completion_tokens,
-                                .error = it->error, .logprobs = it->logprobs, .code = it->code};
+                                .error = it->error, .logprobs = it->logprobs, .code = it->code,
+                                .cached_tokens = it->cached_tokens};
     if (!st) {
         /* Unknown request: only a final error or abort is worth passing on. */
         if (it->finish_reason != CINFER_FINISH_NONE)
@@ -148,7 +149,8 @@ static void handle_item(struct detokenizer *d, const struct cinfer_token_item *i
     }
     const char *out;
     size_t out_len;
-    int matched = cinfer_stop_matcher_feed(&st->stops, delta ? delta : "", delta_len, final && !tail_len, &out, &out_len);
+    int matched = cinfer_stop_matcher_feed(&st->stops, delta ? delta : "", delta_len, final && !tail_len, &out,
+                                           &out_len);
     /* Concatenate what the decoder step and its flush allow. */
     size_t n = out_len;
     char *text = malloc(out_len + tail_len + 1);
@@ -222,7 +224,7 @@ int cinfer_default_run_detokenizer_process(const struct cinfer_server_args *args
     int status = 0;
     void *z = d->link.zmq_context;
     if (cinfer_worker_hooks()->init_tokenizer(args, &d->tok, &err) != CINFER_OK ||
-        !(d->input = cinfer_channel_open(z, ZMQ_PULL, ports->detokenizer_input, 1, NULL, &err)) ||
+        !(d->input = cinfer_channel_open_keyed(z, ZMQ_PULL, ports->detokenizer_input, 1, NULL, ports, &err)) ||
         !(d->output = cinfer_channel_open(z, ZMQ_PUSH, ports->tokenizer_input, 0, NULL, &err))) {
         status = cinfer_worker_link_failed(&d->link, err.code, err.message);
     } else {

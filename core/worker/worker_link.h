@@ -5,6 +5,7 @@
 #define CINFER_ENGINE_WORKER_LINK_H
 
 #include "cinfer/engine.h"
+#include "ipc/curve.h"
 #include "ipc/messages.h"
 
 struct cinfer_worker_link {
@@ -14,6 +15,7 @@ struct cinfer_worker_link {
     int tp_rank, dp_rank;
     char name[48];       /* "scheduler tp0", "scheduler dp1 tp0" */
     long last_heartbeat_ms; /* monotonic time of the last HEARTBEAT sent */
+    struct cinfer_zap *zap; /* admits the engine's CURVE clients (channels on hosts) */
 };
 
 /* Names the worker as the engine does ("scheduler dp1 tp0" when dp_size > 1). */
@@ -34,5 +36,16 @@ int cinfer_worker_heartbeat_interval_ms(int watchdog_timeout_ms);
 
 /* 1 once standard input reports end of file or hang-up (the main process is gone). */
 int cinfer_lifeline_gone(void);
+
+/* Makes the process that started this worker its lifeline instead of standard input
+ * (a rank of a launch-mpi group other than the one that read the settings): it gets
+ * SIGKILL when that process ends. */
+int cinfer_lifeline_use_parent(struct cinfer_error *err);
+
+/* A thread that ends the process grace_ms after standard input hangs up, whatever its
+ * loop is doing: a rank stuck in a collective or in a long step, or a remote worker
+ * whose SSH session ended, still goes. The loops' own check (cinfer_lifeline_gone)
+ * normally ends the process first, cleanly. */
+int cinfer_lifeline_watch(int grace_ms);
 
 #endif

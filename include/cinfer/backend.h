@@ -27,9 +27,11 @@ extern "C" {
  * array of them changes stride); slots and fields are only appended.
  * 2: struct cinfer_backend_matmul_out gained exact_x.
  * 3: weight_prepare and weight_release.
- * 4: struct cinfer_backend_kv_layout gained dtype (the KV element type); enum
+ * 4: embedding gives a row of zeros for an id outside [0, w.rows) (tensor parallelism's
+ *    vocabulary-parallel embedding: a rank holds a slice of the rows).
+ * 5: struct cinfer_backend_kv_layout gained dtype (the KV element type); enum
  *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels. */
-#define CINFER_BACKEND_OPS_VERSION 4u
+#define CINFER_BACKEND_OPS_VERSION 5u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -153,7 +155,8 @@ struct cinfer_backend_ops {
     void (*kv_write)(void *state, void *kv, int layer, const float *k, const float *v, int n,
                      const int32_t *slots);
 
-    /* out (n, w.cols) = rows tokens[i] of w, widened to f32. */
+    /* out (n, w.cols) = rows tokens[i] of w, widened to f32; zeros where tokens[i] is
+     * outside [0, w.rows). */
     void (*embedding)(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n,
                       float *out);
     /* Every output from the same x (n, cols) in one pass, so projections that share

@@ -63,6 +63,22 @@ enum cinfer_schedule_policy {
     CINFER_SCHEDULE_LPM = 1,  /* longest prefix match in the radix cache first */
 };
 
+/* How tool calls are read out of chat output (--tool-call-parser, SGLang's names). */
+enum cinfer_tool_call_parser {
+    CINFER_TOOL_PARSER_AUTO = 0,    /* from the model's chat template */
+    CINFER_TOOL_PARSER_NONE = 1,    /* tool calls stay text */
+    CINFER_TOOL_PARSER_QWEN25 = 2,  /* <tool_call>{...}</tool_call>: Qwen 2.5, Qwen3, Hermes */
+    CINFER_TOOL_PARSER_LLAMA3 = 3,  /* {"name", "parameters"}: Llama 3.1 / 3.2 */
+    CINFER_TOOL_PARSER_MISTRAL = 4, /* [TOOL_CALLS][...]: Mistral */
+};
+
+/* How reasoning is split from the answer (--reasoning-parser, SGLang's names). */
+enum cinfer_reasoning_parser_kind {
+    CINFER_REASONING_PARSER_NONE = 0,
+    CINFER_REASONING_PARSER_QWEN3 = 1,       /* <think>...</think> when the output opens with it */
+    CINFER_REASONING_PARSER_DEEPSEEK_R1 = 2, /* everything up to </think> (the template opened it) */
+};
+
 enum cinfer_restart_policy {
     CINFER_RESTART_OFF = 0,        /* a dead worker stops the engine */
     CINFER_RESTART_ON_FAILURE = 1, /* a dead worker is started again */
@@ -104,6 +120,11 @@ struct cinfer_server_args {
     char *plugin_path;                 /* launcher.plugin_path, --plugin-path */
     int tp_size;                       /* launcher.tp_size, --tp-size */
     int dp_size;                       /* launcher.dp_size, --dp-size */
+    char *bind_address;                /* launcher.bind_address, --bind-address; NULL: found */
+    int port_base;                     /* launcher.port_base, --port-base; 0: picked */
+    char *ssh_args;                    /* launcher.ssh_args, --ssh-args */
+    int connect_timeout_ms;            /* launcher.connect_timeout, --connect-timeout */
+    struct cinfer_string_list remote_workers; /* launcher.remote_worker, --remote-worker */
 
     /* scheduler */
     int max_running_requests;          /* scheduler.max_running_requests */
@@ -127,6 +148,8 @@ struct cinfer_server_args {
     char *ssl_certfile;                /* server.ssl_certfile, --ssl-certfile; NULL: plain HTTP */
     char *ssl_keyfile;                 /* server.ssl_keyfile, --ssl-keyfile */
     int max_connections;               /* server.max_connections, --max-connections */
+    int tool_call_parser;              /* server.tool_call_parser, --tool-call-parser (enum cinfer_tool_call_parser) */
+    int reasoning_parser;              /* server.reasoning_parser, --reasoning-parser (enum cinfer_reasoning_parser_kind) */
 
     /* engine */
     enum cinfer_device_kind device;    /* engine.device, --device */

@@ -69,6 +69,16 @@ struct cinfer_sampling_params {
     int priority;               /* waiting requests of higher priority start first; default 0 */
     int waiting_timeout_ms;     /* not started within this: finishes ABORT, "waiting timeout of N ms"; 0: none */
     int running_timeout_ms;     /* not done this long after it started: ABORT, "running timeout of N ms"; 0: none */
+    /* Constrained decoding, SGLang's parameters (at most one; NULL: none): the output
+     * is a JSON value valid under json_schema (JSON text; "{\"type\":\"object\"}"
+     * for OpenAI's json_object), matches regex whole (ECMAScript syntax), or is a
+     * sentence of ebnf (GBNF / XGrammar EBNF, start rule `root`). A token the
+     * grammar does not allow next is never sampled; EOS and stop token ids are
+     * allowed only where the grammar can end. Unsupported schema keywords or regex
+     * features are refused (CINFER_ERR_UNSUPPORTED) naming them. */
+    const char *json_schema;
+    const char *regex;
+    const char *ebnf;
 };
 
 /* Defaults as SGLang's: greedy off (temperature 1), max_new_tokens 128, skip specials. */
@@ -121,6 +131,7 @@ struct cinfer_stream_chunk {
     const struct cinfer_token_logprob *logprobs; /* (n_logprobs): one per id of ids, or
                                                     NULL when sampling.logprobs is off */
     size_t n_logprobs;
+    int cached_tokens;            /* prompt tokens the prefix cache held when it started */
 };
 
 struct cinfer_generate_result {
@@ -136,35 +147,49 @@ struct cinfer_generate_result {
     struct cinfer_token_logprob *logprobs; /* (n_logprobs) malloc'd, one per output id; NULL
                                               when sampling.logprobs is off */
     size_t n_logprobs;
+    int cached_tokens;            /* prompt tokens the prefix cache held when it started
+                                     (OpenAI's usage.prompt_tokens_details.cached_tokens) */
 };
 CINFER_API void cinfer_generate_result_free(struct cinfer_generate_result *r);
 
 /* ---- channels: the seeds' PortArgs --------------------------------------------------- */
-/* ZeroMQ endpoints of one engine (ipc:// inside its private run folder, mode 0700, for
- * processes on one machine). The receiving side of each channel binds, so each can be
- * reached (and tested) alone. Endpoints that exist once per replica or rank are
- * prefixes: the functions below spell each one out. Workers receive these with their
- * settings (on standard input), never from a file. */
+/* The ZeroMQ endpoints one worker uses, as the engine hands them to it (on its standard
+ * input, with its settings): ipc:// inside the engine's private run folder (mode 0700)
+ * between processes on one machine, tcp:// with CURVE between hosts. The receiving side
+ * of each channel binds, so each can be reached (and tested) alone. A worker's copy has
+ * its own replica's and rank's endpoints in the per-worker fields. */
 #define CINFER_ENDPOINT_BYTES 256
+#define CINFER_CURVE_KEY_BYTES 41 /* a Z85 key: 40 characters and a NUL */
 struct cinfer_port_args {
     char run_dir[192];
-    char scheduler_input[CINFER_ENDPOINT_BYTES - 16]; /* main PUSH -> scheduler dp<r> tp0 PULL (binds), per replica */
-    char detokenizer_input[CINFER_ENDPOINT_BYTES]; /* schedulers PUSH -> detokenizer PULL (binds) */
-    char tokenizer_input[CINFER_ENDPOINT_BYTES];   /* detokenizer PUSH -> main PULL (binds) */
     char status[CINFER_ENDPOINT_BYTES];            /* workers PUSH READY/FAILED/HEARTBEAT -> main PULL (binds) */
-    char rpc_prefix[CINFER_ENDPOINT_BYTES - 32];   /* scheduler dp<r> tp<n> ROUTER (binds), per rank */
-    char plan_prefix[CINFER_ENDPOINT_BYTES - 32];  /* scheduler dp<r> tp0 PUSH -> tp<n> PULL (binds), n > 0:
+    char tokenizer_input[CINFER_ENDPOINT_BYTES];   /* detokenizer PUSH TEXT -> main PULL (binds) */
+    char detokenizer_input[CINFER_ENDPOINT_BYTES]; /* schedulers PUSH -> detokenizer PULL (binds) */
+    /* per worker: */
+    char scheduler_input[CINFER_ENDPOINT_BYTES];   /* main PUSH -> its replica's tp0 PULL (binds) */
+    char rpc[CINFER_ENDPOINT_BYTES];               /* main DEALER -> its rank's ROUTER (binds) */
+    char plan[CINFER_ENDPOINT_BYTES];              /* its replica's tp0 ROUTER (binds) -> followers' DEALER:
                                                     * each forward's plan (tensor parallelism) */
-    char comm_prefix[64];                          /* shared-memory communicator of each replica (shm_open name) */
+    char comm[128];                                /* its replica's communicator (tp_size > 1), see below */
+    /* CURVE for tcp:// endpoints (empty for ipc://): the binding side of every channel
+     * serves with the server key pair and accepts only clients that present the client
+     * key pair; both are fresh for each engine and travel only on standard input. */
+    char curve_server_public[CINFER_CURVE_KEY_BYTES];
+    char curve_server_secret[CINFER_CURVE_KEY_BYTES];
+    char curve_client_public[CINFER_CURVE_KEY_BYTES];
+    char curve_client_secret[CINFER_CURVE_KEY_BYTES];
 };
-/* The endpoint of a channel for one replica (and rank): "<prefix>-dp<r>[-tp<n>]". */
-CINFER_API void cinfer_port_args_scheduler_input(const struct cinfer_port_args *ports, int dp_rank, char *buf,
-                                                 size_t buf_bytes);
-CINFER_API void cinfer_port_args_rpc(const struct cinfer_port_args *ports, int dp_rank, int tp_rank, char *buf,
-                                     size_t buf_bytes);
-CINFER_API void cinfer_port_args_plan(const struct cinfer_port_args *ports, int dp_rank, int tp_rank, char *buf,
-                                      size_t buf_bytes);
-CINFER_API void cinfer_port_args_comm(const struct cinfer_port_args *ports, int dp_rank, char *buf, size_t buf_bytes);
+
+/* How port args' comm names a replica's communicator:
+ *   "/NAME"             a shared-memory segment the engine made on this machine;
+ *   "shm-by-rank0:/NAME" a shared-memory segment rank 0 makes on its host (all the
+ *                       replica's ranks are there); the others wait for it, and rank 0
+ *                       removes the name once every rank has joined;
+ *   "tcp://ADDR:PORT"   the tcp communicator through rank 0 (ranks on different hosts
+ *                       without MPI: the slow path);
+ *   "group"             the one the launcher's group_join hands the worker (launch-mpi). */
+#define CINFER_COMM_SHM_BY_RANK0 "shm-by-rank0:"
+#define CINFER_COMM_GROUP "group"
 
 /* ---- hooks: how worker processes run and how the tokenizer is made ----------------- */
 /* Bump when a slot is appended; slots are never reordered or removed. A caller fills

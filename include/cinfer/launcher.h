@@ -11,11 +11,19 @@
  *   2: query_config and init_config, which see the engine's launcher configuration
  *      (struct cinfer_launcher_config, sized by its first word) and say why a
  *      launcher is not usable; spawn_group (optional) starts a whole group of ranks
- *      in one call, as mpirun does. A version-1 plugin still loads: the core then
- *      calls query and init, and spawn once per worker. */
+ *      in one call, as mpirun does; describe (optional) tells what the launcher knows
+ *      of how a worker ended (its host, the remote shell's or ssh's last words). A
+ *      version-1 plugin still loads: the core then calls query and init, and spawn
+ *      once per worker.
+ *   3: group_join (optional), for launchers whose groups bring their own transport
+ *      (launch-mpi): a worker started with "--group FILE" calls it to learn its rank,
+ *      receive its settings and get the group's communicator; allocation_hosts
+ *      (optional) names the hosts of the surrounding allocation (Slurm, a hostfile)
+ *      when launcher.hosts is empty. */
 #ifndef CINFER_LAUNCHER_H
 #define CINFER_LAUNCHER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -25,11 +33,12 @@
 extern "C" {
 #endif
 
-#define CINFER_LAUNCHER_OPS_VERSION 2u
+#define CINFER_LAUNCHER_OPS_VERSION 3u
 /* The oldest vtable version this core still drives. */
 #define CINFER_LAUNCHER_OPS_MIN_VERSION 1u
 
 struct cinfer_launcher;        /* the plugin's state */
+struct cinfer_comm;            /* cinfer/communicator.h */
 struct cinfer_worker_handle;   /* one started worker, owned by the launcher */
 
 enum cinfer_worker_role {
@@ -84,6 +93,10 @@ struct cinfer_launcher_config {
     const char *const *hosts;    /* launcher.hosts: NULL-terminated, may be NULL */
     int tp_size;                 /* ranks per replica (launcher.tp_size) */
     int dp_size;                 /* replicas (launcher.dp_size) */
+    const char *ssh_args;        /* launcher.ssh_args: extra ssh client arguments, space-separated; may be NULL */
+    int connect_timeout_ms;      /* launcher.connect_timeout */
+    const char *const *remote_workers; /* launcher.remote_worker: "PATH" or "HOST=PATH" items, NULL-terminated;
+                                        * may be NULL (worker_path on every host) */
 };
 
 /* query_config's answer. */
@@ -93,6 +106,26 @@ struct cinfer_launcher_answer {
     int priority;                /* when usable: higher wins for launcher = "auto" */
     char why[CINFER_LAUNCHER_WHY_BYTES]; /* when not usable: the reason, for a person */
 };
+
+/* What group_join gives a worker (version 3). The worker sets struct_size to the size
+ * it was built with; the plugin fills only the fields that size covers. */
+struct cinfer_group_member {
+    uint32_t struct_size;
+    int rank;                    /* this worker's rank in its group (its tp rank) */
+    int size;                    /* ranks in the group */
+    void *settings;              /* malloc'd: this rank's settings frame as the engine wrote
+                                  * it (u32 length, then the frame); the worker frees it */
+    size_t settings_bytes;
+    struct cinfer_comm *comm;    /* the group's communicator (NULL when size is 1); the
+                                  * worker ends it with cinfer_comm_destroy */
+    int stdin_is_lifeline;       /* 1: standard input stays open as the lifeline (the rank
+                                  * that read the settings); 0: it is not, and the process
+                                  * that started this rank is (the worker then dies with it) */
+};
+
+/* The flag a launcher adds to the worker's argv before the path of its own plugin file,
+ * for ranks that must call group_join. */
+#define CINFER_WORKER_GROUP_FLAG "--group"
 
 struct cinfer_launcher_ops {
     uint32_t version;     /* CINFER_LAUNCHER_OPS_VERSION */
@@ -127,6 +160,28 @@ struct cinfer_launcher_ops {
      * Either every worker starts or none is left running. */
     int (*spawn_group)(struct cinfer_launcher *l, const struct cinfer_spawn_request *reqs, int n,
                        struct cinfer_worker_handle **out, struct cinfer_error *err);
+    /* Optional (NULL: nothing to add). What the launcher knows of why w ended, for the
+     * engine's message after "scheduler dp1 tp0 on host b exited with status 255":
+     * e.g. "ssh: connect to host b port 22: Connection refused". Writes a NUL-terminated
+     * text into buf (empty when there is nothing). */
+    void (*describe)(struct cinfer_launcher *l, struct cinfer_worker_handle *w, char *buf, size_t buf_bytes);
+
+    /* ---- valid since version 3 ---- */
+    /* Optional. Called inside a worker process that this launcher started with
+     * CINFER_WORKER_GROUP_FLAG FILE in its argv (FILE: this plugin), before anything else
+     * reads standard input (stdin_fd). The launcher's spawn or spawn_group reads each
+     * request's settings from its stdin_fd (the engine writes them before the start) and
+     * delivers them its own way; group_join hands this rank its own and the group's
+     * communicator. A launcher that has group_join brings the communicator of every
+     * group it starts: the engine then makes no shared-memory segment for it. */
+    int (*group_join)(int stdin_fd, struct cinfer_group_member *out, struct cinfer_error *err);
+    /* Optional. When launcher.hosts is empty: the hosts of the allocation this process
+     * runs in (Slurm's nodes, an MPI hostfile), shaped to the configuration: one per
+     * rank (tp_size * dp_size of them) or one per replica (dp_size). Writes a
+     * NULL-terminated array of malloc'd strings into *hosts (the caller frees each and
+     * the array), or *hosts = NULL when there is no allocation. An allocation too small
+     * for the configuration is an error that says both sizes. */
+    int (*allocation_hosts)(const struct cinfer_launcher_config *config, char ***hosts, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus

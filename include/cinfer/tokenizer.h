@@ -15,8 +15,11 @@
 extern "C" {
 #endif
 
-/* Bump when a slot is appended; slots are never reordered or removed. */
-#define CINFER_TOKENIZER_OPS_VERSION 1u
+/* Bump when a slot is appended; slots are never reordered or removed. A core still
+ * loads plugins of CINFER_TOKENIZER_OPS_MIN_VERSION and checks the version before
+ * calling a slot added since ("valid since vN" below). */
+#define CINFER_TOKENIZER_OPS_VERSION 2u
+#define CINFER_TOKENIZER_OPS_MIN_VERSION 1u
 
 struct cinfer_tokenizer;      /* the plugin's state for one opened tokenizer */
 struct cinfer_token_decoder;  /* the plugin's state for one incremental decode */
@@ -88,6 +91,14 @@ struct cinfer_tokenizer_ops {
     int (*decoder_finish)(struct cinfer_token_decoder *dec, char **delta, size_t *delta_len,
                           struct cinfer_error *err);
     void (*decoder_free)(struct cinfer_token_decoder *dec);
+
+    /* Valid since version 2. The bytes token id adds to decoded text in the middle of
+     * a stream (byte-level pieces mapped back to bytes, "<0x0A>" byte tokens as their
+     * byte, SentencePiece's "\u2581" as a space), which constrained decoding matches a
+     * grammar against. Writes up to cap bytes to buf and their count to *len; *len 0
+     * for special and control tokens and unused ids. CINFER_ERR_RANGE when cap is too
+     * small (*len then says how many are needed) or id is outside the vocabulary. */
+    int (*token_bytes)(const struct cinfer_tokenizer *tok, int32_t id, char *buf, size_t cap, size_t *len);
 };
 
 /* Grows ids to hold at least need entries; returns CINFER_OK or CINFER_ERR_NOMEM. */

@@ -1,25 +1,16 @@
 /* launch-fork: starts workers on this machine with fork + exec (or fork + a function,
- * for an embedder's own hooks). Everything the child needs (argv, envp) is built by
- * the caller before fork; between fork and exec the child calls only
- * async-signal-safe functions. */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+ * for an embedder's own hooks); plugins/common/local_process.h does the starting and
+ * watching. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "common/local_process.h"
 #include "launch_fork_module.h"
 
 struct cinfer_worker_handle {
-    pid_t pid;
-    int reaped;                       /* waitpid returned for it */
-    struct cinfer_worker_status last; /* valid once reaped */
+    struct local_process process;
     struct cinfer_worker_handle *next;
 };
 
@@ -73,31 +64,6 @@ static int fork_init_config(const struct cinfer_launcher_config *config, struct 
     return fork_init(NULL, out, err);
 }
 
-/* In the child: stdin becomes the lifeline, every other descriptor above 2 closes,
- * signals go back to their defaults, and the worker leaves the terminal's process
- * group so a Ctrl-C reaches only the main process (which then drains and stops it). */
-static void prepare_child(int stdin_fd)
-{
-    if (stdin_fd >= 0) {
-        if (stdin_fd != 0)
-            dup2(stdin_fd, 0);
-    } else {
-        int null_fd = open("/dev/null", O_RDONLY);
-        if (null_fd >= 0 && null_fd != 0) {
-            dup2(null_fd, 0);
-            close(null_fd);
-        }
-    }
-    syscall(SYS_close_range, 3u, ~0u, 0u);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, SIG_DFL);
-    setpgid(0, 0);
-}
-
 static int fork_spawn(struct cinfer_launcher *l, const struct cinfer_spawn_request *req,
                       struct cinfer_worker_handle **out, struct cinfer_error *err)
 {
@@ -112,95 +78,36 @@ static int fork_spawn(struct cinfer_launcher *l, const struct cinfer_spawn_reque
     struct cinfer_worker_handle *w = calloc(1, sizeof *w);
     if (!w)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-fork: out of memory");
-
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (local_process_start(&w->process, req->argv, req->envp, req->child_main, req->child_ctx, req->stdin_fd, -1,
+                            0) != 0) {
         int e = errno;
         free(w);
         return cinfer_error_set(err, CINFER_ERR_CHILD, "launch-fork: %s: fork failed: %s", title, strerror(e));
     }
-    if (pid == 0) {
-        prepare_child(req->stdin_fd);
-        if (req->argv) {
-            if (req->envp)
-                for (const char *const *e = req->envp; *e; e++)
-                    putenv((char *)*e);
-            execv(req->argv[0], (char *const *)req->argv);
-            /* exec failed: say so on stderr without stdio (async-signal-safe). */
-            static const char msg[] = "launch-fork: exec of the worker failed\n";
-            ssize_t ignored = write(2, msg, sizeof msg - 1);
-            (void)ignored;
-            _exit(127);
-        }
-        _exit(req->child_main(req->child_ctx) & 0xff);
-    }
-    w->pid = pid;
     w->next = l->workers;
     l->workers = w;
     *out = w;
     return CINFER_OK;
 }
 
-static void record(struct cinfer_worker_handle *w, int status)
-{
-    w->reaped = 1;
-    if (WIFSIGNALED(status)) {
-        w->last.state = CINFER_WORKER_SIGNALED;
-        w->last.code = WTERMSIG(status);
-    } else {
-        w->last.state = CINFER_WORKER_EXITED;
-        w->last.code = WEXITSTATUS(status);
-    }
-}
-
 static int fork_status(struct cinfer_launcher *l, struct cinfer_worker_handle *w, struct cinfer_worker_status *out)
 {
     (void)l;
-    if (!w->reaped) {
-        int status;
-        pid_t r = waitpid(w->pid, &status, WNOHANG);
-        if (r == w->pid)
-            record(w, status);
-        else if (r < 0 && errno == ECHILD) {
-            /* Someone else reaped it (an embedder's SIGCHLD handler): it is gone. */
-            w->reaped = 1;
-            w->last.state = CINFER_WORKER_EXITED;
-            w->last.code = -1;
-        }
-    }
-    if (w->reaped)
-        *out = w->last;
-    else
-        *out = (struct cinfer_worker_status){CINFER_WORKER_RUNNING, 0};
+    local_process_status(&w->process, out);
     return CINFER_OK;
 }
 
 static int fork_signal(struct cinfer_launcher *l, struct cinfer_worker_handle *w, int signo)
 {
     (void)l;
-    if (w->reaped)
-        return CINFER_OK;
-    if (kill(w->pid, signo) != 0 && errno != ESRCH)
-        return CINFER_ERR_CHILD;
-    return CINFER_OK;
+    return local_process_signal(&w->process, signo);
 }
 
 static int fork_wait(struct cinfer_launcher *l, struct cinfer_worker_handle *w, int timeout_ms,
                      struct cinfer_worker_status *out)
 {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        fork_status(l, w, out);
-        if (out->state != CINFER_WORKER_RUNNING)
-            return CINFER_OK;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (timeout_ms >= 0 && elapsed_ms >= timeout_ms)
-            return CINFER_ERR_TIMEOUT;
-        struct timespec nap = {0, 5 * 1000000};
-        nanosleep(&nap, NULL);
-    }
+    (void)l;
+    return local_process_wait(&w->process, timeout_ms, out);
 }
 
 /* Stops what still runs: SIGTERM, a short grace, then SIGKILL; reaps everything. */
@@ -209,14 +116,10 @@ static void fork_fini(struct cinfer_launcher **lp)
     if (!lp || !*lp)
         return;
     struct cinfer_launcher *l = *lp;
-    struct cinfer_worker_status st;
     for (struct cinfer_worker_handle *w = l->workers; w; w = w->next)
-        fork_signal(l, w, SIGTERM);
+        local_process_signal(&w->process, SIGTERM);
     for (struct cinfer_worker_handle *w = l->workers; w; w = w->next)
-        if (fork_wait(l, w, 1000, &st) == CINFER_ERR_TIMEOUT) {
-            fork_signal(l, w, SIGKILL);
-            fork_wait(l, w, -1, &st);
-        }
+        local_process_stop(&w->process, 1000);
     while (l->workers) {
         struct cinfer_worker_handle *next = l->workers->next;
         free(l->workers);
@@ -239,4 +142,5 @@ const struct cinfer_launcher_ops cinfer_launch_fork_ops = {
     .query_config = fork_query_config,
     .init_config = fork_init_config,
     .spawn_group = NULL, /* one fork per worker: the core calls spawn for each */
+    .describe = NULL,
 };

@@ -334,6 +334,8 @@ int cinfer_tok_stream_init(struct cinfer_token_decoder *d, const struct cinfer_t
 int cinfer_tok_stream_push(struct cinfer_token_decoder *d, const int32_t *ids, size_t n, struct cinfer_error *err);
 int cinfer_tok_stream_flush(struct cinfer_token_decoder *d);
 void cinfer_tok_stream_release(struct cinfer_token_decoder *d);
+/* The bytes one token adds mid-stream (cinfer_tokenizer_ops.token_bytes), appended to out. */
+int cinfer_tok_token_bytes(const struct cinfer_tokenizer *tok, int32_t id, struct tok_buf *out);
 int cinfer_tok_decode(const struct cinfer_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
                       char **text, size_t *text_len, struct cinfer_error *err);
 

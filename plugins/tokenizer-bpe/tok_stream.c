@@ -305,3 +305,55 @@ int cinfer_tok_stream_flush(struct cinfer_token_decoder *d)
     }
     return rc;
 }
+
+/* One token's bytes in the middle of a text: the per-token steps as the stream runs
+ * them for a token that is not the first (Metaspace's replacement is a space), byte
+ * tokens as their byte, byte-level pieces mapped back; the whole-text Strip only
+ * touches the text's ends, so it is left out. */
+int cinfer_tok_token_bytes(const struct cinfer_tokenizer *tok, int32_t id, struct tok_buf *out)
+{
+    if (id < 0 || (uint32_t)id >= tok->vocab_size)
+        return CINFER_ERR_RANGE;
+    if (!tok->pieces[id] || (tok->attr[id] & (TOK_ATTR_SPECIAL | TOK_ATTR_UNUSED)))
+        return CINFER_OK;
+    const struct tok_decoder_chain *dc = &tok->decoder;
+    struct tok_buf cur = {0}, next = {0};
+    int rc = CINFER_OK;
+    if (tok->decoder.join_with_space)
+        rc = cinfer_tok_buf_append(&cur, " ", 1);
+    if (rc == CINFER_OK)
+        rc = cinfer_tok_buf_append(&cur, tok->pieces[id], tok->piece_len[id]);
+    for (size_t step = 0; step < dc->n && rc == CINFER_OK; step++) {
+        const struct tok_dec_step *st = &dc->steps[step];
+        next.len = 0;
+        const char *s = cur.data ? cur.data : "";
+        size_t n = cur.len;
+        switch (st->kind) {
+        case TOK_DEC_REPLACE:
+            rc = replace_literal(s, n, st->pattern, st->pattern_len, st->content, st->content_len, &next);
+            break;
+        case TOK_DEC_METASPACE: rc = metaspace(st, 1, s, n, &next); break;
+        case TOK_DEC_BYTE_LEVEL: rc = byte_level(s, n, &next); break;
+        case TOK_DEC_STRIP:
+            if (step < dc->join_at)
+                strip_token(st, &s, &n);
+            rc = cinfer_tok_buf_append(&next, s, n);
+            break;
+        case TOK_DEC_BYTE_FALLBACK: {
+            int v = byte_token_value(s, n);
+            char c = (char)v;
+            rc = v >= 0 ? cinfer_tok_buf_append(&next, &c, 1) : cinfer_tok_buf_append(&next, s, n);
+            break;
+        }
+        case TOK_DEC_FUSE: rc = cinfer_tok_buf_append(&next, s, n); break;
+        }
+        struct tok_buf t = cur;
+        cur = next;
+        next = t;
+    }
+    if (rc == CINFER_OK && cur.len)
+        rc = cinfer_tok_buf_append(out, cur.data, cur.len);
+    cinfer_tok_buf_free(&cur);
+    cinfer_tok_buf_free(&next);
+    return rc;
+}

@@ -225,6 +225,19 @@ static void bpe_decoder_free(struct cinfer_token_decoder *d)
     free(d);
 }
 
+static int bpe_token_bytes(const struct cinfer_tokenizer *tok, int32_t id, char *buf, size_t cap, size_t *len)
+{
+    struct tok_buf b = {0};
+    int rc = cinfer_tok_token_bytes(tok, id, &b);
+    *len = rc == CINFER_OK ? b.len : 0;
+    if (rc == CINFER_OK && b.len > cap)
+        rc = CINFER_ERR_RANGE;
+    if (rc == CINFER_OK && b.len)
+        memcpy(buf, b.data, b.len);
+    cinfer_tok_buf_free(&b);
+    return rc;
+}
+
 const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops = {
     .version = CINFER_TOKENIZER_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_tokenizer_ops),
@@ -240,4 +253,5 @@ const struct cinfer_tokenizer_ops cinfer_tokenizer_bpe_ops = {
     .decoder_step = bpe_decoder_step,
     .decoder_finish = bpe_decoder_finish,
     .decoder_free = bpe_decoder_free,
+    .token_bytes = bpe_token_bytes,
 };

@@ -4,10 +4,13 @@
 #include "support/random_model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cinfer/gguf.h"
 #include "kernels.h"
+#include "support/gguf_builder.h"
 #include "support/quantize.h"
 
 float random_uniform(uint64_t *state)
@@ -180,4 +183,71 @@ void random_model_free(struct cinfer_model **mp)
     free(m->layers);
     free(m);
     *mp = NULL;
+}
+
+static void add_tensor(struct gguf_builder *b, const char *name, const struct cinfer_weight *w)
+{
+    static const uint32_t ggml_type[] = {
+        [CINFER_DTYPE_F32] = CINFER_GGML_F32,
+        [CINFER_DTYPE_F16] = CINFER_GGML_F16,
+        [CINFER_DTYPE_BF16] = CINFER_GGML_BF16,
+        [CINFER_DTYPE_Q8_0] = CINFER_GGML_Q8_0,
+    };
+    uint64_t ne[2] = {(uint64_t)w->cols, (uint64_t)w->rows};
+    gguf_builder_tensor(b, name, ggml_type[w->dtype], w->rows == 1 ? 1 : 2, ne, w->data,
+                        (size_t)w->rows * w->row_bytes);
+}
+
+int random_model_write_gguf(const struct random_model_spec *spec, const char *path)
+{
+    struct cinfer_model *m = random_model_create(spec);
+    if (!m)
+        return -1;
+    const struct cinfer_model_config *c = &m->config;
+    const char *a = c->architecture;
+    struct gguf_builder b;
+    gguf_builder_init(&b, 3);
+    char key[128];
+    gguf_builder_kv_str(&b, "general.architecture", a);
+#define KEY_U32(suffix, v) (snprintf(key, sizeof key, "%s.%s", a, suffix), gguf_builder_kv_u32(&b, key, (uint32_t)(v)))
+    KEY_U32("embedding_length", c->hidden_size);
+    KEY_U32("feed_forward_length", c->intermediate_size);
+    KEY_U32("block_count", c->num_layers);
+    KEY_U32("attention.head_count", c->num_heads);
+    KEY_U32("attention.head_count_kv", c->num_kv_heads);
+    KEY_U32("attention.key_length", c->head_dim);
+    KEY_U32("context_length", c->max_position_embeddings);
+    KEY_U32("vocab_size", c->vocab_size);
+#undef KEY_U32
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    gguf_builder_kv_f32(&b, key, c->rms_norm_eps);
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    gguf_builder_kv_f32(&b, key, c->rope_theta);
+    add_tensor(&b, "token_embd.weight", &m->tok_embeddings);
+    for (int l = 0; l < c->num_layers; l++) {
+        const struct cinfer_layer_weights *w = &m->layers[l];
+        const struct {
+            const char *suffix;
+            const struct cinfer_weight *w;
+        } tensors[] = {
+            {"attn_norm.weight", &w->attn_norm}, {"attn_q.weight", &w->wq},       {"attn_k.weight", &w->wk},
+            {"attn_v.weight", &w->wv},           {"attn_output.weight", &w->wo},  {"attn_q.bias", &w->bq},
+            {"attn_k.bias", &w->bk},             {"attn_v.bias", &w->bv},         {"attn_q_norm.weight", &w->q_norm},
+            {"attn_k_norm.weight", &w->k_norm},  {"ffn_norm.weight", &w->ffn_norm}, {"ffn_gate.weight", &w->w_gate},
+            {"ffn_up.weight", &w->w_up},         {"ffn_down.weight", &w->w_down},
+        };
+        for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+            if (!tensors[i].w->data)
+                continue;
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s", l, tensors[i].suffix);
+            add_tensor(&b, name, tensors[i].w);
+        }
+    }
+    add_tensor(&b, "output_norm.weight", &m->output_norm);
+    add_tensor(&b, "output.weight", &m->lm_head);
+    int rc = gguf_builder_write(&b, path, NULL);
+    gguf_builder_free(&b);
+    random_model_free(&m);
+    return rc;
 }

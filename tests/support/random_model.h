@@ -22,6 +22,13 @@ struct random_model_spec {
 struct cinfer_model *random_model_create(const struct random_model_spec *spec);
 void random_model_free(struct cinfer_model **m);
 
+/* The same model written as a GGUF file (architecture llama, qwen2 or qwen3 as the
+ * spec's flags say; tied embeddings never), for tests that need its weights in a file
+ * mapping. A llama GGUF loads with rope_interleaved 1 whatever the spec says: the
+ * loaded model is the file's, not the in-memory one. Returns 0, or -1 when it cannot
+ * be built or written. */
+int random_model_write_gguf(const struct random_model_spec *spec, const char *path);
+
 /* Deterministic uniform floats in [-1, 1) (xorshift). */
 float random_uniform(uint64_t *state);
 

@@ -93,7 +93,8 @@ await check('completion: greedy text equals the C API, finish "length", usage co
   assert.equal(r.choices[0].text, P1.greedyText);
   assert.equal(r.choices[0].finish_reason, P1.greedyIds.length === M ? 'length' : 'stop');
   assert.deepEqual(r.usage, { prompt_tokens: P1.promptTokens, completion_tokens: P1.greedyIds.length,
-                              total_tokens: P1.promptTokens + P1.greedyIds.length });
+                              total_tokens: P1.promptTokens + P1.greedyIds.length,
+                              prompt_tokens_details: { cached_tokens: 0 } });
 });
 
 await check('completion: token-id prompt gives the same text as its text', async () => {
@@ -433,7 +434,7 @@ if (cfg.chat.renderer) {
     assert.equal(r.choices[0].message.content, cfg.chat.ownTemplate.greedyText);
     const none = await own.chat.completions.create({ ...params, tool_choice: 'none' });
     assert.equal(none.usage.prompt_tokens, cfg.chat.ownTemplate.promptTokensNoTools);
-    await expectError(OpenAI.BadRequestError, 400, () => own.chat.completions.create({ ...params, tool_choice: 'required' }),
+    await expectError(OpenAI.BadRequestError, 400, () => own.chat.completions.create({ ...params, tool_choice: 'always' }),
                       'tool_choice');
   });
 } else {
@@ -453,7 +454,219 @@ await check('chat: bad messages are BadRequestError naming messages', async () =
     model: cfg.model, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 'top_logprobs');
   await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
     model: cfg.model, messages: [{ role: 'user', content: 'x' }],
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }), 'response_format');
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { not: {} } } } }), 'response_format');
+});
+
+// ---- structured output ------------------------------------------------------------------
+// The outputs are fixed by the constraint, whatever this small model would say: each is
+// checked by parsing and by the schema's rules written out here.
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, maxItems: 3 },
+    kind: { anyOf: [{ type: 'null' }, { const: 'human' }] },
+  },
+  required: ['name', 'age', 'tags', 'kind'],
+  additionalProperties: false,
+};
+function assertPerson(p) {
+  assert.equal(typeof p, 'object');
+  assert.deepEqual(Object.keys(p), ['name', 'age', 'tags', 'kind']);
+  assert.equal(typeof p.name, 'string');
+  assert.ok([...p.name].length <= 12, `name ${JSON.stringify(p.name)} is longer than 12`);
+  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, `age ${p.age}`);
+  assert.ok(Array.isArray(p.tags) && p.tags.length <= 3 && p.tags.every((t) => ['a', 'b', 'c'].includes(t)));
+  assert.ok(p.kind === null || p.kind === 'human');
+}
+const personFormat = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
+const chatMsgs = [{ role: 'user', content: 'Describe a person as JSON.' }];
+// the server splits <think> reasoning off; these checks turn thinking off, as Qwen3's switch does
+const noThink = { chat_template_kwargs: { enable_thinking: false } };
+
+await check('structured output: chat.completions.parse returns the parsed object, for every seed', async () => {
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.chat.completions.parse({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed,
+                                                    max_tokens: 400, response_format: personFormat });
+    const m = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${m.content}`);
+    assertPerson(m.parsed);
+    assert.deepEqual(m.parsed, JSON.parse(m.content));
+  }
+});
+
+await check('structured output: streamed chunks join to a valid object; n=3 choices each valid', async () => {
+  const chunks = await streamChat({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 7, max_tokens: 400,
+                                    response_format: personFormat });
+  const { text, finish } = joinStream(chunks, 'content');
+  assert.equal(finish[0], 'stop');
+  assertPerson(JSON.parse(text[0]));
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 9,
+                                                   n: 3, max_tokens: 400, response_format: personFormat });
+  assert.equal(r.choices.length, 3);
+  for (const c of r.choices) assertPerson(JSON.parse(c.message.content));
+});
+
+await check('structured output: json_object gives a JSON object; logprobs stay inside the constraint', async () => {
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1, seed: 3,
+                                                   max_tokens: 300, response_format: { type: 'json_object' },
+                                                   logprobs: true, top_logprobs: 3 });
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.ok(v !== null && typeof v === 'object' && !Array.isArray(v));
+  const first = r.choices[0].logprobs.content[0];
+  assert.equal(first.token, '{'); // nothing else can start an object (the model's vocabulary has no "{ ...")
+  for (const alt of first.top_logprobs) assert.ok(alt.token.startsWith('{') || alt.logprob <= -9999, alt.token);
+  // a stop string still ends the constrained output where it matches
+  const cut = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: chatMsgs, temperature: 1,
+                                                     seed: 3, max_tokens: 300, response_format: { type: 'json_object' },
+                                                     stop: [':'] });
+  assert.equal(cut.choices[0].finish_reason, 'stop');
+  assert.equal(cut.choices[0].message.content, r.choices[0].message.content.split(':')[0]);
+});
+
+await check('structured output: SGLang regex and ebnf on /v1/completions match (JavaScript RegExp)', async () => {
+  const regex = '(yes|no), [0-9]{2}-[a-z]{3}';
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.completions.create({ model: cfg.model, prompt: P1.text, max_tokens: 60, temperature: 1,
+                                                seed, regex });
+    assert.match(r.choices[0].text, new RegExp(`^(?:${regex})$`));
+    assert.equal(r.choices[0].finish_reason, 'stop');
+  }
+  const ebnf = 'root ::= "[" num ("," num){0,5} "]"\nnum ::= [1-9] [0-9]?\n';
+  const r = await client.completions.create({ model: cfg.model, prompt: P1.text, max_tokens: 400, temperature: 1,
+                                              seed: 5, ebnf });
+  assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].text);
+  const arr = JSON.parse(r.choices[0].text);
+  assert.ok(Array.isArray(arr) && arr.every((x) => Number.isInteger(x) && x >= 1 && x <= 99), r.choices[0].text);
+});
+
+await check('structured output: refusals name the field and the keyword', async () => {
+  const e = await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: chatMsgs,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } },
+  }), 'response_format');
+  assert.match(e.message, /keyword 'uniqueItems'/);
+  const e2 = await expectError(OpenAI.BadRequestError, 400, () => client.completions.create({
+    model: cfg.model, prompt: 'x', regex: '(?=a)b' }), 'regex');
+  assert.match(e2.message, /lookaround/);
+});
+
+// ---- tool calls and reasoning (the server reads Qwen's <tool_call> format and <think>) -----
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 16 },
+                                                unit: { enum: ['celsius', 'fahrenheit'] } },
+                  required: ['city', 'unit'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'add', description: 'a + b',
+    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+                  required: ['a', 'b'], additionalProperties: false } } },
+];
+function assertArgs(name, text) {
+  const a = JSON.parse(text);
+  if (name === 'get_weather') {
+    assert.deepEqual(Object.keys(a), ['city', 'unit']);
+    assert.ok(typeof a.city === 'string' && [...a.city].length <= 16 && ['celsius', 'fahrenheit'].includes(a.unit));
+  } else {
+    assert.equal(name, 'add');
+    assert.ok(Number.isInteger(a.a) && Number.isInteger(a.b), text);
+  }
+}
+const weather = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+await check('tools: a named tool_choice comes back as parsed tool_calls (finish "tool_calls", content null)', async () => {
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: weather, tools, temperature: 1, seed,
+                                                     max_tokens: 300,
+                                                     tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+    const m = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    assert.equal(m.content, null);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].type, 'function');
+    assert.match(m.tool_calls[0].id, /^call_/);
+    assert.equal(m.tool_calls[0].function.name, 'get_weather');
+    assertArgs('get_weather', m.tool_calls[0].function.arguments);
+  }
+});
+
+await check('tools: required, streamed, reassembles to the same calls as the JSON answer', async () => {
+  const params = { ...noThink, model: cfg.model, messages: weather, tools, tool_choice: 'required', temperature: 1, seed: 11,
+                   max_tokens: 1000 };
+  const whole = await client.chat.completions.create(params);
+  const calls = whole.choices[0].message.tool_calls;
+  assert.ok(calls.length >= 1);
+  // a call the token budget cut ("length") keeps the arguments written so far, as a stream showed them
+  const complete = whole.choices[0].finish_reason === 'length' ? calls.slice(0, -1) : calls;
+  for (const c of complete) assertArgs(c.function.name, c.function.arguments);
+  const streamed = [];
+  let finish;
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      if (d.id) streamed[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: '' } };
+      if (d.function?.arguments) streamed[d.index].function.arguments += d.function.arguments;
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  // this small model may go on calling until the context is full ("length"): the same either way
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.ok(['tool_calls', 'length'].includes(finish), finish);
+  assert.deepEqual(streamed.map((c) => [c.function.name, c.function.arguments]),
+                   calls.map((c) => [c.function.name, c.function.arguments]));
+  figures.toolCallsRequired = calls.length;
+});
+
+await check('tools: parallel_tool_calls false gives exactly one call; "none" leaves the reply as text', async () => {
+  const r = await client.chat.completions.create({ ...noThink, model: cfg.model, messages: weather, tools,
+                                                   tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 4, max_tokens: 300 });
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  const n = await client.chat.completions.create({ model: cfg.model, messages: weather, tools, tool_choice: 'none',
+                                                   max_tokens: 8, temperature: 0 });
+  assert.equal(n.choices[0].message.tool_calls, undefined);
+  assert.equal(typeof n.choices[0].message.content, 'string');
+  await expectError(OpenAI.BadRequestError, 400, () => client.chat.completions.create({
+    model: cfg.model, messages: weather, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+                    'tool_choice');
+});
+
+await check('reasoning: <think> goes to reasoning_content, streamed apart from content', async () => {
+  const params = { model: cfg.model, messages: weather, temperature: 1, seed: 6, max_tokens: 200,
+                   ebnf: 'root ::= "<think>\\n" [a-z ]{8,30} "\\n</think>\\n\\n" [a-z ]{4,20}' };
+  const r = await client.chat.completions.create(params);
+  const m = r.choices[0].message;
+  assert.match(m.reasoning_content, /^[a-z ]{1,30}\n$/); // spaces right after <think> are dropped
+  assert.match(m.content, /^[a-z ]{1,20}$/);
+  let reasoning = '', content = '';
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(reasoning, m.reasoning_content);
+  assert.equal(content, m.content);
+});
+
+await check('reasoning: a response_format holds for the answer after the reasoning', async () => {
+  let stopped = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({ model: cfg.model, messages: chatMsgs, temperature: 1, seed,
+                                                     max_tokens: 300, response_format: personFormat });
+    const c = r.choices[0];
+    if (c.finish_reason !== 'stop') continue; // still reasoning when the budget ran out
+    stopped++;
+    assertPerson(JSON.parse(c.message.content));
+    if (c.message.reasoning_content !== undefined) assert.ok(!c.message.reasoning_content.includes('</'));
+  }
+  assert.ok(stopped > 0);
+});
+
+await check('usage: a repeated long prompt reports prompt_tokens_details.cached_tokens from the prefix cache', async () => {
+  const prompt = Array(12).fill(P2.text).join(' ');
+  const first = await client.completions.create({ ...greedy, prompt, max_tokens: 2 });
+  const again = await client.completions.create({ ...greedy, prompt, max_tokens: 2 });
+  const cached = again.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > 0 && cached < again.usage.prompt_tokens, `cached ${cached} of ${again.usage.prompt_tokens}`);
+  assert.ok(first.usage.prompt_tokens_details.cached_tokens <= cached);
+  figures.cachedTokens = cached;
 });
 
 // ---- the output after its prompt (issue 15) --------------------------------------------

@@ -1,0 +1,50 @@
+/* fuzz_tp_plan: the decoder of the plans tensor-parallel rank 0 sends its followers
+ * (core/model/tp_plan.c) on arbitrary bytes. A plan either decodes (and then encodes to
+ * the very same bytes, so every field was read and none guessed, and every token and
+ * page lies within the limits) or is refused with a message; nothing may crash, leak or
+ * read out of bounds. Seeds: fuzz/seeds/fuzz_tp_plan/, plans made for these limits. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tp_plan.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const struct cinfer_tp_plan_limits limits = {.vocab = 512, .kv_pages = 64, .page_tokens = 16,
+                                                     .max_batch_tokens = 256};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct cinfer_tp_plan plan; /* reused, as a follower reuses its own */
+    struct cinfer_error err = {0};
+    if (cinfer_tp_plan_decode(data, size, &limits, &plan, &err) != CINFER_OK) {
+        if (!err.message[0])
+            abort(); /* a refusal must say why */
+        return 0;
+    }
+    int tokens = 0;
+    for (int s = 0; s < plan.n_seqs; s++) {
+        const struct cinfer_seq_chunk *c = &plan.seqs[s];
+        tokens += c->n_tokens;
+        for (int t = 0; t < c->n_tokens; t++)
+            if (c->tokens[t] < 0 || c->tokens[t] >= limits.vocab)
+                abort();
+        for (int i = 0; i < c->n_pages; i++)
+            if (c->page_table[i] < 0 || c->page_table[i] >= limits.kv_pages)
+                abort();
+        if ((int64_t)c->n_pages * limits.page_tokens < (int64_t)c->start_pos + c->n_tokens)
+            abort();
+    }
+    if (tokens != plan.n_tokens || tokens > limits.max_batch_tokens)
+        abort();
+    size_t bytes = cinfer_tp_plan_bytes(plan.seqs, plan.n_seqs, limits.page_tokens);
+    uint8_t *again = malloc(bytes);
+    if (!again)
+        return 0;
+    cinfer_tp_plan_encode(plan.step, &limits, plan.seqs, plan.n_seqs, again);
+    if (bytes != size || memcmp(again, data, size) != 0)
+        abort();
+    free(again);
+    return 0;
+}
