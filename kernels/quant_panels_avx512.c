@@ -71,11 +71,6 @@ AI __m512i low4(__m512i v)
     return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
 }
 
-AI __m512i high4(__m512i v)
-{
-    return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
-}
-
 /* (v & 0x0F) | t, in one instruction (t has only bits 4..5 set) */
 AI __m512i low4_or(__m512i v, __m512i t)
 {
