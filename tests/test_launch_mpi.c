@@ -35,6 +35,7 @@
 #include "support/procs.h"
 #include "support/run_command.h"
 #include "support/runner.h"
+#include "support/tp_answers.h"
 #include "launch-mpi/group_blob.h"
 #include "launch-mpi/mpi_allocation.h"
 
@@ -43,8 +44,6 @@
 #define HOSTS_DIR CINFER_BINARY_DIR "/mpi-hosts"
 #define SCRIPT CINFER_SOURCE_DIR "/tests/support/ssh_hosts.sh"
 #define SKIP_EXIT_CODE 77
-#define TP_NEW 24
-#define TOP 5
 
 struct host {
     char name[32], address[64], ns[64];
@@ -149,42 +148,6 @@ END_TEST
 
 /* ---- tensor parallelism over MPI ------------------------------------------------------- */
 
-static void answer(struct cinfer_engine *e, const char *prompt, struct cinfer_generate_result *out)
-{
-    struct cinfer_generate_request req = {.prompt = prompt};
-    cinfer_sampling_params_init(&req.sampling);
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = TP_NEW;
-    req.sampling.ignore_eos = 1;
-    req.sampling.logprobs = 1;
-    req.sampling.top_logprobs = TOP;
-    struct cinfer_error err = {0};
-    ck_assert_msg(cinfer_engine_generate(e, &req, out, &err) == 0, "%s", err.message);
-}
-
-/* Same text and ids, each logprob (and its alternatives') within bound; the largest
- * difference. */
-static double compare(const struct cinfer_generate_result *base, const struct cinfer_generate_result *got,
-                      const char *what)
-{
-    ck_assert_msg(base->n_output_ids == got->n_output_ids && !strcmp(base->text, got->text),
-                  "%s: text '%s', TP=1 gave '%s'", what, got->text, base->text);
-    double worst = 0;
-    for (size_t t = 0; t < base->n_output_ids; t++) {
-        ck_assert_int_eq(got->output_ids[t], base->output_ids[t]);
-        const struct cinfer_token_logprob *a = &base->logprobs[t], *b = &got->logprobs[t];
-        double d = fabs((double)a->logprob - (double)b->logprob);
-        for (int k = 0; k < a->n_top && k < b->n_top; k++)
-            if (a->top_ids[k] == b->top_ids[k]) {
-                double dk = fabs((double)a->top_logprobs[k] - (double)b->top_logprobs[k]);
-                d = dk > d ? dk : d;
-            }
-        worst = d > worst ? d : worst;
-    }
-    ck_assert_msg(worst < 1e-4, "%s: a logprob differs from TP=1's by %.3g", what, worst);
-    return worst;
-}
-
 /* Every scheduler rank of e runs under mpirun (its parent's command line). */
 static void ranks_are_mpirun_children(struct cinfer_engine *e, int n_ranks)
 {
@@ -217,7 +180,7 @@ static void tp_equals_tp1(const char *model, const char *label, int tp, const ch
     args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32; /* logprobs held to 1e-4 of TP=1's: f32 K/V on both */
     struct cinfer_engine *e = start(&args); /* TP=1, launch-fork */
     for (int p = 0; p < 4; p++)
-        answer(e, prompts[p], &base[p]);
+        cinfer_test_tp_answer(e, prompts[p], &base[p]);
     cinfer_engine_shutdown(&e, 1000);
     args = mpi_args(model, 1, tp, host_list);
     args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32;
@@ -228,10 +191,10 @@ static void tp_equals_tp1(const char *model, const char *label, int tp, const ch
         ranks_are_mpirun_children(e, tp);
     double worst = 0;
     for (int p = 0; p < 4; p++) {
-        answer(e, prompts[p], &got[p]);
+        cinfer_test_tp_answer(e, prompts[p], &got[p]);
         char what[160];
         snprintf(what, sizeof what, "%s tp%d over mpirun on %s, prompt %d", label, tp, host_list, p);
-        double d = compare(&base[p], &got[p], what);
+        double d = cinfer_test_tp_compare(&base[p], &got[p], what);
         worst = d > worst ? d : worst;
         cinfer_generate_result_free(&got[p]);
         cinfer_generate_result_free(&base[p]);

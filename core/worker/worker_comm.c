@@ -6,6 +6,7 @@
 
 #include "cinfer/launcher.h"
 #include "comm/comm_shm.h"
+#include "comm/comm_tcp.h"
 
 static struct cinfer_comm *group_comm;
 
@@ -69,7 +70,6 @@ static int attach_by_rank0(const char *name, int rank, int size, long deadline_m
 int cinfer_worker_comm_attach(const struct cinfer_port_args *ports, int tp_rank, int tp_size, void *zmq_context,
                               int timeout_ms, struct cinfer_comm **out, struct cinfer_error *err)
 {
-    (void)zmq_context;
     *out = NULL;
     const char *spec = ports->comm;
     long deadline_ms = now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
@@ -86,10 +86,15 @@ int cinfer_worker_comm_attach(const struct cinfer_port_args *ports, int tp_rank,
         *out = group_comm;
         group_comm = NULL;
         rc = CINFER_OK;
+    } else if (!strncmp(spec, "tcp://", 6)) {
+        /* ranks on several hosts without MPI: the slow path, through rank 0 over the
+         * engine's tcp channels and its CURVE keys (this context runs the ZAP handler) */
+        rc = cinfer_comm_tcp_attach(zmq_context, spec, tp_rank, tp_size, ports,
+                                    (int)(deadline_ms - now_ms()), out, err);
     } else {
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                 "communicator \"%s\": expected a shared-memory name (/NAME), " CINFER_COMM_SHM_BY_RANK0
-                                "/NAME or " CINFER_COMM_GROUP, spec);
+                                "/NAME, tcp://ADDRESS:PORT or " CINFER_COMM_GROUP, spec);
     }
     if (rc)
         return rc;

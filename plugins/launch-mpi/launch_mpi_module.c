@@ -201,7 +201,10 @@ static void keep_line(struct mpi_group *g, const char *line)
         memmove(g->tail[0], g->tail[1], sizeof g->tail[0] * (TAIL_LINES - 1));
         g->n_tail--;
     }
-    snprintf(g->tail[g->n_tail++], sizeof g->tail[0], "%s", line);
+    /* a long line keeps its start (a copy, not snprintf: the cut is meant) */
+    size_t keep = strnlen(line, sizeof g->tail[0] - 1);
+    memcpy(g->tail[g->n_tail], line, keep);
+    g->tail[g->n_tail++][keep] = '\0';
 }
 
 /* Reads what is there; lock held. */
