@@ -948,7 +948,8 @@ int main(int argc, char **argv)
         for (int t = 0; t < KV_TYPES; t++)
             printf(" %ld |", facts[i].kv_tokens_1gib[t]);
         double per_token = facts[i].kv_values_per_token;
-        printf(" %.0f | %.0f |\n", (double)(1 << 30) / (per_token * 2.0), (double)(1 << 30) / (per_token * 34.0 / 32.0));
+        double gib = (double)(1 << 30);
+        printf(" %.0f | %.0f |\n", gib / (per_token * 2.0), gib / (per_token * 34.0 / 32.0));
     }
     printf("\n");
     for (int i = 0; i < o.n_models; i++)

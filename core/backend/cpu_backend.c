@@ -23,7 +23,8 @@ _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TEN
                    (int)CINFER_TENSOR_Q5_0 == (int)CINFER_KW_Q5_0 && (int)CINFER_TENSOR_Q5_1 == (int)CINFER_KW_Q5_1 &&
                    (int)CINFER_TENSOR_Q2_K == (int)CINFER_KW_Q2_K && (int)CINFER_TENSOR_Q3_K == (int)CINFER_KW_Q3_K &&
                    (int)CINFER_TENSOR_Q4_K == (int)CINFER_KW_Q4_K && (int)CINFER_TENSOR_Q5_K == (int)CINFER_KW_Q5_K &&
-                   (int)CINFER_TENSOR_Q6_K == (int)CINFER_KW_Q6_K && (int)CINFER_TENSOR_IQ4_NL == (int)CINFER_KW_IQ4_NL &&
+                   (int)CINFER_TENSOR_Q6_K == (int)CINFER_KW_Q6_K &&
+                   (int)CINFER_TENSOR_IQ4_NL == (int)CINFER_KW_IQ4_NL &&
                    (int)CINFER_TENSOR_IQ4_XS == (int)CINFER_KW_IQ4_XS && (int)CINFER_TENSOR_MXFP4 == (int)CINFER_KW_MXFP4 &&
                    (int)CINFER_TENSOR_Q4_0_PANELS == (int)CINFER_KW_Q4_0_PANELS &&
                    (int)CINFER_TENSOR_Q5_0_PANELS == (int)CINFER_KW_Q5_0_PANELS &&

@@ -66,12 +66,13 @@ size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum c
 const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt);
 
 /* Whether model m splits over tp_size ranks: attention heads divide by tp_size, KV
- * heads divide by it or it by them, a Q8_0 wo split by columns gets whole 32-value
- * blocks per rank, and every rank gets MLP columns and vocabulary rows. The MLP's
- * intermediate size need not divide: ranks get shares as even as whole columns (whole
- * Q8_0 blocks for a Q8_0 w_down) allow; so does the vocabulary (ceil(vocab / tp_size)
- * rows each, the last rank fewer). The refusal gives the numbers ("32 attention heads
- * do not split over tp_size 3"). */
+ * heads divide by it or it by them, a block-typed wo split by columns gets whole blocks
+ * of its type per rank (32 values for Q8_0, Q4_0 and the like, 256 for the K-quants and
+ * IQ4_XS), and every rank gets MLP columns and vocabulary rows. The MLP's intermediate
+ * size need not divide: ranks get shares as even as whole columns (whole blocks of
+ * w_down's type) allow; so does the vocabulary (ceil(vocab / tp_size) rows each, the
+ * last rank fewer). The refusal gives the numbers ("32 attention heads do not split
+ * over tp_size 3"). */
 int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err);
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
