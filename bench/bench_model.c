@@ -8,7 +8,11 @@
  *   - decode tokens/s at each batch size B of --batches: B sequences that each add one
  *     token per step (greedy), --decode-steps timed steps after two warm-up steps;
  *   - peak RSS of the process that did it (each side runs in its own child process);
- *   - the greedy tokens of the batch-1 decode, to show both sides compute the same model.
+ *   - the greedy tokens of the batch-1 decode, to show both sides compute the same model;
+ *   - the tokens 1 GiB of KV cache holds in each KV type (f32, f16, bf16, q8_0): cinfer's
+ *     runtime made with that budget (its pages x page size), beside llama.cpp's count
+ *     for its f16 and q8_0 caches (1 GiB / its bytes a token: K and V of every layer,
+ *     2 bytes a value or 34 bytes per 32).
  * With --rounds N the two sides take turns N times per model and each keeps its best
  * figures: other load on a shared machine only ever slows a run down.
  * and, once before and once after, the machine's read bandwidth: every thread streams
@@ -89,11 +93,18 @@ struct side_result {
 };
 
 /* What only cinfer's side can tell about the model. */
+#define KV_TYPES 4
 struct model_facts {
     double weight_bytes_per_token; /* bytes a batch-1 decode step must read */
     char dtype[16];
     int vocab_size;
+    char types[160];              /* the matrices' types and counts: "q5_0 180, q6_K 14, ..." */
+    long kv_tokens_1gib[KV_TYPES]; /* tokens a 1 GiB KV budget holds in f32, f16, bf16, q8_0 (-1: not usable) */
+    double kv_values_per_token;   /* K and V values of one token in every layer */
 };
+static const char *const kv_type_names[KV_TYPES] = {"f32", "f16", "bf16", "q8_0"};
+static const enum cinfer_kv_cache_dtype kv_types[KV_TYPES] = {CINFER_KV_CACHE_DTYPE_F32, CINFER_KV_CACHE_DTYPE_F16,
+                                                             CINFER_KV_CACHE_DTYPE_BF16, CINFER_KV_CACHE_DTYPE_Q8_0};
 
 static double now_s(void)
 {
@@ -431,6 +442,53 @@ static int cinfer_paired_floor(struct cinfer_runtime *rt, const struct options *
     return 0;
 }
 
+/* "q5_0 180, q4_K 16, ...": the types of the matrix weights as loaded. */
+static void type_census(const struct cinfer_model *m, char *out, size_t cap)
+{
+    int counts[32] = {0};
+    const struct cinfer_weight *lm = m->lm_head.data != m->tok_embeddings.data ? &m->lm_head : NULL;
+    counts[m->tok_embeddings.dtype & 31]++;
+    if (lm)
+        counts[lm->dtype & 31]++;
+    for (int l = 0; l < m->config.num_layers; l++) {
+        const struct cinfer_layer_weights *L = &m->layers[l];
+        const struct cinfer_weight *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < 7; i++)
+            counts[all[i]->dtype & 31]++;
+    }
+    size_t used = 0;
+    out[0] = 0;
+    for (int best = 0; best >= 0;) { /* most numerous first */
+        best = -1;
+        for (int t = 0; t < 32; t++)
+            if (counts[t] && (best < 0 || counts[t] > counts[best]))
+                best = t;
+        if (best >= 0 && used < cap) {
+            used += (size_t)snprintf(out + used, cap - used, "%s%s %d", used ? ", " : "",
+                                     cinfer_dtype_name((enum cinfer_dtype)best), counts[best]);
+            counts[best] = 0;
+        }
+    }
+}
+
+/* Tokens each KV type's 1 GiB budget holds, from runtimes made with that budget. */
+static void kv_capacity(const struct cinfer_model *m, const struct options *o, struct model_facts *f)
+{
+    for (int t = 0; t < KV_TYPES; t++) {
+        struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)1 << 30, .kv_page_tokens = 16,
+                                            .n_threads = 1, .max_batch_tokens = 16, .kv_dtype = kv_types[t],
+                                            .keep_stored_weights = 1};
+        struct cinfer_runtime *rt = NULL;
+        struct cinfer_error err = {0};
+        f->kv_tokens_1gib[t] = -1;
+        if (cinfer_runtime_create(m, &ro, &rt, &err) == 0)
+            f->kv_tokens_1gib[t] = (long)cinfer_runtime_kv_pages_total(rt) * cinfer_runtime_kv_page_tokens(rt);
+        cinfer_runtime_destroy(&rt);
+    }
+    (void)o;
+    f->kv_values_per_token = 2.0 * m->config.num_layers * m->config.num_kv_heads * m->config.head_dim;
+}
+
 static int cinfer_measure(const struct options *o, const char *path, struct side_result *r, struct model_facts *f,
                           struct cinfer_error *err)
 {
@@ -444,6 +502,8 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
     f->weight_bytes_per_token = decode_bytes_per_token(m);
     f->vocab_size = c->vocab_size;
     snprintf(f->dtype, sizeof f->dtype, "%s", cinfer_dtype_name(m->layers[0].wq.dtype));
+    type_census(m, f->types, sizeof f->types);
+    kv_capacity(m, o, f);
 
     int max_batch = 1;
     for (int i = 0; i < o->n_batches; i++)
@@ -856,18 +916,40 @@ int main(int argc, char **argv)
         const char *base = strrchr(o.models[i], '/') ? strrchr(o.models[i], '/') + 1 : o.models[i];
         double floor_tok_s = facts[i].weight_bytes_per_token > 0 ? bw / facts[i].weight_bytes_per_token : 0;
         char label[256];
-        snprintf(label, sizeof label, "%s: %s, %.1f MB read per token, floor %.1f tok/s", base, facts[i].dtype,
+        snprintf(label, sizeof label, "%s: %.1f MB read per token, floor %.1f tok/s", base,
                  facts[i].weight_bytes_per_token / 1e6, floor_tok_s);
         print_row(&o, label, "cinfer", &ours[i], floor_tok_s);
         if (o.peer_script) {
             print_row(&o, "", "llama.cpp", &peer[i], floor_tok_s);
             print_ratio_row(&o, "", &ours[i], &peer[i]);
         }
-        json_array_append_new(jmodels, json_pack("{s:s,s:f,s:f,s:o,s:o,s:i}", "model", o.models[i],
-                                                 "weight_bytes_per_token", facts[i].weight_bytes_per_token,
-                                                 "floor_tok_s", floor_tok_s, "cinfer", side_json(&o, &ours[i]),
-                                                 "llama_cpp", side_json(&o, &peer[i]),
-                                                 "greedy_tokens_agreeing", greedy_agreement(&ours[i], &peer[i])));
+        json_t *kv = json_object();
+        for (int t = 0; t < KV_TYPES; t++)
+            json_object_set_new(kv, kv_type_names[t], json_integer(facts[i].kv_tokens_1gib[t]));
+        json_array_append_new(jmodels, json_pack("{s:s,s:s,s:f,s:f,s:o,s:o,s:i,s:o}", "model", o.models[i], "matrices",
+                                                 facts[i].types, "weight_bytes_per_token",
+                                                 facts[i].weight_bytes_per_token, "floor_tok_s", floor_tok_s, "cinfer",
+                                                 side_json(&o, &ours[i]), "llama_cpp", side_json(&o, &peer[i]),
+                                                 "greedy_tokens_agreeing", greedy_agreement(&ours[i], &peer[i]),
+                                                 "kv_tokens_per_gib", kv));
+    }
+    printf("\n");
+    for (int i = 0; i < o.n_models; i++)
+        if (facts[i].types[0])
+            printf("%s: matrices %s\n", o.models[i], facts[i].types);
+    printf("\nKV cache: tokens 1 GiB holds (cinfer: pages of 16 tokens of a runtime made with that budget; "
+           "llama.cpp: 1 GiB / its bytes a token)\n\n| model | cinfer f32 | cinfer f16 | cinfer bf16 | cinfer q8_0 | "
+           "llama.cpp f16 | llama.cpp q8_0 |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < o.n_models; i++) {
+        if (!facts[i].types[0])
+            continue;
+        const char *base = strrchr(o.models[i], '/') ? strrchr(o.models[i], '/') + 1 : o.models[i];
+        printf("| %s |", base);
+        for (int t = 0; t < KV_TYPES; t++)
+            printf(" %ld |", facts[i].kv_tokens_1gib[t]);
+        double per_token = facts[i].kv_values_per_token;
+        double gib = (double)(1 << 30);
+        printf(" %.0f | %.0f |\n", gib / (per_token * 2.0), gib / (per_token * 34.0 / 32.0));
     }
     printf("\n");
     for (int i = 0; i < o.n_models; i++)

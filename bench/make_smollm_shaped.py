@@ -15,16 +15,25 @@ llama.cpp accepts the file: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>
 loader looks up <0x0A> for the newline token) and unique word pieces. The benchmark
 feeds token ids directly; the vocabulary only has to load.
 
+The types people download (Q4_K_M, Q5_K_M, Q6_K, Q4_0, IQ4_XS, ... in llama-quantize's
+spelling) are made from the f32 file by llama.cpp's own llama-quantize (--llama-quantize,
+the binary scripts/build-llama-cpp.sh builds): smollm-shaped-Q4_K_M.gguf etc. SmolLM's rows
+of 576 are no multiple of 256, so llama-quantize falls back there as it does for the real
+SmolLM-135M (Q4_K_M: q5_0 for the 576-wide matrices, q4_K/q6_K for ffn_down, q8_0 for the
+embeddings; Q6_K: q8_0 and q6_K; Q4_0: q4_0 and a q8_0 embedding).
+
 --heads H --kv-heads K write the same model with other head counts (head_dim = 576 / H),
 named smollm-shaped-hHkvK-TYPE.gguf: SmolLM-135M's 9 heads and 3 KV heads split over
 tensor-parallel sizes 3 and 9 only, and bench_comm compares tp_size 2 on 8 and 4.
 
-Usage: make_smollm_shaped.py OUT_DIR [--types f32,f16,bf16,q8_0] [--layers N] [--heads H --kv-heads K]
+Usage: make_smollm_shaped.py OUT_DIR [--types f32,f16,bf16,q8_0,Q4_K_M] [--layers N]
+                             [--heads H --kv-heads K] [--llama-quantize PATH]
 Files that already exist are kept (each is written to a temporary name, then renamed).
 Needs /usr/bin/python3 with Debian's python3-numpy.
 """
 import argparse
 import os
+import subprocess
 import sys
 import zlib
 
@@ -135,6 +144,7 @@ def main():
     ap.add_argument("--types", default="f32,f16,bf16,q8_0")
     ap.add_argument("--layers", type=int, default=SHAPE["layers"],
                     help="fewer layers for quick checks (default 30, as SmolLM-135M)")
+    ap.add_argument("--llama-quantize", default=None, help="llama.cpp's llama-quantize, for Q4_K_M and the like")
     ap.add_argument("--heads", type=int, default=SHAPE["heads"], help="attention heads (default 9)")
     ap.add_argument("--kv-heads", type=int, default=SHAPE["kv_heads"], help="key-value heads (default 3)")
     args = ap.parse_args()
@@ -146,14 +156,26 @@ def main():
     suffix = "" if args.layers == SHAPE["layers"] else f"-{args.layers}l"
     if (args.heads, args.kv_heads) != (SHAPE["heads"], SHAPE["kv_heads"]):
         suffix += f"-h{args.heads}kv{args.kv_heads}"
-    for t in args.types.split(","):
-        if t not in FILE_TYPE:
-            sys.exit(f"make_smollm_shaped: unknown type '{t}': expected one of {', '.join(FILE_TYPE)}")
+    types = args.types.split(",")
+    quantized = [t for t in types if t not in FILE_TYPE]
+    if quantized and "f32" not in types:
+        types.insert(0, "f32")  # what llama-quantize starts from
+    for t in types:
         path = os.path.join(args.out_dir, f"smollm-shaped{suffix}-{t}.gguf")
         if os.path.exists(path):
             print(f"{path}: exists, kept")
             continue
-        write_model(path, t, shape)
+        if t in FILE_TYPE:
+            write_model(path, t, shape)
+        else:
+            if not args.llama_quantize:
+                sys.exit(f"make_smollm_shaped: type '{t}' is made by llama-quantize: give --llama-quantize PATH "
+                         f"(or one of {', '.join(FILE_TYPE)})")
+            source = os.path.join(args.out_dir, f"smollm-shaped{suffix}-f32.gguf")
+            done = subprocess.run([args.llama_quantize, source, path + ".tmp", t], capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"make_smollm_shaped: llama-quantize {t} failed:\n{done.stderr[-2000:]}")
+            os.replace(path + ".tmp", path)
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB")
 
 

@@ -78,13 +78,25 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_BF16_PANELS: return (size_t)k * 2;
     case CINFER_KW_Q8_0:
     case CINFER_KW_Q8_0_PANELS: return (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * CINFER_KERNEL_Q8_BLOCK_BYTES;
+    case CINFER_KW_Q4_0_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q4_0, k);
+    case CINFER_KW_Q5_0_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q5_0, k);
+    case CINFER_KW_Q4_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q4_K, k);
+    case CINFER_KW_Q5_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q5_K, k);
+    case CINFER_KW_Q6_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q6_K, k);
+    default: {
+        const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(wtype);
+        return info ? (size_t)(k / info->block_values) * (size_t)info->block_bytes : 0;
     }
-    return 0;
+    }
 }
 
 void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out)
 {
     const uint8_t *p = row;
+    if ((wtype == CINFER_KW_F16 || wtype == CINFER_KW_BF16) && cinfer_kernels_level() >= CINFER_KERNEL_AVX2) {
+        cinfer_widen_row_avx2(row, wtype == CINFER_KW_BF16, k, out); /* the KV cache's rows, a decode step's */
+        return;
+    }
     switch (wtype) {
     case CINFER_KW_F32:
         memcpy(out, row, (size_t)k * sizeof(float));
@@ -114,9 +126,10 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
                 out[b * CINFER_KERNEL_Q8_BLOCK + i] = d * (float)q[i];
         }
         break;
-    case CINFER_KW_Q8_0_PANELS: /* rows are not contiguous: cinfer_kernel_weight_row_to_f32 */
-    case CINFER_KW_F16_PANELS:
-    case CINFER_KW_BF16_PANELS:
+    default:
+        if (cinfer_kernel_is_block_quant(wtype))
+            cinfer_kernel_dequantize_row(wtype, row, k, out);
+        /* panels: rows are not contiguous, see cinfer_kernel_weight_row_to_f32 */
         break;
     }
 }
@@ -124,7 +137,7 @@ void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, i
 void cinfer_kernel_weight_row_to_f32(const void *w, enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int64_t row,
                                      int k, float *out)
 {
-    if (wtype >= CINFER_KW_Q8_0_PANELS)
+    if (cinfer_kernel_is_panels(wtype))
         cinfer_panel_row_to_f32(w, wtype, row, k, out);
     else
         cinfer_kernel_row_to_f32((const uint8_t *)w + (size_t)row * w_row_bytes, wtype, k, out);

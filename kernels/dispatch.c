@@ -56,13 +56,34 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
 
 enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored)
 {
-    return cinfer_kernels_level() == CINFER_KERNEL_AVX512 ? cinfer_kernel_panel_type(stored) : stored;
+    if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
+        return stored;
+    /* block-quantized panels only where the AVX-512 kernels for them run (VNNI) */
+    if (cinfer_kernel_is_block_quant(stored) && !cinfer_quant_panels_avx512_usable())
+        return stored;
+    return cinfer_kernel_panel_type(stored);
 }
 
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
                           enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int j0, int j1, float *y, int ldy)
 {
-    if (wtype >= CINFER_KW_Q8_0_PANELS) { /* one kernel for any n: lanes are weight rows */
+    if (cinfer_kernel_is_block_quant(wtype)) { /* the integer definition, built for each level */
+        switch (cinfer_kernels_level()) {
+        case CINFER_KERNEL_AVX512: cinfer_quant_matmul_avx512(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+        case CINFER_KERNEL_AVX2: cinfer_quant_matmul_avx2(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy); return;
+        case CINFER_KERNEL_SCALAR: break;
+        }
+        cinfer_quant_matmul_scalar(xp, n, k, w, wtype, w_row_bytes, j0, j1, y, ldy);
+        return;
+    }
+    if (wtype >= CINFER_KW_Q4_0_PANELS) { /* quantized panels: lanes are weight rows */
+        if (cinfer_kernels_level() == CINFER_KERNEL_AVX512 && cinfer_quant_panels_avx512_usable())
+            cinfer_quant_panels_avx512(xp, n, k, w, wtype, j0, j1, y, ldy);
+        else
+            cinfer_quant_panels_scalar(xp, n, k, w, wtype, j0, j1, y, ldy);
+        return;
+    }
+    if (cinfer_kernel_is_panels(wtype)) { /* one kernel for any n: lanes are weight rows */
         if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
             cinfer_panels_scalar(x, xp, n, k, w, wtype, j0, j1, y, ldy);
         else if (wtype == CINFER_KW_Q8_0_PANELS)

@@ -26,9 +26,86 @@ enum cinfer_kernel_wtype {
     CINFER_KW_Q8_0_PANELS = 4, /* the stored types repacked in panels of 16 rows (below) */
     CINFER_KW_F16_PANELS = 5,
     CINFER_KW_BF16_PANELS = 6,
+    /* ggml's block-quantized types, as GGUF files store them (quant.c: geometry and the
+     * dequantization that defines each; the integer dot products in quant_dot_scalar.c).
+     * Blocks of 32 values: */
+    CINFER_KW_Q4_0 = 7,   /* f16 d, 16 bytes of nibbles; d * (q - 8) */
+    CINFER_KW_Q4_1 = 8,   /* f16 d, f16 m, nibbles; d * q + m */
+    CINFER_KW_Q5_0 = 9,   /* f16 d, 32 high bits, nibbles; d * (q - 16) */
+    CINFER_KW_Q5_1 = 10,  /* f16 d, f16 m, 32 high bits, nibbles; d * q + m */
+    /* super-blocks of 256 values (the K-quants), sub-blocks with integer scales: */
+    CINFER_KW_Q2_K = 11,  /* 16 x 4-bit scale/min, 2-bit q, f16 d, dmin */
+    CINFER_KW_Q3_K = 12,  /* 2-bit q + high-bit mask, 16 x 6-bit scales, f16 d */
+    CINFER_KW_Q4_K = 13,  /* f16 d, dmin, 8 x 6-bit scale/min, 4-bit q */
+    CINFER_KW_Q5_K = 14,  /* Q4_K + a high bit per value */
+    CINFER_KW_Q6_K = 15,  /* 4 + 2-bit q, 16 x int8 scales, f16 d */
+    /* non-linear 4-bit codebooks: */
+    CINFER_KW_IQ4_NL = 16, /* blocks of 32: f16 d, nibbles indexing kvalues_iq4nl */
+    CINFER_KW_IQ4_XS = 17, /* super-blocks of 256: f16 d, 8 x 6-bit scales, nibbles as IQ4_NL */
+    CINFER_KW_MXFP4 = 18,  /* blocks of 32: E8M0 exponent, nibbles of e2m1 (OCP MX) */
+    /* Quantized types repacked in panels of 16 rows by the CPU backend for its AVX-512
+     * kernels (quant_panels.c); no file stores them. */
+    CINFER_KW_Q4_0_PANELS = 19,
+    CINFER_KW_Q5_0_PANELS = 20,
+    CINFER_KW_Q4_K_PANELS = 21,
+    CINFER_KW_Q5_K_PANELS = 22,
+    CINFER_KW_Q6_K_PANELS = 23,
+    CINFER_KW_TYPE_COUNT = 24,
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34
+#define CINFER_KERNEL_QK 256 /* values in a K-quant super-block */
+
+/* ---- block-quantized weight types ------------------------------------------------
+ * Every type is defined by its dequantization (cinfer_kernel_dequantize_row, written once
+ * in quant.c) and, for the matmul, by an integer dot product against activations
+ * quantized to int8 blocks (quant_dot_scalar.c), as llama.cpp computes them. */
+
+/* Geometry of a stored type: values and bytes per block (F32/F16/BF16: 1 value). */
+struct cinfer_kernel_type_info {
+    const char *name;     /* ggml's spelling: "q4_K" */
+    int block_values;
+    int block_bytes;
+};
+/* NULL for a panel type or an unknown number. */
+const struct cinfer_kernel_type_info *cinfer_kernel_type_info(enum cinfer_kernel_wtype wtype);
+/* 1 for the block-quantized types 7..18 (not Q8_0, which has its own int16 path). */
+int cinfer_kernel_is_block_quant(enum cinfer_kernel_wtype wtype);
+/* 1 for every panel type (Q8_0/F16/BF16 and the quantized ones). */
+int cinfer_kernel_is_panels(enum cinfer_kernel_wtype wtype);
+/* out (k) = a row of k values of a stored type (k a multiple of its block): the
+ * definition of each type, in f32 arithmetic one operation at a time (no fused
+ * multiply-add), so the numpy implementation (tests/reference/ggml_quants.py) gives the
+ * same bits. */
+void cinfer_kernel_dequantize_row(enum cinfer_kernel_wtype wtype, const void *row, int64_t k, float *out);
+
+/* x (k, a multiple of 32) to Q8_0 blocks at out, as ggml's quantize_row_q8_0_ref: per 32
+ * values d = max|x| / 127 (stored as f16), q = round(x / d) half away from zero (the KV
+ * cache's q8_0 rows). */
+void cinfer_kernel_quantize_q8_0(const float *x, int64_t k, void *out);
+
+/* Activations as the block-quantized types want them, quantized per block to int8 as
+ * llama.cpp does (its block_q8_0/q8_1 and block_q8_K), with integer sums kept so the
+ * dot products stay integer:
+ *   32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4): d = max|x| / 127,
+ *     q = round(x / d) (to nearest even), sum = Σ q;
+ *   256-value blocks (the K-quants, IQ4_XS): llama.cpp's quantize_row_q8_K: the value of
+ *     largest magnitude maps to -127 (iscale = -127 / it), q = round(iscale * x) clamped
+ *     to 127, d = 1 / iscale, bsums = sums of each 16 q. */
+struct cinfer_kernel_xq32 {
+    float d;
+    int16_t sum;
+    int16_t zero; /* 0: (sum, zero) is an int16 pair for vpdpwssd */
+    int8_t q[32];
+};
+struct cinfer_kernel_xq256 {
+    float d;
+    int16_t bsums[CINFER_KERNEL_QK / 16];
+    int8_t q[CINFER_KERNEL_QK];
+};
+/* Which activation blocks a weight type multiplies: 32 (xq32), 256 (xq256), or 0 (none
+ * of these: F32/F16/BF16/Q8_0). */
+int cinfer_kernel_xq_block(enum cinfer_kernel_wtype wtype);
 
 /* Panels: the numbers of a stored type, laid out so that a vector lane holds one weight
  * row and a decode GEMV reads the weights as one sequential stream, with no per-row

@@ -63,6 +63,51 @@ void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef
  * quantizer (prepare_scalar.c). */
 void cinfer_prepare_q8_avx512(const float *x, int k, struct cinfer_kernel_xblock *out);
 
+/* Block-quantized types (quant.c, quant_dot_scalar.c). */
+extern const int8_t cinfer_kernel_iq4nl_values[16];
+extern const int8_t cinfer_kernel_mxfp4_values[16];
+float cinfer_kernel_e8m0_half(uint8_t e);
+void cinfer_kernel_k4_scale_min(const uint8_t *scales12, int j, int *scale, int *min);
+void cinfer_kernel_q3k_scales(const uint8_t *scales12, int out[16]);
+void cinfer_quantize_xq32_scalar(const float *x, int k, struct cinfer_kernel_xq32 *out);
+void cinfer_quantize_xq256_scalar(const float *x, int k, struct cinfer_kernel_xq256 *out);
+/* One stored row of a block-quantized type times one prepared activation row. */
+float cinfer_quant_dot_scalar(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+/* Bytes of one prepared activation row of k values for wtype (0: not an xq type). */
+size_t cinfer_kernel_xq_row_bytes(enum cinfer_kernel_wtype wtype, int k);
+void cinfer_quant_matmul_scalar(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                                size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+/* The same definition built for the AVX2 and AVX-512 levels (quant_dot_{avx2,avx512}.c). */
+float cinfer_quant_dot_avx2(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+float cinfer_quant_dot_avx512(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+void cinfer_quant_matmul_avx2(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                              size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+void cinfer_quant_matmul_avx512(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
+                                size_t w_row_bytes, int j0, int j1, float *y, int ldy);
+
+/* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K in panels of 16 rows (quant_panels.c): the type a panel
+ * type repacks and back; whether rows of k can be packed; packing; a row put back as
+ * stored (out: its row bytes); the loop any level runs; and the AVX-512 kernels
+ * (quant_panels_avx512.c, VNNI and VBMI) with whether this CPU runs them. */
+enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype panel_type);
+enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored);
+int cinfer_quant_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k);
+void cinfer_quant_pack_panels(enum cinfer_kernel_wtype stored, const void *w, size_t w_row_bytes, int64_t rows,
+                              int64_t k, void *panels);
+void cinfer_quant_panel_row(enum cinfer_kernel_wtype panel_type, const void *panels, int64_t row, int64_t k,
+                            void *out);
+void cinfer_quant_panels_scalar(const void *x_prepared, int n, int k, const void *panels,
+                                enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy);
+int cinfer_quant_panels_avx512_usable(void);
+void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void *panels,
+                                enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy);
+/* Activations to int8 blocks with AVX-512: the scalar quantizers' numbers. */
+void cinfer_quantize_xq32_avx512(const float *x, int k, struct cinfer_kernel_xq32 *out);
+void cinfer_quantize_xq256_avx512(const float *x, int k, struct cinfer_kernel_xq256 *out);
+
+/* f16 / bf16 row widening with F16C (vector_avx2.c): the scalar conversions' values. */
+void cinfer_widen_row_avx2(const void *row, int is_bf16, int k, float *out);
+
 /* Rows of x handled together by one SIMD tile, and the block of activations rows kept
  * hot in cache while weight rows stream past. */
 #define CINFER_MATMUL_TILE_ROWS 4

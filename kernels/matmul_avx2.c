@@ -99,6 +99,6 @@ void cinfer_matmul_avx2(const float *x, const void *x_prepared, int n, int k, co
         break;
     case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to their own kernels */
     case CINFER_KW_F16_PANELS:
-    case CINFER_KW_BF16_PANELS: break;
+    default: break; /* block-quantized types: quant_*.c */
     }
 }

@@ -263,6 +263,6 @@ void cinfer_matmul_avx512(const float *x, const void *x_prepared, int n, int k, 
     case CINFER_KW_Q8_0: cinfer_q8_tiles_avx512(x_prepared, n, k, w, w_row_bytes, j0, j1, y, ldy); break;
     case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to their own kernels */
     case CINFER_KW_F16_PANELS:
-    case CINFER_KW_BF16_PANELS: break;
+    default: break; /* block-quantized types: quant_*.c */
     }
 }

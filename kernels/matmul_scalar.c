@@ -35,6 +35,7 @@ static float dot_weight_row(const float *x, const uint8_t *wrow, enum cinfer_ker
     case CINFER_KW_Q8_0_PANELS: /* dispatch.c sends panels to panels.c */
     case CINFER_KW_F16_PANELS:
     case CINFER_KW_BF16_PANELS:
+    default: /* block-quantized types: quant_dot_scalar.c */
         break;
     }
     return acc;

@@ -4,6 +4,7 @@
  * then acc = fma(S, dx * dw, acc)); F16 and BF16 panels sum in the two chains the
  * layout defines (values of even and odd index), x unrounded. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_impl.h"
@@ -18,7 +19,7 @@ enum cinfer_kernel_wtype cinfer_kernel_panel_type(enum cinfer_kernel_wtype store
     case CINFER_KW_Q8_0: return CINFER_KW_Q8_0_PANELS;
     case CINFER_KW_F16: return CINFER_KW_F16_PANELS;
     case CINFER_KW_BF16: return CINFER_KW_BF16_PANELS;
-    default: return stored;
+    default: return cinfer_quant_panel_of(stored);
     }
 }
 
@@ -36,7 +37,7 @@ int cinfer_kernel_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k)
     case CINFER_KW_Q8_0: return k > 0 && k % CINFER_KERNEL_Q8_BLOCK == 0;
     case CINFER_KW_F16: return k > 0;
     case CINFER_KW_BF16: return k > 0 && k % 2 == 0;
-    default: return 0;
+    default: return cinfer_quant_can_pack_panels(stored, k);
     }
 }
 
@@ -65,6 +66,10 @@ static size_t element_at(enum cinfer_kernel_wtype panel_type, int r, int64_t q)
 void cinfer_kernel_pack_panels(enum cinfer_kernel_wtype stored, const void *w, size_t w_row_bytes, int64_t rows,
                                int64_t k, void *panels)
 {
+    if (cinfer_kernel_is_block_quant(stored)) {
+        cinfer_quant_pack_panels(stored, w, w_row_bytes, rows, k, panels);
+        return;
+    }
     const uint8_t *src = w;
     uint8_t *dst = panels;
     enum cinfer_kernel_wtype type = cinfer_kernel_panel_type(stored);
@@ -102,6 +107,16 @@ static float value16(enum cinfer_kernel_wtype type, const uint8_t *pg, int r, in
 
 void cinfer_panel_row_to_f32(const void *panels, enum cinfer_kernel_wtype type, int64_t row, int k, float *out)
 {
+    if (type >= CINFER_KW_Q4_0_PANELS) { /* put back as stored, then its definition */
+        enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(type);
+        uint8_t *blocks = malloc(cinfer_kernel_row_bytes(stored, k));
+        if (!blocks)
+            return;
+        cinfer_quant_panel_row(type, panels, row, k, blocks);
+        cinfer_kernel_dequantize_row(stored, blocks, k, out);
+        free(blocks);
+        return;
+    }
     size_t panel_bytes = PANEL * cinfer_kernel_row_bytes(stored_type_of(type), k);
     const uint8_t *pg = (const uint8_t *)panels + (size_t)(row / PANEL) * panel_bytes;
     int r = (int)(row % PANEL);

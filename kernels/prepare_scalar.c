@@ -16,6 +16,8 @@ size_t cinfer_kernel_prepared_bytes(enum cinfer_kernel_wtype wtype, int n, int k
         wtype = CINFER_KW_BF16; /* panels take activations as the stored type does */
     if (wtype == CINFER_KW_BF16)
         return (size_t)n * (size_t)k * sizeof(uint16_t);
+    if (cinfer_kernel_xq_block(wtype))
+        return (size_t)n * cinfer_kernel_xq_row_bytes(wtype, k);
     if (wtype != CINFER_KW_Q8_0 && wtype != CINFER_KW_Q8_0_PANELS)
         return 0;
     return (size_t)n * (size_t)(k / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_kernel_xblock);
@@ -66,6 +68,19 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
     if (wtype == CINFER_KW_BF16) {
         for (int i = i0; i < i1; i++)
             round_row_bf16(x + (size_t)i * k, k, (uint16_t *)prepared + (size_t)i * k);
+        return;
+    }
+    int xq_block = cinfer_kernel_xq_block(wtype);
+    if (xq_block) {
+        size_t row_bytes = cinfer_kernel_xq_row_bytes(wtype, k);
+        int simd = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
+        for (int i = i0; i < i1; i++) {
+            void *out = (uint8_t *)prepared + (size_t)i * row_bytes;
+            if (xq_block == 32)
+                (simd ? cinfer_quantize_xq32_avx512 : cinfer_quantize_xq32_scalar)(x + (size_t)i * k, k, out);
+            else
+                (simd ? cinfer_quantize_xq256_avx512 : cinfer_quantize_xq256_scalar)(x + (size_t)i * k, k, out);
+        }
         return;
     }
     if (wtype != CINFER_KW_Q8_0 && wtype != CINFER_KW_Q8_0_PANELS)

@@ -91,3 +91,18 @@ int cinfer_argmax_avx2(const float *x, int n)
             return i;
     return 0; /* not reached: max is one of x's values */
 }
+
+/* k f16 (is_bf16 0) or bf16 values at row widened to f32: exact, as the scalar
+ * conversions (F16C's vcvtph2ps handles subnormals, infinities and NaN the same way). */
+void cinfer_widen_row_avx2(const void *row, int is_bf16, int k, float *out)
+{
+    const uint16_t *p = row;
+    int i = 0;
+    for (; i + 8 <= k; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+        __m256 f = is_bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+        _mm256_storeu_ps(out + i, f);
+    }
+    for (; i < k; i++)
+        out[i] = is_bf16 ? cinfer_kernel_bf16_to_f32(p[i]) : cinfer_kernel_f16_to_f32(p[i]);
+}

@@ -24,6 +24,7 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
     case CINFER_KW_Q8_0_PANELS:
     case CINFER_KW_F16_PANELS:
     case CINFER_KW_BF16_PANELS:
+    default:
         break;
     }
     return _mm256_setzero_ps();

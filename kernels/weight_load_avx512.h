@@ -25,6 +25,7 @@ AI __m512 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
     case CINFER_KW_Q8_0_PANELS:
     case CINFER_KW_F16_PANELS:
     case CINFER_KW_BF16_PANELS:
+    default:
         break;
     }
     return _mm512_setzero_ps();
@@ -46,6 +47,7 @@ AI __m512 load_weights_tail(const uint8_t *wrow, int kk, __mmask16 m, enum cinfe
     case CINFER_KW_Q8_0_PANELS:
     case CINFER_KW_F16_PANELS:
     case CINFER_KW_BF16_PANELS:
+    default:
         break;
     }
     return _mm512_setzero_ps();

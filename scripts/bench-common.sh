@@ -48,6 +48,9 @@ bench_peer() {
       scripts/build-llama-cpp.sh >&2
       local cache=${CINFER_LLAMA_CPP_CACHE:-$PWD/.cache/llama.cpp}
       llama_cpp_bin=$cache/build/bin
+      # the libraries find each other there even when the cache was built in another
+      # checkout (their runpath names where they were built)
+      export LD_LIBRARY_PATH=$llama_cpp_bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
       peer_name=$(cat "$cache/build.name")
       peer_program=$build/bin/llama_cpp_peer
       if [ ! -x "$peer_program" ] || [ bench/peers/llama_cpp_peer.c -nt "$peer_program" ] ||

@@ -13,7 +13,9 @@
 # Environment: CINFER_BENCH_PEER (source, the default, or node: node-llama-cpp's
 # prebuilt CPU binaries through bench/peers/llama_cpp_bench.mjs),
 # CINFER_BENCH_BUILD (build folder, default build-bench),
-# CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0), CINFER_BENCH_THREADS (default 2),
+# CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0; llama-quantize's types such as
+# Q4_K_M,Q6_K,Q4_0 are made from the f32 file by the source build's llama-quantize),
+# CINFER_BENCH_THREADS (default 2),
 # CINFER_BENCH_NICE (default -20 as root; 0 to leave priorities alone). On a shared
 # machine both sides, cinfer and the llama.cpp child alike, then win the cores from
 # background jobs for the minutes the run takes. The kernel's autogroup scheduling
@@ -34,10 +36,14 @@ mkdir -p "$build"
 cmake -S . -B "$build" -DCINFER_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target bench_model
 
-/usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types"
-
 # llama.cpp built from source (or node-llama-cpp's prebuilt build with CINFER_BENCH_PEER=node)
 bench_peer "$build"
+
+quantize=()
+if [ -n "${llama_cpp_bin:-}" ]; then
+  quantize=(--llama-quantize "$llama_cpp_bin/llama-quantize")
+fi
+/usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types" "${quantize[@]}"
 
 models=""
 IFS=, read -r -a type_list <<<"$types"

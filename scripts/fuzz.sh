@@ -98,6 +98,21 @@ try:
 except ImportError as e:
     print(f"fuzz.sh: no GGUF seeds ({e})")
 
+# Real quantized models (q4_K, q5_K, q6_K, q4_0, iq4_xs and the fallbacks q5_0, q5_1, q8_0,
+# iq4_nl, f16) and the first part of a split one, made by llama.cpp's own tools.
+import glob, shutil
+quantized = os.path.join(root, "tests", "data", "models", "quantized")
+for path in sorted(glob.glob(os.path.join(quantized, "stories260K-*.gguf")) +
+                   glob.glob(os.path.join(quantized, "split", "*-00001-of-*.gguf"))):
+    os.makedirs(os.path.join(seeds, "gguf"), exist_ok=True)
+    shutil.copyfile(path, os.path.join(seeds, "gguf", os.path.basename(path)))
+
+# Split models (fuzz_gguf_split): the parts joined by "GGUFPART", as the target reads them.
+for first in sorted(glob.glob(os.path.join(quantized, "split", "*-00001-of-*.gguf"))):
+    parts = sorted(glob.glob(first.replace("-00001-of-", "-*-of-")))
+    joined = b"GGUFPART".join(open(p, "rb").read() for p in parts)
+    write("gguf-split", os.path.basename(first).replace("-00001-of-", "-joined-of-"), joined)
+
 # tokenizer.json: the small test tokenizers.
 import glob, shutil
 for i, path in enumerate(sorted(glob.glob(os.path.join(root, "tests", "data", "tokenizers", "*", "tokenizer.json")))):
@@ -123,6 +138,7 @@ PY
 seed_dirs_for() {  # seed_dirs_for TARGET -> the seed folders that exist
     local t=$1 kind=text
     case $t in
+        *gguf_split*) kind=gguf-split ;;
         *gguf*) kind=gguf ;;
         *safetensors*) kind=safetensors ;;
         *tokenizer_json*) kind=tokenizer-json ;;

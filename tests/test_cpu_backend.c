@@ -207,7 +207,7 @@ START_TEST(windowed_attention_matches_a_double_loop)
     void *be = NULL, *kv = NULL;
     struct cinfer_error err = {0};
     ck_assert_int_eq(ops->create(2, &be, &err), 0);
-    struct cinfer_backend_kv_layout layout = {1, ATT_PAGES, ATT_PAGE, ATT_KV_HEADS * ATT_HD};
+    struct cinfer_backend_kv_layout layout = {1, ATT_PAGES, ATT_PAGE, ATT_KV_HEADS * ATT_HD, ATT_HD, CINFER_KV_F32};
     ck_assert_int_eq(ops->kv_create(be, &layout, &kv, &err), 0);
     enum { N = ATT_PAGE * ATT_PAGES, KV_DIM = ATT_KV_HEADS * ATT_HD, Q_DIM = ATT_HEADS * ATT_HD };
     static float k[N * KV_DIM], v[N * KV_DIM], q[N * Q_DIM], out[N * Q_DIM]; /* (N, kv_dim), (N, q_dim) */

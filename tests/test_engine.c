@@ -68,17 +68,24 @@ static void compute_expectations(void)
 }
 
 /* context_length 0: the model's own. */
-static struct cinfer_engine *start_engine_with_context(const struct cinfer_engine_hooks *hooks, int context_length)
+static struct cinfer_engine *start_engine_kv(const struct cinfer_engine_hooks *hooks, int context_length,
+                                             enum cinfer_kv_cache_dtype kv_dtype)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, model);
     args.context_length = context_length;
+    args.kv_cache_dtype = kv_dtype;
     struct cinfer_engine *e = NULL;
     struct cinfer_error err = {0};
     int rc = cinfer_engine_create(&args, hooks, &e, &err);
     ck_assert_msg(rc == 0, "engine create: %s", err.message);
     cinfer_server_args_free(&args);
     return e;
+}
+
+static struct cinfer_engine *start_engine_with_context(const struct cinfer_engine_hooks *hooks, int context_length)
+{
+    return start_engine_kv(hooks, context_length, CINFER_KV_CACHE_DTYPE_AUTO);
 }
 
 static struct cinfer_engine *start_engine(const struct cinfer_engine_hooks *hooks)
@@ -172,6 +179,86 @@ START_TEST(thirty_two_concurrent_callers_each_get_their_answer)
         pthread_join(threads[i], NULL);
         ck_assert_msg(callers[i].ok, "caller %d: %s", i, callers[i].why);
     }
+    cinfer_engine_shutdown(&e, 1000);
+}
+END_TEST
+
+/* ---- KV cache types through the engine -------------------------------------------- */
+
+#define KV_REQUESTS 64
+#define KV_NEW 16
+#define KV_MODEL CINFER_SOURCE_DIR "/models/default" /* head_dim 32: q8_0 K/V can hold it */
+
+struct kv_caller {
+    struct cinfer_engine *engine;
+    int32_t prompt[24];
+    int n_prompt;
+    int32_t out[KV_NEW];
+    int n_out;
+    char why[CINFER_ERROR_MESSAGE_BYTES];
+};
+
+static void *kv_call(void *arg)
+{
+    struct kv_caller *c = arg;
+    struct cinfer_generate_request req = greedy(NULL);
+    req.input_ids = c->prompt;
+    req.n_input_ids = (size_t)c->n_prompt;
+    req.sampling.max_new_tokens = KV_NEW;
+    req.sampling.ignore_eos = 1;
+    struct cinfer_generate_result r;
+    struct cinfer_error err = {0};
+    c->n_out = -1;
+    if (cinfer_engine_generate(c->engine, &req, &r, &err) != 0) {
+        snprintf(c->why, sizeof c->why, "%s", err.message);
+        return NULL;
+    }
+    c->n_out = (int)r.n_output_ids;
+    memcpy(c->out, r.output_ids, sizeof(int32_t) * (r.n_output_ids < KV_NEW ? r.n_output_ids : KV_NEW));
+    cinfer_generate_result_free(&r);
+    return NULL;
+}
+
+/* With every KV cache type, 64 requests at once (batched decode, chunked prefills side by
+ * side) each get exactly the tokens the same request gets alone. */
+START_TEST(kv_types_64_concurrent_requests_equal_each_alone)
+{
+    static const enum cinfer_kv_cache_dtype types[] = {CINFER_KV_CACHE_DTYPE_F32, CINFER_KV_CACHE_DTYPE_F16,
+                                                       CINFER_KV_CACHE_DTYPE_BF16, CINFER_KV_CACHE_DTYPE_Q8_0};
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, KV_MODEL);
+    args.kv_cache_dtype = types[_i];
+    args.num_threads = 2;
+    args.max_running_requests = KV_REQUESTS;
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "engine (kv %s): %s", names[_i], err.message);
+    cinfer_server_args_free(&args);
+    static struct kv_caller together[KV_REQUESTS], alone[KV_REQUESTS];
+    uint64_t rng = 1234;
+    for (int i = 0; i < KV_REQUESTS; i++) {
+        together[i] = (struct kv_caller){.engine = e, .n_prompt = 4 + i % 20};
+        for (int t = 0; t < together[i].n_prompt; t++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            together[i].prompt[t] = (int32_t)((rng >> 33) % 3071);
+        }
+        alone[i] = together[i];
+    }
+    pthread_t threads[KV_REQUESTS];
+    for (int i = 0; i < KV_REQUESTS; i++)
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, kv_call, &together[i]), 0);
+    for (int i = 0; i < KV_REQUESTS; i++)
+        pthread_join(threads[i], NULL);
+    for (int i = 0; i < KV_REQUESTS; i++) {
+        kv_call(&alone[i]);
+        ck_assert_msg(together[i].n_out == KV_NEW && alone[i].n_out == KV_NEW, "kv %s, request %d: %s%s", names[_i], i,
+                      together[i].why, alone[i].why);
+        ck_assert_msg(!memcmp(together[i].out, alone[i].out, sizeof(int32_t) * KV_NEW),
+                      "kv %s, request %d: among 64 its tokens differ from alone", names[_i], i);
+    }
+    printf("kv cache %s: %d concurrent requests each got the %d tokens it gets alone\n", names[_i], KV_REQUESTS,
+           KV_NEW);
     cinfer_engine_shutdown(&e, 1000);
 }
 END_TEST
@@ -573,7 +660,10 @@ static float *reference_logits(const int32_t *prompt, int n_prompt, const int32_
     ck_assert_msg(cinfer_model_load(model, &lo, &m, &err) == 0, "%s", err.message);
     const struct cinfer_model_config *c = &m->config;
     int n = n_prompt + n_output - 1;
-    struct cinfer_runtime_options ro = {.kv_page_tokens = 16, .n_threads = 1, .max_batch_tokens = n};
+    /* f32 K/V, as the engines of the tests that compare with these logits hold them: the
+     * engine decodes step by step, this prefills at once, and only the sums' order differs */
+    struct cinfer_runtime_options ro = {.kv_page_tokens = 16, .n_threads = 1, .max_batch_tokens = n,
+                                        .kv_dtype = CINFER_KV_CACHE_DTYPE_F32};
     ro.kv_cache_bytes = (size_t)(n + 32) * 2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim *
                         sizeof(float);
     struct cinfer_runtime *rt = NULL;
@@ -635,7 +725,7 @@ START_TEST(logprobs_are_the_log_softmax_of_the_runtime_logits)
     if (!model)
         return;
     enum { TOP = 5 };
-    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_engine *e = start_engine_kv(NULL, 0, CINFER_KV_CACHE_DTYPE_F32);
     int32_t prompt[64];
     int n_prompt = tokenize(prompts[4], prompt, 64);
     struct cinfer_generate_request req = greedy(NULL);
@@ -709,7 +799,7 @@ START_TEST(n_choices_each_reproduce_alone_with_their_seed)
     if (!model)
         return;
     enum { N = 3 };
-    struct cinfer_engine *e = start_engine(NULL);
+    struct cinfer_engine *e = start_engine_kv(NULL, 0, CINFER_KV_CACHE_DTYPE_F32);
     struct cinfer_generate_request req = greedy(prompts[0]);
     req.sampling.temperature = 0.8f;
     req.sampling.seed = 1234;
@@ -1098,6 +1188,7 @@ static Suite *suite_engine(void)
     tcase_add_test(tc, a_failed_choice_fails_the_call_and_aborts_the_rest);
     tcase_add_test(tc, each_refusal_reaches_the_caller_with_its_code);
     tcase_add_test(tc, output_text_is_decode_past_the_prompt);
+    tcase_add_loop_test(tc, kv_types_64_concurrent_requests_equal_each_alone, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -50,7 +50,8 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static struct cinfer_engine *start_engine_on(const char *model_path, int dp_size, int tp_size, int restart)
+static struct cinfer_engine *start_engine_kv(const char *model_path, int dp_size, int tp_size, int restart,
+                                             enum cinfer_kv_cache_dtype kv_dtype)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, model_path);
@@ -58,11 +59,17 @@ static struct cinfer_engine *start_engine_on(const char *model_path, int dp_size
     args.tp_size = tp_size;
     args.restart_policy = restart ? CINFER_RESTART_ON_FAILURE : CINFER_RESTART_OFF;
     args.context_length = 4096;
+    args.kv_cache_dtype = kv_dtype;
     struct cinfer_engine *e = NULL;
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "engine create: %s", err.message);
     cinfer_server_args_free(&args);
     return e;
+}
+
+static struct cinfer_engine *start_engine_on(const char *model_path, int dp_size, int tp_size, int restart)
+{
+    return start_engine_kv(model_path, dp_size, tp_size, restart, CINFER_KV_CACHE_DTYPE_AUTO);
 }
 
 static struct cinfer_engine *start_engine(int dp_size, int restart)
@@ -433,7 +440,9 @@ START_TEST(tp_gives_tp1_s_answers_with_a_shard_per_rank)
         double base_bytes = 0;
         static const struct { int dp, tp; } shapes[] = {{1, 1}, {1, 2}, {1, 4}, {2, 2}};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            struct cinfer_engine *e = start_engine_on(models[m], shapes[s].dp, shapes[s].tp, 0);
+            /* logprobs held to 1e-4 of TP=1's: f32 K/V */
+            struct cinfer_engine *e =
+                start_engine_kv(models[m], shapes[s].dp, shapes[s].tp, 0, CINFER_KV_CACHE_DTYPE_F32);
             double worst = 0;
             for (int p = 0; p < 4; p++) {
                 answer(e, prompts[p], s == 0 ? &base[p] : &got[p]);

@@ -322,6 +322,7 @@ START_TEST(official_client_sees_the_engine_answers)
      * its context (256) */
     cinfer_test_engine_args(&args, MODEL);
     args.kv_cache_bytes = 256 << 10;
+    args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32; /* the budget in f32 tokens */
     struct cinfer_engine *small_kv = NULL;
     ck_assert_msg(cinfer_engine_create(&args, NULL, &small_kv, &err) == 0, "small-KV engine: %s", err.message);
     cinfer_server_args_free(&args);

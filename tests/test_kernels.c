@@ -559,6 +559,25 @@ START_TEST(row_widening)
     }
     ck_assert_uint_eq(cinfer_kernel_row_bytes(CINFER_KW_Q8_0, 64), 68);
     ck_assert_uint_eq(cinfer_kernel_row_bytes(CINFER_KW_BF16, 64), 128);
+
+    /* every f16 and bf16 pattern widens to the scalar conversion's value at every level
+     * (NaN to a NaN: F16C quiets a signaling one) */
+    static uint16_t all[65536 + 3];
+    static float wide[65536 + 3];
+    for (uint32_t h = 0; h < 65536 + 3; h++)
+        all[h] = (uint16_t)h;
+    for (int bf = 0; bf < 2; bf++)
+        FOR_EACH_LEVEL(level)
+        {
+            cinfer_kernel_row_to_f32(all, bf ? CINFER_KW_BF16 : CINFER_KW_F16, 65536 + 3, wide);
+            for (uint32_t h = 0; h < 65536 + 3; h++) {
+                float want = bf ? cinfer_kernel_bf16_to_f32(all[h]) : cinfer_kernel_f16_to_f32(all[h]);
+                ck_assert_msg(isnan(want) ? isnan(wide[h]) : memcmp(&want, &wide[h], 4) == 0,
+                              "%s, %s 0x%04x: %g, expected %g", cinfer_kernels_level_name(level), bf ? "bf16" : "f16",
+                              all[h], (double)wide[h], (double)want);
+            }
+        }
+    restore_level();
 }
 END_TEST
 

@@ -123,7 +123,8 @@ START_TEST(runtime_sizes_the_cache_from_its_budget)
     ck_assert_ptr_nonnull(m);
     /* 3 layers x K,V x 8 tokens x (2 x 8) floats x 4 bytes = 3072 bytes a page */
     size_t page_bytes = 3 * 2 * 8 * 16 * 4;
-    struct cinfer_runtime_options o = {.kv_cache_bytes = page_bytes * 5 + 100, .kv_page_tokens = 8, .n_threads = 2};
+    struct cinfer_runtime_options o = {.kv_cache_bytes = page_bytes * 5 + 100, .kv_page_tokens = 8, .n_threads = 2,
+                                       .kv_dtype = CINFER_KV_CACHE_DTYPE_F32};
     struct cinfer_runtime *rt = NULL;
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_runtime_create(m, &o, &rt, &err), 0);
@@ -145,11 +146,53 @@ START_TEST(runtime_sizes_the_cache_from_its_budget)
     ck_assert_ptr_null(rt);
 
     /* default page size 16, and a budget below one page is refused with the sizes */
-    o = (struct cinfer_runtime_options){.kv_cache_bytes = 2 * page_bytes - 1};
+    o = (struct cinfer_runtime_options){.kv_cache_bytes = 2 * page_bytes - 1, .kv_dtype = CINFER_KV_CACHE_DTYPE_F32};
     ck_assert_int_eq(cinfer_runtime_create(m, &o, &rt, &err), CINFER_ERR_RANGE);
     ck_assert_ptr_null(rt);
     ck_assert_msg(strstr(err.message, "kv_cache_bytes 6143") && strstr(err.message, "16 tokens takes 6144 bytes"),
                   "%s", err.message);
+    random_model_free(&m);
+}
+END_TEST
+
+/* The budget counts the chosen type's bytes: the same memory holds twice the pages of f32
+ * in f16 or bf16 (auto is f16), and 64 / 17 times them in q8_0 (34 bytes per 32 values);
+ * q8_0 needs a head_dim that is a multiple of 32 and says so. */
+START_TEST(budget_counts_the_kv_type_bytes)
+{
+    static const struct random_model_spec wide = {
+        .vocab = 50, .hidden = 64, .intermediate = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 32,
+        .dtype = CINFER_DTYPE_F32, .seed = 2,
+    };
+    struct cinfer_model *m = random_model_create(&wide);
+    size_t f32_page = 3 * 2 * 16 * 32 * 4; /* 3 layers, K and V, 16 tokens, kv_dim 32 */
+    static const struct {
+        enum cinfer_kv_cache_dtype dtype;
+        const char *name;
+        int pages;
+    } types[] = {{CINFER_KV_CACHE_DTYPE_F32, "f32", 34}, {CINFER_KV_CACHE_DTYPE_F16, "f16", 68},
+                 {CINFER_KV_CACHE_DTYPE_BF16, "bf16", 68}, {CINFER_KV_CACHE_DTYPE_AUTO, "f16", 68},
+                 {CINFER_KV_CACHE_DTYPE_Q8_0, "q8_0", 128}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct cinfer_runtime_options o = {.kv_cache_bytes = 34 * f32_page, .n_threads = 1, .kv_dtype = types[i].dtype};
+        struct cinfer_runtime *rt = NULL;
+        struct cinfer_error err = {0};
+        ck_assert_msg(cinfer_runtime_create(m, &o, &rt, &err) == 0, "%s", err.message);
+        ck_assert_str_eq(cinfer_runtime_kv_dtype_name(rt), types[i].name);
+        ck_assert_int_eq(cinfer_runtime_kv_pages_total(rt), types[i].pages);
+        ck_assert_uint_eq(cinfer_runtime_kv_token_bytes(&m->config, types[i].dtype) * 16 * (size_t)types[i].pages,
+                          types[i].dtype == CINFER_KV_CACHE_DTYPE_Q8_0 ? 128 * 3 * 2 * 16 * 34 : 34 * f32_page);
+        printf("kv cache: %zu bytes hold %d tokens in %s\n", 34 * f32_page, 16 * types[i].pages, types[i].name);
+        cinfer_runtime_destroy(&rt);
+    }
+    random_model_free(&m);
+    m = random_model_create(&small_spec); /* head_dim 8 */
+    struct cinfer_runtime_options o = {.kv_cache_bytes = 1 << 20, .kv_dtype = CINFER_KV_CACHE_DTYPE_Q8_0};
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_runtime_create(m, &o, &rt, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "q8_0") && strstr(err.message, "head_dim is 8"), "%s", err.message);
+    ck_assert_uint_eq(cinfer_runtime_kv_token_bytes(&m->config, CINFER_KV_CACHE_DTYPE_Q8_0), 0);
     random_model_free(&m);
 }
 END_TEST
@@ -177,6 +220,7 @@ static Suite *suite_kv_cache(void)
     tcase_add_test(tc, random_traffic_matches_a_model);
     tcase_add_test_raise_signal(tc, unref_of_a_free_page_aborts, SIGABRT);
     tcase_add_test(tc, runtime_sizes_the_cache_from_its_budget);
+    tcase_add_test(tc, budget_counts_the_kv_type_bytes);
     tcase_add_test(tc, runtime_names_a_bad_weight);
     suite_add_tcase(s, tc);
     return s;

@@ -177,11 +177,13 @@ static void tp_equals_tp1(const char *model, const char *label, int tp, const ch
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, model);
     args.context_length = 4096;
+    args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32; /* logprobs held to 1e-4 of TP=1's: f32 K/V on both */
     struct cinfer_engine *e = start(&args); /* TP=1, launch-fork */
     for (int p = 0; p < 4; p++)
         cinfer_test_tp_answer(e, prompts[p], &base[p]);
     cinfer_engine_shutdown(&e, 1000);
     args = mpi_args(model, 1, tp, host_list);
+    args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32;
     double t0 = now_s();
     e = start(&args);
     double started = now_s() - t0;

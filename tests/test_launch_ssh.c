@@ -407,6 +407,7 @@ START_TEST(tp2_across_two_hosts_over_tcp_equals_tp1)
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, cinfer_test_engine_model());
     args.context_length = 4096;
+    args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32; /* logprobs held to 1e-4 of TP=1's: f32 K/V on both */
     struct cinfer_engine *e = start_args(&args); /* TP=1, launch-fork */
     for (int p = 0; p < 4; p++)
         cinfer_test_tp_answer(e, prompts[p], &base[p]);
@@ -414,6 +415,7 @@ START_TEST(tp2_across_two_hosts_over_tcp_equals_tp1)
 
     args = engine_args(1);
     args.tp_size = 2;
+    args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32;
     char list[160];
     snprintf(list, sizeof list, "%s,%s", hosts[1].address, hosts[2].address);
     apply_flag(&args, "--hosts", list);

@@ -2,6 +2,7 @@
  * bf16; tied and untied; sharded; qwen2 biases; qwen3 norms; llama3 RoPE scaling) and
  * synthetic GGUF files, each checked value by value against what the test wrote, and
  * each kind of broken model refused with its specific message. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include "cinfer/gguf.h"
+#include "kernels.h"
 #include "model/hf_config.h"
+#include "model/model_load_internal.h"
 #include "model/model.h"
 #include "support/gguf_builder.h"
 #include "support/random_model.h"
@@ -639,7 +642,8 @@ START_TEST(hf_unsupported_dtype)
     ck_assert_int_eq(st_builder_write(&b, path), 0);
     st_builder_free(&b);
     expect_refused(dir, CINFER_ERR_UNSUPPORTED,
-                   "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16 and q8_0 weights");
+                   "tensor model.embed_tokens.weight is stored as I32; cinfer reads f32, f16, bf16, q8_0, q4_0, q4_1, "
+                   "q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs and mxfp4 weights");
     cinfer_test_remove_tmp_dir();
 }
 END_TEST
@@ -656,31 +660,68 @@ struct gguf_model {
     const float *rope_freqs;   /* head_dim / 2 values, or NULL */
     double rope_theta;
     int real_values;           /* uniform in [-1, 1) rather than byte patterns (NaN, Inf, 1e38...) */
+    /* > 1: written as gguf-split writes a model, PREFIX-0000i-of-0000N.gguf with the path
+     * ending in -00001-of-0000N.gguf, the metadata in the first, tensors dealt round */
+    int split_parts;
+    int split_fault; /* 1: part 2 says split.no 2; 2: split.tensors.count one short; 3: a tensor twice */
 };
 
+/* The builder the next tensor of a split model goes to (round the parts). */
+static struct gguf_builder *split_builders;
+static int split_count, split_next;
+
+static struct gguf_builder *tensor_builder(struct gguf_builder *b)
+{
+    if (split_count <= 1)
+        return b;
+    return &split_builders[split_next++ % split_count];
+}
+
 enum { G_VOCAB = 32, G_HIDDEN = 64, G_HEADS = 4, G_KV = 2, G_INTER = 96, G_LAYERS = 2 };
+
+/* The model dtype of a ggml type this test writes. */
+static enum cinfer_dtype dtype_of_ggml(uint32_t type)
+{
+    switch (type) {
+    case CINFER_GGML_F32: return CINFER_DTYPE_F32;
+    case CINFER_GGML_F16: return CINFER_DTYPE_F16;
+    case CINFER_GGML_BF16: return CINFER_DTYPE_BF16;
+    case CINFER_GGML_Q8_0: return CINFER_DTYPE_Q8_0;
+    case CINFER_GGML_Q4_0: return CINFER_DTYPE_Q4_0;
+    case CINFER_GGML_Q4_1: return CINFER_DTYPE_Q4_1;
+    case CINFER_GGML_Q5_0: return CINFER_DTYPE_Q5_0;
+    case CINFER_GGML_Q5_1: return CINFER_DTYPE_Q5_1;
+    case CINFER_GGML_Q2_K: return CINFER_DTYPE_Q2_K;
+    case CINFER_GGML_Q3_K: return CINFER_DTYPE_Q3_K;
+    case CINFER_GGML_Q4_K: return CINFER_DTYPE_Q4_K;
+    case CINFER_GGML_Q5_K: return CINFER_DTYPE_Q5_K;
+    case CINFER_GGML_Q6_K: return CINFER_DTYPE_Q6_K;
+    case CINFER_GGML_IQ4_NL: return CINFER_DTYPE_IQ4_NL;
+    case CINFER_GGML_IQ4_XS: return CINFER_DTYPE_IQ4_XS;
+    case CINFER_GGML_MXFP4: return CINFER_DTYPE_MXFP4;
+    }
+    return (enum cinfer_dtype)-1; /* one cinfer does not read (q8_1) */
+}
 
 static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm, const char *name, uint32_t type,
                             uint64_t cols, uint64_t rows)
 {
     if (gm->skip_tensor && !strcmp(name, gm->skip_tensor))
         return;
+    enum cinfer_dtype dtype = dtype_of_ggml(type);
     if (gm->wrong_tensor && !strcmp(name, gm->wrong_tensor))
-        cols -= type == CINFER_GGML_Q8_0 ? 32 : 1;
-    uint64_t n = cols * rows;
-    size_t bytes = type == CINFER_GGML_F32 ? n * 4 : type == CINFER_GGML_Q8_0 ? n / 32 * 34 : n * 2;
+        cols -= (uint64_t)cinfer_dtype_block_values(dtype);
+    /* q8_1 (9): 32 values in 36 bytes, a type cinfer refuses */
+    size_t bytes = (size_t)rows * (type == 9 ? cols / 32 * 36 : random_model_row_bytes(dtype, (int)cols));
     unsigned char *data = malloc(bytes);
     if (gm->real_values) {
-        static const enum cinfer_dtype as[] = {[CINFER_GGML_F32] = CINFER_DTYPE_F32, [CINFER_GGML_F16] = CINFER_DTYPE_F16,
-                                              [CINFER_GGML_Q8_0] = CINFER_DTYPE_Q8_0,
-                                              [CINFER_GGML_BF16] = CINFER_DTYPE_BF16};
         uint64_t state = (uint64_t)seed_of(name) * 2654435761u + 1;
         float *row = malloc(cols * sizeof *row);
         size_t row_bytes = bytes / rows;
         for (uint64_t r = 0; r < rows; r++) {
             for (uint64_t c = 0; c < cols; c++)
                 row[c] = random_uniform(&state);
-            random_model_store_row(row, (int)cols, as[type], data + r * row_bytes);
+            random_model_store_row(row, (int)cols, dtype, data + r * row_bytes);
         }
         free(row);
     } else {
@@ -688,13 +729,18 @@ static void add_gguf_tensor(struct gguf_builder *b, const struct gguf_model *gm,
             data[i] = (unsigned char)(i * 31 + (size_t)seed_of(name));
     }
     uint64_t ne[2] = {cols, rows};
-    gguf_builder_tensor(b, name, type, rows == 1 ? 1 : 2, ne, data, bytes);
+    gguf_builder_tensor(tensor_builder(b), name, type, rows == 1 ? 1 : 2, ne, data, bytes);
     free(data);
 }
 
 static void write_gguf_model(const char *path, const struct gguf_model *gm)
 {
-    struct gguf_builder b;
+    struct gguf_builder b, parts[8];
+    split_count = gm->split_parts;
+    split_next = 0;
+    split_builders = parts;
+    for (int i = 0; i < split_count; i++)
+        gguf_builder_init(&parts[i], 3);
     gguf_builder_init(&b, 3);
     char key[128];
     const char *a = gm->arch;
@@ -750,17 +796,48 @@ static void write_gguf_model(const char *path, const struct gguf_model *gm)
     add_gguf_tensor(&b, gm, "output_norm.weight", CINFER_GGML_F32, G_HIDDEN, 1);
     if (!gm->tied)
         add_gguf_tensor(&b, gm, "output.weight", mt, G_HIDDEN, G_VOCAB);
-    ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+    if (split_count <= 1) {
+        ck_assert_int_eq(gguf_builder_write(&b, path, NULL), 0);
+        gguf_builder_free(&b);
+        return;
+    }
+    if (gm->split_fault == 3) /* output_norm again, in the last part */
+        gguf_builder_tensor(&parts[split_count - 1], "output_norm.weight", CINFER_GGML_F32, 1,
+                            (uint64_t[]){G_HIDDEN}, (float[G_HIDDEN]){0}, G_HIDDEN * 4);
+    /* the metadata of the first part: the model's, then the split keys (u16, u16, i32) */
+    size_t len = strlen(path), plen = strlen("-00001-of-00000.gguf");
+    for (int i = 0; i < split_count; i++) {
+        struct gguf_builder *pb = &parts[i];
+        if (i == 0) { /* b holds the model's keys and no tensors: keys go to part 0 */
+            free(pb->kv.bytes);
+            pb->kv = b.kv, pb->n_kv = b.n_kv;
+            memset(&b.kv, 0, sizeof b.kv), b.n_kv = 0;
+        }
+        uint16_t no = (uint16_t)(gm->split_fault == 1 && i == 1 ? 2 : i), count = (uint16_t)split_count;
+        int32_t total = split_next + (gm->split_fault == 3) - (gm->split_fault == 2);
+        gguf_builder_kv_raw(pb, "split.no", 2, &no, 2);
+        gguf_builder_kv_raw(pb, "split.count", 2, &count, 2);
+        gguf_builder_kv_i32(pb, "split.tensors.count", total);
+        char part[PATH_MAX];
+        snprintf(part, sizeof part, "%.*s-%05d-of-%05d.gguf", (int)(len - plen), path, i + 1, split_count);
+        ck_assert_int_eq(gguf_builder_write(pb, part, NULL), 0);
+        gguf_builder_free(pb);
+    }
     gguf_builder_free(&b);
+    split_count = 0;
 }
 
 START_TEST(gguf_families_and_types)
 {
     cinfer_test_make_tmp_dir("test_model_load");
-    static const uint32_t types[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    /* G_HIDDEN and G_INTER are multiples of 32, not of 256: the 32-value block types
+     * (K-quants: tests/test_model_reference.c's models) */
+    static const uint32_t types[] = {CINFER_GGML_F32,  CINFER_GGML_F16,  CINFER_GGML_BF16,   CINFER_GGML_Q8_0,
+                                     CINFER_GGML_Q4_0, CINFER_GGML_Q4_1, CINFER_GGML_Q5_0,   CINFER_GGML_Q5_1,
+                                     CINFER_GGML_IQ4_NL, CINFER_GGML_MXFP4};
     static const char *const archs[] = {"llama", "qwen2", "qwen3"};
     for (int ai = 0; ai < 3; ai++)
-        for (int ti = 0; ti < 4; ti++) {
+        for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
             struct gguf_model gm = {.arch = archs[ai], .matrix_type = types[ti], .tied = ai != 0,
                                     .head_dim = ai == 2 ? 32 : 0};
             const char *path = cinfer_test_tmp_path("m.gguf");
@@ -781,8 +858,11 @@ START_TEST(gguf_families_and_types)
             const struct cinfer_weight *wq = &m->layers[1].wq;
             ck_assert_int_eq(wq->rows, G_HEADS * hd);
             ck_assert_int_eq(wq->cols, G_HIDDEN);
-            size_t row_bytes = types[ti] == CINFER_GGML_F32 ? G_HIDDEN * 4 : types[ti] == CINFER_GGML_Q8_0 ? G_HIDDEN / 32 * 34 : G_HIDDEN * 2;
-            ck_assert_uint_eq(wq->row_bytes, row_bytes);
+            static const size_t row_bytes[] = {G_HIDDEN * 4, G_HIDDEN * 2, G_HIDDEN * 2, G_HIDDEN / 32 * 34,
+                                               G_HIDDEN / 32 * 18, G_HIDDEN / 32 * 20, G_HIDDEN / 32 * 22,
+                                               G_HIDDEN / 32 * 24, G_HIDDEN / 32 * 18, G_HIDDEN / 32 * 17};
+            ck_assert_uint_eq(wq->row_bytes, row_bytes[ti]);
+            ck_assert_int_eq(wq->dtype, dtype_of_ggml(types[ti]));
             /* In place: the same bytes the GGUF reader sees. */
             struct cinfer_gguf *g = NULL;
             struct cinfer_error err;
@@ -817,6 +897,68 @@ START_TEST(gguf_families_and_types)
 }
 END_TEST
 
+/* A model split over 3 files as gguf-split writes them loads from its first part, each
+ * weight the bytes of the same model in one file; a missing part, a part opened first,
+ * a part out of place, a wrong tensor count, a tensor in two parts and a first part not
+ * named as gguf-split names it are refused, naming the file. */
+START_TEST(split_gguf_loads_from_its_first_part)
+{
+    cinfer_test_make_tmp_dir("test_model_load");
+    struct gguf_model gm = {.arch = "llama", .matrix_type = CINFER_GGML_Q4_0, .real_values = 1};
+    const char *one = cinfer_test_tmp_path("whole.gguf");
+    write_gguf_model(one, &gm);
+    char first[PATH_MAX], second[PATH_MAX], third[PATH_MAX];
+    snprintf(first, sizeof first, "%s", cinfer_test_tmp_path("m-00001-of-00003.gguf"));
+    snprintf(second, sizeof second, "%s", cinfer_test_tmp_path("m-00002-of-00003.gguf"));
+    snprintf(third, sizeof third, "%s", cinfer_test_tmp_path("m-00003-of-00003.gguf"));
+    gm.split_parts = 3;
+    write_gguf_model(first, &gm);
+    struct cinfer_model *whole = load_ok(one), *split = load_ok(first);
+    const struct cinfer_weight *pairs[64][2];
+    int n = 0;
+    pairs[n][0] = &whole->tok_embeddings, pairs[n++][1] = &split->tok_embeddings;
+    pairs[n][0] = &whole->lm_head, pairs[n++][1] = &split->lm_head;
+    pairs[n][0] = &whole->output_norm, pairs[n++][1] = &split->output_norm;
+    for (int l = 0; l < G_LAYERS; l++)
+        for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
+            size_t off = cinfer_layer_weight_specs[k].offset;
+            pairs[n][0] = (const struct cinfer_weight *)((const char *)&whole->layers[l] + off);
+            pairs[n++][1] = (const struct cinfer_weight *)((const char *)&split->layers[l] + off);
+        }
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(pairs[i][0]->dtype, pairs[i][1]->dtype);
+        ck_assert_int_eq(pairs[i][0]->rows, pairs[i][1]->rows);
+        if (pairs[i][0]->data)
+            ck_assert_msg(!memcmp(pairs[i][0]->data, pairs[i][1]->data, pairs[i][0]->rows * pairs[i][0]->row_bytes),
+                          "weight %d differs in the split model", i);
+    }
+    ck_assert_int_eq(whole->weight_bytes, split->weight_bytes);
+    cinfer_model_free(&whole);
+    cinfer_model_free(&split);
+
+    expect_refused(second, CINFER_ERR_INVALID_ARGUMENT, "this is part 2 of 3 of a split model (split.no 1); open its "
+                                                        "first part");
+    char renamed[PATH_MAX];
+    snprintf(renamed, sizeof renamed, "%s", cinfer_test_tmp_path("m.gguf"));
+    ck_assert_int_eq(rename(first, renamed), 0);
+    expect_refused(renamed, CINFER_ERR_INVALID_ARGUMENT, "does not end in -00001-of-00003.gguf");
+    ck_assert_int_eq(rename(renamed, first), 0);
+    ck_assert_int_eq(unlink(third), 0);
+    expect_refused(first, CINFER_ERR_NOT_FOUND, "part 3 of 3 of the split model");
+    expect_refused(first, CINFER_ERR_NOT_FOUND, "m-00003-of-00003.gguf");
+    gm.split_fault = 1;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "split.no 2 and split.count 3, expected 1 and 3");
+    gm.split_fault = 2;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "split.tensors.count is");
+    gm.split_fault = 3;
+    write_gguf_model(first, &gm);
+    expect_refused(first, CINFER_ERR_PARSE, "tensor output_norm.weight is also in an earlier part");
+    cinfer_test_remove_tmp_dir();
+}
+END_TEST
+
 /* One stored value decoded by its format's definition (not by the loader's code). */
 static double f16_value(uint16_t h)
 {
@@ -844,8 +986,14 @@ static double stored_value(const struct cinfer_weight *w, int64_t r, int64_t c)
         memcpy(&h, block, 2);
         return f16_value(h) * (double)(int8_t)block[2 + c % 32];
     }
+    default: { /* the type's definition, checked against numpy by test_dequant */
+        int bv = cinfer_dtype_block_values(w->dtype);
+        float values[256];
+        cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)w->dtype,
+                                     row + (size_t)(c / bv) * cinfer_dtype_row_bytes(w->dtype, bv), bv, values);
+        return values[c % bv];
     }
-    return NAN;
+    }
 }
 
 /* --dtype: every matrix held in the chosen type, each value the stored one widened
@@ -853,14 +1001,15 @@ static double stored_value(const struct cinfer_weight *w, int64_t r, int64_t c)
 START_TEST(dtype_option_converts_every_matrix)
 {
     cinfer_test_make_tmp_dir("test_model_load");
-    static const uint32_t stored[] = {CINFER_GGML_F32, CINFER_GGML_F16, CINFER_GGML_BF16, CINFER_GGML_Q8_0};
+    static const uint32_t stored[] = {CINFER_GGML_F32, CINFER_GGML_F16,  CINFER_GGML_BF16,
+                                      CINFER_GGML_Q8_0, CINFER_GGML_Q4_0, CINFER_GGML_MXFP4};
     static const struct { enum cinfer_weight_dtype option; enum cinfer_dtype type; double rel; } targets[] = {
         {CINFER_WEIGHT_DTYPE_F32, CINFER_DTYPE_F32, 0},
         {CINFER_WEIGHT_DTYPE_F16, CINFER_DTYPE_F16, 0x1p-11},   /* half an f16 ulp */
         {CINFER_WEIGHT_DTYPE_BF16, CINFER_DTYPE_BF16, 0x1p-8},  /* half a bf16 ulp */
     };
     int checked = 0;
-    for (int si = 0; si < 4; si++)
+    for (int si = 0; si < (int)(sizeof stored / sizeof stored[0]); si++)
         for (int tied = 0; tied < 2; tied++) {
             struct gguf_model gm = {.arch = "llama", .matrix_type = stored[si], .tied = tied, .real_values = 1};
             const char *path = cinfer_test_tmp_path("m.gguf");
@@ -1025,9 +1174,9 @@ START_TEST(gguf_errors_name_the_problem)
                    "tensor blk.0.ffn_down.weight has shape [95, 64] (ggml order), expected [96, 64] from GGUF "
                    "llama.embedding_length/llama.feed_forward_length");
     gm = base;
-    gm.matrix_type = 2; /* q4_0: a valid ggml type cinfer does not compute with */
+    gm.matrix_type = 9; /* q8_1: a valid ggml type (llama.cpp's activation blocks) no model file holds */
     write_gguf_model(path, &gm);
-    expect_refused(path, CINFER_ERR_UNSUPPORTED, "tensor token_embd.weight is stored as q4_0");
+    expect_refused(path, CINFER_ERR_UNSUPPORTED, "tensor token_embd.weight is stored as q8_1");
 
     struct gguf_builder b;
     gguf_builder_init(&b, 3);
@@ -1069,6 +1218,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_config_sliding_windows_and_gemma_keys);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
+    tcase_add_test(tc, split_gguf_loads_from_its_first_part);
     tcase_add_test(tc, dtype_option_converts_every_matrix);
     tcase_add_test(tc, gguf_llama3_rope_freqs_reproduced);
     tcase_add_test(tc, gguf_errors_name_the_problem);

@@ -16,11 +16,20 @@
  *    second batched with B's whole prompt (asking the last row only); then a sequence C
  *    sharing A's first KV pages prefilled in the same call as A's and B's decode steps,
  *    which continue together.
- * Logits must agree per position within |a - b| / |b| <= 1e-4 for f32 weights and
- * <= 2e-2 for f16/bf16/Q8_0; with f32 weights greedy decoding must choose exactly the
- * reference's 16 tokens. Decode steps feed the reference's tokens, so lower-precision
+ * Logits must agree per position within |a - b| / |b| <= 1e-4 for f32 weights,
+ * <= 2e-2 for f16/bf16/Q8_0 and <= 3e-2 / 4e-2 for the block-quantized types whose
+ * matmuls multiply activations quantized to int8 blocks of 32 / 256 (as llama.cpp does);
+ * with f32
+ * weights greedy decoding must choose exactly the reference's 16 tokens, and with any
+ * other type it must choose the reference's token wherever the reference's top two
+ * logits are further apart than the tolerance allows the runtime's to move (gap >
+ * sqrt(2) * tolerance * |logits|, since |a - b| <= tolerance * |b| bounds any two logits'
+ * relative move by that). Decode steps feed the reference's tokens, so lower-precision
  * models whose greedy path drifts away from the float64 one are still compared
- * position by position. */
+ * position by position. The block-quantized files are a 256-wide llama (the K-quants'
+ * super-blocks) in each of q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl,
+ * iq4_xs and mxfp4, and one mixing types per tensor as llama.cpp's Q4_K_M does, with a
+ * q8_0 norm vector. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -42,6 +51,12 @@
 #define MAX_BATCH_TOKENS 64 /* the long prompt's prefill takes several calls */
 #define TOLERANCE_F32 1e-4
 #define TOLERANCE_LOW_PRECISION 2e-2
+/* Block-quantized weights: the matmuls multiply activations rounded to int8 blocks, a
+ * step of max|x| / 127 per block of 32 values (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) or
+ * of 256 (the K-quants and IQ4_XS), so about 0.6% (32) and 0.8% (256) of each input to
+ * each of a layer's four quantized matmuls; measured here up to 2.0e-2 and 2.9e-2. */
+#define TOLERANCE_INT8_BLOCKS_32 3e-2
+#define TOLERANCE_INT8_BLOCKS_256 4e-2
 
 /* ---- expected outputs ------------------------------------------------------------ */
 
@@ -175,6 +190,7 @@ struct score {
     char worst_at[64];
     int greedy_same;
     int greedy_total;
+    int greedy_clear;   /* steps whose reference top-2 gap requires the same token */
     int n_failures;
     char first_failure[256];
 };
@@ -182,8 +198,16 @@ struct score {
 static void score_init(struct score *sc, const char *wtype)
 {
     memset(sc, 0, sizeof *sc);
+    static const char *const blocks32[] = {"q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "mxfp4"};
+    static const char *const blocks256[] = {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_xs", "mix"};
     sc->exact_greedy = strcmp(wtype, "f32") == 0;
     sc->tolerance = sc->exact_greedy ? TOLERANCE_F32 : TOLERANCE_LOW_PRECISION;
+    for (size_t i = 0; i < sizeof blocks32 / sizeof blocks32[0]; i++)
+        if (!strcmp(wtype, blocks32[i]))
+            sc->tolerance = TOLERANCE_INT8_BLOCKS_32;
+    for (size_t i = 0; i < sizeof blocks256 / sizeof blocks256[0]; i++)
+        if (!strcmp(wtype, blocks256[i]))
+            sc->tolerance = TOLERANCE_INT8_BLOCKS_256;
     snprintf(sc->worst_at, sizeof sc->worst_at, "nowhere");
 }
 
@@ -232,16 +256,36 @@ static int argmax(const float *row, int n)
     return best;
 }
 
-/* Returns the runtime's greedy choice. */
+/* Whether the reference's top two logits at this position are further apart than the
+ * tolerance lets the runtime's move: then its argmax must be the reference's. */
+static int gap_is_clear(const double *want_logits, int vocab, double tolerance)
+{
+    double top = -INFINITY, second = -INFINITY, norm2 = 0;
+    for (int i = 0; i < vocab; i++) {
+        norm2 += want_logits[i] * want_logits[i];
+        if (want_logits[i] > top) {
+            second = top;
+            top = want_logits[i];
+        } else if (want_logits[i] > second) {
+            second = want_logits[i];
+        }
+    }
+    return top - second > sqrt(2.0) * tolerance * sqrt(norm2);
+}
+
+/* Returns the runtime's greedy choice. want_logits: the reference's at that position. */
 static int32_t score_greedy(struct score *sc, const char *seq, int step, const float *last_logits,
-                            int32_t want, int vocab)
+                            int32_t want, const double *want_logits, int vocab)
 {
     int32_t got = argmax(last_logits, vocab);
+    int clear = gap_is_clear(want_logits, vocab, sc->tolerance);
     sc->greedy_total++;
+    sc->greedy_clear += clear;
     if (got == want) {
         sc->greedy_same++;
-    } else if (sc->exact_greedy) {
-        score_fail(sc, "%s greedy step %d: token %d, reference %d", seq, step, got, want);
+    } else if (sc->exact_greedy || clear) {
+        score_fail(sc, "%s greedy step %d: token %d, reference %d%s", seq, step, got, want,
+                   clear ? " (the reference's top two are clearly apart)" : "");
     }
     return got;
 }
@@ -322,7 +366,8 @@ static void run_sequence(struct cinfer_runtime *rt, const struct model_case *mc,
     const float *last = prompt_logits + (size_t)(a->n_prompt - 1) * vocab;
     for (int j = 0; j < a->n_gen; j++) {
         int pos = a->n_prompt + j; /* where the token chosen now goes */
-        int32_t chosen = score_greedy(sc, label, j, last, a->tokens[pos], vocab);
+        int32_t chosen =
+            score_greedy(sc, label, j, last, a->tokens[pos], a->logits + (size_t)(pos - 1) * vocab, vocab);
         if (j == a->n_gen - 1)
             break;
         /* f32 runs its own greedy loop (the check above holds it to the reference's
@@ -394,8 +439,10 @@ static void run_batched(struct cinfer_runtime *rt, const struct model_case *mc,
         score_logits(sc, "A(batch)", p, a_logits + p * row, a->logits + p * row, vocab);
     score_logits(sc, "B(batch)", b->n_prompt - 1, b_logits + (size_t)(b->n_prompt - 1) * row,
                  b->logits + (size_t)(b->n_prompt - 1) * row, vocab);
-    score_greedy(sc, "A(batch)", 0, a_logits + (size_t)(a->n_prompt - 1) * row, a->tokens[a->n_prompt], vocab);
-    score_greedy(sc, "B(batch)", 0, b_logits + (size_t)(b->n_prompt - 1) * row, b->tokens[b->n_prompt], vocab);
+    score_greedy(sc, "A(batch)", 0, a_logits + (size_t)(a->n_prompt - 1) * row, a->tokens[a->n_prompt],
+                 a->logits + (size_t)(a->n_prompt - 1) * row, vocab);
+    score_greedy(sc, "B(batch)", 0, b_logits + (size_t)(b->n_prompt - 1) * row, b->tokens[b->n_prompt],
+                 b->logits + (size_t)(b->n_prompt - 1) * row, vocab);
 
     /* C: A's first shared / page_tokens pages by reference, its own page after them */
     for (int i = 0; i < shared / page_tokens; i++) {
@@ -419,8 +466,8 @@ static void run_batched(struct cinfer_runtime *rt, const struct model_case *mc,
         forward_or_fail(rt, calls, n, mc->name);
         score_logits(sc, "A(batch)", pos_a, a_step, a->logits + pos_a * row, vocab);
         score_logits(sc, "B(batch)", pos_b, b_step, b->logits + pos_b * row, vocab);
-        score_greedy(sc, "A(batch)", j + 1, a_step, a->tokens[pos_a + 1], vocab);
-        score_greedy(sc, "B(batch)", j + 1, b_step, b->tokens[pos_b + 1], vocab);
+        score_greedy(sc, "A(batch)", j + 1, a_step, a->tokens[pos_a + 1], a->logits + pos_a * row, vocab);
+        score_greedy(sc, "B(batch)", j + 1, b_step, b->tokens[pos_b + 1], b->logits + pos_b * row, vocab);
         if (j == 0) {
             for (int p = shared; p < a->n_prompt; p++)
                 score_logits(sc, "C(shared pages)", p, c_logits + (size_t)(p - shared) * row,
@@ -451,8 +498,10 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
     int n_cases = manifest_read(cases, MAX_MODELS);
     int n_bad = 0, n_run = 0;
     char failures[4096] = "";
-    printf("%s, %d thread%s (tolerance %.0e for f32, %.0e for f16/bf16/Q8_0)\n", scenario, n_threads,
-           n_threads == 1 ? "" : "s", TOLERANCE_F32, TOLERANCE_LOW_PRECISION);
+    printf("%s, %d thread%s (tolerance %.0e for f32, %.0e for f16/bf16/Q8_0, %.0e and %.0e for the types with "
+           "int8 activation blocks of 32 and 256)\n",
+           scenario, n_threads, n_threads == 1 ? "" : "s", TOLERANCE_F32, TOLERANCE_LOW_PRECISION,
+           TOLERANCE_INT8_BLOCKS_32, TOLERANCE_INT8_BLOCKS_256);
     for (int i = 0; i < n_cases; i++) {
         const struct model_case *mc = &cases[i];
         struct score sc;
@@ -474,6 +523,7 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
             .kv_page_tokens = KV_PAGE_TOKENS,
             .n_threads = n_threads,
             .max_batch_tokens = MAX_BATCH_TOKENS,
+            .kv_dtype = CINFER_KV_CACHE_DTYPE_F32, /* f32 K/V: the tolerances are the weights' */
         };
         if (cinfer_model_load(mc->path, &load_opts, &model, &err) != 0) {
             score_fail(&sc, "cinfer_model_load: %s", err.message);
@@ -492,8 +542,9 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
         cinfer_model_free(&model);
         ref_file_free(&ref);
 
-        printf("  %-24s %-5s worst rel err %.3g (%s), greedy %d/%d as reference%s%s\n", mc->name,
+        printf("  %-24s %-6s worst rel err %.3g (%s), greedy %d/%d as reference (%d required)%s%s\n", mc->name,
                mc->wtype, sc.worst, sc.worst_at, sc.greedy_same, sc.greedy_total,
+               sc.exact_greedy ? sc.greedy_total : sc.greedy_clear,
                sc.n_failures ? "  FAIL: " : "", sc.n_failures ? sc.first_failure : "");
         if (sc.n_failures) {
             n_bad++;

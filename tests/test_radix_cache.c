@@ -28,7 +28,7 @@ static void open_fixture(struct fixture *f)
 {
     f->m = random_model_create(&spec);
     ck_assert_ptr_nonnull(f->m);
-    size_t per_token = (size_t)2 * spec.layers * spec.kv_heads * spec.head_dim * sizeof(float);
+    size_t per_token = cinfer_runtime_kv_token_bytes(&f->m->config, CINFER_KV_CACHE_DTYPE_AUTO);
     struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)N_PAGES * PAGE * per_token, .kv_page_tokens = PAGE,
                                         .n_threads = 1, .max_batch_tokens = 64};
     struct cinfer_error err = {0};

@@ -45,6 +45,7 @@ struct setup {
     int chunk;
     int fake_clock;             /* the timeouts read fake_now_ms */
     const struct cinfer_token_table *tokens; /* constrained decoding; NULL: off */
+    enum cinfer_kv_cache_dtype kv_dtype;      /* AUTO (0): f16 */
 };
 
 static int64_t fake_now_ms;
@@ -73,9 +74,10 @@ static void random_ids(uint64_t *state, int32_t *ids, int n)
 static void fixture_open(struct fixture *f, const struct setup *cfg)
 {
     const struct cinfer_model_config *c = &model->config;
-    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)c->head_dim * sizeof(float);
+    size_t per_token = cinfer_runtime_kv_token_bytes(c, cfg->kv_dtype);
     struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)cfg->kv_tokens * per_token, .kv_page_tokens = 16,
-                                        .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running};
+                                        .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running,
+                                        .kv_dtype = cfg->kv_dtype};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_runtime_create(model, &ro, &f->rt, &err) == 0, "%s", err.message);
     struct cinfer_scheduler_options so = {
@@ -156,10 +158,10 @@ static void run_together(const struct setup *cfg, struct workload *w, struct cin
     fixture_close(&f);
 }
 
-/* Each request alone in its own scheduler without the prefix cache. */
-static void run_alone(struct workload *w)
+/* Each request alone in its own scheduler without the prefix cache, KV cache type kv. */
+static void run_alone_kv(struct workload *w, enum cinfer_kv_cache_dtype kv)
 {
-    struct setup cfg = {.kv_tokens = MAX_PROMPT + MAX_NEW + 32, .max_running = 1, .disable_cache = 1};
+    struct setup cfg = {.kv_tokens = MAX_PROMPT + MAX_NEW + 32, .max_running = 1, .disable_cache = 1, .kv_dtype = kv};
     struct fixture f;
     fixture_open(&f, &cfg);
     struct cinfer_sampling_params p;
@@ -173,6 +175,11 @@ static void run_alone(struct workload *w)
         ck_assert_int_eq(w->n_out[i], MAX_NEW);
     }
     fixture_close(&f);
+}
+
+static void run_alone(struct workload *w)
+{
+    run_alone_kv(w, CINFER_KV_CACHE_DTYPE_AUTO);
 }
 
 static void assert_same_outputs(const struct workload *a, const struct workload *b, const char *what)
@@ -304,6 +311,44 @@ START_TEST(kv_pressure_retracts_and_completes)
     }
     free(w);
     free(alone);
+}
+END_TEST
+
+/* With every KV cache type, on the default model (head_dim 32, so q8_0 fits): 60
+ * requests, half of them sharing a 32-token prefix, in a cache with room for about four
+ * at full length: the prefix cache hits, requests are retracted, and every request gets
+ * the tokens it gets alone with the same KV type. */
+START_TEST(kv_types_prefix_cache_and_retraction_equal_alone)
+{
+    static const enum cinfer_kv_cache_dtype types[] = {CINFER_KV_CACHE_DTYPE_F32, CINFER_KV_CACHE_DTYPE_F16,
+                                                       CINFER_KV_CACHE_DTYPE_BF16, CINFER_KV_CACHE_DTYPE_Q8_0};
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    struct cinfer_model *stories = model, *m = NULL;
+    struct cinfer_model_load_options lo = {0};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_model_load(CINFER_SOURCE_DIR "/models/default", &lo, &m, &err) == 0, "%s", err.message);
+    model = m; /* the fixture and random_ids read the global */
+    struct workload *w = random_workload(60, 40, 80, 0x5eed0007);
+    for (int i = 0; i < w->n; i += 2)
+        memcpy(w->prompts[i], w->prompts[0], 32 * sizeof(int32_t));
+    struct workload *alone = malloc(sizeof *alone);
+    memcpy(alone, w, sizeof *w);
+    run_alone_kv(alone, types[_i]);
+    struct setup cfg = {.kv_tokens = 4 * (80 + MAX_NEW + 16), .max_running = 60, .kv_dtype = types[_i]};
+    struct cinfer_scheduler_stats stats;
+    run_together(&cfg, w, &stats);
+    char what[64];
+    snprintf(what, sizeof what, "kv %s, prefix cache and KV pressure", names[_i]);
+    assert_same_outputs(w, alone, what);
+    printf("kv cache %s: 60 requests in a %d-token cache: %lld retractions, %lld prefix-cache hit tokens; every "
+           "request's tokens as alone\n",
+           names[_i], cfg.kv_tokens, (long long)stats.retractions, (long long)stats.prefix_cache_hit_tokens);
+    ck_assert_int_gt(stats.retractions, 0);
+    ck_assert_int_gt(stats.prefix_cache_hit_tokens, 0);
+    free(w);
+    free(alone);
+    model = stories;
+    cinfer_model_free(&m);
 }
 END_TEST
 
@@ -707,6 +752,7 @@ static Suite *suite_scheduler(void)
     tcase_add_test(tc, concurrent_64_equal_alone);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
+    tcase_add_loop_test(tc, kv_types_prefix_cache_and_retraction_equal_alone, 0, 4);
     tcase_add_test(tc, constrained_and_free_requests_batch_together);
     tcase_add_test(tc, kv_pressure_retracts_the_lowest_priority);
     tcase_add_test(tc, abort_frees_pages_at_once);

@@ -862,6 +862,160 @@ START_TEST(gguf_gpt2_vocabularies_match_hf)
 }
 END_TEST
 
+/* ---- tokenizer.ggml.pre tags ------------------------------------------------------------ */
+
+/* llama.cpp's table of tags (extracted from its source: tests/reference/extract_llama_pre_tags.py). */
+#define PRE_TAGS_JSON CINFER_SOURCE_DIR "/tests/data/tokenizers/llama_cpp_pre_tags.json"
+/* Hugging Face's ids for each tag's split on GPT-2's vocabulary (the pre_tags_reference
+ * fixture: tests/reference/pre_tags_reference.js). */
+#define PRE_TAGS_EXPECTED CINFER_BINARY_DIR "/tokenizer-reference/pre_tags.expected.json"
+
+/* A GGUF "gpt2" vocabulary of the 256 byte tokens (no merges) with a tag and a BOS. */
+static char *byte_vocab_gguf(const char *pre)
+{
+    static const char *tokens[257];
+    static char pieces[256][8];
+    static int32_t types[257];
+    if (!tokens[0]) {
+        /* GPT-2's byte-to-character map: printable bytes stand for themselves */
+        int n = 0;
+        for (int b = 0; b < 256; b++) {
+            int cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174) ? b : 256 + n++;
+            if (cp < 0x80) {
+                pieces[b][0] = (char)cp;
+            } else {
+                pieces[b][0] = (char)(0xC0 | (cp >> 6));
+                pieces[b][1] = (char)(0x80 | (cp & 0x3F));
+            }
+            tokens[b] = pieces[b];
+            types[b] = 1;
+        }
+        tokens[256] = "<|bos|>";
+        types[256] = 3;
+    }
+    struct gguf_builder gb;
+    gguf_builder_init(&gb, 3);
+    gguf_builder_kv_str(&gb, "general.architecture", "llama");
+    gguf_builder_kv_str(&gb, "tokenizer.ggml.model", "gpt2");
+    gguf_builder_kv_str(&gb, "tokenizer.ggml.pre", pre);
+    gguf_builder_kv_str_array(&gb, "tokenizer.ggml.tokens", tokens, 257);
+    gguf_builder_kv_i32_array(&gb, "tokenizer.ggml.token_type", types, 257);
+    gguf_builder_kv_str_array(&gb, "tokenizer.ggml.merges", NULL, 0);
+    gguf_builder_kv_u32(&gb, "tokenizer.ggml.bos_token_id", 256);
+    char *path = strdup("/tmp/cinfer-pre-XXXXXX.gguf");
+    int fd = mkstemps(path, 5);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(gguf_builder_write(&gb, path, NULL), 0);
+    gguf_builder_free(&gb);
+    return path;
+}
+
+/* Every tag llama.cpp's loader accepts for byte-level BPE opens (with llama.cpp's default
+ * for adding BOS), or, for the few it implements with code of its own or without GPT-2's
+ * byte encoding, is refused naming the tag and why; an unknown tag is refused by name. */
+START_TEST(every_llama_cpp_pre_tag_opens_or_is_refused_by_name)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(PRE_TAGS_JSON, 0, &jerr);
+    ck_assert_msg(root, "%s: %s", PRE_TAGS_JSON, jerr.text);
+    json_t *tags = json_object_get(root, "tags");
+    const char *tag;
+    json_t *t;
+    int opened = 0, refused = 0;
+    json_object_foreach(tags, tag, t) {
+        char *path = byte_vocab_gguf(tag);
+        struct cinfer_tokenizer *tok = NULL;
+        struct cinfer_error err = {0};
+        int rc = ops->open(path, &tok, &err);
+        int readable = !json_is_true(json_object_get(t, "custom")) && json_is_true(json_object_get(t, "byte_level"));
+        if (readable) {
+            ck_assert_msg(rc == 0, "tag %s: %s", tag, err.message);
+            struct cinfer_tokenizer_info info;
+            ops->info(tok, &info);
+            ck_assert_msg(info.add_bos == json_is_true(json_object_get(t, "add_bos")), "tag %s: add_bos %d", tag,
+                          info.add_bos);
+            struct cinfer_token_ids ids = {0};
+            ck_assert_int_eq(ops->encode(tok, "Hi 123", 6, 0, &ids, &err), 0);
+            ck_assert_int_eq(ids.len, 6); /* no merges: one byte token each */
+            cinfer_token_ids_free(&ids);
+            ops->close(tok);
+            opened++;
+        } else {
+            ck_assert_int_eq(rc, CINFER_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(err.message, tag) && strstr(err.message, "cinfer does not implement it"), "%s",
+                          err.message);
+            refused++;
+        }
+        unlink(path);
+        free(path);
+    }
+    char *path = byte_vocab_gguf("not-a-pre-tokenizer");
+    struct cinfer_tokenizer *tok = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(ops->open(path, &tok, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "tokenizer.ggml.pre: \"not-a-pre-tokenizer\" is not a pre-tokenizer"), "%s",
+                  err.message);
+    unlink(path);
+    free(path);
+    printf("pre-tokenizer tags: %d of llama.cpp's open, %d refused by name (its own code or no byte encoding)\n",
+           opened, refused);
+    ck_assert_int_ge(opened, 75);
+    json_decref(root);
+}
+END_TEST
+
+/* Each readable tag's split, run on GPT-2's vocabulary and merges, gives Hugging Face's
+ * ids for the same regexes (PCRE2 here, Oniguruma there) on texts that tell the splits
+ * apart: digits in ones and threes, contractions, cases, scripts, whitespace runs. */
+START_TEST(every_pre_tag_splits_as_hugging_face)
+{
+    if (!exists(PRE_TAGS_EXPECTED)) {
+        printf("SKIP pre-tokenizer tags against Hugging Face: %s is absent (the pre_tags_reference fixture makes it "
+               "with node)\n", PRE_TAGS_EXPECTED);
+        return;
+    }
+    char *dir = make_gpt2_folder();
+    if (!dir)
+        return;
+    char json_path[256];
+    snprintf(json_path, sizeof json_path, "%s/tokenizer.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(PRE_TAGS_EXPECTED, 0, &jerr);
+    ck_assert_msg(root, "%s: %s", PRE_TAGS_EXPECTED, jerr.text);
+    json_t *texts_json = json_object_get(root, "texts"), *tags = json_object_get(root, "tags");
+    const char *tag;
+    json_t *per_text;
+    int n_tags = 0;
+    json_object_foreach(tags, tag, per_text) {
+        char *gguf = gguf_from_tokenizer_json(json_path, tag, -1);
+        struct cinfer_tokenizer *tok = open_tokenizer(gguf);
+        size_t i;
+        json_t *want;
+        json_array_foreach(per_text, i, want) {
+            const char *text = json_string_value(json_array_get(texts_json, i));
+            struct cinfer_token_ids ids = {0};
+            struct cinfer_error err = {0};
+            ck_assert_int_eq(ops->encode(tok, text, strlen(text), 0, &ids, &err), 0);
+            int same = ids.len == json_array_size(want);
+            for (size_t k = 0; same && k < ids.len; k++)
+                same = ids.ids[k] == (int32_t)json_integer_value(json_array_get(want, k));
+            ck_assert_msg(same, "tag %s, text %zu (\"%s\"): %zu ids, Hugging Face's %zu differ", tag, i, text, ids.len,
+                          json_array_size(want));
+            cinfer_token_ids_free(&ids);
+        }
+        ops->close(tok);
+        unlink(gguf);
+        free(gguf);
+        n_tags++;
+    }
+    printf("pre-tokenizer tags: %d tags x %zu texts on GPT-2's vocabulary: the ids of Hugging Face tokenizers\n",
+           n_tags, json_array_size(texts_json));
+    json_decref(root);
+    remove_folder(dir);
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------------------- */
 static char *write_folder(const char *tokenizer_json)
 {
@@ -1119,6 +1273,8 @@ static Suite *suite_tokenizer_bpe(void)
     tcase_set_timeout(gguf, 600);
     tcase_add_test(gguf, stories260k_matches_llama_cpp);
     tcase_add_test(gguf, gguf_gpt2_vocabularies_match_hf);
+    tcase_add_test(gguf, every_llama_cpp_pre_tag_opens_or_is_refused_by_name);
+    tcase_add_test(gguf, every_pre_tag_splits_as_hugging_face);
     suite_add_tcase(s, gguf);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, load_plugin, unload_plugin);

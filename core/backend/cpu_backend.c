@@ -18,7 +18,20 @@ _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TEN
                    (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32 &&
                    (int)CINFER_TENSOR_Q8_0_PANELS == (int)CINFER_KW_Q8_0_PANELS &&
                    (int)CINFER_TENSOR_F16_PANELS == (int)CINFER_KW_F16_PANELS &&
-                   (int)CINFER_TENSOR_BF16_PANELS == (int)CINFER_KW_BF16_PANELS,
+                   (int)CINFER_TENSOR_BF16_PANELS == (int)CINFER_KW_BF16_PANELS &&
+                   (int)CINFER_TENSOR_Q4_0 == (int)CINFER_KW_Q4_0 && (int)CINFER_TENSOR_Q4_1 == (int)CINFER_KW_Q4_1 &&
+                   (int)CINFER_TENSOR_Q5_0 == (int)CINFER_KW_Q5_0 && (int)CINFER_TENSOR_Q5_1 == (int)CINFER_KW_Q5_1 &&
+                   (int)CINFER_TENSOR_Q2_K == (int)CINFER_KW_Q2_K && (int)CINFER_TENSOR_Q3_K == (int)CINFER_KW_Q3_K &&
+                   (int)CINFER_TENSOR_Q4_K == (int)CINFER_KW_Q4_K && (int)CINFER_TENSOR_Q5_K == (int)CINFER_KW_Q5_K &&
+                   (int)CINFER_TENSOR_Q6_K == (int)CINFER_KW_Q6_K &&
+                   (int)CINFER_TENSOR_IQ4_NL == (int)CINFER_KW_IQ4_NL &&
+                   (int)CINFER_TENSOR_IQ4_XS == (int)CINFER_KW_IQ4_XS &&
+                   (int)CINFER_TENSOR_MXFP4 == (int)CINFER_KW_MXFP4 &&
+                   (int)CINFER_TENSOR_Q4_0_PANELS == (int)CINFER_KW_Q4_0_PANELS &&
+                   (int)CINFER_TENSOR_Q5_0_PANELS == (int)CINFER_KW_Q5_0_PANELS &&
+                   (int)CINFER_TENSOR_Q4_K_PANELS == (int)CINFER_KW_Q4_K_PANELS &&
+                   (int)CINFER_TENSOR_Q5_K_PANELS == (int)CINFER_KW_Q5_K_PANELS &&
+                   (int)CINFER_TENSOR_Q6_K_PANELS == (int)CINFER_KW_Q6_K_PANELS,
                "tensor types and kernel weight types are numbered alike");
 
 #define BUFFER_ALIGN_BYTES 64
@@ -41,14 +54,23 @@ struct cpu_backend {
 
 struct cpu_kv {
     struct cinfer_backend_kv_layout layout;
-    float *data; /* (n_layers, n_pages, 2, page_tokens, kv_dim): K then V of each page */
+    enum cinfer_kernel_wtype wtype; /* the element type as the kernels name it (F32, F16, BF16, Q8_0) */
+    size_t row_bytes;               /* one token's K (or V): kv_dim values */
+    size_t head_bytes;              /* one head's part of a row */
+    uint8_t *data; /* (n_layers, n_pages, 2, page_tokens, row_bytes): K then V of each page */
 };
 
-static inline float *kv_row(const struct cpu_kv *kv, int layer, int page, int which, int offset)
+static inline uint8_t *kv_row(const struct cpu_kv *kv, int layer, int page, int which, int offset)
 {
     const struct cinfer_backend_kv_layout *l = &kv->layout;
     size_t index = (((size_t)layer * l->n_pages + (size_t)page) * 2 + (size_t)which) * l->page_tokens + offset;
-    return kv->data + index * l->kv_dim;
+    return kv->data + index * kv->row_bytes;
+}
+
+/* One head's values of a K or V row, widened to f32 (head_dim of them). */
+static inline void kv_head_to_f32(const struct cpu_kv *kv, const uint8_t *row, int kv_head, float *out)
+{
+    cinfer_kernel_row_to_f32(row + (size_t)kv_head * kv->head_bytes, kv->wtype, kv->layout.head_dim, out);
 }
 
 static int cpu_create(int n_threads, void **state, struct cinfer_error *err)
@@ -100,16 +122,29 @@ static void cpu_copy(void *state, void *dst, const void *src, size_t bytes)
 static int cpu_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **out,
                          struct cinfer_error *err)
 {
+    static const enum cinfer_kernel_wtype wtypes[] = {[CINFER_KV_F32] = CINFER_KW_F32, [CINFER_KV_F16] = CINFER_KW_F16,
+                                                      [CINFER_KV_BF16] = CINFER_KW_BF16,
+                                                      [CINFER_KV_Q8_0] = CINFER_KW_Q8_0};
+    if (layout->dtype > CINFER_KV_Q8_0 || layout->head_dim <= 0 || layout->kv_dim % layout->head_dim != 0 ||
+        (layout->dtype == CINFER_KV_Q8_0 && layout->head_dim % CINFER_KERNEL_Q8_BLOCK != 0))
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "cpu backend: KV layout of type %u, kv_dim %d and head_dim %d: expected type 0..3, "
+                                "kv_dim a multiple of head_dim (and head_dim of 32 for q8_0)",
+                                layout->dtype, layout->kv_dim, layout->head_dim);
     struct cpu_kv *kv = calloc(1, sizeof *kv);
-    size_t floats = (size_t)layout->n_layers * layout->n_pages * 2 * layout->page_tokens * layout->kv_dim;
-    if (kv)
-        kv->data = cpu_buffer_alloc(state, floats * sizeof(float));
-    if (!kv || !kv->data) {
+    if (!kv)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: out of memory");
+    kv->layout = *layout;
+    kv->wtype = wtypes[layout->dtype];
+    kv->row_bytes = cinfer_kernel_row_bytes(kv->wtype, layout->kv_dim);
+    kv->head_bytes = cinfer_kernel_row_bytes(kv->wtype, layout->head_dim);
+    size_t bytes = (size_t)layout->n_layers * layout->n_pages * 2 * layout->page_tokens * kv->row_bytes;
+    kv->data = cpu_buffer_alloc(state, bytes);
+    if (!kv->data) {
         free(kv);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate the KV cache (%zu bytes)",
-                                floats * sizeof(float));
+                                bytes);
     }
-    kv->layout = *layout;
     *out = kv;
     return 0;
 }
@@ -127,12 +162,25 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
                          const int32_t *slots)
 {
     struct cpu_kv *kv = kv_;
-    int pt = kv->layout.page_tokens;
-    size_t row_bytes = (size_t)kv->layout.kv_dim * sizeof(float);
+    int pt = kv->layout.page_tokens, kv_dim = kv->layout.kv_dim;
     for (int i = 0; i < n; i++) {
         int page = slots[i] / pt, offset = slots[i] % pt;
-        memcpy(kv_row(kv, layer, page, 0, offset), k + (size_t)i * kv->layout.kv_dim, row_bytes);
-        memcpy(kv_row(kv, layer, page, 1, offset), v + (size_t)i * kv->layout.kv_dim, row_bytes);
+        for (int which = 0; which < 2; which++) {
+            const float *src = (which ? v : k) + (size_t)i * kv_dim; /* (kv_dim) */
+            uint8_t *dst = kv_row(kv, layer, page, which, offset);
+            switch (kv->layout.dtype) {
+            case CINFER_KV_F32: memcpy(dst, src, (size_t)kv_dim * sizeof(float)); break;
+            case CINFER_KV_F16:
+            case CINFER_KV_BF16:
+                for (int d = 0; d < kv_dim; d++) {
+                    uint16_t h = kv->layout.dtype == CINFER_KV_F16 ? cinfer_kernel_f32_to_f16(src[d])
+                                                                   : cinfer_kernel_f32_to_bf16(src[d]);
+                    memcpy(dst + 2 * (size_t)d, &h, 2);
+                }
+                break;
+            case CINFER_KV_Q8_0: cinfer_kernel_quantize_q8_0(src, kv_dim, dst); break;
+            }
+        }
     }
 }
 
@@ -504,6 +552,9 @@ struct attention_job {
 /* Query rows one block of attention takes at a time: bounds the scores scratch at
  * ATTN_QUERY_BLOCK x context, and is the unit of work handed to threads. */
 #define ATTN_QUERY_BLOCK 32
+/* Floats of scratch holding a block of query rows as Q8_0 keys want them (int16 blocks). */
+#define ATTN_QP_FLOATS(hd) \
+    (((size_t)ATTN_QUERY_BLOCK * ((hd) / CINFER_KERNEL_Q8_BLOCK) * sizeof(struct cinfer_kernel_xblock) + 63) / 64 * 16)
 
 /* Query rows of a sequence's KV-head group: row r is token r / group, query head
  * kv_head * group + r % group. */
@@ -550,7 +601,10 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     int block_ctx = seq->start_pos + (r0 + nb - 1) / group + 1; /* the last row's positions [0, pos] */
     float *qb = scratch;                                  /* (ATTN_QUERY_BLOCK, head_dim) */
     float *ob = qb + (size_t)ATTN_QUERY_BLOCK * hd;       /* (ATTN_QUERY_BLOCK, head_dim) */
-    float *scores = ob + (size_t)ATTN_QUERY_BLOCK * hd;   /* (ATTN_QUERY_BLOCK, block_ctx) */
+    float *vrows = ob + (size_t)ATTN_QUERY_BLOCK * hd;    /* (page_tokens, head_dim) a page's V, widened */
+    void *qprep = vrows + (size_t)pt * hd;                /* q as Q8_0 K wants it (ATTN_QP_FLOATS) */
+    float *scores = (float *)qprep + ATTN_QP_FLOATS(hd);  /* (ATTN_QUERY_BLOCK, block_ctx) */
+    const struct cpu_kv *kv = job->kv;
     int decode = seq->n_tokens == 1;
     for (int r = 0; r < nb; r++) {
         int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
@@ -561,11 +615,14 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
      * wholly before it are neither read nor scored */
     int first_seen = window > 0 ? seq->start_pos + r0 / group - window + 1 : 0;
     int first_page = first_seen > 0 ? first_seen / pt : 0;
+    if (kv->wtype == CINFER_KW_Q8_0) /* q in int16 blocks against the int8 K blocks (exact products) */
+        cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, qb, hd, 0, nb, qprep);
     for (int page = first_page; page * pt < block_ctx; page++) {
         int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-        const float *k = kv_row(job->kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * hd;
-        cinfer_kernel_matmul(qb, NULL, nb, hd, k, CINFER_KW_F32, (size_t)kv_dim * sizeof(float), 0, p1 - p0,
-                             scores + p0, block_ctx); /* (nb, block_ctx) */
+        /* a page's K rows of one head are row_bytes apart: a weight matrix of that stride */
+        const uint8_t *k = kv_row(kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * kv->head_bytes;
+        cinfer_kernel_matmul(qb, kv->wtype == CINFER_KW_Q8_0 ? qprep : NULL, nb, hd, k, kv->wtype, kv->row_bytes, 0,
+                             p1 - p0, scores + p0, block_ctx); /* (nb, block_ctx) */
     }
     for (int r = 0; r < nb; r++) {
         float *row = scores + (size_t)r * block_ctx;
@@ -582,10 +639,17 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     }
     if (decode) {
         memset(ob, 0, (size_t)nb * hd * sizeof(float));
-        for (int page = first_page; page * pt < block_ctx; page++) { /* a page's V rows are kv_dim apart */
+        for (int page = first_page; page * pt < block_ctx; page++) {
             int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-            const float *v = kv_row(job->kv, job->layer, seq->page_table[page], 1, 0) + (size_t)kv_head * hd;
-            cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
+            const uint8_t *page_v = kv_row(kv, job->layer, seq->page_table[page], 1, 0);
+            if (kv->wtype == CINFER_KW_F32) { /* a page's V rows are kv_dim floats apart */
+                const float *v = (const float *)(const void *)page_v + (size_t)kv_head * hd;
+                cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
+                continue;
+            }
+            for (int p = 0; p < p1 - p0; p++) /* widened first, then the same accumulation */
+                kv_head_to_f32(kv, page_v + (size_t)p * kv->row_bytes, kv_head, vrows + (size_t)p * hd);
+            cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, vrows, (size_t)hd, p1 - p0);
         }
     } else {
         int n_ctx = seq->start_pos + seq->n_tokens;
@@ -611,6 +675,7 @@ static void transpose_values(void *arg, int item, int thread)
     int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
     int n_ctx = seq->start_pos + seq->n_tokens;
     float *vt = values_transposed(job, seq, kv_head); /* (hd, n_ctx) */
+    float row[1024];                                  /* (hd) one position's values, widened */
     /* positions before the chunk's first query's window get probability 0: zeros, not
      * reads of their pages */
     int first = job->opts.window > 0 && seq->start_pos - job->opts.window + 1 > 0
@@ -618,9 +683,9 @@ static void transpose_values(void *arg, int item, int thread)
     for (int d = 0; d < hd; d++)
         memset(vt + (size_t)d * n_ctx, 0, (size_t)first * sizeof(float));
     for (int p = first; p < n_ctx; p++) {
-        const float *v = kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt) + (size_t)kv_head * hd;
+        kv_head_to_f32(job->kv, kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt), kv_head, row);
         for (int d = 0; d < hd; d++)
-            vt[(size_t)d * n_ctx + p] = v[d];
+            vt[(size_t)d * n_ctx + p] = row[d];
     }
 }
 
@@ -655,14 +720,17 @@ static int cpu_attention_windowed(void *state, void *kv, int layer, const float 
         if ((size_t)(seqs[s].start_pos + seqs[s].n_tokens) > max_ctx)
             max_ctx = (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
     /* attend_block's scratch */
-    size_t floats = max_ctx * ATTN_QUERY_BLOCK + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim;
+    const struct cpu_kv *kvs = kv;
+    size_t floats = max_ctx * ATTN_QUERY_BLOCK + 2 * (size_t)ATTN_QUERY_BLOCK * head_dim +
+                    (size_t)kvs->layout.page_tokens * head_dim + ATTN_QP_FLOATS(head_dim);
     if (floats > be->attn_floats_per_thread) {
         /* grows to the longest context seen so far */
         size_t bytes = floats * (size_t)cinfer_thread_pool_size(be->pool) * sizeof(float);
         float *grown = realloc(be->attn_scratch, bytes);
         if (!grown)
             return cinfer_error_set(err, CINFER_ERR_NOMEM,
-                                    "cpu backend: cannot allocate attention scratch for a %zu-token context (%zu bytes)",
+                                    "cpu backend: cannot allocate attention scratch for a %zu-token context "
+                                    "(%zu bytes)",
                                     max_ctx, bytes);
         be->attn_scratch = grown;
         be->attn_floats_per_thread = floats;

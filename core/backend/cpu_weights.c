@@ -81,7 +81,7 @@ int cinfer_cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thr
 {
     *out = *w;
     enum cinfer_kernel_wtype stored = (enum cinfer_kernel_wtype)w->type;
-    if (w->type > CINFER_TENSOR_Q8_0 || cinfer_kernel_preferred_wtype(stored) == stored ||
+    if (cinfer_kernel_is_panels(stored) || cinfer_kernel_preferred_wtype(stored) == stored ||
         !cinfer_kernel_can_pack_panels(stored, w->cols))
         return 0;
     size_t bytes = cinfer_kernel_panels_bytes(stored, w->rows, w->cols), slab_bytes = 0;
@@ -101,7 +101,7 @@ int cinfer_cpu_weights_prepare(struct cpu_weight_store *store, struct cinfer_thr
 
 void cinfer_cpu_weights_release(struct cpu_weight_store *store, const struct cinfer_backend_weight *w)
 {
-    if (w->type < CINFER_TENSOR_Q8_0_PANELS) /* copies are panels; anything else is a stored view */
+    if (!cinfer_kernel_is_panels((enum cinfer_kernel_wtype)w->type)) /* copies are panels; the rest stored views */
         return;
     const uint8_t *p = w->data;
     for (struct cpu_weight_slab **at = &store->slabs; *at; at = &(*at)->next) {

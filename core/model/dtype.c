@@ -3,25 +3,42 @@
 
 #include <string.h>
 
+#include "kernels.h"
+
+_Static_assert((int)CINFER_DTYPE_Q4_0 == (int)CINFER_KW_Q4_0 && (int)CINFER_DTYPE_Q6_K == (int)CINFER_KW_Q6_K &&
+                   (int)CINFER_DTYPE_MXFP4 == (int)CINFER_KW_MXFP4 && (int)CINFER_DTYPE_Q8_0 == (int)CINFER_KW_Q8_0,
+               "model dtypes and kernel weight types are numbered alike");
+
+/* The kernels' table, for the stored types only (not their panel layouts 4..6). */
+static const struct cinfer_kernel_type_info *info_of(enum cinfer_dtype t)
+{
+    if ((int)t >= 4 && (int)t <= 6)
+        return NULL;
+    return cinfer_kernel_type_info((enum cinfer_kernel_wtype)t);
+}
+
 const char *cinfer_dtype_name(enum cinfer_dtype t)
 {
-    switch (t) {
-    case CINFER_DTYPE_F32: return "f32";
-    case CINFER_DTYPE_F16: return "f16";
-    case CINFER_DTYPE_BF16: return "bf16";
-    case CINFER_DTYPE_Q8_0: return "q8_0";
-    }
-    return "unknown";
+    const struct cinfer_kernel_type_info *info = info_of(t);
+    return info ? info->name : "unknown";
+}
+
+int cinfer_dtype_is_quantized(enum cinfer_dtype t)
+{
+    const struct cinfer_kernel_type_info *info = info_of(t);
+    return info && info->block_values > 1;
+}
+
+int cinfer_dtype_block_values(enum cinfer_dtype t)
+{
+    const struct cinfer_kernel_type_info *info = info_of(t);
+    return info ? info->block_values : 0;
 }
 
 size_t cinfer_dtype_row_bytes(enum cinfer_dtype t, int64_t cols)
 {
-    switch (t) {
-    case CINFER_DTYPE_F32: return (size_t)cols * 4;
-    case CINFER_DTYPE_F16: case CINFER_DTYPE_BF16: return (size_t)cols * 2;
-    case CINFER_DTYPE_Q8_0: return (size_t)(cols / CINFER_Q8_0_BLOCK) * CINFER_Q8_0_BLOCK_BYTES;
-    }
-    return 0;
+    const struct cinfer_kernel_type_info *info = info_of(t);
+    return info ? (size_t)(cols / info->block_values) * (size_t)info->block_bytes : 0;
 }
 
 /* IEEE half to float, exact for every input (subnormals, infinities, NaN). */

@@ -5,9 +5,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cinfer/backend.h"
+
 size_t cinfer_kv_page_bytes(int n_layers, int page_tokens, int kv_dim, size_t element_bytes)
 {
     return (size_t)n_layers * 2 /* K and V */ * (size_t)page_tokens * (size_t)kv_dim * element_bytes;
+}
+
+size_t cinfer_kv_row_bytes(int kv_type, int kv_dim)
+{
+    switch (kv_type) {
+    case CINFER_KV_F32: return (size_t)kv_dim * 4;
+    case CINFER_KV_F16:
+    case CINFER_KV_BF16: return (size_t)kv_dim * 2;
+    case CINFER_KV_Q8_0: return (size_t)(kv_dim / 32) * 34;
+    }
+    return 0;
+}
+
+size_t cinfer_kv_token_bytes(int n_layers, int kv_dim, int kv_type)
+{
+    return (size_t)n_layers * 2 /* K and V */ * cinfer_kv_row_bytes(kv_type, kv_dim);
 }
 
 int cinfer_kv_pages_for_budget(size_t budget_bytes, size_t page_bytes)

@@ -19,6 +19,10 @@ struct cinfer_kv_pages {
 
 /* Bytes one page takes in storage: K and V of page_tokens positions in every layer. */
 size_t cinfer_kv_page_bytes(int n_layers, int page_tokens, int kv_dim, size_t element_bytes);
+/* Bytes of one row of kv_dim values of KV type t (enum cinfer_kv_type: 4 / 2 / 2 bytes a
+ * value, q8_0 34 bytes per 32), and of one token's K and V in every layer. */
+size_t cinfer_kv_row_bytes(int kv_type, int kv_dim);
+size_t cinfer_kv_token_bytes(int n_layers, int kv_dim, int kv_type);
 /* How many whole pages fit in budget_bytes (0 when not even one). */
 int cinfer_kv_pages_for_budget(size_t budget_bytes, size_t page_bytes);
 

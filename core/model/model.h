@@ -18,7 +18,25 @@ enum cinfer_dtype {
     CINFER_DTYPE_F16 = 1,
     CINFER_DTYPE_BF16 = 2,
     CINFER_DTYPE_Q8_0 = 3, /* blocks of 32 along a row: f16 scale + 32 int8 (34 bytes) */
+    /* 4..6 are the kernels' panel layouts, which no file stores. ggml's block-quantized
+     * types (kernels/quant.c describes each; numbered like enum cinfer_kernel_wtype): */
+    CINFER_DTYPE_Q4_0 = 7,
+    CINFER_DTYPE_Q4_1 = 8,
+    CINFER_DTYPE_Q5_0 = 9,
+    CINFER_DTYPE_Q5_1 = 10,
+    CINFER_DTYPE_Q2_K = 11,
+    CINFER_DTYPE_Q3_K = 12,
+    CINFER_DTYPE_Q4_K = 13,
+    CINFER_DTYPE_Q5_K = 14,
+    CINFER_DTYPE_Q6_K = 15,
+    CINFER_DTYPE_IQ4_NL = 16,
+    CINFER_DTYPE_IQ4_XS = 17,
+    CINFER_DTYPE_MXFP4 = 18,
 };
+/* 1 for the block-quantized types (Q8_0 and 7..18). */
+int cinfer_dtype_is_quantized(enum cinfer_dtype t);
+/* Values per block along a row (1 for f32/f16/bf16). */
+int cinfer_dtype_block_values(enum cinfer_dtype t);
 const char *cinfer_dtype_name(enum cinfer_dtype t);
 
 /* A 1-D or 2-D weight. 1-D weights (norms, biases) have rows == 1. */

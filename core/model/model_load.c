@@ -342,6 +342,7 @@ void cinfer_model_free(struct cinfer_model **mp)
     struct cinfer_model_storage *s = m->storage;
     if (s) {
         cinfer_gguf_close(&s->gguf);
+        cinfer_gguf_split_close(s);
         for (size_t i = 0; i < s->n_shards; i++)
             cinfer_safetensors_close(&s->shards[i]);
         free(s->shards);

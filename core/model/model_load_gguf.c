@@ -15,7 +15,7 @@
 #include "model/model_load_internal.h"
 
 struct gguf_source {
-    const struct cinfer_gguf *g;
+    const struct cinfer_gguf *g; /* the file with the metadata: the model's, or its first part */
     const char *path;
     const char *arch;                        /* the key prefix: general.architecture */
     const struct cinfer_arch_traits *traits;
@@ -66,7 +66,7 @@ static int read_vocab_size(const struct gguf_source *src, struct cinfer_model_co
         c->vocab_size = (int)count;
         return CINFER_OK;
     }
-    const struct cinfer_gguf_tensor *emb = cinfer_gguf_find_tensor(src->g, "token_embd.weight");
+    const struct cinfer_gguf_tensor *emb = cinfer_gguf_split_find(src->storage, "token_embd.weight");
     if (emb && emb->n_dims == 2 && emb->ne[1] <= INT32_MAX) {
         c->vocab_size = (int)emb->ne[1];
         return CINFER_OK;
@@ -223,7 +223,7 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
             return rc;
     }
     /* llama.cpp's own representation wins when present: it is what llama.cpp applies. */
-    const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(src->g, "rope_freqs.weight");
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, "rope_freqs.weight");
     if (!t)
         return CINFER_OK;
     if (t->type != CINFER_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)c->head_dim / 2)
@@ -344,7 +344,7 @@ static void describe(const struct gguf_source *src, const struct cinfer_gguf_ten
                      struct cinfer_stored_tensor *out)
 {
     memset(out, 0, sizeof *out);
-    out->file = src->path;
+    out->file = cinfer_gguf_split_file_of(src->storage, t);
     out->name = name;
     const struct cinfer_ggml_type_info *info = cinfer_ggml_type_info(t->type);
     out->dtype_name = info ? info->name : "unknown";
@@ -354,6 +354,18 @@ static void describe(const struct gguf_source *src, const struct cinfer_gguf_ten
     case CINFER_GGML_F16: out->dtype = CINFER_DTYPE_F16; break;
     case CINFER_GGML_BF16: out->dtype = CINFER_DTYPE_BF16; break;
     case CINFER_GGML_Q8_0: out->dtype = CINFER_DTYPE_Q8_0; break;
+    case CINFER_GGML_Q4_0: out->dtype = CINFER_DTYPE_Q4_0; break;
+    case CINFER_GGML_Q4_1: out->dtype = CINFER_DTYPE_Q4_1; break;
+    case CINFER_GGML_Q5_0: out->dtype = CINFER_DTYPE_Q5_0; break;
+    case CINFER_GGML_Q5_1: out->dtype = CINFER_DTYPE_Q5_1; break;
+    case CINFER_GGML_Q2_K: out->dtype = CINFER_DTYPE_Q2_K; break;
+    case CINFER_GGML_Q3_K: out->dtype = CINFER_DTYPE_Q3_K; break;
+    case CINFER_GGML_Q4_K: out->dtype = CINFER_DTYPE_Q4_K; break;
+    case CINFER_GGML_Q5_K: out->dtype = CINFER_DTYPE_Q5_K; break;
+    case CINFER_GGML_Q6_K: out->dtype = CINFER_DTYPE_Q6_K; break;
+    case CINFER_GGML_IQ4_NL: out->dtype = CINFER_DTYPE_IQ4_NL; break;
+    case CINFER_GGML_IQ4_XS: out->dtype = CINFER_DTYPE_IQ4_XS; break;
+    case CINFER_GGML_MXFP4: out->dtype = CINFER_DTYPE_MXFP4; break;
     default: out->supported = 0; break;
     }
     out->ggml_order = 1;
@@ -368,9 +380,10 @@ static int bind(const struct gguf_source *src, const char *name, int vector, enu
                 enum cinfer_layer_dim cols_dim, int64_t rows, int64_t cols, struct cinfer_weight *w,
                 struct cinfer_error *err)
 {
-    const struct cinfer_gguf_tensor *t = cinfer_gguf_find_tensor(src->g, name);
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, name);
     if (!t)
-        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: missing tensor %s", src->path, name);
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: missing tensor %s%s", src->path, name,
+                                src->storage->n_parts ? " (in every part of the split model)" : "");
     struct cinfer_stored_tensor st;
     describe(src, t, name, &st);
     char from[256];
@@ -415,7 +428,7 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
     if (rc)
         return rc;
     /* llama.cpp writes no output.weight for tied embeddings. */
-    if (!cinfer_gguf_find_tensor(src->g, "output.weight")) {
+    if (!cinfer_gguf_split_find(src->storage, "output.weight")) {
         c->tie_word_embeddings = 1;
         m->lm_head = m->tok_embeddings;
         return CINFER_OK;
@@ -428,7 +441,7 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
 {
     struct cinfer_model_storage *storage = m->storage;
     int rc = cinfer_gguf_open(path, &storage->gguf, err);
-    if (rc)
+    if (rc || (rc = cinfer_gguf_split_open(path, storage, err)))
         return rc;
     struct gguf_source src = {.g = storage->gguf, .path = path, .storage = storage};
     if ((rc = read_config(&src, &m->config, err)))

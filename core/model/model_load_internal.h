@@ -22,7 +22,9 @@ float cinfer_bf16_to_f32(uint16_t b);
 /* Everything a loaded model keeps alive: open files (their mappings hold the weights
  * used in place) and buffers the loader converted into. */
 struct cinfer_model_storage {
-    struct cinfer_gguf *gguf;
+    struct cinfer_gguf *gguf;          /* a GGUF model, or its first part */
+    struct cinfer_gguf **parts;        /* the other parts of a split GGUF model (gguf_split.c) */
+    size_t n_parts;
     struct cinfer_safetensors **shards;
     size_t n_shards;
     void **owned;
@@ -106,6 +108,14 @@ int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_l
  * type (weight_convert.c); *converted says whether any did. */
 int cinfer_model_convert_matrices(struct cinfer_model *m, enum cinfer_dtype target, int *converted,
                                   struct cinfer_error *err);
+
+/* Split GGUF models (gguf_split.c): opens the parts after s->gguf when its split.count
+ * says there are some (checking split.no, split.count and split.tensors.count), finds a
+ * tensor in any part, names the file a tensor is in, and closes the parts. */
+int cinfer_gguf_split_open(const char *path, struct cinfer_model_storage *s, struct cinfer_error *err);
+const struct cinfer_gguf_tensor *cinfer_gguf_split_find(const struct cinfer_model_storage *s, const char *name);
+const char *cinfer_gguf_split_file_of(const struct cinfer_model_storage *s, const struct cinfer_gguf_tensor *t);
+void cinfer_gguf_split_close(struct cinfer_model_storage *s);
 
 /* The format loaders fill m (config, weights, storage); model_load.c does the rest. */
 int cinfer_model_load_hf(const char *folder, struct cinfer_model *m, struct cinfer_error *err);

@@ -17,17 +17,6 @@
 #define DEFAULT_PAGE_TOKENS 16
 #define DEFAULT_MAX_BATCH_TOKENS 2048
 
-static const char *dtype_words(enum cinfer_dtype t)
-{
-    switch (t) {
-    case CINFER_DTYPE_F32: return "F32";
-    case CINFER_DTYPE_F16: return "F16";
-    case CINFER_DTYPE_BF16: return "BF16";
-    case CINFER_DTYPE_Q8_0: return "Q8_0";
-    }
-    return "an unknown type";
-}
-
 /* A weight (rows, cols) the matmul reads as stored. */
 static int bind_matrix(const struct cinfer_weight *w, const char *name, int layer, int64_t rows, int64_t cols,
                        struct cinfer_backend_weight *out, struct cinfer_error *err)
@@ -41,18 +30,19 @@ static int bind_matrix(const struct cinfer_weight *w, const char *name, int laye
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "model: weight %s%s should be (%lld, %lld) from the config, found (%lld, %lld)", name,
                                 where, (long long)rows, (long long)cols, (long long)w->rows, (long long)w->cols);
-    if ((unsigned)w->dtype > CINFER_DTYPE_Q8_0)
+    int block = cinfer_dtype_block_values(w->dtype);
+    if (block < 1)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "model: weight %s%s has an unknown type %d", name, where,
                                 (int)w->dtype);
-    if (w->dtype == CINFER_DTYPE_Q8_0 && cols % CINFER_KERNEL_Q8_BLOCK != 0)
+    if (cols % block != 0)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
-                                "model: Q8_0 weight %s%s has %lld columns, not a multiple of the block of 32", name,
-                                where, (long long)cols);
+                                "model: %s weight %s%s has %lld columns, not a multiple of its block of %d",
+                                cinfer_dtype_name(w->dtype), name, where, (long long)cols, block);
     size_t min_row_bytes = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->dtype, cols);
     if (w->row_bytes < min_row_bytes)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "model: weight %s%s (%s) has rows of %zu bytes, %lld columns need %zu", name, where,
-                                dtype_words(w->dtype), w->row_bytes, (long long)cols, min_row_bytes);
+                                cinfer_dtype_name(w->dtype), w->row_bytes, (long long)cols, min_row_bytes);
     *out = (struct cinfer_backend_weight){(uint32_t)w->dtype, rows, cols, w->data, w->row_bytes};
     return 0;
 }
@@ -69,11 +59,13 @@ static int widen_slice(const struct cinfer_weight *w, const char *name, int laye
     int rc = bind_matrix(w, name, layer, 1, n, &bound, err);
     if (rc < 0)
         return rc;
-    *out = malloc((size_t)count * sizeof(float));
+    /* the whole vector (n values), then its slice: a block type's slice need not start on a block */
+    *out = malloc((size_t)n * sizeof(float));
     if (!*out)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory widening %s", name);
-    const uint8_t *from = (const uint8_t *)w->data + cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->dtype, first);
-    cinfer_kernel_row_to_f32(from, (enum cinfer_kernel_wtype)w->dtype, (int)count, *out);
+    cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)w->dtype, w->data, n, *out);
+    if (first > 0)
+        memmove(*out, *out + first, (size_t)count * sizeof(float));
     return 0;
 }
 
@@ -117,6 +109,34 @@ static void compute_inv_freq(const struct cinfer_model_config *c, double theta, 
         }
         inv_freq[i] = inv;
     }
+}
+
+/* The backend's KV type of an option value; -1 for an unknown one. */
+static int kv_type_of(enum cinfer_kv_cache_dtype d)
+{
+    switch (d) {
+    case CINFER_KV_CACHE_DTYPE_AUTO:
+    case CINFER_KV_CACHE_DTYPE_F16: return CINFER_KV_F16;
+    case CINFER_KV_CACHE_DTYPE_F32: return CINFER_KV_F32;
+    case CINFER_KV_CACHE_DTYPE_BF16: return CINFER_KV_BF16;
+    case CINFER_KV_CACHE_DTYPE_Q8_0: return CINFER_KV_Q8_0;
+    }
+    return -1;
+}
+
+size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum cinfer_kv_cache_dtype kv_dtype)
+{
+    int t = kv_type_of(kv_dtype);
+    if (t < 0 || (t == CINFER_KV_Q8_0 && c->head_dim % 32 != 0))
+        return 0;
+    return cinfer_kv_token_bytes(c->num_layers, c->num_kv_heads * c->head_dim, t);
+}
+
+const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt)
+{
+    static const char *const names[] = {[CINFER_KV_F32] = "f32", [CINFER_KV_F16] = "f16", [CINFER_KV_BF16] = "bf16",
+                                        [CINFER_KV_Q8_0] = "q8_0"};
+    return names[rt->kv_type];
 }
 
 static int check_config(const struct cinfer_model_config *c, struct cinfer_error *err)
@@ -485,14 +505,28 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         compute_inv_freq(c, c->rope_theta_local, 0, rt->inv_freq_local);
     }
 
+    rt->kv_type = kv_type_of(opts.kv_dtype);
+    if (rt->kv_type < 0) {
+        rc = cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "runtime: kv_dtype %d is not a KV cache type",
+                              (int)opts.kv_dtype);
+        goto fail;
+    }
+    if (rt->kv_type == CINFER_KV_Q8_0 && c->head_dim % 32 != 0) {
+        rc = cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                              "runtime: kv_cache_dtype q8_0 quantizes each head's K and V in blocks of 32, but this "
+                              "model's head_dim is %d; choose f16, bf16 or f32",
+                              c->head_dim);
+        goto fail;
+    }
     /* a rank's pages hold its KV heads only: every rank gets the same count */
-    size_t page_bytes = cinfer_kv_page_bytes(c->num_layers, page_tokens, rt->kv_dim, sizeof(float));
+    size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
     int n_pages = cinfer_kv_pages_for_budget(opts.kv_cache_bytes, page_bytes);
     if (n_pages < 1) {
         rc = cinfer_error_set(err, CINFER_ERR_RANGE,
                               "runtime: kv_cache_bytes %zu holds no KV page; one page of %d tokens takes %zu bytes "
-                              "(%d layers x K and V x %d floats)",
-                              opts.kv_cache_bytes, page_tokens, page_bytes, c->num_layers, rt->kv_dim);
+                              "(%d layers x K and V x %d values of %s)",
+                              opts.kv_cache_bytes, page_tokens, page_bytes, c->num_layers, rt->kv_dim,
+                              cinfer_runtime_kv_dtype_name(rt));
         goto fail;
     }
     rt->memory.kv_cache_bytes = (size_t)n_pages * page_bytes;
@@ -502,7 +536,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0)
         goto fail;
-    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim};
+    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
+                                              (uint32_t)rt->kv_type};
     if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
         goto fail;
     if ((rc = alloc_scratch(rt, err)) < 0)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cinfer/communicator.h"
+#include "cinfer/config.h"
 #include "cinfer/error.h"
 #include "model/model.h"
 
@@ -33,6 +34,9 @@ struct cinfer_runtime_options {
      * the only one yet: no repacking into panels, so the mapped file's pages stay shared
      * with other processes). 0: each goes through the backend's weight_prepare. */
     int keep_stored_weights;
+    /* The KV cache's element type (AUTO: f16); the budget counts its bytes. q8_0 needs a
+     * head_dim that is a multiple of 32. */
+    enum cinfer_kv_cache_dtype kv_dtype;
 
     /* Tensor parallelism (tp_size 0 or 1 and comm NULL: none, the runtime as before).
      * This runtime is rank tp_rank of tp_size and keeps only its shard of the weights:
@@ -54,13 +58,21 @@ struct cinfer_runtime_options {
     void *publish_ctx;
 };
 
+/* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype
+ * (AUTO: f16), for sizing budgets; 0 for a type the model cannot use (q8_0 with a
+ * head_dim that is not a multiple of 32). */
+size_t cinfer_runtime_kv_token_bytes(const struct cinfer_model_config *c, enum cinfer_kv_cache_dtype kv_dtype);
+/* "f32", "f16", "bf16" or "q8_0": the type rt's KV pages hold. */
+const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt);
+
 /* Whether model m splits over tp_size ranks: attention heads divide by tp_size, KV
- * heads divide by it or it by them, a Q8_0 wo split by columns gets whole 32-value
- * blocks per rank, and every rank gets MLP columns and vocabulary rows. The MLP's
- * intermediate size need not divide: ranks get shares as even as whole columns (whole
- * Q8_0 blocks for a Q8_0 w_down) allow; so does the vocabulary (ceil(vocab / tp_size)
- * rows each, the last rank fewer). The refusal gives the numbers ("32 attention heads
- * do not split over tp_size 3"). */
+ * heads divide by it or it by them, a block-typed wo split by columns gets whole blocks
+ * of its type per rank (32 values for Q8_0, Q4_0 and the like, 256 for the K-quants and
+ * IQ4_XS), and every rank gets MLP columns and vocabulary rows. The MLP's intermediate
+ * size need not divide: ranks get shares as even as whole columns (whole blocks of
+ * w_down's type) allow; so does the vocabulary (ceil(vocab / tp_size) rows each, the
+ * last rank fewer). The refusal gives the numbers ("32 attention heads do not split
+ * over tp_size 3"). */
 int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err);
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,

@@ -52,6 +52,7 @@ struct cinfer_runtime {
     const struct cinfer_backend_ops *ops;
     void *backend;                /* the backend's state */
     void *kv_storage;             /* the backend's KV pages */
+    int kv_type;                  /* enum cinfer_kv_type of kv_storage */
     struct cinfer_kv_pages pages; /* which pages are held, by how many */
 
     /* matrix weights as the backend prepared them (weight_prepare) */

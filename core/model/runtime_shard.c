@@ -5,8 +5,9 @@
  *    wo by the matching columns. Where N exceeds the KV heads, N / kv_heads ranks keep
  *    a copy of the same KV head (each rank's query heads all use one);
  *  - MLP: w_gate and w_up by rows, w_down by columns: the intermediate size in shares
- *    as even as whole granules allow (32 columns where w_down is Q8_0, else 1), so it
- *    need not divide by N: stories260K's 172 over 8 ranks gives 21 or 22 each;
+ *    as even as whole granules allow (a block of w_down's type: 32 columns for Q8_0, 256
+ *    for the K-quants, else 1), so it need not divide by N: stories260K's 172 over 8
+ *    ranks gives 21 or 22 each;
  *  - vocabulary: tok_embeddings and lm_head by rows, ceil(vocab / N) per rank (the
  *    last rank fewer): a rank embeds only its tokens (zeros for the others') and
  *    computes only its logits; an all-reduce and an all-gather make them whole.
@@ -16,14 +17,22 @@
 #include "kernels.h"
 #include "model/runtime_internal.h"
 
-static const struct cinfer_weight *first_q8_by_cols(const struct cinfer_model *m, int which_down)
+/* Columns of wo (which_down 0) or w_down (1) come in whole blocks of their stored type:
+ * the largest block any layer's matrix has (32 for Q8_0 and Q4_0, 256 for the K-quants,
+ * 1 for f32/f16/bf16); *name gets that type's name. */
+static int cols_granule(const struct cinfer_model *m, int which_down, const char **name)
 {
+    int granule = 1;
+    *name = "columns";
     for (int l = 0; l < m->config.num_layers; l++) {
         const struct cinfer_weight *w = which_down ? &m->layers[l].w_down : &m->layers[l].wo;
-        if (w->dtype == CINFER_DTYPE_Q8_0)
-            return w;
+        const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info((enum cinfer_kernel_wtype)w->dtype);
+        if (info && info->block_values > granule) {
+            granule = info->block_values;
+            *name = info->name;
+        }
     }
-    return NULL;
+    return granule;
 }
 
 int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, struct runtime_shard *out,
@@ -48,20 +57,22 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
                                 "model: a vocabulary of %d rows in shares of %d leaves rank %d of tp_size %d none",
                                 c->vocab_size, stride, size - 1, size);
     int heads = c->num_heads / size, q_cols = heads * c->head_dim;
-    if (size > 1 && q_cols % CINFER_KERNEL_Q8_BLOCK != 0 && first_q8_by_cols(m, 0))
+    const char *wo_type, *down_type;
+    int wo_granule = cols_granule(m, 0, &wo_type);
+    if (size > 1 && q_cols % wo_granule != 0)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "model: wo is Q8_0 and splits by columns: %d heads x head_dim %d over tp_size %d "
+                                "model: wo is %s and splits by columns: %d heads x head_dim %d over tp_size %d "
                                 "leave each rank %d columns, not whole blocks of %d",
-                                c->num_heads, c->head_dim, size, q_cols, CINFER_KERNEL_Q8_BLOCK);
-    /* the MLP in granules: Q8_0 columns come in whole blocks */
-    int granule = size > 1 && first_q8_by_cols(m, 1) ? CINFER_KERNEL_Q8_BLOCK : 1;
+                                wo_type, c->num_heads, c->head_dim, size, q_cols, wo_granule);
+    /* the MLP in granules: a block type's columns come in whole blocks */
+    int granule = size > 1 ? cols_granule(m, 1, &down_type) : 1;
     int granules = c->intermediate_size / granule;
     int64_t g0 = (int64_t)granules * rank / size, g1 = (int64_t)granules * (rank + 1) / size;
     if ((int64_t)granules < size)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "model: intermediate size %d in %s of %d does not give each of tp_size %d ranks a "
                                 "share",
-                                c->intermediate_size, granule > 1 ? "Q8_0 blocks" : "columns", granule, size);
+                                c->intermediate_size, granule > 1 ? "blocks" : "columns", granule, size);
     struct runtime_shard sh = {.rank = rank, .size = size, .heads = heads, .first_head = rank * heads,
                                .ffn = (int)(g1 - g0) * granule, .first_ffn = (int)g0 * granule,
                                .vocab_stride = stride, .first_vocab = rank * stride};
@@ -91,7 +102,7 @@ void cinfer_weight_slice(const struct cinfer_backend_weight *w, int by_cols, int
         out->data = (const uint8_t *)w->data + (size_t)first * w->row_bytes;
         out->rows = count;
     } else {
-        /* bytes before column `first`: whole elements, or whole Q8_0 blocks */
+        /* bytes before column `first`: whole elements, or whole blocks */
         size_t skip = cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->type, first);
         out->data = (const uint8_t *)w->data + skip;
         out->cols = count;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "model/model_load_internal.h"
 
 int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_error *err)
@@ -47,19 +48,15 @@ static int shape_matches(const struct cinfer_stored_tensor *t, const struct cinf
     return t->n_dims == 2 && t->dims[0] == expect[0] && t->dims[1] == expect[1];
 }
 
-/* 1-D weights end up f32: the stored f16/bf16 values are widened exactly. */
+/* 1-D weights end up f32: the stored f16/bf16 values are widened exactly, quantized
+ * ones dequantized (kernels/quant.c). */
 static int widen_vector(struct cinfer_model_storage *s, const struct cinfer_stored_tensor *t, int64_t n,
                         const void **out, struct cinfer_error *err)
 {
     float *v = malloc((size_t)n * sizeof *v); /* (n,) */
     if (!v)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory widening tensor %s", t->file, t->name);
-    const uint16_t *src = t->data;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, src + i, 2);
-        v[i] = t->dtype == CINFER_DTYPE_F16 ? cinfer_f16_to_f32(h) : cinfer_bf16_to_f32(h);
-    }
+    cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)t->dtype, t->data, n, v);
     *out = v;
     return cinfer_storage_own(s, v, err);
 }
@@ -78,15 +75,14 @@ int cinfer_bind_weight(struct cinfer_model_storage *s, const struct cinfer_store
     }
     if (!t->supported)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: tensor %s is stored as %s; cinfer reads f32, f16, bf16 and q8_0 weights", t->file,
-                                t->name, t->dtype_name);
-    if (want->vector && t->dtype == CINFER_DTYPE_Q8_0)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: tensor %s is a vector stored as q8_0; norms and biases must be f32, f16 or bf16",
-                                t->file, t->name);
-    if (t->dtype == CINFER_DTYPE_Q8_0 && want->cols % CINFER_Q8_0_BLOCK != 0)
-        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: tensor %s is q8_0 with rows of %" PRId64
-                                " values, not a multiple of 32", t->file, t->name, want->cols);
+                                "%s: tensor %s is stored as %s; cinfer reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                                "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs and mxfp4 weights",
+                                t->file, t->name, t->dtype_name);
+    int block = cinfer_dtype_block_values(t->dtype);
+    if (block > 1 && want->cols % block != 0)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: tensor %s is %s with rows of %" PRId64
+                                " values, not a multiple of its block of %d", t->file, t->name,
+                                cinfer_dtype_name(t->dtype), want->cols, block);
     int64_t rows = want->vector ? 1 : want->rows;
     size_t row_bytes = cinfer_dtype_row_bytes(t->dtype, want->cols);
     if ((uint64_t)rows * row_bytes != t->nbytes)
@@ -98,7 +94,7 @@ int cinfer_bind_weight(struct cinfer_model_storage *s, const struct cinfer_store
     w->data = t->data;
     w->row_bytes = row_bytes;
     s->stored_bytes += t->nbytes;
-    if (want->vector && (t->dtype == CINFER_DTYPE_F16 || t->dtype == CINFER_DTYPE_BF16)) {
+    if (want->vector && t->dtype != CINFER_DTYPE_F32) {
         int rc = widen_vector(s, t, want->cols, &w->data, err);
         if (rc)
             return rc;

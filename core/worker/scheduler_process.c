@@ -51,14 +51,17 @@ struct scheduler_process {
 
 /* The KV budget of one rank: the configured tokens or bytes, else mem_fraction_static
  * of the memory that is available, but never more than every running request at full
- * context needs. A rank holds only its KV heads (a shared head where tp_size exceeds
- * them), so tokens cost that much. */
+ * context needs. A token counts the bytes of the chosen KV type (scheduler.kv_cache_dtype)
+ * for the KV heads a rank holds (a shared head where tp_size exceeds them). */
 static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m, int context,
                               int max_running, int tp_size)
 {
     const struct cinfer_model_config *c = &m->config;
     int kv_heads = tp_size > 1 ? (c->num_kv_heads >= tp_size ? c->num_kv_heads / tp_size : 1) : c->num_kv_heads;
-    size_t per_token = (size_t)2 * (size_t)c->num_layers * (size_t)kv_heads * (size_t)c->head_dim * sizeof(float);
+    size_t per_token = cinfer_runtime_kv_token_bytes(c, args->kv_cache_dtype);
+    if (per_token == 0) /* a type this model cannot use: the runtime says why */
+        per_token = cinfer_runtime_kv_token_bytes(c, CINFER_KV_CACHE_DTYPE_F32);
+    per_token = per_token / (size_t)c->num_kv_heads * (size_t)kv_heads; /* every head takes the same bytes */
     if (args->max_total_tokens > 0)
         return (size_t)args->max_total_tokens * per_token;
     if (args->kv_cache_bytes > 0)
@@ -185,6 +188,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
         .keep_stored_weights = args->no_repack,
+        .kv_dtype = args->kv_cache_dtype,
         .tp_rank = sp->tp_rank,
         .tp_size = sp->tp_size,
         .comm = sp->comm,

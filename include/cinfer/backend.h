@@ -30,8 +30,10 @@ extern "C" {
  * 4: embedding gives a row of zeros for an id outside [0, w.rows) (tensor parallelism's
  *    vocabulary-parallel embedding: a rank holds a slice of the rows).
  * 5: attention_windowed (sliding window, score scale, soft-capping), gelu_tanh_mul,
- *    scale and softcap (Gemma 2/3). */
-#define CINFER_BACKEND_OPS_VERSION 5u
+ *    scale and softcap (Gemma 2/3).
+ * 6: struct cinfer_backend_kv_layout gained head_dim and dtype (the KV element type); enum
+ *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels. */
+#define CINFER_BACKEND_OPS_VERSION 6u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -46,6 +48,26 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_Q8_0_PANELS = 4,
     CINFER_TENSOR_F16_PANELS = 5,
     CINFER_TENSOR_BF16_PANELS = 6,
+    /* ggml's block-quantized types, as GGUF files store them (layouts and values in
+     * kernels/quant.c; the numbers are cinfer's, not ggml's) */
+    CINFER_TENSOR_Q4_0 = 7,
+    CINFER_TENSOR_Q4_1 = 8,
+    CINFER_TENSOR_Q5_0 = 9,
+    CINFER_TENSOR_Q5_1 = 10,
+    CINFER_TENSOR_Q2_K = 11,
+    CINFER_TENSOR_Q3_K = 12,
+    CINFER_TENSOR_Q4_K = 13,
+    CINFER_TENSOR_Q5_K = 14,
+    CINFER_TENSOR_Q6_K = 15,
+    CINFER_TENSOR_IQ4_NL = 16,
+    CINFER_TENSOR_IQ4_XS = 17,
+    CINFER_TENSOR_MXFP4 = 18,
+    /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
+    CINFER_TENSOR_Q4_0_PANELS = 19,
+    CINFER_TENSOR_Q5_0_PANELS = 20,
+    CINFER_TENSOR_Q4_K_PANELS = 21,
+    CINFER_TENSOR_Q5_K_PANELS = 22,
+    CINFER_TENSOR_Q6_K_PANELS = 23,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
@@ -57,13 +79,25 @@ struct cinfer_backend_weight {
     size_t row_bytes; /* bytes from one row to the next */
 };
 
+/* Element types of the KV storage. */
+enum cinfer_kv_type {
+    CINFER_KV_F32 = 0,  /* exact */
+    CINFER_KV_F16 = 1,  /* round to nearest even; llama.cpp's default */
+    CINFER_KV_BF16 = 2, /* round to nearest even */
+    CINFER_KV_Q8_0 = 3, /* per head, blocks of 32 values: f16 d = max|x| / 127, int8 round(x / d)
+                         * (34 bytes; head_dim a multiple of 32) */
+};
+
 /* The KV storage: for every layer and page, K and V of page_tokens positions, each a
- * row of kv_dim = kv_heads * head_dim floats (f32: exact, twice the bytes of f16). */
+ * row of kv_dim = kv_heads * head_dim values of type dtype (head h's values are
+ * [h * head_dim, (h + 1) * head_dim) of the row; for q8_0 its blocks). */
 struct cinfer_backend_kv_layout {
     int n_layers;
     int n_pages;
     int page_tokens;
     int kv_dim;
+    int head_dim;   /* (version 6) */
+    uint32_t dtype; /* enum cinfer_kv_type (version 6) */
 };
 
 /* One sequence of an attention call: its rows of q/out are [row, row + n_tokens) and

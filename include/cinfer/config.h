@@ -44,6 +44,15 @@ enum cinfer_weight_dtype {
     CINFER_WEIGHT_DTYPE_BF16 = 3,
 };
 
+/* scheduler.kv_cache_dtype (--kv-cache-dtype, SGLang's flag): the KV cache's element type. */
+enum cinfer_kv_cache_dtype {
+    CINFER_KV_CACHE_DTYPE_AUTO = 0, /* 16-bit: f16, as llama.cpp */
+    CINFER_KV_CACHE_DTYPE_F32 = 1,
+    CINFER_KV_CACHE_DTYPE_BF16 = 2,
+    CINFER_KV_CACHE_DTYPE_F16 = 3,
+    CINFER_KV_CACHE_DTYPE_Q8_0 = 4, /* blocks of 32 per head: 34 bytes (head_dim a multiple of 32) */
+};
+
 enum cinfer_device_kind {
     CINFER_DEVICE_CPU = 0,
     CINFER_DEVICE_CUDA = 1,
@@ -124,6 +133,7 @@ struct cinfer_server_args {
     int chunked_prefill_size;          /* scheduler.chunked_prefill_size; 0: no chunking */
     int64_t max_total_tokens;          /* scheduler.max_total_tokens; 0: from the KV budget */
     int64_t kv_cache_bytes;            /* scheduler.kv_cache_bytes; 0: mem_fraction_static */
+    enum cinfer_kv_cache_dtype kv_cache_dtype; /* scheduler.kv_cache_dtype, --kv-cache-dtype */
     double mem_fraction_static;        /* scheduler.mem_fraction_static */
     int page_size;                     /* scheduler.page_size, tokens per KV page */
     enum cinfer_schedule_policy schedule_policy; /* scheduler.schedule_policy */

@@ -26,7 +26,10 @@ enum cinfer_gguf_value_type {
 
 /* ggml tensor types cinfer reads (the numbers are ggml's). */
 enum cinfer_ggml_type {
-    CINFER_GGML_F32 = 0, CINFER_GGML_F16 = 1, CINFER_GGML_Q8_0 = 8, CINFER_GGML_BF16 = 30,
+    CINFER_GGML_F32 = 0, CINFER_GGML_F16 = 1, CINFER_GGML_Q4_0 = 2, CINFER_GGML_Q4_1 = 3, CINFER_GGML_Q5_0 = 6,
+    CINFER_GGML_Q5_1 = 7, CINFER_GGML_Q8_0 = 8, CINFER_GGML_Q2_K = 10, CINFER_GGML_Q3_K = 11, CINFER_GGML_Q4_K = 12,
+    CINFER_GGML_Q5_K = 13, CINFER_GGML_Q6_K = 14, CINFER_GGML_IQ4_NL = 20, CINFER_GGML_IQ4_XS = 23,
+    CINFER_GGML_BF16 = 30, CINFER_GGML_MXFP4 = 39,
 };
 
 struct cinfer_gguf;

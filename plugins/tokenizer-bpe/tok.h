@@ -173,6 +173,17 @@ void cinfer_tok_pretokenizer_free(struct tok_pretokenizer *pt);
  * White_Space as Oniguruma has them; UTF, UCP and JIT. */
 int cinfer_tok_regex_compile(const char *pattern, size_t len, pcre2_code **out, const char *where,
                              struct cinfer_error *err);
+/* A tokenizer.ggml.pre tag (tok_pre_tags.c, generated from llama.cpp's table): its split
+ * regexes (NULL-terminated, applied in order), flags, or why cinfer refuses it. */
+struct tok_pre_tag {
+    const char *name;
+    const char *const *regexes;
+    int ignore_merges;
+    int add_bos;
+    const char *refusal; /* NULL when cinfer reads it */
+};
+extern const struct tok_pre_tag cinfer_tok_pre_tags[];
+extern const size_t cinfer_tok_pre_tag_count;
 extern const char cinfer_tok_regex_gpt2[];
 extern const char cinfer_tok_regex_llama3[];
 extern const char cinfer_tok_regex_qwen2[];

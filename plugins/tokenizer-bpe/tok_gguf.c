@@ -53,6 +53,8 @@ static int array_of(const struct cinfer_gguf *g, const char *key, enum cinfer_gg
     return CINFER_OK;
 }
 
+/* The split of tokenizer.ggml.pre: llama.cpp's regexes for the tag, one Split step each
+ * (isolated), then the byte-level mapping. No tag: llama.cpp's "default". */
 static int set_split_regex(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struct cinfer_error *err)
 {
     struct cinfer_gguf_str pre = {"default", 7};
@@ -63,32 +65,42 @@ static int set_split_regex(struct cinfer_tokenizer *tok, const struct cinfer_ggu
     }
     if (rc)
         return rc;
-    const char *regex = NULL;
-#define PRE_IS(s) (pre.len == strlen(s) && memcmp(pre.data, s, pre.len) == 0)
-    if (PRE_IS("llama-bpe") || PRE_IS("llama3")) {
-        regex = cinfer_tok_regex_llama3;
-        tok->ignore_merges = 1; /* llama.cpp does for Llama 3, and adds BOS unless told not to */
-        tok->info.add_bos = 1;
-    } else if (PRE_IS("qwen2")) {
-        regex = cinfer_tok_regex_qwen2;
-    } else if (PRE_IS("smollm") || PRE_IS("gpt2") || PRE_IS("default")) {
-        regex = cinfer_tok_regex_gpt2;
-    }
-#undef PRE_IS
-    if (!regex)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre: expected llama-bpe, llama3, "
-                                "qwen2, smollm, gpt2 or default, found \"%.*s\"", cinfer_gguf_path(g),
-                                (int)(pre.len > 100 ? 100 : pre.len), pre.data);
+    const struct tok_pre_tag *tag = NULL;
+    for (size_t i = 0; i < cinfer_tok_pre_tag_count && !tag; i++)
+        if (pre.len == strlen(cinfer_tok_pre_tags[i].name) && !memcmp(pre.data, cinfer_tok_pre_tags[i].name, pre.len))
+            tag = &cinfer_tok_pre_tags[i];
+    int shown = (int)(pre.len > 100 ? 100 : pre.len);
+    if (!tag)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: tokenizer.ggml.pre: \"%.*s\" is not a pre-tokenizer llama.cpp's converter writes "
+                                "(cinfer knows %zu: llama-bpe, qwen2, deepseek-r1-qwen, deepseek-v3, gpt-4o, tekken, "
+                                "smaug-bpe, command-r, smollm, gpt-2, default, ...; plugins/tokenizer-bpe/tok_pre_tags.c)",
+                                cinfer_gguf_path(g), shown, pre.data, cinfer_tok_pre_tag_count);
+    if (tag->refusal)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\": %s; cinfer does not "
+                                "implement it", cinfer_gguf_path(g), shown, pre.data, tag->refusal);
+    tok->ignore_merges = tag->ignore_merges; /* as llama.cpp: Llama 3's and Tekken's pre-tokens skip merges */
+    tok->info.add_bos = tag->add_bos;        /* the default; tokenizer.ggml.add_bos_token overrides it */
+    size_t n = 0;
+    while (tag->regexes[n])
+        n++;
     struct tok_pretokenizer *pt = &tok->pretokenizer;
-    pt->steps = calloc(2, sizeof(*pt->steps));
+    pt->steps = calloc(n + 1, sizeof(*pt->steps));
     if (!pt->steps)
         return CINFER_ERR_NOMEM;
-    pt->n = 2;
-    pt->steps[0].kind = TOK_PRE_SPLIT;
-    pt->steps[0].behavior = TOK_SPLIT_ISOLATED;
-    pt->steps[1].kind = TOK_PRE_BYTE_LEVEL;
+    pt->n = n + 1;
+    char where[160];
+    snprintf(where, sizeof where, "tokenizer.ggml.pre \"%.*s\" regex", shown, pre.data);
+    for (size_t i = 0; i < n; i++) {
+        pt->steps[i].kind = TOK_PRE_SPLIT;
+        pt->steps[i].behavior = TOK_SPLIT_ISOLATED;
+        rc = cinfer_tok_regex_compile(tag->regexes[i], strlen(tag->regexes[i]), &pt->steps[i].regex, where, err);
+        if (rc)
+            return rc;
+    }
+    pt->steps[n].kind = TOK_PRE_BYTE_LEVEL;
     pt->byte_level = tok->byte_level = 1;
-    return cinfer_tok_regex_compile(regex, strlen(regex), &pt->steps[0].regex, "tokenizer.ggml.pre's regex", err);
+    return CINFER_OK;
 }
 
 static int set_decoder(struct cinfer_tokenizer *tok)
@@ -123,6 +135,12 @@ static int load(struct cinfer_tokenizer *tok, const struct cinfer_gguf *g, struc
     const char *path = cinfer_gguf_path(g);
     struct cinfer_gguf_str model;
     int rc = cinfer_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    uint32_t split_no = 0, split_count = 0;
+    if (rc == CINFER_ERR_NOT_FOUND && cinfer_gguf_get_u32(g, "split.no", &split_no, err) == CINFER_OK &&
+        cinfer_gguf_get_u32(g, "split.count", &split_count, err) == CINFER_OK && split_no > 0)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "%s: this is part %u of %u of a split model, "
+                                "whose vocabulary is in its first part: open the file named ...-00001-of-%05u.gguf",
+                                path, split_no + 1, split_count, split_count);
     if (rc == CINFER_ERR_NOT_FOUND)
         return cinfer_error_set(err, rc, "%s: expected an embedded vocabulary (the key tokenizer.ggml.model), "
                                 "found none", path);

@@ -39,6 +39,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ggml_quants  # noqa: E402  (quantizers of every ggml block type)
+
 SEED = 20261129
 VOCAB = 272  # <unk> <s> </s>, 256 byte tokens, 13 word pieces
 N_NEW = 16
@@ -77,6 +80,19 @@ FAMILIES = {
     "phi3": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
                  head_dim=16, inter=96, layers=2, tied=False, theta=10000.0, fused=True),
 }
+# Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
+# every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
+# recipe writes (with a quantized norm vector, which llama.cpp never writes but a file
+# may hold).
+FAMILIES_256 = {
+    "llamak": dict(model_type="llama", arch="LlamaForCausalLM", hidden=256, heads=4, kv_heads=2,
+                   head_dim=64, inter=512, layers=2, tied=False, theta=10000.0),
+}
+QUANT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs",
+               "mxfp4")
+MIX = {"token_embd": "q6_K", "attn_q": "q4_K", "attn_k": "q4_K", "attn_v": "q6_K", "attn_output": "q5_K",
+       "ffn_gate": "q4_K", "ffn_up": "iq4_xs", "ffn_down": "q6_K", "output": "q8_0", "blk.1.attn_norm": "q8_0",
+       "output_norm": "f16"}
 SAFETENSORS_TYPES = ("f32", "f16", "bf16")
 GGUF_TYPES = ("f32", "f16", "bf16", "q8_0")
 SHARDED = ("llama", "bf16")
@@ -189,6 +205,9 @@ def encode_tensor(x, wtype):
         return to_bf16_bits(x).astype("<u2").tobytes()
     if wtype == "q8_0":
         return quantize_q8_0(x)
+    if wtype in ggml_quants.TYPES:
+        x = np.asarray(x, dtype=np.float32)
+        return ggml_quants.quantize(wtype, x.reshape(-1, x.shape[-1]))
     raise ValueError(wtype)
 
 
@@ -277,8 +296,10 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
 
 
 GGUF_ALIGNMENT = 32
-GGML_TYPES = {"f32": 0, "f16": 1, "q8_0": 8, "bf16": 30}
-GGUF_FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}  # llama_ftype
+GGML_TYPES = {"f32": 0, "f16": 1, "bf16": 30, **{n: t[0] for n, t in ggml_quants.TYPES.items()}}
+GGUF_FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32, "q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9,
+                   "q2_K": 10, "q3_K": 12, "q4_K": 15, "q5_K": 17, "q6_K": 18, "iq4_nl": 25, "iq4_xs": 30,
+                   "mxfp4": 38, "mix": 15}  # llama_ftype
 
 
 def gguf_string(s):
@@ -430,13 +451,16 @@ def write_gguf_model(path, name, fam, weights, wtype):
         "tokenizer.ggml.eos_token_id": 2,
     }
 
-    def stored(array):
+    def stored(array, gguf_name=""):
+        if wtype == "mix":  # per tensor, by the longest matching name in MIX
+            keys = [k for k in MIX if gguf_name.startswith(k) or f".{k}." in f".{gguf_name}"]
+            return MIX[max(keys, key=len)] if keys else "f32"
         return wtype if array.ndim == 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
 
     if fam.get("fused"):
         weights = fuse_phi3(weights, fam["layers"])
     out = [("token_embd.weight", weights["model.embed_tokens.weight"],
-            stored(weights["model.embed_tokens.weight"]))]
+            stored(weights["model.embed_tokens.weight"], "token_embd.weight"))]
     if fam.get("rope_scaling", {}).get("rope_type") == "llama3":
         out.append(("rope_freqs.weight", llama3_rope_factors(fam), "f32"))
     for i in range(fam["layers"]):
@@ -452,10 +476,12 @@ def write_gguf_model(path, name, fam, weights, wtype):
                 w = permute_llama_qk(w, fam["heads"], fam["heads"])
             elif arch == "llama" and hf_suffix.startswith("self_attn.k_proj"):
                 w = permute_llama_qk(w, fam["heads"], fam["kv_heads"])
-            out.append((f"blk.{i}.{gguf_suffix}", w, stored(w)))
-    out.append(("output_norm.weight", weights["model.norm.weight"] + (1.0 if gemma else 0.0), "f32"))
+            out.append((f"blk.{i}.{gguf_suffix}", w, stored(w, f"blk.{i}.{gguf_suffix}")))
+    output_norm = weights["model.norm.weight"] + (1.0 if gemma else 0.0)
+    out.append(("output_norm.weight", output_norm,
+                stored(output_norm, "output_norm.weight") if wtype == "mix" else "f32"))
     if not fam["tied"]:
-        out.append(("output.weight", weights["lm_head.weight"], wtype))
+        out.append(("output.weight", weights["lm_head.weight"], stored(weights["lm_head.weight"], "output.weight")))
     write_gguf(path, md, out)
 
 
@@ -489,6 +515,15 @@ def main(argv):
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
+    for k, (family, fam) in enumerate(FAMILIES_256.items()):
+        rng = np.random.default_rng(SEED + 100 + k)
+        weights = random_weights(fam, rng)
+        prompts = [[1] + list(rng.integers(3, VOCAB, size=n - 1)) for n in PROMPT_LENGTHS]
+        prompt_text = ";".join(",".join(str(int(t)) for t in p) for p in prompts)
+        for wtype in ("f32",) + QUANT_TYPES + ("mix",):
+            name = f"{family}-gguf-{wtype}"
+            write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
+            manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompt_text, family))
     with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
         for row in manifest:
             f.write("\t".join(row) + "\n")

@@ -54,6 +54,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ggml_quants  # noqa: E402  (the block-quantized types, from their layouts)
+
 # --------------------------------------------------------------------------------------
 # safetensors
 
@@ -160,8 +163,10 @@ class GGUFReader:
         alignment = int(self.metadata.get("general.alignment", 32))
         data_start = (self.pos + alignment - 1) // alignment * alignment
         self.tensors = {}
+        self.tensor_types = {}  # name -> ggml type id
         for name, ne, ttype, offset in infos:
             self.tensors[name] = self._tensor(name, ne, ttype, data_start + offset)
+            self.tensor_types[name] = ttype
 
     def _unpack(self, fmt):
         size = struct.calcsize(fmt)
@@ -220,6 +225,13 @@ class GGUFReader:
             scale = raw[:, :2].copy().view("<f2").astype(np.float64)  # (n_blocks, 1)
             quants = raw[:, 2:].copy().view(np.int8).astype(np.float64)  # (n_blocks, 32)
             arr = (scale * quants).reshape(-1)
+        elif ttype in ggml_quants.TYPE_BY_ID:
+            tname = ggml_quants.TYPE_BY_ID[ttype]
+            _, bv, bb = ggml_quants.TYPES[tname]
+            if ne[0] % bv:
+                raise ValueError(f"{self.path}: tensor {name}: {tname} row of {ne[0]} values")
+            raw = self.blob[start:start + n // bv * bb]
+            arr = ggml_quants.dequantize(tname, raw, n).astype(np.float64)
         else:
             raise ValueError(f"{self.path}: tensor {name}: ggml type {ttype} not supported")
         return arr.reshape(shape)

@@ -11,6 +11,7 @@
 #include "cinfer/gguf.h"
 #include "kernels.h"
 #include "support/gguf_builder.h"
+#include "support/quantize.h"
 
 float random_uniform(uint64_t *state)
 {
@@ -41,22 +42,8 @@ void random_model_store_row(const float *src, int k, enum cinfer_dtype dtype, vo
             memcpy(out + 2 * i, &h, 2);
         }
         break;
-    case CINFER_DTYPE_Q8_0:
-        for (int b = 0; b < k / 32; b++) {
-            const float *x = src + b * 32;
-            uint8_t *blk = out + (size_t)b * 34;
-            float amax = 0.0f;
-            for (int i = 0; i < 32; i++)
-                amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-            uint16_t d_bits = cinfer_kernel_f32_to_f16(amax / 127.0f);
-            float d = cinfer_kernel_f16_to_f32(d_bits);
-            memcpy(blk, &d_bits, 2);
-            for (int i = 0; i < 32; i++) {
-                float q = d > 0.0f ? roundf(x[i] / d) : 0.0f;
-                q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-                blk[2 + i] = (uint8_t)(int8_t)q;
-            }
-        }
+    default: /* Q8_0 and the other block-quantized types */
+        test_quantize_row(src, k, (int)dtype, dst);
         break;
     }
 }

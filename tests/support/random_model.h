@@ -14,7 +14,7 @@ struct random_model_spec {
     int attention_bias;            /* q/k/v biases (Qwen2) */
     int rope_interleaved;
     int llama3_rope_scaling;       /* factor 8, low 1, high 4, original context 32 */
-    enum cinfer_dtype dtype;       /* of the matrices; norms and biases stay F32 */
+    enum cinfer_dtype dtype;       /* of the matrices (any); norms and biases stay F32 */
     uint64_t seed;
 };
 
@@ -32,7 +32,8 @@ int random_model_write_gguf(const struct random_model_spec *spec, const char *pa
 /* Deterministic uniform floats in [-1, 1) (xorshift). */
 float random_uniform(uint64_t *state);
 
-/* Stores k floats as dtype into dst (Q8_0: k a multiple of 32, scale max|x| / 127). */
+/* Stores k floats as dtype into dst (block-quantized types: k a multiple of the block,
+ * tests/support/quantize.c's simple rounding). */
 void random_model_store_row(const float *src, int k, enum cinfer_dtype dtype, void *dst);
 /* Bytes of a row of k values of dtype. */
 size_t random_model_row_bytes(enum cinfer_dtype dtype, int k);

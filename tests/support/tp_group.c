@@ -153,6 +153,15 @@ static int forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *c, 
     return 0;
 }
 
+/* The tokens to feed next where the scenario forces them (tokens n_done - 2 and - 1). */
+static void forced_tokens(const struct tp_scenario *sc, int n_done, int32_t *ta, int32_t *tb)
+{
+    if (n_done <= sc->n_forced) {
+        *ta = sc->forced[n_done - 2];
+        *tb = sc->forced[n_done - 1];
+    }
+}
+
 static int run_scenario(struct cinfer_runtime *rt, const struct tp_scenario *sc, struct tp_record *rec, int vocab,
                         char *why, size_t why_bytes)
 {
@@ -190,6 +199,7 @@ static int run_scenario(struct cinfer_runtime *rt, const struct tp_scenario *sc,
     int32_t ta = argmax(a_rows + (size_t)(sc->na - split - 1) * vocab, vocab), tb = argmax(b_row, vocab);
     rec->tokens[rec->n_tokens++] = ta;
     rec->tokens[rec->n_tokens++] = tb;
+    forced_tokens(sc, rec->n_tokens, &ta, &tb);
     /* C: A's first full pages by reference */
     for (int i = 0; i < shared / pt; i++) {
         cinfer_runtime_kv_page_ref(rt, pa.pages[i]);
@@ -220,6 +230,7 @@ static int run_scenario(struct cinfer_runtime *rt, const struct tp_scenario *sc,
         tb = argmax(b_row, vocab);
         rec->tokens[rec->n_tokens++] = ta;
         rec->tokens[rec->n_tokens++] = tb;
+        forced_tokens(sc, rec->n_tokens, &ta, &tb);
     }
     rc = 0;
 out:

@@ -29,6 +29,11 @@ struct tp_scenario {
     int32_t prompt_b[TP_MAX_PROMPT];
     int nb;
     int n_gen;
+    /* 0: each step feeds the greedy tokens; else the first n_forced tokens fed (A's and
+     * B's, step by step, as tp_record.tokens) are these, so a run whose greedy choice
+     * flips at a near tie still computes the same rows as the baseline it is held to */
+    int n_forced;
+    int32_t forced[2 * TP_MAX_GEN + 2];
 };
 
 /* What rank 0 computed, in the order the scenario asked it. */

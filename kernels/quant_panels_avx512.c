@@ -1,0 +1,427 @@
+/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, Q4_K, Q5_K and Q6_K panels (layouts in
+ * quant_panels.c) times int8 activation blocks with AVX-512 VNNI, any number of
+ * activation rows; and the activation quantizers at this level.
+ *
+ * A vector's 16 lanes are a panel's 16 weight rows. Four consecutive values of the 16
+ * rows come out of the packed bits as one vector of unsigned bytes u (the stored integer
+ * plus a bias that makes it non-negative: 8 for Q4_0, 16 for Q5_0, 32 for Q6_K; the
+ * K-quants with mins store unsigned values already), and each activation row's four int8
+ * for those values are broadcast against it: vpdpbusd, 64 products an instruction, into
+ * one int32 sum per row and (sub-)block. The bias comes off with the activation block's
+ * sums (sum * -bias in one vpdpwssd against the pair (sum, 0) or the sub-blocks' pairs of
+ * 16-value sums), the K-quants' integer sub-block scales multiply the sums (vpmulld) and
+ * their mins meet the 16-value sums (vpdpwssd); everything stays exact in int32. The
+ * float steps are then the scalar definition's (quant_dot_scalar.c), one or two fma a
+ * block per row and lane, so every output has the scalar level's bits.
+ *
+ * At one or two activation rows (decode) the weights stream from memory once, in order,
+ * and the integer sums of a block run in several chains so the dot instruction's latency
+ * does not bound the stream. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+#include "panels_avx512.h"
+
+#define AI static inline __attribute__((always_inline))
+#define VNNI __attribute__((target("avx512vnni")))
+#define TILE_Q 8  /* activation rows per pass, 32-value types */
+#define TILE_K 4  /* activation rows per pass, K-quants (more sums live per row) */
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 2048 /* how far ahead of its reads a panel's stream prefetches */
+#endif
+
+/* Every cache line of the block `bytes` long at p, PREFETCH_BYTES ahead: at one or two
+ * activation rows the weights stream from memory, and one core keeps enough lines in
+ * flight for the memory's rate only if asked ahead (the hardware prefetcher alone left
+ * Q4_0 at about half a plain read's rate). */
+AI void prefetch_block(const uint8_t *p, int bytes)
+{
+    for (int off = 0; off < bytes; off += 64)
+        _mm_prefetch((const char *)p + PREFETCH_BYTES + off, _MM_HINT_T0);
+}
+
+int cinfer_quant_panels_avx512_usable(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vnni");
+    }
+    return cached;
+}
+
+/* acc += Σ over 4 products per lane of the unsigned bytes w and the 4 int8 at x, broadcast. */
+AI VNNI __m512i dot_u8(__m512i acc, __m512i w, const int8_t *x)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)x));
+    return acc;
+}
+
+/* acc += the int16 pairs of w times the pair at x, broadcast. */
+AI VNNI __m512i dot_i16(__m512i acc, __m512i w, const int16_t *x)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)x));
+    return acc;
+}
+
+AI __m512i low4(__m512i v)
+{
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+/* (v & 0x0F) | t, in one instruction (t has only bits 4..5 set) */
+AI __m512i low4_or(__m512i v, __m512i t)
+{
+    return _mm512_ternarylogic_epi32(v, _mm512_set1_epi8(0x0F), t, 0xEA);
+}
+
+AI __m512 half16(const uint8_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+AI __m512i load(const uint8_t *p)
+{
+    return _mm512_loadu_si512(p);
+}
+
+/* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
+
+/* One panel against R activation rows (xq rows of `blocks` blocks). Q5: the 5th bits
+ * from the panel's h (bit u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i). */
+AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                          __mmask16 mask, const int R, const int q5)
+{
+    const int block_bytes = q5 ? 16 * 22 : 16 * 18, qs_at = q5 ? 96 : 32;
+    const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : 0xFFF8); /* pairs (-16, 0) or (-8, 0) */
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    __m512 acc[TILE_Q];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        prefetch_block(pb, block_bytes);
+        /* sums a row: low nibbles in chains [0, chains), Q4_0's high nibbles, kept in place
+         * (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and divided
+         * by 16 (exactly) at the block's end; Q5_0's high values with the low ones */
+        const int chains = R == 1 ? 2 : 1;
+        __m512i isum[TILE_Q][4];
+        UNROLL for (int r = 0; r < R; r++)
+            isum[r][0] = isum[r][1] = isum[r][2] = isum[r][3] = _mm512_setzero_si512();
+        __m512i h = q5 ? load(pb + 32) : _mm512_setzero_si512();
+        UNROLL for (int u = 0; u < 4; u++) {
+            __m512i v = load(pb + qs_at + 64 * u), lo, hi;
+            if (q5) {
+                __m512i hl = _mm512_and_si512(_mm512_slli_epi16(h, 4 - u), bit4);
+                __m512i hh = _mm512_and_si512(u ? _mm512_srli_epi16(h, u) : h, bit4);
+                lo = low4_or(v, hl);
+                hi = low4_or(_mm512_srli_epi16(v, 4), hh);
+            } else {
+                lo = low4(v);
+                hi = _mm512_sub_epi8(v, lo); /* 16 x the high nibble */
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+                int c = u % chains;
+                isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
+                isum[r][q5 ? c : 2 + c] = dot_u8(isum[r][q5 ? c : 2 + c], hi, x->q + 16 + 4 * u);
+            }
+        }
+        __m512 dw = half16(pb);
+        UNROLL for (int r = 0; r < R; r++) {
+            const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+            __m512i s = chains == 2 ? _mm512_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
+            if (!q5)
+                s = _mm512_add_epi32(s, _mm512_srai_epi32(chains == 2 ? _mm512_add_epi32(isum[r][2], isum[r][3])
+                                                                      : isum[r][2], 4));
+            s = dot_i16(s, bias, &x->sum); /* - bias * sum */
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
+/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
+
+/* The 6-bit scales and mins of the 8 sub-blocks of 16 rows, from the 3 dword vectors of
+ * their 12 scale bytes: sc[j] as int32, mp[j] the min as an int16 pair (m, m). */
+AI void k4_scales(const uint8_t *pb, __m512i sc[8], __m512i mp[8])
+{
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    __m512i s0 = load(pb + 64), s1 = load(pb + 128), s2 = load(pb + 192);
+    __m512i mn[8];
+    UNROLL for (int j = 0; j < 4; j++) {
+        sc[j] = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+        mn[j] = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+        sc[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 8 * j), m4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * j + 6), m2), 4));
+        mn[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 8 * j + 4), m4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * j + 6), m2), 4));
+    }
+    UNROLL for (int j = 0; j < 8; j++)
+        mp[j] = _mm512_or_si512(mn[j], _mm512_slli_epi32(mn[j], 16));
+}
+
+AI VNNI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                      __mmask16 mask, const int R, const int q5)
+{
+    const int block_bytes = q5 ? 16 * 176 : 16 * 144, qs_at = q5 ? 768 : 256;
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    __m512 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        prefetch_block(pb, block_bytes);
+        __m512i sc[8], mp[8];
+        k4_scales(pb, sc, mp);
+        __m512i s[TILE_K], m[TILE_K];
+        UNROLL for (int r = 0; r < R; r++) {
+            s[r] = _mm512_setzero_si512();
+            m[r] = _mm512_setzero_si512();
+            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+            UNROLL for (int j = 0; j < 8; j++) /* mins times the 16-value sums, two a sub-block */
+                m[r] = dot_i16(m[r], mp[j], x->bsums + 2 * j);
+        }
+        for (int c = 0; c < 4; c++) { /* 64 values: sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+            __m512i lo_sum[TILE_K][2], hi_sum[TILE_K][2];
+            UNROLL for (int r = 0; r < R; r++)
+                lo_sum[r][0] = lo_sum[r][1] = hi_sum[r][0] = hi_sum[r][1] = _mm512_setzero_si512();
+            UNROLL for (int v = 0; v < 8; v++) {
+                __m512i w = load(pb + qs_at + 64 * (8 * c + v)), lo, hi;
+                if (q5) { /* bit 2c (low) and 2c + 1 (high) of qh[4v + i] */
+                    __m512i h = load(pb + 256 + 64 * v);
+                    int sl = 2 * c, sh = 2 * c + 1;
+                    __m512i hl = sl <= 4 ? _mm512_slli_epi16(h, 4 - sl) : _mm512_srli_epi16(h, sl - 4);
+                    __m512i hh = sh <= 4 ? _mm512_slli_epi16(h, 4 - sh) : _mm512_srli_epi16(h, sh - 4);
+                    lo = low4_or(w, _mm512_and_si512(hl, bit4));
+                    hi = low4_or(_mm512_srli_epi16(w, 4), _mm512_and_si512(hh, bit4));
+                } else { /* Q4_K: the high nibbles in place, 16 x their value (divided at the end) */
+                    lo = low4(w);
+                    hi = _mm512_sub_epi8(w, lo);
+                }
+                UNROLL for (int r = 0; r < R; r++) {
+                    const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                    lo_sum[r][v & 1] = dot_u8(lo_sum[r][v & 1], lo, x->q + 64 * c + 4 * v);
+                    hi_sum[r][v & 1] = dot_u8(hi_sum[r][v & 1], hi, x->q + 64 * c + 32 + 4 * v);
+                }
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                __m512i l = _mm512_add_epi32(lo_sum[r][0], lo_sum[r][1]);
+                __m512i hsum = _mm512_add_epi32(hi_sum[r][0], hi_sum[r][1]);
+                if (!q5)
+                    hsum = _mm512_srai_epi32(hsum, 4);
+                s[r] = _mm512_add_epi32(s[r], _mm512_add_epi32(_mm512_mullo_epi32(l, sc[2 * c]),
+                                                               _mm512_mullo_epi32(hsum, sc[2 * c + 1])));
+            }
+        }
+        __m512 d = half16(pb), dmin = half16(pb + 32);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
+            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dmin, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
+/* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
+
+AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                      __mmask16 mask, const int R)
+{
+    const int block_bytes = 16 * 210;
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        prefetch_block(pb, block_bytes);
+        const uint8_t *scales = pb + 32, *ql = pb + 288, *qh = pb + 2336;
+        __m512i s[TILE_K], bias[8];
+        for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(scales + 32 * t));
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(scales + 32 * t + 16));
+            __m256i pairs = _mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c));
+            bias[t] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(pairs), _mm512_set1_epi16(-32));
+        }
+        UNROLL for (int r = 0; r < R; r++) { /* the bias against the 16-value sums */
+            s[r] = _mm512_setzero_si512();
+            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+            UNROLL for (int t = 0; t < 8; t++)
+                s[r] = dot_i16(s[r], bias[t], x->bsums + 2 * t);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int run = 0; run < 2; run++) { /* v = 4 run .. 4 run + 3: sub-blocks 8h + 2a + run */
+                __m512i sum[TILE_K][4];
+                UNROLL for (int r = 0; r < R; r++)
+                    sum[r][0] = sum[r][1] = sum[r][2] = sum[r][3] = _mm512_setzero_si512();
+                UNROLL for (int vv = 0; vv < 4; vv++) {
+                    int v = 4 * run + vv;
+                    __m512i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
+                    __m512i H = load(qh + 64 * (8 * h + v));
+                    __m512i q0 = low4_or(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
+                    __m512i q1 = low4_or(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45));
+                    __m512i q2 = low4_or(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45));
+                    __m512i q3 = low4_or(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
+                        sum[r][0] = dot_u8(sum[r][0], q0, xr);
+                        sum[r][1] = dot_u8(sum[r][1], q1, xr + 32);
+                        sum[r][2] = dot_u8(sum[r][2], q2, xr + 64);
+                        sum[r][3] = dot_u8(sum[r][3], q3, xr + 96);
+                    }
+                }
+                UNROLL for (int a = 0; a < 4; a++) {
+                    __m512i sc = _mm512_cvtepi8_epi32(
+                        _mm_loadu_si128((const __m128i *)(const void *)(scales + 16 * (8 * h + 2 * a + run))));
+                    UNROLL for (int r = 0; r < R; r++)
+                        s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(sum[r][a], sc));
+                }
+            }
+        __m512 d = half16(pb);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
+/* ---- the panels' loop ---------------------------------------------------------------- */
+
+#define TILE_FNS(R)                                                                                                 \
+    static VNNI void q4_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        block32_tile(x, blocks, pg, y, ldy, m, R, 0);                                                               \
+    }                                                                                                               \
+    static VNNI void q5_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        block32_tile(x, blocks, pg, y, ldy, m, R, 1);                                                               \
+    }
+#define TILE_K_FNS(R)                                                                                               \
+    static VNNI void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        k45_tile(x, blocks, pg, y, ldy, m, R, 0);                                                                   \
+    }                                                                                                               \
+    static VNNI void q5_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        k45_tile(x, blocks, pg, y, ldy, m, R, 1);                                                                   \
+    }                                                                                                               \
+    static VNNI void q6_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        q6k_tile(x, blocks, pg, y, ldy, m, R);                                                                      \
+    }
+TILE_FNS(1)
+TILE_FNS(2)
+TILE_FNS(3)
+TILE_FNS(4)
+TILE_FNS(5)
+TILE_FNS(6)
+TILE_FNS(7)
+TILE_FNS(8)
+TILE_K_FNS(1)
+TILE_K_FNS(2)
+TILE_K_FNS(3)
+TILE_K_FNS(4)
+
+typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m);
+
+void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void *panels,
+                                enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy)
+{
+    static const tile_fn q4_0[] = {q4_0_rows1, q4_0_rows2, q4_0_rows3, q4_0_rows4,
+                                   q4_0_rows5, q4_0_rows6, q4_0_rows7, q4_0_rows8};
+    static const tile_fn q5_0[] = {q5_0_rows1, q5_0_rows2, q5_0_rows3, q5_0_rows4,
+                                   q5_0_rows5, q5_0_rows6, q5_0_rows7, q5_0_rows8};
+    static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2, q4_k_rows3, q4_k_rows4};
+    static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2, q5_k_rows3, q5_k_rows4};
+    static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
+    if (j1 <= j0 || n < 1)
+        return;
+    enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
+    const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
+    int blocks = k / info->block_values, tile = info->block_values == 32 ? TILE_Q : TILE_K;
+    const tile_fn *fns = stored == CINFER_KW_Q4_0   ? q4_0
+                         : stored == CINFER_KW_Q5_0 ? q5_0
+                         : stored == CINFER_KW_Q4_K ? q4_k
+                         : stored == CINFER_KW_Q5_K ? q5_k
+                                                    : q6_k;
+    size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
+    size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);
+    for (int i = 0; i < n; i += tile) {
+        int rows = n - i < tile ? n - i : tile;
+        const uint8_t *xi = (const uint8_t *)x_prepared + (size_t)i * x_row_bytes;
+        for (int g = j0 / PANEL; g * PANEL < j1; g++)
+            fns[rows - 1](xi, blocks, (const uint8_t *)panels + (size_t)g * panel_bytes,
+                          y + (size_t)i * ldy + (size_t)g * PANEL, ldy, panel_rows_mask(g, j0, j1));
+    }
+}
+
+/* ---- activations to int8 blocks -------------------------------------------------------- */
+
+/* x rounded to nearest even, clamped to [-127, 127]: the scalar quantizers' nearest_int
+ * for |x| < 2^22. */
+AI __m512i round_clamp(__m512 v)
+{
+    __m512i q = _mm512_cvtps_epi32(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
+void cinfer_quantize_xq32_avx512(const float *x, int k, struct cinfer_kernel_xq32 *out)
+{
+    for (int b = 0; b < k / 32; b++) {
+        const float *xb = x + 32 * b;
+        __m512 lo = _mm512_loadu_ps(xb), hi = _mm512_loadu_ps(xb + 16);
+        __m512 m = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps()); /* NaN never wins */
+        m = _mm512_max_ps(_mm512_abs_ps(hi), m);
+        float amax = _mm512_reduce_max_ps(m);
+        float d = amax / 127.0f;
+        float id = d > 0.0f ? 1.0f / d : 0.0f;
+        __m512i qlo = round_clamp(_mm512_mul_ps(lo, _mm512_set1_ps(id)));
+        __m512i qhi = round_clamp(_mm512_mul_ps(hi, _mm512_set1_ps(id)));
+        out[b].d = d;
+        out[b].sum = (int16_t)_mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+        out[b].zero = 0;
+        _mm_storeu_si128((__m128i *)(void *)out[b].q, _mm512_cvtepi32_epi8(qlo));
+        _mm_storeu_si128((__m128i *)(void *)(out[b].q + 16), _mm512_cvtepi32_epi8(qhi));
+    }
+}
+
+void cinfer_quantize_xq256_avx512(const float *x, int k, struct cinfer_kernel_xq256 *out)
+{
+    for (int b = 0; b < k / CINFER_KERNEL_QK; b++) {
+        const float *xb = x + CINFER_KERNEL_QK * b;
+        struct cinfer_kernel_xq256 *o = &out[b];
+        __m512 m = _mm512_setzero_ps();
+        for (int c = 0; c < 16; c++)
+            m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * c)), m);
+        float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0.0f) {
+            memset(o, 0, sizeof *o);
+            continue;
+        }
+        float max = 0.0f; /* the first value of largest magnitude, as the scalar loop keeps it */
+        for (int c = 0; c < 16; c++) {
+            __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * c)), _mm512_set1_ps(amax),
+                                               _CMP_EQ_OQ);
+            if (hit) {
+                max = xb[16 * c + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        for (int c = 0; c < 16; c++) {
+            __m512i q = round_clamp(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(xb + 16 * c)));
+            _mm_storeu_si128((__m128i *)(void *)(o->q + 16 * c), _mm512_cvtepi32_epi8(q));
+            o->bsums[c] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        o->d = 1.0f / iscale;
+    }
+}
