@@ -205,7 +205,7 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
                                     "%s: attention_bias is true (biases on q/k/v/o projections); not supported for %s",
                                     source, c->architecture);
     }
-    float rotary_fraction;
+    float rotary_fraction = 1.0f;
     if ((rc = get_float(root, "partial_rotary_factor", 1.0, &rotary_fraction, source, err)))
         return rc;
     if (rotary_fraction != 1.0f) /* Phi-4-mini rotates 3/4 of each head */
@@ -248,7 +248,7 @@ static int read_activation(json_t *root, struct cinfer_model_config *c, const st
 static int read_scales(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
                        const char *source, struct cinfer_error *err)
 {
-    float query_pre_attn_scalar;
+    float query_pre_attn_scalar = 0.0f;
     int rc;
     if ((rc = get_float(root, "query_pre_attn_scalar", traits->default_query_pre_attn_scalar, &query_pre_attn_scalar,
                         source, err)))
