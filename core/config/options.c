@@ -79,7 +79,7 @@ const struct option cinfer_options[] = {
     {.section = "launcher", .name = "port_base", .flag = "--port-base",
      .type = OPTION_INT, .offset = FIELD(port_base), .min = 0, .max = 65000, .default_int = 0, .value_name = "PORT",
      .help = "With hosts: the first tcp port of the engine's channels (it uses 2 + dp_size * (tp_size + 3) in a "
-             "row); 0 picks one from the process id."},
+             "row); 0 picks one from the process id, outside the kernel's ephemeral port range."},
     {.section = "launcher", .name = "ssh_args", .flag = "--ssh-args",
      .type = OPTION_STRING, .offset = FIELD(ssh_args), .value_name = "ARGS",
      .help = "Extra arguments for the ssh client, split on spaces (\"-F FILE -i KEY\"): launch-ssh's, and "

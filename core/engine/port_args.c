@@ -73,6 +73,42 @@ static int local_address_toward(const char *peer, char *out, size_t out_bytes, s
     return CINFER_OK;
 }
 
+/* The kernel's range of ephemeral ports (outgoing connections, and listeners such as
+ * MPI's daemons that bind port 0): [low, high]. */
+static void ephemeral_ports(int *low, int *high)
+{
+    *low = 32768;
+    *high = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (!f)
+        return;
+    int l, h;
+    if (fscanf(f, "%d %d", &l, &h) == 2 && l > 0 && h >= l && h <= 65535) {
+        *low = l;
+        *high = h;
+    }
+    fclose(f);
+}
+
+/* With launcher.port_base unset: a base picked from the process id, outside the
+ * ephemeral range, so a port the kernel handed to some connection or daemon is never
+ * one the engine's workers then fail to bind ("Address already in use"). The larger
+ * of the windows [10000, low) and (high, 65535] holds the engine's span of ports. */
+static int default_port_base(int span)
+{
+    int low, high;
+    ephemeral_ports(&low, &high);
+    int first = 10000, last = low - span;              /* below the range */
+    if (65535 - span - high > last - first) {          /* above it is wider */
+        first = high + 1;
+        last = 65535 - span;
+    }
+    if (last <= first)                                 /* no room outside: anywhere above 1024 */
+        first = 1024, last = 65535 - span;
+    int slots = (last - first) / 64 + 1;               /* bases 64 apart, one per process id */
+    return first + (int)(getpid() % slots) * 64;
+}
+
 static int init_tcp(struct engine_endpoints *ep, const struct cinfer_server_args *args, struct cinfer_error *err)
 {
     int ranks = ep->dp_size * ep->tp_size;
@@ -100,7 +136,7 @@ static int init_tcp(struct engine_endpoints *ep, const struct cinfer_server_args
     }
     snprintf(ep->main_bind, sizeof ep->main_bind, "%s", bind_all ? "*" : ep->main_address);
     int span = PORTS_BEFORE_REPLICAS + ep->dp_size * PORTS_PER_REPLICA(ep->tp_size);
-    ep->port_base = args->port_base > 0 ? args->port_base : 20000 + (int)(getpid() * 64 % 40000);
+    ep->port_base = args->port_base > 0 ? args->port_base : default_port_base(span);
     if (ep->port_base + span > 65535)
         return cinfer_error_set(err, CINFER_ERR_RANGE,
                                 "launcher.port_base %d: the engine's %d ports would pass 65535", ep->port_base, span);
