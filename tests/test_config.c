@@ -303,6 +303,10 @@ START_TEST(oversized_integer_literals)
     ck_assert_int_eq(cinfer_config_prescan("\n@include \"/etc/passwd\"\n", "t", 1, &err), 0);
     ck_assert_int_eq(cinfer_config_prescan("\n@include \"/etc/passwd\"\n", "t", 0, &err), CINFER_ERR_CONFIG);
     ck_assert_str_eq(err.message, "t:2: @include is not allowed in settings given as text (only in files)");
+    /* A string left open at the end: refused here, since libconfig leaks what it was reading. */
+    ck_assert_int_eq(cinfer_config_prescan("a = \"x\\\"y\";\nb = \"z\n\";\n", "t", 0, &err), 0);
+    ck_assert_int_eq(cinfer_config_prescan("a = \"x\";\nb = \"];\nc = 1;\n", "t", 0, &err), CINFER_ERR_CONFIG);
+    ck_assert_str_eq(err.message, "t:2: a string opened here is never closed (\")");
     /* Without the scan libconfig would wrap this to 0; with it, the user is told. */
     expect_load_error("scheduler = { kv_cache_bytes = 4294967296; };", CINFER_ERR_CONFIG,
                       "cinfer.cfg:1: 4294967296: integer too large for 32 bits; write 4294967296L for a 64-bit "

@@ -3,7 +3,9 @@
  * - libconfig 1.5 reads an integer beyond 32 bits without an L suffix by wrapping it
  *   (kv_cache_bytes = 4294967296 becomes 0; hex above 0x7fffffff turns negative);
  * - text loaded from memory has no folder, so an @include in it would open whatever
- *   path it names relative to the process's working folder. */
+ *   path it names relative to the process's working folder;
+ * - a string still open at the end of the text: libconfig reports it but leaks the
+ *   buffer of the string it was reading (found by fuzz_worker_settings). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -71,14 +73,17 @@ int cinfer_config_prescan(const char *text, const char *name, int allow_include,
             line++;
             p++;
         } else if (*p == '"') {
+            int first_line = line;
             for (p++; *p && *p != '"'; p++) {
                 if (*p == '\\' && p[1])
                     p++;
                 if (*p == '\n')
                     line++;
             }
-            if (*p)
-                p++;
+            if (!*p) /* libconfig would say so too, but leaks the string it was reading */
+                return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s:%d: a string opened here is never closed (\")",
+                                        name, first_line);
+            p++;
         } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
             while (*p && *p != '\n')
                 p++;
