@@ -167,6 +167,8 @@ fi
 
 # ---- run -------------------------------------------------------------------------------
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# libconfig leaks a token on some syntax errors (fuzz/lsan-suppressions.txt says which)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/fuzz/lsan-suppressions.txt:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 artifacts=$build/fuzz-artifacts
 mkdir -p "$artifacts"
