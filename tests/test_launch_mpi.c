@@ -31,6 +31,7 @@
 #include "cinfer/launcher.h"
 #include "cinfer/plugins.h"
 #include "support/engine_fixture.h"
+#include "support/generate_jobs.h"
 #include "support/greedy_reference.h"
 #include "support/procs.h"
 #include "support/run_command.h"
@@ -51,13 +52,6 @@ struct host {
 static struct host hosts[3];
 static int n_hosts; /* loopback first, then namespace hosts */
 static char ssh_args[600];
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void apply_flag(struct cinfer_server_args *args, const char *flag, const char *value)
 {
@@ -125,9 +119,9 @@ static void run_ranks(int n)
              "< %s",
              geteuid() == 0 ? "--allow-run-as-root" : "", n, RANKS_PROGRAM, PLUGIN, counter, blob_path);
     static char out[65536];
-    double t0 = now_s();
+    double t0 = cinfer_test_now_s();
     cinfer_test_run(cmd, out, sizeof out);
-    double took = now_s() - t0;
+    double took = cinfer_test_now_s() - t0;
     unlink(blob_path);
     unlink(counter);
     for (int r = 0; r < n; r++) {
@@ -184,9 +178,9 @@ static void tp_equals_tp1(const char *model, const char *label, int tp, const ch
     cinfer_engine_shutdown(&e, 1000);
     args = mpi_args(model, 1, tp, host_list);
     args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32;
-    double t0 = now_s();
+    double t0 = cinfer_test_now_s();
     e = start(&args);
-    double started = now_s() - t0;
+    double started = cinfer_test_now_s() - t0;
     if (check_parents)
         ranks_are_mpirun_children(e, tp);
     double worst = 0;
@@ -213,47 +207,14 @@ END_TEST
 
 /* ---- replicas ------------------------------------------------------------------------ */
 
-struct job {
-    struct cinfer_engine *engine;
-    int32_t ids[32];
-    int n_ids;
-    int max_new;
-    int chunks;
-    int rc;
-    double ended_at;
-    struct cinfer_generate_result result;
-    struct cinfer_error err;
-};
-
-static int make_prompt(int i, int32_t *ids)
-{
-    int n = 0;
-    ids[n++] = 1;
-    for (int k = 0; k < 6 + i % 5; k++)
-        ids[n++] = 10 + (i * 37 + k * 11) % 480;
-    return n;
-}
-
-static void *run_blocking(void *arg)
-{
-    struct job *j = arg;
-    struct cinfer_generate_request req = {.input_ids = j->ids, .n_input_ids = (size_t)j->n_ids};
-    cinfer_sampling_params_init(&req.sampling);
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = j->max_new;
-    req.sampling.ignore_eos = 1;
-    j->rc = cinfer_engine_generate(j->engine, &req, &j->result, &j->err);
-    return NULL;
-}
-
 static void serve_concurrently(struct cinfer_engine *e, int n, int max_new)
 {
     static struct job jobs[16];
     pthread_t threads[16];
     for (int i = 0; i < n; i++) {
         jobs[i] = (struct job){.engine = e, .max_new = max_new};
-        jobs[i].n_ids = make_prompt(i, jobs[i].ids);
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, run_blocking, &jobs[i]), 0);
+        jobs[i].n_ids = cinfer_test_job_prompt(i, jobs[i].ids);
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, cinfer_test_job_run_blocking, &jobs[i]), 0);
     }
     for (int i = 0; i < n; i++) {
         pthread_join(threads[i], NULL);
@@ -287,27 +248,6 @@ START_TEST(dp2_over_mpi_serves_both)
 }
 END_TEST
 
-static int count_chunk(const struct cinfer_stream_chunk *c, void *ctx)
-{
-    (void)c;
-    __atomic_fetch_add(&((struct job *)ctx)->chunks, 1, __ATOMIC_SEQ_CST);
-    return 0;
-}
-
-static void *run_stream(void *arg)
-{
-    struct job *j = arg;
-    struct cinfer_generate_request req = {.input_ids = j->ids, .n_input_ids = (size_t)j->n_ids};
-    cinfer_sampling_params_init(&req.sampling);
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = j->max_new;
-    req.sampling.ignore_eos = 1;
-    j->rc = cinfer_engine_generate_stream(j->engine, &req, count_chunk, j, &j->err);
-    double t = now_s();
-    __atomic_store(&j->ended_at, &t, __ATOMIC_SEQ_CST);
-    return NULL;
-}
-
 START_TEST(kill_9_of_a_rank_fails_its_replica_naming_it)
 {
     struct cinfer_server_args args = mpi_args(cinfer_test_engine_model(), 2, 2, "localhost,localhost");
@@ -319,8 +259,8 @@ START_TEST(kill_9_of_a_rank_fails_its_replica_naming_it)
     pthread_t threads[2];
     for (int i = 0; i < 2; i++) {
         jobs[i] = (struct job){.engine = e, .max_new = 100000}; /* to the context's end */
-        jobs[i].n_ids = make_prompt(100 + i, jobs[i].ids);
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, run_stream, &jobs[i]), 0);
+        jobs[i].n_ids = cinfer_test_job_prompt(100 + i, jobs[i].ids);
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, cinfer_test_job_run_stream, &jobs[i]), 0);
         for (int w = 0; w < 2000 && __atomic_load_n(&jobs[i].chunks, __ATOMIC_SEQ_CST) < 2; w++)
             usleep(5000);
     }
@@ -331,7 +271,7 @@ START_TEST(kill_9_of_a_rank_fails_its_replica_naming_it)
     ck_assert_int_eq(replicas[0].in_flight, 1);
     ck_assert_int_eq(replicas[1].in_flight, 1);
     free(replicas);
-    double killed_at = now_s();
+    double killed_at = cinfer_test_now_s();
     kill(pids.pid[4], SIGKILL); /* scheduler dp1 tp1 */
     pthread_join(threads[1], NULL);
     double waited = jobs[1].ended_at - killed_at;
@@ -342,8 +282,8 @@ START_TEST(kill_9_of_a_rank_fails_its_replica_naming_it)
     /* the other replica keeps serving, its stream untouched */
     static struct job more;
     more = (struct job){.engine = e, .max_new = 4};
-    more.n_ids = make_prompt(3, more.ids);
-    run_blocking(&more);
+    more.n_ids = cinfer_test_job_prompt(3, more.ids);
+    cinfer_test_job_run_blocking(&more);
     ck_assert_msg(more.rc == 0, "a new request after the kill: %s", more.err.message);
     cinfer_generate_result_free(&more.result);
     double dp0_ended;
@@ -399,13 +339,13 @@ START_TEST(sigkill_of_the_main_process_leaves_nothing)
     ck_assert_int_eq(pids.n, 3);
     pid_t all[4] = {pids.pid[0], pids.pid[1], pids.pid[2], 0};
     ck_assert_int_eq(mpiruns_of(main_pid, &all[3], 1), 1);
-    double killed_at = now_s();
+    double killed_at = cinfer_test_now_s();
     kill(main_pid, SIGKILL);
     waitpid(main_pid, NULL, 0);
     pid_t alive = cinfer_test_wait_gone(all, 4, 5000);
     ck_assert_msg(alive == 0, "process %d still runs 5 s after the main process died", (int)alive);
     printf("mpi: SIGKILL of the main process: both ranks, mpirun and the detokenizer gone after %.2f s\n",
-           now_s() - killed_at);
+           cinfer_test_now_s() - killed_at);
 }
 END_TEST
 
@@ -440,9 +380,9 @@ static void expect_error(struct cinfer_server_args *args, const char *want1, con
 {
     struct cinfer_engine *e = NULL;
     struct cinfer_error err = {0};
-    double t0 = now_s();
+    double t0 = cinfer_test_now_s();
     int rc = cinfer_engine_create(args, NULL, &e, &err);
-    double took = now_s() - t0;
+    double took = cinfer_test_now_s() - t0;
     ck_assert_int_ne(rc, 0);
     ck_assert_ptr_null(e);
     ck_assert_msg(strstr(err.message, want1) && (!want2 || strstr(err.message, want2)), "%s: %s", what, err.message);

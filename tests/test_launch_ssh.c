@@ -28,6 +28,7 @@
 #include "cinfer/engine.h"
 #include "engine/engine_internal.h"
 #include "support/engine_fixture.h"
+#include "support/generate_jobs.h"
 #include "support/greedy_reference.h"
 #include "support/procs.h"
 #include "support/run_command.h"
@@ -44,13 +45,6 @@ struct host {
 static struct host hosts[3];
 static int n_hosts;
 static char ssh_args[600];
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* The two hosts replicas go to: the namespace hosts, else loopback twice. */
 static const struct host *replica_host(int r)
@@ -103,41 +97,7 @@ static struct cinfer_engine *start(int dp_size)
     return e;
 }
 
-/* Prompt i: BOS then a few ids of the vocabulary. */
-static int make_prompt(int i, int32_t *ids)
-{
-    int n = 0;
-    ids[n++] = 1;
-    for (int k = 0; k < 6 + i % 5; k++)
-        ids[n++] = 10 + (i * 37 + k * 11) % 480;
-    return n;
-}
-
 /* ---- serving across hosts --------------------------------------------------------------- */
-
-struct job {
-    struct cinfer_engine *engine;
-    int32_t ids[32];
-    int n_ids;
-    int max_new;
-    int chunks;
-    int rc;
-    double ended_at; /* written by its thread, read atomically */
-    struct cinfer_generate_result result;
-    struct cinfer_error err;
-};
-
-static void *run_blocking(void *arg)
-{
-    struct job *j = arg;
-    struct cinfer_generate_request req = {.input_ids = j->ids, .n_input_ids = (size_t)j->n_ids};
-    cinfer_sampling_params_init(&req.sampling);
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = j->max_new;
-    req.sampling.ignore_eos = 1;
-    j->rc = cinfer_engine_generate(j->engine, &req, &j->result, &j->err);
-    return NULL;
-}
 
 START_TEST(dp2_over_two_hosts_serves_both)
 {
@@ -155,8 +115,8 @@ START_TEST(dp2_over_two_hosts_serves_both)
     pthread_t threads[N];
     for (int i = 0; i < N; i++) {
         jobs[i] = (struct job){.engine = e, .max_new = 12};
-        jobs[i].n_ids = make_prompt(i, jobs[i].ids);
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, run_blocking, &jobs[i]), 0);
+        jobs[i].n_ids = cinfer_test_job_prompt(i, jobs[i].ids);
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, cinfer_test_job_run_blocking, &jobs[i]), 0);
     }
     for (int i = 0; i < N; i++) {
         pthread_join(threads[i], NULL);
@@ -180,27 +140,6 @@ START_TEST(dp2_over_two_hosts_serves_both)
 }
 END_TEST
 
-static int count_chunk(const struct cinfer_stream_chunk *c, void *ctx)
-{
-    (void)c;
-    __atomic_fetch_add(&((struct job *)ctx)->chunks, 1, __ATOMIC_SEQ_CST);
-    return 0;
-}
-
-static void *run_stream(void *arg)
-{
-    struct job *j = arg;
-    struct cinfer_generate_request req = {.input_ids = j->ids, .n_input_ids = (size_t)j->n_ids};
-    cinfer_sampling_params_init(&req.sampling);
-    req.sampling.temperature = 0;
-    req.sampling.max_new_tokens = j->max_new;
-    req.sampling.ignore_eos = 1;
-    j->rc = cinfer_engine_generate_stream(j->engine, &req, count_chunk, j, &j->err);
-    double t = now_s();
-    __atomic_store(&j->ended_at, &t, __ATOMIC_SEQ_CST);
-    return NULL;
-}
-
 static void wait_chunks(struct job *j, int n)
 {
     for (int i = 0; i < 2000 && __atomic_load_n(&j->chunks, __ATOMIC_SEQ_CST) < n; i++)
@@ -222,11 +161,11 @@ START_TEST(kill_9_of_a_remote_worker_names_its_host)
     pthread_t threads[2];
     for (int i = 0; i < 2; i++) {
         jobs[i] = (struct job){.engine = e, .max_new = 3000};
-        jobs[i].n_ids = make_prompt(50 + i, jobs[i].ids);
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, run_stream, &jobs[i]), 0);
+        jobs[i].n_ids = cinfer_test_job_prompt(50 + i, jobs[i].ids);
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, cinfer_test_job_run_stream, &jobs[i]), 0);
         wait_chunks(&jobs[i], 2);
     }
-    double killed_at = now_s();
+    double killed_at = cinfer_test_now_s();
     kill(remote_pid(e, 1), SIGKILL);
     pthread_join(threads[1], NULL);
     double waited = jobs[1].ended_at - killed_at;
@@ -240,8 +179,8 @@ START_TEST(kill_9_of_a_remote_worker_names_its_host)
     for (int i = 0; i < 3; i++) {
         static struct job extra;
         extra = (struct job){.engine = e, .max_new = 4};
-        extra.n_ids = make_prompt(90 + i, extra.ids);
-        run_blocking(&extra);
+        extra.n_ids = cinfer_test_job_prompt(90 + i, extra.ids);
+        cinfer_test_job_run_blocking(&extra);
         ck_assert_msg(extra.rc == 0, "a request after the loss: %s", extra.err.message);
         cinfer_generate_result_free(&extra.result);
     }
@@ -292,13 +231,13 @@ START_TEST(dropping_the_ssh_connection_ends_the_remote_worker)
     ck_assert_msg(n == 1 && inside[0] == worker, "inside %s: %d cinfer-worker processes", replica_host(1)->name, n);
     pid_t client = ssh_client_for(replica_host(1)->address);
     ck_assert_int_gt(client, 0);
-    double dropped_at = now_s();
+    double dropped_at = cinfer_test_now_s();
     kill(client, SIGKILL);
     double gone_after = -1;
     for (int i = 0; i < 100 && gone_after < 0; i++) {
         usleep(50000);
         if (workers_inside(replica_host(1)->ns, inside, 8) == 0)
-            gone_after = now_s() - dropped_at;
+            gone_after = cinfer_test_now_s() - dropped_at;
     }
     ck_assert_msg(gone_after >= 0, "the remote worker still runs 5 s after its SSH connection dropped");
     printf("ssh: the connection dropped: the worker inside %s was gone after %.2f s\n", replica_host(1)->name,
@@ -329,7 +268,7 @@ START_TEST(sigkill_of_the_main_process_leaves_nothing_on_any_host)
     struct test_worker_pids pids;
     ck_assert_int_eq(read(fds[0], &pids, sizeof pids), (ssize_t)sizeof pids);
     ck_assert_int_eq(pids.n, 3);
-    double killed_at = now_s();
+    double killed_at = cinfer_test_now_s();
     kill(main_pid, SIGKILL);
     waitpid(main_pid, NULL, 0);
     pid_t all[3] = {pids.pid[0], pids.pid[1], pids.pid[2]};
@@ -339,7 +278,8 @@ START_TEST(sigkill_of_the_main_process_leaves_nothing_on_any_host)
         pid_t inside[8];
         ck_assert_int_eq(workers_inside(replica_host(r)->ns, inside, 8), 0);
     }
-    printf("ssh: SIGKILL of the main process: every worker on every host gone after %.2f s\n", now_s() - killed_at);
+    printf("ssh: SIGKILL of the main process: every worker on every host gone after %.2f s\n",
+           cinfer_test_now_s() - killed_at);
 }
 END_TEST
 
@@ -378,8 +318,8 @@ START_TEST(tp2_inside_a_host_over_its_shared_memory)
     static struct job j;
     for (int i = 0; i < 3; i++) {
         j = (struct job){.engine = e, .max_new = 12};
-        j.n_ids = make_prompt(40 + i, j.ids);
-        run_blocking(&j);
+        j.n_ids = cinfer_test_job_prompt(40 + i, j.ids);
+        cinfer_test_job_run_blocking(&j);
         ck_assert_msg(j.rc == 0, "%s", j.err.message);
         int32_t want[12];
         int k = cinfer_test_greedy_reference(cinfer_test_engine_model(), j.ids, j.n_ids, 12, 1, want);
@@ -419,9 +359,9 @@ START_TEST(tp2_across_two_hosts_over_tcp_equals_tp1)
     char list[160];
     snprintf(list, sizeof list, "%s,%s", hosts[1].address, hosts[2].address);
     apply_flag(&args, "--hosts", list);
-    double t0 = now_s();
+    double t0 = cinfer_test_now_s();
     e = start_args(&args);
-    double started = now_s() - t0;
+    double started = cinfer_test_now_s() - t0;
     struct cinfer_worker_info *workers;
     int n;
     struct cinfer_error err = {0};
@@ -459,9 +399,9 @@ static void expect_start_error(const char *extra_flag, const char *extra_value, 
         apply_flag(&args, extra_flag, extra_value);
     args.connect_timeout_ms = 2000;
     struct cinfer_engine *e = NULL;
-    double t0 = now_s();
+    double t0 = cinfer_test_now_s();
     int rc = cinfer_engine_create(&args, NULL, &e, &err);
-    double took = now_s() - t0;
+    double took = cinfer_test_now_s() - t0;
     ck_assert_int_ne(rc, 0);
     ck_assert_ptr_null(e);
     char named[128];
@@ -539,8 +479,8 @@ START_TEST(a_client_without_the_key_is_refused)
     cinfer_rpc_replies_free(replies, n);
     static struct job j;
     j = (struct job){.engine = e, .max_new = 4};
-    j.n_ids = make_prompt(3, j.ids);
-    run_blocking(&j);
+    j.n_ids = cinfer_test_job_prompt(3, j.ids);
+    cinfer_test_job_run_blocking(&j);
     ck_assert_msg(j.rc == 0, "%s", j.err.message);
     cinfer_generate_result_free(&j.result);
     printf("ssh: two clients without the engine's keys got no answer from %s; the engine kept serving\n", ports->rpc);
