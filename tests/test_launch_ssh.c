@@ -209,13 +209,19 @@ static int workers_inside(const char *ns, pid_t *out, int cap)
     return n;
 }
 
-/* The ssh client this process runs for a host (a child of ours). */
+/* The ssh client this process runs for a host (a child of ours). The pattern is anchored
+ * at the program's name: unanchored, it also matched the shell that runs pgrep (its
+ * command line holds the pattern's text), and once pids wrapped that shell came first. */
 static pid_t ssh_client_for(const char *address)
 {
     char cmd[256], text[256];
-    snprintf(cmd, sizeof cmd, "pgrep -P %d -f 'ssh .*%s' | head -1", (int)getpid(), address);
+    snprintf(cmd, sizeof cmd, "pgrep -P %d -f '^([^ ]*/)?ssh .* %s -- '", (int)getpid(), address);
     cinfer_test_run(cmd, text, sizeof text);
-    return (pid_t)atoi(text);
+    char *end;
+    long pid = strtol(text, &end, 10);
+    ck_assert_msg(pid > 0 && (*end == '\0' || (*end == '\n' && end[1] == '\0')),
+                  "the ssh client for %s: pgrep found \"%s\"", address, text);
+    return (pid_t)pid;
 }
 
 START_TEST(dropping_the_ssh_connection_ends_the_remote_worker)
