@@ -44,7 +44,7 @@
 
 #define SKIP_EXIT_CODE 77
 
-#define MAX_MODELS 96
+#define MAX_MODELS 160
 #define KV_PAGE_TOKENS 4 /* small, so every sequence spans several pages */
 #define MAX_SEQ_TOKENS 256
 #define MAX_SEQ_PAGES (MAX_SEQ_TOKENS / KV_PAGE_TOKENS)

@@ -87,6 +87,11 @@ FAMILIES = {
 FAMILIES_256 = {
     "llamak": dict(model_type="llama", arch="LlamaForCausalLM", hidden=256, heads=4, kv_heads=2,
                    head_dim=64, inter=512, layers=2, tied=False, theta=10000.0),
+    # wide enough that tensor parallelism splits the K-quants: wo's 1024 columns and
+    # w_down's 1024 leave whole 256-value blocks on each of 2 or 4 ranks (llamak's do not)
+    "llamakw": dict(model_type="llama", arch="LlamaForCausalLM", hidden=256, heads=16, kv_heads=4,
+                    head_dim=64, inter=1024, layers=2, tied=False, theta=10000.0,
+                    types=("q4_K", "q6_K", "mix")),
 }
 QUANT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs",
                "mxfp4")
@@ -520,7 +525,7 @@ def main(argv):
         weights = random_weights(fam, rng)
         prompts = [[1] + list(rng.integers(3, VOCAB, size=n - 1)) for n in PROMPT_LENGTHS]
         prompt_text = ";".join(",".join(str(int(t)) for t in p) for p in prompts)
-        for wtype in ("f32",) + QUANT_TYPES + ("mix",):
+        for wtype in fam.get("types", ("f32",) + QUANT_TYPES + ("mix",)):
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompt_text, family))
