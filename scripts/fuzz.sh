@@ -95,6 +95,22 @@ try:
     for t in GGMLType:
         w.add_tensor(f"t.{t.name.lower()}", rows, t)
     write("gguf", "tensors.gguf", w.to_bytes())
+    # RoPE scalings as llama.cpp's converter writes them (YaRN keys; LongRoPE keys and tensors)
+    for arch, scaling in (("qwen3", "yarn"), ("phi3", "longrope")):
+        w = GGUFWriter()
+        w.add("general.architecture", arch)
+        for key, value in (("context_length", 256), ("embedding_length", 16), ("block_count", 1),
+                           ("feed_forward_length", 32), ("attention.head_count", 2), ("attention.head_count_kv", 1),
+                           ("rope.dimension_count", 8), ("rope.scaling.original_context_length", 64)):
+            w.add(f"{arch}.{key}", value, ValueType.UINT32)
+        w.add(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6, ValueType.FLOAT32)
+        w.add(f"{arch}.rope.scaling.type", scaling)
+        w.add(f"{arch}.rope.scaling.factor", 4.0, ValueType.FLOAT32)
+        w.add(f"{arch}.rope.scaling.attn_factor", 1.2, ValueType.FLOAT32)
+        if scaling == "longrope":
+            w.add_tensor("rope_factors_long.weight", np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32))
+            w.add_tensor("rope_factors_short.weight", np.array([1.0, 1.0, 1.5, 2.0], dtype=np.float32))
+        write("gguf", f"rope-{scaling}.gguf", w.to_bytes())
 except ImportError as e:
     print(f"fuzz.sh: no GGUF seeds ({e})")
 

@@ -508,9 +508,38 @@ START_TEST(hf_config_sliding_windows_and_gemma_keys)
     ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
     ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 0.75", &hc, &err), CINFER_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "partial_rotary_factor is 0.75"));
+    /* LongRoPE: head_dim / 2 = 4 divisors of each kind; the attention factor from the
+     * extension 4096 / 1024 when none is given */
     ck_assert_int_eq(parse_config("phi3", "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.0]}", &hc,
-                                  &err), CINFER_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.message, "rope_scaling type \"longrope\" is not supported"));
+                                  &err), CINFER_ERR_CONFIG);
+    ck_assert_ptr_nonnull(
+        strstr(err.message, "\"short_factor\" as a list of 4 numbers (head_dim / 2); found an array (1 items)"));
+    ck_assert_int_eq(parse_config("phi3",
+                                  "\"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 1024, "
+                                  "\"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1.5, 2, 3], "
+                                  "\"long_factor\": [2, 3, 4, 5]}",
+                                  &hc, &err),
+                     0);
+    ck_assert_int_eq(hc.model.rope_scaling.type, CINFER_ROPE_SCALING_LONGROPE);
+    ck_assert_int_eq(hc.model.rope_scaling.original_max_position_embeddings, 1024);
+    ck_assert_float_eq(hc.model.rope_scaling.long_factor[3], 5.0f);
+    ck_assert_double_eq_tol(hc.model.rope_scaling.attention_factor, sqrt(1 + log(4.0) / log(1024.0)), 1e-6);
+    /* YaRN: the paper's defaults for what the config leaves out */
+    ck_assert_int_eq(parse_config("qwen3", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                                           "\"original_max_position_embeddings\": 32768}",
+                                  &hc, &err),
+                     0);
+    ck_assert_int_eq(hc.model.rope_scaling.type, CINFER_ROPE_SCALING_YARN);
+    ck_assert_float_eq(hc.model.rope_scaling.beta_fast, 32.0f);
+    ck_assert_float_eq(hc.model.rope_scaling.beta_slow, 1.0f);
+    ck_assert_double_eq_tol(hc.model.rope_scaling.attention_factor, 0.1 * log(4.0) + 1, 1e-6);
+    ck_assert_int_eq(parse_config("llama", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", &hc, &err),
+                     0);
+    ck_assert_int_eq(hc.model.rope_scaling.type, CINFER_ROPE_SCALING_DYNAMIC);
+    ck_assert_int_eq(parse_config("qwen3", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"mscale\": 1}",
+                                  &hc, &err),
+                     CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "yarn rope_scaling has \"mscale\" (DeepSeek's variant)"));
     /* refusals name the key */
     ck_assert_int_eq(parse_config("llama", "\"sliding_window\": 8", &hc, &err), CINFER_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "sliding_window is set; llama has no sliding layers"));
@@ -570,8 +599,8 @@ START_TEST(hf_errors_name_the_problem)
                       "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2, qwen3, "
                       "gemma2, gemma3_text or phi3)");
     hm = base;
-    hm.extra_config = "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}";
-    expect_hf_refused("yarn", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"yarn\" is not supported");
+    hm.extra_config = "\"rope_scaling\": {\"type\": \"ntk-by-parts\", \"factor\": 4.0}";
+    expect_hf_refused("ntk", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"ntk-by-parts\" is not supported");
     hm = base;
     hm.extra_config = "\"attention_bias\": true";
     expect_hf_refused("bias", &hm, CINFER_ERR_UNSUPPORTED, "attention_bias is true");

@@ -524,6 +524,9 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
             .n_threads = n_threads,
             .max_batch_tokens = MAX_BATCH_TOKENS,
             .kv_dtype = CINFER_KV_CACHE_DTYPE_F32, /* f32 K/V: the tolerances are the weights' */
+            /* model_reference.py's SERVED_CONTEXT: beyond the random models' 256 positions, so
+             * dynamic NTK and LongRoPE take their extended frequencies */
+            .context_length = 1024,
         };
         if (cinfer_model_load(mc->path, &load_opts, &model, &err) != 0) {
             score_fail(&sc, "cinfer_model_load: %s", err.message);

@@ -118,6 +118,88 @@ static int read_family(json_t *root, struct cinfer_model_config *c, const char *
     return CINFER_OK;
 }
 
+/* LongRoPE's short_factor or long_factor: head_dim / 2 positive numbers. */
+static int read_rope_factors(json_t *rs, const char *key, const struct cinfer_model_config *c, float *out,
+                             const char *source, struct cinfer_error *err)
+{
+    json_t *list = get(rs, key);
+    size_t want = (size_t)c->head_dim / 2;
+    if (!json_is_array(list) || json_array_size(list) != want)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: longrope rope_scaling needs \"%s\" as a list of %zu numbers (head_dim / 2); "
+                                "found %s (%zu items)",
+                                source, key, want, list ? json_kind(list) : "nothing",
+                                json_is_array(list) ? json_array_size(list) : 0);
+    if (want > CINFER_MAX_ROPE_FACTORS)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: head_dim %d is over %d", source, c->head_dim,
+                                2 * CINFER_MAX_ROPE_FACTORS);
+    for (size_t i = 0; i < want; i++) {
+        json_t *v = json_array_get(list, i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                    "%s: rope_scaling %s[%zu] is %s, expected a positive number", source, key, i,
+                                    json_kind(v));
+        out[i] = (float)json_number_value(v);
+    }
+    return CINFER_OK;
+}
+
+/* YaRN (Qwen's long-context configs): factor, the original context (else
+ * max_position_embeddings), the ramp's bounds and the attention factor, defaulted as the
+ * YaRN paper does. The factor is used as given (vLLM and llama.cpp do likewise). */
+static int read_yarn(json_t *rs, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    int rc;
+    static const char *const deepseek_keys[] = {"mscale", "mscale_all_dim"};
+    for (size_t i = 0; i < 2; i++)
+        if (get(rs, deepseek_keys[i]))
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: yarn rope_scaling has \"%s\" (DeepSeek's variant); not supported", source,
+                                    deepseek_keys[i]);
+    c->rope_scaling.type = CINFER_ROPE_SCALING_YARN;
+    if ((rc = get_float(rs, "factor", NAN, &c->rope_scaling.factor, source, err)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", c->max_position_embeddings,
+                      &c->rope_scaling.original_max_position_embeddings, source, err)) ||
+        (rc = get_float(rs, "beta_fast", 32.0, &c->rope_scaling.beta_fast, source, err)) ||
+        (rc = get_float(rs, "beta_slow", 1.0, &c->rope_scaling.beta_slow, source, err)) ||
+        (rc = get_float(rs, "attention_factor", 0.0, &c->rope_scaling.attention_factor, source, err)))
+        return rc;
+    if (c->rope_scaling.attention_factor == 0.0f && c->rope_scaling.factor > 1.0f)
+        c->rope_scaling.attention_factor = (float)(0.1 * log(c->rope_scaling.factor) + 1.0);
+    return CINFER_OK;
+}
+
+/* LongRoPE (Phi-3's "su", "longrope"): a divisor per frequency for contexts up to the
+ * original one and another beyond, and an attention factor from the extension ratio. */
+static int read_longrope(json_t *root, json_t *rs, struct cinfer_model_config *c, const char *source,
+                         struct cinfer_error *err)
+{
+    int rc;
+    c->rope_scaling.type = CINFER_ROPE_SCALING_LONGROPE;
+    c->rope_scaling.n_factors = c->head_dim / 2;
+    int original = 0;
+    if ((rc = get_int(root, "original_max_position_embeddings", 0, &original, source, err)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", original,
+                      &c->rope_scaling.original_max_position_embeddings, source, err)) ||
+        (rc = read_rope_factors(rs, "short_factor", c, c->rope_scaling.short_factor, source, err)) ||
+        (rc = read_rope_factors(rs, "long_factor", c, c->rope_scaling.long_factor, source, err)) ||
+        (rc = get_float(rs, "attention_factor", 0.0, &c->rope_scaling.attention_factor, source, err)))
+        return rc;
+    int old_context = c->rope_scaling.original_max_position_embeddings;
+    if (old_context <= 1)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: longrope rope_scaling needs original_max_position_embeddings > 1; found %d",
+                                source, old_context);
+    float factor = 0;
+    if ((rc = get_float(rs, "factor", (double)c->max_position_embeddings / old_context, &factor, source, err)))
+        return rc;
+    c->rope_scaling.factor = factor;
+    if (c->rope_scaling.attention_factor == 0.0f)
+        c->rope_scaling.attention_factor =
+            factor > 1.0f ? (float)sqrt(1.0 + log(factor) / log((double)old_context)) : 1.0f;
+    return CINFER_OK;
+}
+
 static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
 {
     json_t *rs = get(root, "rope_scaling");
@@ -135,17 +217,22 @@ static int read_rope_scaling(json_t *root, struct cinfer_model_config *c, const 
     const char *t = json_string_value(type);
     if (!strcmp(t, "default"))
         return CINFER_OK;
-    if (!strcmp(t, "linear")) {
+    if (!strcmp(t, "yarn"))
+        return read_yarn(rs, c, source, err);
+    if (!strcmp(t, "longrope") || !strcmp(t, "su"))
+        return read_longrope(root, rs, c, source, err);
+    if (!strcmp(t, "linear") || !strcmp(t, "dynamic")) {
         if (!json_is_number(get(rs, "factor")))
-            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: linear rope_scaling needs a number \"factor\"",
-                                    source);
-        c->rope_scaling.type = CINFER_ROPE_SCALING_LINEAR;
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: %s rope_scaling needs a number \"factor\"", source,
+                                    t);
+        c->rope_scaling.type = !strcmp(t, "linear") ? CINFER_ROPE_SCALING_LINEAR : CINFER_ROPE_SCALING_DYNAMIC;
         c->rope_scaling.factor = (float)json_number_value(get(rs, "factor"));
         return CINFER_OK;
     }
     if (strcmp(t, "llama3") != 0)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: rope_scaling type \"%s\" is not supported (cinfer implements llama3 and linear)",
+                                "%s: rope_scaling type \"%s\" is not supported (cinfer implements llama3, linear, "
+                                "yarn, dynamic and longrope)",
                                 source, t);
     static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor"};
     for (size_t i = 0; i < 3; i++)

@@ -58,7 +58,12 @@ enum cinfer_rope_scaling_type {
     CINFER_ROPE_SCALING_NONE = 0,
     CINFER_ROPE_SCALING_LLAMA3 = 1,
     CINFER_ROPE_SCALING_LINEAR = 2, /* every frequency divided by factor (Gemma 3's global layers) */
+    CINFER_ROPE_SCALING_YARN = 3,     /* YaRN: a ramp between interpolated and original frequencies */
+    CINFER_ROPE_SCALING_DYNAMIC = 4,  /* dynamic NTK: a larger base, fixed by the served context */
+    CINFER_ROPE_SCALING_LONGROPE = 5, /* LongRoPE (Phi-3 "su"/"longrope"): a divisor per frequency */
 };
+
+#define CINFER_MAX_ROPE_FACTORS 512 /* head_dim / 2 of the widest head served */
 
 #define CINFER_MAX_LAYERS 4096
 
@@ -84,6 +89,11 @@ struct cinfer_model_config {
         float low_freq_factor;
         float high_freq_factor;
         int original_max_position_embeddings;
+        float beta_fast, beta_slow; /* YaRN's ramp, in rotations over the original context */
+        float attention_factor;     /* cos and sin multiplied by it (YaRN, LongRoPE); 0: 1 */
+        int n_factors;              /* LongRoPE: head_dim / 2 divisors of each kind */
+        float short_factor[CINFER_MAX_ROPE_FACTORS];
+        float long_factor[CINFER_MAX_ROPE_FACTORS];
     } rope_scaling;
     int tie_word_embeddings;
     int attention_bias;      /* q/k/v projections have biases (Qwen2) */

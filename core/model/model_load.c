@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "model/model_load_internal.h"
+#include "model/rope_scaling.h"
 #include "util/mmap_file.h"
 #include "util/log.h"
 #include "util/progress.h"
@@ -152,19 +153,9 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
     if (!(c->rope_theta > 0.0f) || !(c->rms_norm_eps >= 0.0f))
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: rope_theta %g and rms_norm_eps %g must be positive",
                                 source, (double)c->rope_theta, (double)c->rms_norm_eps);
-    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3 &&
-        (!(c->rope_scaling.factor >= 1.0f) || !(c->rope_scaling.low_freq_factor > 0.0f) ||
-         !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
-         c->rope_scaling.original_max_position_embeddings <= 0))
-        return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "%s: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor > 0 and "
-                                "original_max_position_embeddings > 0; found %g, %g, %g, %d",
-                                source, (double)c->rope_scaling.factor, (double)c->rope_scaling.high_freq_factor,
-                                (double)c->rope_scaling.low_freq_factor,
-                                c->rope_scaling.original_max_position_embeddings);
-    if (c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR && !(c->rope_scaling.factor > 0.0f))
-        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: linear rope_scaling needs factor > 0; found %g", source,
-                                (double)c->rope_scaling.factor);
+    int rc = cinfer_rope_scaling_check(c, source, err);
+    if (rc)
+        return rc;
     if (c->sliding_window < 0 || c->attention_scale < 0.0f || c->embedding_scale < 0.0f)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "%s: sliding window %d, attention scale %g and embedding scale %g must not be negative",

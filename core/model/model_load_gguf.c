@@ -13,6 +13,7 @@
 #include "format/ggml_types.h"
 #include "model/arch_traits.h"
 #include "model/model_load_internal.h"
+#include "model/rope_scaling.h"
 
 struct gguf_source {
     const struct cinfer_gguf *g; /* the file with the metadata: the model's, or its first part */
@@ -197,6 +198,60 @@ static int fit_llama3_scaling(const struct gguf_source *src, struct cinfer_model
     return CINFER_OK;
 }
 
+/* LongRoPE's divisors as llama.cpp's converter stores them: f32 tensors of head_dim / 2. */
+static int read_rope_factor_tensor(const struct gguf_source *src, const char *name, const struct cinfer_model_config *c,
+                                   float *out, struct cinfer_error *err)
+{
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, name);
+    if (!t || t->type != CINFER_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)c->head_dim / 2)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "%s: LongRoPE needs tensor %s as f32 of %d values (head_dim / 2); found %s", src->path,
+                                name, c->head_dim / 2, t ? "another type or shape" : "none");
+    if (c->head_dim / 2 > CINFER_MAX_ROPE_FACTORS)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: head_dim %d is over %d", src->path, c->head_dim,
+                                2 * CINFER_MAX_ROPE_FACTORS);
+    memcpy(out, t->data, (size_t)t->ne[0] * sizeof(float));
+    return CINFER_OK;
+}
+
+/* YaRN: factor and original context as the converter writes them; the attention factor
+ * is YaRN's default (a file that overrides it is refused, not guessed at). */
+static int read_yarn(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    int rc;
+    float attn = 1.0f;
+    c->rope_scaling.type = CINFER_ROPE_SCALING_YARN;
+    if ((rc = key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err)) ||
+        (rc = key_u32_as_int(src, "rope.scaling.original_context_length", 1, 0,
+                             &c->rope_scaling.original_max_position_embeddings, err)) ||
+        (rc = key_f32(src, "rope.scaling.yarn_beta_fast", 0, 32.0f, &c->rope_scaling.beta_fast, err)) ||
+        (rc = key_f32(src, "rope.scaling.yarn_beta_slow", 0, 1.0f, &c->rope_scaling.beta_slow, err)) ||
+        (rc = key_f32(src, "rope.scaling.yarn_attn_factor", 0, 1.0f, &attn, err)))
+        return rc;
+    if (attn != 1.0f)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "%s: %s.rope.scaling.yarn_attn_factor is %g; cinfer implements YaRN's default (1)",
+                                src->path, src->arch, (double)attn);
+    float factor = c->rope_scaling.factor;
+    c->rope_scaling.attention_factor = factor > 1.0f ? (float)(0.1 * log(factor) + 1.0) : 1.0f;
+    return CINFER_OK;
+}
+
+/* LongRoPE (Phi-3): the two tensors, the original context and the attention factor. */
+static int read_longrope(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    int rc;
+    c->rope_scaling.type = CINFER_ROPE_SCALING_LONGROPE;
+    c->rope_scaling.n_factors = c->head_dim / 2;
+    if ((rc = read_rope_factor_tensor(src, "rope_factors_short.weight", c, c->rope_scaling.short_factor, err)) ||
+        (rc = read_rope_factor_tensor(src, "rope_factors_long.weight", c, c->rope_scaling.long_factor, err)) ||
+        (rc = key_u32_as_int(src, "rope.scaling.original_context_length", 1, 0,
+                             &c->rope_scaling.original_max_position_embeddings, err)) ||
+        (rc = key_f32(src, "rope.scaling.attn_factor", 0, 1.0f, &c->rope_scaling.attention_factor, err)))
+        return rc;
+    return CINFER_OK;
+}
+
 static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
 {
     char key[128];
@@ -205,15 +260,22 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     int rc = cinfer_gguf_get_str(src->g, key, &type, err);
     if (rc && rc != CINFER_ERR_NOT_FOUND)
         return rc;
-    if (rc == CINFER_OK && type.len == 6 && !memcmp(type.data, "linear", 6)) {
+    int has_type = rc == CINFER_OK;
+#define TYPE_IS(name) (has_type && type.len == sizeof(name) - 1 && !memcmp(type.data, name, sizeof(name) - 1))
+    if (TYPE_IS("longrope") || cinfer_gguf_split_find(src->storage, "rope_factors_long.weight"))
+        return read_longrope(src, c, err);
+    if (TYPE_IS("yarn"))
+        return read_yarn(src, c, err);
+    if (TYPE_IS("linear")) {
         c->rope_scaling.type = CINFER_ROPE_SCALING_LINEAR;
         return key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err);
     }
-    if (rc == CINFER_OK && !(type.len == 4 && !memcmp(type.data, "none", 4))) {
-        if (!(type.len == 6 && !memcmp(type.data, "llama3", 6)))
+    if (has_type && !TYPE_IS("none")) {
+        if (!TYPE_IS("llama3"))
             return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                    "%s: %s is \"%.*s\"; cinfer implements llama3 and linear RoPE scaling", src->path,
-                                    key, (int)(type.len > 64 ? 64 : type.len), type.data);
+                                    "%s: %s is \"%.*s\"; cinfer implements llama3, linear, yarn and longrope RoPE "
+                                    "scaling",
+                                    src->path, key, (int)(type.len > 64 ? 64 : type.len), type.data);
         c->rope_scaling.type = CINFER_ROPE_SCALING_LLAMA3;
         if ((rc = key_f32(src, "rope.scaling.factor", 1, 0, &c->rope_scaling.factor, err)) ||
             (rc = key_f32(src, "rope.scaling.low_freq_factor", 1, 0, &c->rope_scaling.low_freq_factor, err)) ||
@@ -222,6 +284,7 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
                                  &c->rope_scaling.original_max_position_embeddings, err)))
             return rc;
     }
+#undef TYPE_IS
     /* llama.cpp's own representation wins when present: it is what llama.cpp applies. */
     const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, "rope_freqs.weight");
     if (!t)

@@ -12,6 +12,7 @@
 
 #include "backend/cpu_backend.h"
 #include "kernels.h"
+#include "model/rope_scaling.h"
 #include "model/runtime_internal.h"
 
 #define DEFAULT_PAGE_TOKENS 16
@@ -80,35 +81,6 @@ static void add_one(float *w, int n)
 {
     for (int i = 0; w && i < n; i++)
         w[i] += 1.0f;
-}
-
-/* RoPE inverse frequencies in double, with Llama 3 scaling as Hugging Face's
- * _compute_llama3_parameters: long wavelengths divided by factor, short ones kept,
- * the band between blended linearly in 1/wavelength. */
-static void compute_inv_freq(const struct cinfer_model_config *c, double theta, int scaled, double *inv_freq)
-{
-    int half = c->head_dim / 2;
-    for (int i = 0; i < half; i++) {
-        double inv = 1.0 / pow(theta, (2.0 * i) / (double)c->head_dim);
-        if (scaled && c->rope_scaling.type == CINFER_ROPE_SCALING_LINEAR)
-            inv /= c->rope_scaling.factor;
-        if (scaled && c->rope_scaling.type == CINFER_ROPE_SCALING_LLAMA3) {
-            double factor = c->rope_scaling.factor;
-            double low = c->rope_scaling.low_freq_factor;
-            double high = c->rope_scaling.high_freq_factor;
-            double old_context = c->rope_scaling.original_max_position_embeddings;
-            double low_freq_wavelen = old_context / low;
-            double high_freq_wavelen = old_context / high;
-            double wavelen = 2.0 * M_PI / inv;
-            if (wavelen > low_freq_wavelen) {
-                inv = inv / factor;
-            } else if (!(wavelen < high_freq_wavelen)) {
-                double smooth = (old_context / wavelen - low) / (high - low);
-                inv = (1.0 - smooth) * inv / factor + smooth * inv;
-            }
-        }
-        inv_freq[i] = inv;
-    }
 }
 
 /* The backend's KV type of an option value; -1 for an unknown one. */
@@ -494,7 +466,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
         goto fail;
     }
-    compute_inv_freq(c, c->rope_theta, 1, rt->inv_freq);
+    cinfer_rope_inv_freq(c, c->rope_theta, 1, opts.context_length, rt->inv_freq);
+    rt->rope_attention_factor = (float)cinfer_rope_attention_factor(c);
     if (c->rope_theta_local > 0.0f && c->sliding_window > 0) {
         /* Gemma 3: sliding layers rotate with their own base and no scaling */
         rt->inv_freq_local = malloc((size_t)(c->head_dim / 2) * sizeof(double));
@@ -502,7 +475,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
             rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
             goto fail;
         }
-        compute_inv_freq(c, c->rope_theta_local, 0, rt->inv_freq_local);
+        cinfer_rope_inv_freq(c, c->rope_theta_local, 0, opts.context_length, rt->inv_freq_local);
     }
 
     rt->kv_type = kv_type_of(opts.kv_dtype);

@@ -37,6 +37,9 @@ struct cinfer_runtime_options {
     /* The KV cache's element type (AUTO: f16); the budget counts its bytes. q8_0 needs a
      * head_dim that is a multiple of 32. */
     enum cinfer_kv_cache_dtype kv_dtype;
+    /* The longest sequence served (0: the model's max_position_embeddings): dynamic NTK
+     * and LongRoPE fix their frequencies by it. */
+    int context_length;
 
     /* Tensor parallelism (tp_size 0 or 1 and comm NULL: none, the runtime as before).
      * This runtime is rank tp_rank of tp_size and keeps only its shard of the weights:

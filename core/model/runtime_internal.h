@@ -66,6 +66,7 @@ struct cinfer_runtime {
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
     double *inv_freq_local; /* (head_dim / 2) sliding layers' own (rope_theta_local), or NULL */
+    float rope_attention_factor; /* global layers' cos and sin multiplied by it (YaRN, LongRoPE); else 1 */
 
     /* backend scratch, T = max_batch_tokens */
     float *x;        /* (T, hidden) residual stream */

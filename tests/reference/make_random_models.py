@@ -79,6 +79,22 @@ FAMILIES = {
                    rope_scaling=dict(rope_type="linear", factor=8.0)),
     "phi3": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
                  head_dim=16, inter=96, layers=2, tied=False, theta=10000.0, fused=True),
+    # RoPE scalings whose frequencies differ from the plain ones at these sizes: YaRN's
+    # ramp spans pairs 0-5 of 16 (original context 64); dynamic NTK's base grows for the
+    # served 1024 tokens over max_position_embeddings 256 (llama.cpp has no dynamic NTK:
+    # no GGUF); LongRoPE's long divisors apply (1024 > 64) with their attention factor
+    "qwen3_yarn": dict(model_type="qwen3", arch="Qwen3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                       head_dim=32, inter=128, layers=2, tied=True, theta=10000.0, qk_norm=True,
+                       rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)),
+    "llama_dynamic": dict(model_type="llama", arch="LlamaForCausalLM", hidden=64, heads=4, kv_heads=2,
+                          head_dim=16, inter=128, layers=2, tied=False, theta=10000.0, gguf=False,
+                          rope_scaling=dict(type="dynamic", factor=2.0)),
+    "phi3_longrope": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                          head_dim=16, inter=96, layers=2, tied=False, theta=10000.0, fused=True,
+                          original_max_position_embeddings=64,
+                          rope_scaling=dict(type="longrope",
+                                            short_factor=[1.0, 1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0],
+                                            long_factor=[1.0, 1.25, 1.6, 2.2, 3.0, 4.0, 5.5, 8.0])),
 }
 # Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
 # every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
@@ -265,6 +281,8 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         "eos_token_id": 2,
         "torch_dtype": torch_dtype,
     }
+    if fam.get("original_max_position_embeddings"):
+        config["original_max_position_embeddings"] = fam["original_max_position_embeddings"]
     if fam["model_type"] == "mistral":
         config["sliding_window"] = fam.get("sliding_window")
     if fam.get("gemma"):
@@ -425,6 +443,23 @@ def gemma_metadata(arch, fam):
     return md
 
 
+def rope_scaling_metadata(arch, fam):
+    """YaRN and LongRoPE keys as convert_hf_to_gguf.py writes them (LongRoPE's divisors
+    go in tensors, see write_gguf_model)."""
+    s = fam.get("rope_scaling") or {}
+    kind = s.get("rope_type", s.get("type"))
+    if kind == "yarn":
+        return {f"{arch}.rope.scaling.type": "yarn", f"{arch}.rope.scaling.factor": float(s["factor"]),
+                f"{arch}.rope.scaling.original_context_length": s["original_max_position_embeddings"]}
+    if kind == "longrope":
+        original = fam["original_max_position_embeddings"]
+        scale = 256 / original  # max_position_embeddings / original
+        return {f"{arch}.rope.scaling.type": "longrope",
+                f"{arch}.rope.scaling.original_context_length": original,
+                f"{arch}.rope.scaling.attn_factor": math.sqrt(1 + math.log(scale) / math.log(original))}
+    return {}
+
+
 def write_gguf_model(path, name, fam, weights, wtype):
     # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
     arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam.get("gguf_arch", fam["model_type"])
@@ -447,6 +482,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
         f"{arch}.rope.freq_base": fam["theta"],
         f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS,
         **gemma_metadata(arch, fam),
+        **rope_scaling_metadata(arch, fam),
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.scores": ("f32[]", scores),
@@ -468,6 +504,9 @@ def write_gguf_model(path, name, fam, weights, wtype):
             stored(weights["model.embed_tokens.weight"], "token_embd.weight"))]
     if fam.get("rope_scaling", {}).get("rope_type") == "llama3":
         out.append(("rope_freqs.weight", llama3_rope_factors(fam), "f32"))
+    if fam.get("rope_scaling", {}).get("type") == "longrope":
+        out.append(("rope_factors_long.weight", np.asarray(fam["rope_scaling"]["long_factor"]), "f32"))
+        out.append(("rope_factors_short.weight", np.asarray(fam["rope_scaling"]["short_factor"]), "f32"))
     for i in range(fam["layers"]):
         for hf_suffix, gguf_suffix in GGUF_NAMES.items():
             w = weights.get(f"model.layers.{i}.{hf_suffix}")

@@ -32,6 +32,19 @@ It reads the two formats itself:
   Llama 3 RoPE scaling in GGUF is the `rope_freqs.weight` tensor (per-frequency
   divisors) the converter precomputes; from Hugging Face folders it is recomputed from
   config.json as `_compute_llama3_parameters` does.
+  YaRN in GGUF is rope.scaling.type "yarn" with factor and original_context_length;
+  LongRoPE the rope_factors_short/long.weight tensors with rope.scaling.attn_factor.
+
+RoPE scalings beyond Llama 3 and linear, from their papers: YaRN (arXiv 2309.00071):
+pairs turning fewer than beta_slow times over the original context are interpolated
+(divided by factor), pairs turning more than beta_fast times kept, a linear ramp in
+between, and cos/sin multiplied by 0.1 ln(factor) + 1; dynamic NTK: the base raised to
+base * (factor * L / max_pos - (factor - 1))^(d / (d - 2)) for a context of L > max_pos
+tokens; LongRoPE (Phi-3, arXiv 2402.13753): a divisor per frequency, the long set for
+contexts beyond original_max_position_embeddings, and cos/sin multiplied by
+sqrt(1 + ln(max_pos / original) / ln(original)). The two whose frequencies depend on a
+context length take the served one, SERVED_CONTEXT (what the C test serves), fixed
+for the whole sequence.
 
 Command line:
   model_reference.py logits MODEL TOKENS          prints argmax and logits norm per position
@@ -294,6 +307,18 @@ def read_gguf(path):
             if md.get(f"{arch}.rope.scaling.type") == "linear":
                 config["rope_scaling"] = {"rope_type": "linear",
                                           "factor": float(md[f"{arch}.rope.scaling.factor"])}
+    config["max_position_embeddings"] = int(key("context_length", 2048))
+    if md.get(f"{arch}.rope.scaling.type") == "yarn":
+        config["rope_scaling"] = {"rope_type": "yarn", "factor": float(key("rope.scaling.factor")),
+                                  "original_max_position_embeddings": int(key("rope.scaling.original_context_length")),
+                                  "beta_fast": float(key("rope.scaling.yarn_beta_fast", 32.0)),
+                                  "beta_slow": float(key("rope.scaling.yarn_beta_slow", 1.0))}
+    if "rope_factors_long.weight" in g.tensors:  # LongRoPE as llama.cpp's converter stores it
+        config["rope_scaling"] = {"rope_type": "longrope",
+                                  "short_factor": g.tensors["rope_factors_short.weight"].reshape(-1).tolist(),
+                                  "long_factor": g.tensors["rope_factors_long.weight"].reshape(-1).tolist(),
+                                  "original_max_position_embeddings": int(key("rope.scaling.original_context_length")),
+                                  "attention_factor": float(key("rope.scaling.attn_factor", 1.0))}
     hf = {
         "model.embed_tokens.weight": emb,
         "model.norm.weight": g.tensors["output_norm.weight"],
@@ -375,6 +400,7 @@ class Model:
         self.window, self.sliding = self._sliding_layers(family)
         self.inv_freq = self._inv_freq(self.rope_theta, config.get("rope_scaling"))
         self.inv_freq_local = self.inv_freq
+        self.rope_attention = self._rope_attention(config.get("rope_scaling") or {})
         if family == "gemma3_text":  # local layers: their own base, no scaling
             self.inv_freq_local = self._inv_freq(config.get("rope_local_base_freq", 10000.0), None)
 
@@ -426,6 +452,19 @@ class Model:
             return inv_freq / self.w["rope_freqs"].reshape(-1)
         scaling = scaling or {}
         kind = scaling.get("rope_type", scaling.get("type"))
+        max_pos = self.config.get("max_position_embeddings", 2048)
+        if kind == "yarn":
+            return yarn_inv_freq(base, d, scaling, max_pos)
+        if kind == "dynamic":
+            if SERVED_CONTEXT > max_pos:
+                f = scaling["factor"]
+                base = base * (f * SERVED_CONTEXT / max_pos - (f - 1)) ** (d / (d - 2))
+            return 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        if kind in ("longrope", "su"):
+            original = scaling.get("original_max_position_embeddings",
+                                   self.config.get("original_max_position_embeddings"))
+            factors = scaling["long_factor"] if SERVED_CONTEXT > original else scaling["short_factor"]
+            return inv_freq / np.asarray(factors, dtype=np.float64)
         if kind == "llama3":
             return llama3_inv_freq(inv_freq, scaling)
         if kind == "linear":
@@ -433,6 +472,20 @@ class Model:
         if kind not in (None, "default"):
             raise ValueError(f"{self.path}: rope_scaling type {kind} not implemented")
         return inv_freq
+
+    def _rope_attention(self, scaling):
+        """What the global layers' cos and sin are multiplied by (YaRN, LongRoPE)."""
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if scaling.get("attention_factor"):
+            return scaling["attention_factor"]
+        if kind == "yarn":
+            return 0.1 * math.log(scaling["factor"]) + 1.0 if scaling["factor"] > 1 else 1.0
+        if kind in ("longrope", "su"):
+            original = scaling.get("original_max_position_embeddings",
+                                   self.config.get("original_max_position_embeddings"))
+            factor = self.config.get("max_position_embeddings", 2048) / original
+            return math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+        return 1.0
 
     def norm(self, x, weight):
         return rms_norm(x, 1.0 + weight if self.gemma else weight, self.eps)
@@ -446,8 +499,11 @@ class Model:
         if self.gemma:
             x = x * math.sqrt(self.hidden)
         positions = np.arange(n)
-        rope_global = rope_tables(self.inv_freq, positions)  # cos, sin: (n, head_dim)
-        rope_local = rope_tables(self.inv_freq_local, positions)
+        cos, sin = rope_tables(self.inv_freq, positions)  # (n, head_dim) each
+        rope_global = cos * self.rope_attention, sin * self.rope_attention
+        # Gemma 3's local layers rotate with their own base, unscaled; other sliding layers as global ones
+        rope_local = (rope_global if self.inv_freq_local is self.inv_freq
+                      else rope_tables(self.inv_freq_local, positions))
         causal = np.triu(np.full((n, n), -np.inf), k=1)  # (n, n)
         if self.window:  # key j is out of query i's window when j <= i - window
             local_mask = causal + np.tril(np.full((n, n), -np.inf), k=-self.window)
@@ -549,6 +605,26 @@ def rotate_half(x):
 def apply_rope(x, cos, sin):
     """x: (heads, n, head_dim)."""
     return x * cos + rotate_half(x) * sin
+
+
+SERVED_CONTEXT = 1024  # tests/test_model_reference.c serves this context length
+
+
+def yarn_inv_freq(base, d, scaling, max_pos):
+    """YaRN's frequencies: extrapolated where a pair turns fast, interpolated where slow."""
+    factor = scaling["factor"]
+    old_context = scaling.get("original_max_position_embeddings") or max_pos
+    beta_fast, beta_slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+
+    def dim_turning(n_rotations):  # the pair index that turns n_rotations times over old_context
+        return d * math.log(old_context / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(dim_turning(beta_fast)), 0)
+    high = min(math.ceil(dim_turning(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    kept = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    return kept / factor * ramp + kept * (1 - ramp)
 
 
 def llama3_inv_freq(inv_freq, scaling):
