@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "common/local_process.h"
+#include "common/remote_hosts.h"
 #include "group_blob.h"
 #include "launch_mpi_module.h"
 #include "mpi_allocation.h"
@@ -97,26 +98,7 @@ static long now_ms(void)
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-static int has_field(const struct cinfer_launcher_config *c, size_t offset, size_t size)
-{
-    return c && c->struct_size >= offset + size;
-}
-#define HAS(c, field) has_field((c), offsetof(struct cinfer_launcher_config, field), sizeof((c)->field))
-
-static int find_on_path(const char *name, char *out, size_t out_bytes)
-{
-    const char *path = getenv("PATH");
-    if (!path || !path[0])
-        path = "/usr/bin:/bin";
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        snprintf(out, out_bytes, "%.*s/%s", (int)n, path, name);
-        if (n && access(out, X_OK) == 0)
-            return 1;
-        path += n + (path[n] == ':');
-    }
-    return 0;
-}
+#define HAS(c, field) REMOTE_CONFIG_HAS(c, field)
 
 /* "user@host" is ssh's spelling, not mpirun's: users belong in ~/.ssh/config. */
 static int bad_host(const char *const *hosts, char *why, size_t why_bytes)
@@ -141,7 +123,7 @@ static int mpi_query_config(const struct cinfer_launcher_config *config, struct 
     char mpirun[4096];
     const char *source = NULL;
     int hosts = HAS(config, hosts) && config->hosts && config->hosts[0];
-    if (!find_on_path("mpirun", mpirun, sizeof mpirun)) {
+    if (!remote_find_on_path("mpirun", mpirun, sizeof mpirun)) {
         snprintf(answer->why, sizeof answer->why, "no mpirun on PATH (Debian: apt-get install openmpi-bin)");
     } else if (hosts && bad_host(config->hosts, answer->why, sizeof answer->why)) {
         /* why says which */
@@ -163,7 +145,7 @@ static int mpi_query(int *priority)
 {
     char mpirun[4096];
     *priority = PRIORITY_WITH_HOSTS;
-    return find_on_path("mpirun", mpirun, sizeof mpirun);
+    return remote_find_on_path("mpirun", mpirun, sizeof mpirun);
 }
 
 static int mpi_allocation_hosts(const struct cinfer_launcher_config *config, char ***hosts, struct cinfer_error *err)
@@ -338,7 +320,7 @@ static int mpi_init_config(const struct cinfer_launcher_config *config, struct c
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-mpi: out of memory");
     pthread_mutex_init(&l->lock, NULL);
     int rc = CINFER_OK;
-    if (!find_on_path("mpirun", l->mpirun_path, sizeof l->mpirun_path))
+    if (!remote_find_on_path("mpirun", l->mpirun_path, sizeof l->mpirun_path))
         rc = cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "launch-mpi: no mpirun on PATH");
     snprintf(l->worker_path, sizeof l->worker_path, "%s", config && config->worker_path ? config->worker_path : "");
     find_plugin_ref(l->plugin_ref, sizeof l->plugin_ref);
@@ -351,16 +333,9 @@ static int mpi_init_config(const struct cinfer_launcher_config *config, struct c
         snprintf(l->rsh_args + used, sizeof l->rsh_args - (size_t)used, " %s", config->ssh_args) >=
             (int)(sizeof l->rsh_args - (size_t)used))
         rc = cinfer_error_set(err, CINFER_ERR_RANGE, "launcher.ssh_args: longer than %zu bytes", sizeof l->rsh_args);
-    if (rc == CINFER_OK && HAS(config, remote_workers) && config->remote_workers) {
-        size_t n = 0;
-        while (config->remote_workers[n])
-            n++;
-        l->remote_workers = calloc(n + 1, sizeof *l->remote_workers);
-        for (size_t i = 0; l->remote_workers && i < n; i++)
-            l->remote_workers[i] = strdup(config->remote_workers[i]);
-        if (!l->remote_workers)
-            rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-mpi: out of memory");
-    }
+    if (rc == CINFER_OK && HAS(config, remote_workers) && config->remote_workers &&
+        remote_workers_copy(config->remote_workers, &l->remote_workers) != 0)
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-mpi: out of memory");
     if (rc == CINFER_OK) {
         if (pthread_create(&l->relay, NULL, relay_thread, l) != 0)
             rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-mpi: cannot start its relay thread");
@@ -385,21 +360,10 @@ static int mpi_init(const struct cinfer_launcher_options *opts, struct cinfer_la
 
 /* ---- starting ------------------------------------------------------------------------- */
 
-/* The cinfer-worker path for host: a "HOST=PATH" item naming it, else a bare "PATH"
- * item, else this machine's path (as launch-ssh reads launcher.remote_worker). */
+/* The cinfer-worker path for host, from launcher.remote_worker (common/remote_hosts.h). */
 static const char *worker_path_for(const struct cinfer_launcher *l, const char *host)
 {
-    const char *fallback = l->worker_path;
-    for (char **item = l->remote_workers; item && *item; item++) {
-        const char *eq = strchr(*item, '=');
-        if (!eq) {
-            fallback = *item;
-            continue;
-        }
-        if (strlen(host) == (size_t)(eq - *item) && !strncmp(*item, host, (size_t)(eq - *item)))
-            return eq + 1;
-    }
-    return fallback;
+    return remote_worker_path(l->remote_workers, host, l->worker_path);
 }
 
 /* The settings the engine wrote on a request's standard input: the length word, then
@@ -797,9 +761,7 @@ static void mpi_fini(struct cinfer_launcher **lp)
         free(l->handles);
         l->handles = next;
     }
-    for (char **item = l->remote_workers; item && *item; item++)
-        free(*item);
-    free(l->remote_workers);
+    remote_workers_free(l->remote_workers);
     pthread_mutex_destroy(&l->lock);
     free(l);
     *lp = NULL;

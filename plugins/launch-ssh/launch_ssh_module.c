@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "common/local_process.h"
+#include "common/remote_hosts.h"
 #include "launch_ssh_module.h"
 
 #define SSH_PRIORITY 20     /* above launch-fork: with hosts listed, ssh reaches them */
@@ -56,27 +57,7 @@ struct cinfer_launcher {
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-static int has_field(const struct cinfer_launcher_config *c, size_t offset, size_t size)
-{
-    return c && c->struct_size >= offset + size;
-}
-#define HAS(c, field) has_field((c), offsetof(struct cinfer_launcher_config, field), sizeof((c)->field))
-
-/* The ssh client on PATH, as an absolute path (exec'd after fork, where no search may run). */
-static int find_ssh(char *out, size_t out_bytes)
-{
-    const char *path = getenv("PATH");
-    if (!path || !path[0])
-        path = "/usr/bin:/bin";
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        snprintf(out, out_bytes, "%.*s/ssh", (int)n, path);
-        if (n && access(out, X_OK) == 0)
-            return 1;
-        path += n + (path[n] == ':');
-    }
-    return 0;
-}
+#define HAS(c, field) REMOTE_CONFIG_HAS(c, field)
 
 static int ssh_query_config(const struct cinfer_launcher_config *config, struct cinfer_launcher_answer *answer)
 {
@@ -84,7 +65,7 @@ static int ssh_query_config(const struct cinfer_launcher_config *config, struct 
     char ssh[4096];
     if (!HAS(config, hosts) || !config->hosts || !config->hosts[0])
         snprintf(answer->why, sizeof answer->why, "launcher.hosts is empty: launch-ssh starts workers on hosts");
-    else if (!find_ssh(ssh, sizeof ssh))
+    else if (!remote_find_on_path("ssh", ssh, sizeof ssh))
         snprintf(answer->why, sizeof answer->why, "no ssh client on PATH (Debian: apt-get install openssh-client)");
     else {
         answer->usable = 1;
@@ -97,7 +78,7 @@ static int ssh_query(int *priority)
 {
     char ssh[4096];
     *priority = SSH_PRIORITY;
-    return find_ssh(ssh, sizeof ssh);
+    return remote_find_on_path("ssh", ssh, sizeof ssh);
 }
 
 /* ---- the readers of the ssh clients' standard error ---------------------------------- */
@@ -203,7 +184,7 @@ static int ssh_init_config(const struct cinfer_launcher_config *config, struct c
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-ssh: out of memory");
     pthread_mutex_init(&l->lock, NULL);
     int rc = CINFER_OK;
-    if (!find_ssh(l->ssh_path, sizeof l->ssh_path))
+    if (!remote_find_on_path("ssh", l->ssh_path, sizeof l->ssh_path))
         rc = cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "launch-ssh: no ssh client on PATH");
     snprintf(l->worker_path, sizeof l->worker_path, "%s", config && config->worker_path ? config->worker_path : "");
     l->connect_timeout_s = 10;
@@ -211,16 +192,9 @@ static int ssh_init_config(const struct cinfer_launcher_config *config, struct c
         l->connect_timeout_s = (config->connect_timeout_ms + 999) / 1000;
     if (rc == CINFER_OK && HAS(config, ssh_args))
         rc = split_ssh_args(l, config->ssh_args, err);
-    if (rc == CINFER_OK && HAS(config, remote_workers) && config->remote_workers) {
-        size_t n = 0;
-        while (config->remote_workers[n])
-            n++;
-        l->remote_workers = calloc(n + 1, sizeof *l->remote_workers);
-        for (size_t i = 0; l->remote_workers && i < n; i++)
-            l->remote_workers[i] = strdup(config->remote_workers[i]);
-        if (!l->remote_workers)
-            rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-ssh: out of memory");
-    }
+    if (rc == CINFER_OK && HAS(config, remote_workers) && config->remote_workers &&
+        remote_workers_copy(config->remote_workers, &l->remote_workers) != 0)
+        rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-ssh: out of memory");
     if (rc == CINFER_OK) {
         if (pthread_create(&l->reader, NULL, reader_thread, l) != 0)
             rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "launch-ssh: cannot start its reader thread");
@@ -245,24 +219,10 @@ static int ssh_init(const struct cinfer_launcher_options *opts, struct cinfer_la
 
 /* ---- spawn ----------------------------------------------------------------------------- */
 
-/* The cinfer-worker path for host: a "HOST=PATH" item naming it, else a bare "PATH"
- * item, else this machine's path. */
+/* The cinfer-worker path for host, from launcher.remote_worker (common/remote_hosts.h). */
 static const char *worker_path_for(const struct cinfer_launcher *l, const char *host)
 {
-    const char *at = strrchr(host, '@');
-    const char *bare = at ? at + 1 : host;
-    const char *fallback = l->worker_path;
-    for (char **item = l->remote_workers; item && *item; item++) {
-        const char *eq = strchr(*item, '=');
-        if (!eq) {
-            fallback = *item;
-            continue;
-        }
-        size_t n = (size_t)(eq - *item);
-        if ((strlen(host) == n && !strncmp(*item, host, n)) || (strlen(bare) == n && !strncmp(*item, bare, n)))
-            return eq + 1;
-    }
-    return fallback;
+    return remote_worker_path(l->remote_workers, host, l->worker_path);
 }
 
 /* Appends s to the remote command in single quotes (the remote shell's quoting). */
@@ -440,9 +400,7 @@ static void ssh_fini(struct cinfer_launcher **lp)
         free(l->workers);
         l->workers = next;
     }
-    for (char **item = l->remote_workers; item && *item; item++)
-        free(*item);
-    free(l->remote_workers);
+    remote_workers_free(l->remote_workers);
     free(l->ssh_args_copy);
     pthread_mutex_destroy(&l->lock);
     free(l);
