@@ -180,13 +180,16 @@ def fuse_phi3(weights, n_layers):
     return out
 
 
-def vocabulary():
-    """A SentencePiece-style vocabulary: the loaders and tokenizer need one to exist."""
+def vocabulary(model_type):
+    """A SentencePiece-style vocabulary: the loaders and tokenizer need one to exist.
+    Phi-3's ends in <|endoftext|>: llama.cpp looks that token up in every Phi-3 file."""
     words = ["\u2581the", "\u2581a", "\u2581and", "\u2581to", "\u2581of", "\u2581in", "\u2581is",
              "\u2581it", "\u2581on", "\u2581was", "\u2581he", "\u2581she", "\u2581we"]
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + words
     scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(words))]
     types = [2, 3, 3] + [6] * 256 + [1] * len(words)  # unknown, control, byte, normal
+    if model_type == "phi3":
+        tokens[-1], types[-1] = "<|endoftext|>", 3
     assert len(tokens) == VOCAB
     return tokens, scores, types
 
@@ -464,7 +467,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
     # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
     arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam.get("gguf_arch", fam["model_type"])
     gemma = fam.get("gemma", False)
-    tokens, scores, types = vocabulary()
+    tokens, scores, types = vocabulary(fam["model_type"])
     md = {
         "general.architecture": arch,
         "general.name": name,
