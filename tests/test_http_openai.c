@@ -12,7 +12,11 @@
  * a chat template of our own) and the default model, completion and chat texts read on
  * from the prompt: they equal decode(prompt + output) past decode(prompt), by the
  * tokenizer's decode() of the C API's greedy ids, JSON and streamed, with stop strings.
- * Exits 77 (skip) where node or the package is absent (the fixture
+ * And the Llama 3.x and Mistral tool-call parsers, each behind a server with its
+ * family's chat template (Llama 3.2, Mistral v0.3) on an engine with a longer context:
+ * the conversation with tools rendered as written out here by hand, and calls parsed
+ * into tool_calls (JSON and streamed) from outputs fixed by tool_choice's grammar or,
+ * as recorded text of the family's format, by an ebnf. Exits 77 (skip) where node or the package is absent (the fixture
  * test_http_openai_client_setup says why). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,7 +282,9 @@ static json_t *boundary_model_reference(struct cinfer_engine *e, const struct ci
                      "prompts", completions, "chat", chat);
 }
 
-static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key, const char *chat_template)
+static struct cinfer_http_server *start_server_with(struct cinfer_engine *e, const char *api_key,
+                                                    const char *chat_template, int tool_call_parser,
+                                                    int reasoning_parser)
 {
     struct cinfer_server_args args;
     cinfer_test_engine_args(&args, MODEL);
@@ -289,15 +295,156 @@ static struct cinfer_http_server *start_server(struct cinfer_engine *e, const ch
         args.api_key = strdup(api_key);
     if (chat_template)
         args.chat_template = strdup(chat_template);
-    /* tool calls read in Qwen's format and <think> reasoning split off: outputs fixed
-     * by constraints show both (the small model's template teaches neither) */
-    args.tool_call_parser = CINFER_TOOL_PARSER_QWEN25;
-    args.reasoning_parser = CINFER_REASONING_PARSER_QWEN3;
+    args.tool_call_parser = tool_call_parser;
+    args.reasoning_parser = reasoning_parser;
     struct cinfer_http_server *srv = NULL;
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_http_server_start(e, &args, &srv, &err) == 0, "server start: %s", err.message);
     cinfer_server_args_free(&args);
     return srv;
+}
+
+static struct cinfer_http_server *start_server(struct cinfer_engine *e, const char *api_key, const char *chat_template)
+{
+    /* tool calls read in Qwen's format and <think> reasoning split off: outputs fixed
+     * by constraints show both (the small model's template teaches neither) */
+    return start_server_with(e, api_key, chat_template, CINFER_TOOL_PARSER_QWEN25, CINFER_REASONING_PARSER_QWEN3);
+}
+
+/* ---- tool-call parsers (issue 21) ----------------------------------------------------- */
+
+/* The tools and the conversation of the tool checks in openai_api.mjs. */
+static const char *const tools_text =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 16}, "
+    "\"unit\": {\"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"city\", \"unit\"], "
+    "\"additionalProperties\": false}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"add\", \"description\": \"a + b\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": "
+    "\"integer\"}}, \"required\": [\"a\", \"b\"], \"additionalProperties\": false}}}]";
+static const char *const tool_user = "What is the weather in Paris?";
+/* Llama 3.2's template writes today's date unless given one */
+static const char *const tool_date = "26 Jul 2024";
+
+/* What Llama 3.2's template makes of the conversation, written out by hand: the tools
+ * go in the first user message, each as JSON indented by 4 (jansson writes them). */
+static char *llama3_rendered(const char *bos, const json_t *tools)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s<|start_header_id|>system<|end_header_id|>\n\n%sCutting Knowledge Date: December 2023\n"
+               "Today Date: %s\n\n<|eot_id|>", bos, tools ? "Environment: ipython\n" : "", tool_date);
+    if (tools) {
+        fputs("<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON "
+              "for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the "
+              "format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not "
+              "use variables.\n\n", f);
+        size_t i;
+        const json_t *t;
+        json_array_foreach(tools, i, t) {
+            char *text = json_dumps(t, JSON_INDENT(4));
+            fprintf(f, "%s\n\n", text);
+            free(text);
+        }
+        fprintf(f, "%s<|eot_id|>", tool_user);
+    } else {
+        fprintf(f, "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>", tool_user);
+    }
+    fputs("<|start_header_id|>assistant<|end_header_id|>\n\n", f);
+    fclose(f);
+    return out;
+}
+
+/* What Mistral v0.3's template makes of it: [AVAILABLE_TOOLS] [...] before the last user
+ * message, each tool's function as {"type": "function", "function": {...}} on one line. */
+static char *mistral_rendered(const char *bos, const json_t *tools)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert_ptr_nonnull(f);
+    fputs(bos, f);
+    if (tools) {
+        fputs("[AVAILABLE_TOOLS] [", f);
+        size_t i;
+        const json_t *t;
+        json_array_foreach(tools, i, t) {
+            char *fn = json_dumps(json_object_get(t, "function"), 0); /* ", " and ": " between items */
+            fprintf(f, "%s{\"type\": \"function\", \"function\": %s}", i ? ", " : "", fn);
+            free(fn);
+        }
+        fputs("][/AVAILABLE_TOOLS]", f);
+    }
+    fprintf(f, "[INST] %s[/INST]", tool_user);
+    fclose(f);
+    return out;
+}
+
+/* The token count of a rendering, after checking that the template file renders the
+ * same with cinfer's renderer (as the server will). */
+static int rendered_tokens(const struct cinfer_tokenizer_ctx *tok, const char *template_path, const char *bos,
+                           const char *eos, const json_t *tools, const char *want)
+{
+    FILE *f = fopen(template_path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", template_path);
+    static char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    struct cinfer_chat_template *t = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_chat_template_compile(text, len, template_path, &t, &err) == 0, "%s", err.message);
+    json_t *vars = json_pack("{s:[{s:s, s:s}], s:b, s:s, s:s, s:s}", "messages", "role", "user", "content", tool_user,
+                             "add_generation_prompt", 1, "bos_token", bos, "eos_token", eos, "date_string", tool_date);
+    if (tools)
+        json_object_set(vars, "tools", (json_t *)tools);
+    char *vars_text = json_dumps(vars, JSON_COMPACT);
+    char *out = NULL;
+    size_t out_len = 0;
+    ck_assert_msg(cinfer_chat_template_render(t, vars_text, strlen(vars_text), &out, &out_len, &err) == 0, "%s: %s",
+                  template_path, err.message);
+    ck_assert_msg(strcmp(out, want) == 0, "%s renders\n%s\nnot, as written by hand,\n%s", template_path, out, want);
+    struct cinfer_token_ids ids = {0};
+    encode_rendered(tok, want, &ids);
+    int n = (int)ids.len;
+    cinfer_token_ids_free(&ids);
+    free(out);
+    free(vars_text);
+    json_decref(vars);
+    cinfer_chat_template_free(&t);
+    return n;
+}
+
+/* A server on e with a family's chat template and its tool-call parser, and what
+ * openai_api.mjs needs to check it: {name, baseURL, model, argumentsKey, promptTokens,
+ * promptTokensNoTools}. */
+static json_t *tool_parser_reference(struct cinfer_engine *e, const char *name, const char *template_file,
+                                     int parser, char *(*render)(const char *, const json_t *),
+                                     const json_t *tools, struct cinfer_http_server **srv)
+{
+    const struct cinfer_tokenizer_ctx *tok = cinfer_engine_tokenizer(e);
+    struct cinfer_tokenizer_info info;
+    tok->ops->info(tok->tok, &info);
+    char bos[64], eos[64];
+    snprintf(bos, sizeof bos, "%s", tok->ops->id_to_piece(tok->tok, info.bos_id));
+    snprintf(eos, sizeof eos, "%s", tok->ops->id_to_piece(tok->tok, info.eos_id));
+    char path[512];
+    snprintf(path, sizeof path, "%s/chat_templates/%s", CINFER_TEST_DATA_DIR, template_file);
+    char *with = render(bos, tools), *without = render(bos, NULL);
+    int n_with = rendered_tokens(tok, path, bos, eos, tools, with);
+    int n_without = rendered_tokens(tok, path, bos, eos, NULL, without);
+    free(with);
+    free(without);
+    *srv = start_server_with(e, NULL, path, parser, CINFER_REASONING_PARSER_NONE);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", cinfer_http_server_port(*srv));
+    printf("%s: %s renders %d prompt tokens with the tools, %d without\n", name, template_file, n_with, n_without);
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "name", name, "baseURL", url, "model",
+                     cinfer_http_server_model_name(*srv), "argumentsKey",
+                     parser == CINFER_TOOL_PARSER_LLAMA3 ? "parameters" : "arguments", "promptTokens", n_with,
+                     "promptTokensNoTools", n_without);
 }
 
 START_TEST(official_client_sees_the_engine_answers)
@@ -393,6 +540,29 @@ START_TEST(official_client_sees_the_engine_answers)
                                                                  cinfer_http_server_model_name(other_srv), renderer));
     }
 
+    /* The Llama 3.x and Mistral tool-call parsers, each behind a server with its
+     * family's chat template, on an engine whose context holds their long tool prompts
+     * (the constraints, not the model, fix the calls) */
+    json_error_t tools_err;
+    json_t *tools = json_loads(tools_text, 0, &tools_err);
+    ck_assert_msg(tools != NULL, "tools_text: %s", tools_err.text);
+    struct cinfer_engine *tool_engine = NULL;
+    struct cinfer_http_server *llama3_srv = NULL, *mistral_srv = NULL;
+    json_t *tool_parsers = json_array();
+    if (renderer) {
+        cinfer_test_engine_args(&args, MODEL);
+        args.context_length = 2048;
+        ck_assert_msg(cinfer_engine_create(&args, NULL, &tool_engine, &err) == 0, "tool engine: %s", err.message);
+        cinfer_server_args_free(&args);
+        json_array_append_new(tool_parsers, tool_parser_reference(tool_engine, "llama3", "llama3_2.jinja",
+                                                                  CINFER_TOOL_PARSER_LLAMA3, llama3_rendered, tools,
+                                                                  &llama3_srv));
+        json_array_append_new(tool_parsers, tool_parser_reference(tool_engine, "mistral", "mistral_v0_3.jinja",
+                                                                  CINFER_TOOL_PARSER_MISTRAL, mistral_rendered, tools,
+                                                                  &mistral_srv));
+    }
+    int n_tool_parsers = (int)json_array_size(tool_parsers);
+
     char small_base[64];
     snprintf(small_base, sizeof small_base, "http://127.0.0.1:%d/v1", cinfer_http_server_port(small_srv));
     json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:{s:s, s:I}, s:o}", "baseURL", base,
@@ -401,6 +571,10 @@ START_TEST(official_client_sees_the_engine_answers)
                             (int)info.vocab_size, "prompts", refs, "chat", chat, "smallKv", "baseURL", small_base,
                             "kvTokens", (json_int_t)small_info.max_total_tokens, "boundary", boundary);
     ck_assert_ptr_nonnull(cfg);
+    json_object_set_new(cfg, "tools", tools);
+    json_object_set_new(cfg, "toolMessages", json_pack("[{s:s, s:s}]", "role", "user", "content", tool_user));
+    json_object_set_new(cfg, "toolDate", json_string(tool_date));
+    json_object_set_new(cfg, "toolParsers", tool_parsers);
     const char *cfg_path = cinfer_test_tmp_path("config.json");
     ck_assert_int_eq(json_dump_file(cfg, cfg_path, JSON_INDENT(1)), 0);
     json_decref(cfg);
@@ -411,6 +585,9 @@ START_TEST(official_client_sees_the_engine_answers)
     int rc = cinfer_test_run(cmd, out, sizeof out);
     fputs(out, stdout);
 
+    cinfer_http_server_stop(&mistral_srv);
+    cinfer_http_server_stop(&llama3_srv);
+    cinfer_engine_shutdown(&tool_engine, 1000);
     cinfer_http_server_stop(&small_srv);
     cinfer_engine_shutdown(&small_kv, 1000);
     cinfer_http_server_stop(&other_srv);
@@ -432,8 +609,9 @@ START_TEST(official_client_sees_the_engine_answers)
     ck_assert_msg(summary, "the script ended without its summary (exit %d): %s", rc, jerr.text);
     int passed = (int)json_integer_value(json_object_get(summary, "passed"));
     size_t failed = json_array_size(json_object_get(summary, "failed"));
-    /* 11 of them structured output, tools, reasoning and cached tokens */
-    int expected = (renderer ? 33 : 26) + 11 + n_models * (renderer ? 2 : 1);
+    /* 11 of them structured output, tools, reasoning and cached tokens; 4 per tool-call
+     * parser past Qwen's */
+    int expected = (renderer ? 33 : 26) + 11 + n_models * (renderer ? 2 : 1) + 4 * n_tool_parsers;
     printf("openai client: %d checks passed, %zu failed (expected %d)\n", passed, failed, expected);
     json_decref(summary);
     ck_assert_int_eq(rc, 0);

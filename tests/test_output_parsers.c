@@ -153,6 +153,17 @@ START_TEST(recorded_outputs_in_every_split)
            "[[\"add\", {\"a\": 3}]]");
     expect(R0, CINFER_TOOLS_MISTRAL, 0, "[1, 2] is a list", "", "[1, 2] is a list", "[]");
     expect(R0, CINFER_TOOLS_MISTRAL, 0, " [{\"name\": \"w\", \"arguments\": {}}]", "", "", "[[\"w\", {}]]");
+    /* an item that does not open with its name is read whole; a budget cut after
+     * complete calls keeps them, and the cut item is text */
+    expect(R0, CINFER_TOOLS_MISTRAL, 0,
+           "[{\"name\": \"w\", \"arguments\": {}}, {\"arguments\": {\"a\": 1}, \"name\": \"add\"}]", "", "",
+           "[[\"w\", {}], [\"add\", {\"a\": 1}]]");
+    expect(R0, CINFER_TOOLS_MISTRAL, 1,
+           "[{\"name\": \"add\", \"arguments\": {\"a\": 1}}, {\"name\": \"w\", \"argu", "",
+           " {\"name\": \"w\", \"argu", "[[\"add\", {\"a\": 1}]]");
+    expect(R0, CINFER_TOOLS_MISTRAL, 0,
+           "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 1}}] and then text", "", "and then text",
+           "[[\"add\", {\"a\": 1}]]");
     /* reasoning, and both together */
     expect(CINFER_REASONING_QWEN3, CINFER_TOOLS_NONE, 0, "<think>\nI think.\n</think>\n\nAnswer.", "I think.\n",
            "Answer.", "[]");
@@ -180,6 +191,31 @@ START_TEST(recorded_outputs_in_every_split)
     printf("a call streamed a byte at a time: %zu deltas (name first, then the arguments as written)\n",
            json_array_size(p.calls));
     parsed_free(&p);
+
+    /* Mistral's calls too, each as soon as its item opens, before the array closes */
+    const char *mistral = "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 12}}, "
+                          "{\"name\": \"w\", \"arguments\": {\"q\": \"]\"}}]";
+    struct cinfer_tool_parser tp;
+    cinfer_tool_parser_init(&tp, CINFER_TOOLS_MISTRAL, 0, "call_");
+    json_t *content = json_array(), *calls = json_array();
+    size_t second = (size_t)(strstr(mistral, "{\"q\"") - mistral) + 1, len = strlen(mistral);
+    ck_assert_int_eq(cinfer_tool_parser_feed(&tp, mistral, second, 0, content, calls), 0);
+    json_t *merged = cinfer_tool_calls_merge(calls);
+    ck_assert_int_eq((int)json_array_size(merged), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(merged, 0), "function"),
+                                                       "arguments")),
+                     "{\"a\": 12}");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(merged, 1), "function"), "name")),
+                     "w");
+    json_decref(merged);
+    size_t n_before = json_array_size(calls);
+    ck_assert_int_eq(cinfer_tool_parser_feed(&tp, mistral + second, len - second, 1, content, calls), 0);
+    ck_assert_int_eq((int)json_array_size(content), 0);
+    printf("mistral: 2 calls named before the array closed (%zu deltas), %zu deltas in all\n", n_before,
+           json_array_size(calls));
+    json_decref(content);
+    json_decref(calls);
+    cinfer_tool_parser_free(&tp);
 }
 END_TEST
 

@@ -510,12 +510,20 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
             }
             return 0;
         }
-        if (p->state == 1 && p->format != CINFER_TOOLS_MISTRAL) {
-            /* a call that opens with its name: start it now and stream the arguments */
-            size_t lead = skip_space(p->buf, p->n_buf);
+        if (p->state == 1 || p->state == 7) {
+            /* a call that opens with its name: start it now and stream the arguments;
+             * Mistral's calls are the items of an array, each streamed so too */
+            size_t lead = skip_space(p->buf, p->n_buf), open = lead;
+            int try_head = 1;
+            if (p->format == CINFER_TOOLS_MISTRAL && p->state == 1) {
+                if (lead == p->n_buf && !last)
+                    return 0;
+                try_head = lead < p->n_buf && p->buf[lead] == '[';
+                open = lead + 1;
+            }
             const char *name = NULL;
             size_t name_len = 0;
-            long head = call_head(p->buf + lead, p->n_buf - lead, &name, &name_len);
+            long head = try_head ? call_head(p->buf + open, p->n_buf - open, &name, &name_len) : -1;
             if (head == 0 && !last)
                 return 0;
             if (head > 0) {
@@ -523,11 +531,31 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                     return -1;
                 p->at_start = 0;
                 p->text_since_call = 0;
-                settle_text(p, NULL, lead + (size_t)head);
+                p->in_array = p->format == CINFER_TOOLS_MISTRAL;
+                settle_text(p, NULL, open + (size_t)head);
                 p->state = 5;
                 p->value_started = 0;
                 continue;
             }
+        }
+        if (p->state == 7) { /* an item of Mistral's array that does not open with its name: read whole */
+            size_t lead = skip_space(p->buf, p->n_buf);
+            long end = json_value_end(p->buf + lead, p->n_buf - lead);
+            if (end == 0 && !last)
+                return 0;
+            json_t *v = end > 0 ? json_loadb(p->buf + lead, (size_t)end, 0, NULL) : NULL;
+            int rc = v ? add_call(p, v, calls) : 1;
+            json_decref(v);
+            if (rc < 0)
+                return -1;
+            if (rc > 0) { /* the rest is text */
+                p->in_array = 0;
+                p->state = 3;
+                continue;
+            }
+            settle_text(p, NULL, lead + (size_t)end);
+            p->state = 2;
+            continue;
         }
         if (p->state == 1) {
             size_t lead = skip_space(p->buf, p->n_buf);
@@ -574,6 +602,20 @@ int cinfer_tool_parser_feed(struct cinfer_tool_parser *p, const char *text, size
                 return 0;
             p->state = 0;
             continue;
+        }
+        if (p->format == CINFER_TOOLS_MISTRAL && p->in_array) { /* the next item, or the array's end */
+            if (lead == p->n_buf && !last)
+                return 0;
+            if (lead < p->n_buf && p->buf[lead] == ',') {
+                settle_text(p, NULL, lead + 1);
+                p->state = 7;
+                continue;
+            }
+            p->in_array = 0;
+            if (lead < p->n_buf && p->buf[lead] == ']') {
+                settle_text(p, NULL, lead + 1);
+                continue;
+            }
         }
         if (p->format == CINFER_TOOLS_LLAMA3) {
             if (lead < p->n_buf && p->buf[lead] == ';') {

@@ -51,7 +51,9 @@ const char *cinfer_tool_format_name(enum cinfer_tool_format f);
 
 struct cinfer_tool_parser {
     enum cinfer_tool_format format;
-    int state;          /* 0 text, 1 inside a call, 2 after a call (separator or end), 3 passing text on */
+    int state;          /* 0 text, 1 inside a call, 2 after a call (separator or end), 3 passing text on,
+                         * 5 a call's arguments, 6 the rest of its object, 7 the next item of an array */
+    int in_array;       /* Mistral: the calls read are items of an array still open */
     int at_start;       /* no text settled yet (llama3 calls must start the output) */
     int forced;         /* the request forced a call */
     int marker_taken;   /* the call being read opened with its marker (given back if it is no call) */

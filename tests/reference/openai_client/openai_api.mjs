@@ -6,7 +6,10 @@
 //   logprobs}], chat: {renderer, messages, promptTokens, greedyText}, smallKv: {baseURL,
 //   kvTokens} (a server on a second engine whose KV cache is smaller than the context),
 //   boundary: [{name, baseURL, model, prompts: [{text, promptTokens, expected, stops:
-//   [{stop, expected}]}], chat: [{content, promptTokens, expected, stops}]}].
+//   [{stop, expected}]}], chat: [{content, promptTokens, expected, stops}]}], tools and
+//   toolMessages (the tool checks' request), toolDate, toolParsers: [{name, baseURL,
+//   model, argumentsKey, promptTokens, promptTokensNoTools}] (servers reading Llama 3.x
+//   and Mistral tool calls, with those families' chat templates).
 // Each check prints "ok - name" or "not ok - name: why"; the last line is a JSON
 // summary {"passed": n, "failed": [names], "figures": {...}}; the exit status is 0
 // only when every check passed.
@@ -553,15 +556,7 @@ await check('structured output: refusals name the field and the keyword', async 
 });
 
 // ---- tool calls and reasoning (the server reads Qwen's <tool_call> format and <think>) -----
-const tools = [
-  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
-    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 16 },
-                                                unit: { enum: ['celsius', 'fahrenheit'] } },
-                  required: ['city', 'unit'], additionalProperties: false } } },
-  { type: 'function', function: { name: 'add', description: 'a + b',
-    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
-                  required: ['a', 'b'], additionalProperties: false } } },
-];
+const tools = cfg.tools; // get_weather(city, unit) and add(a, b), as test_http_openai.c wrote them
 function assertArgs(name, text) {
   const a = JSON.parse(text);
   if (name === 'get_weather') {
@@ -572,7 +567,7 @@ function assertArgs(name, text) {
     assert.ok(Number.isInteger(a.a) && Number.isInteger(a.b), text);
   }
 }
-const weather = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const weather = cfg.toolMessages;
 
 await check('tools: a named tool_choice comes back as parsed tool_calls (finish "tool_calls", content null)', async () => {
   for (let seed = 1; seed <= 3; seed++) {
@@ -628,6 +623,158 @@ await check('tools: parallel_tool_calls false gives exactly one call; "none" lea
     model: cfg.model, messages: weather, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
                     'tool_choice');
 });
+
+// A chat request's tool calls as the stream sends them, joined; its content and finish.
+async function streamedToolCalls(c, params) {
+  const calls = [];
+  let content = null, finish;
+  for await (const chunk of await c.chat.completions.create({ ...params, stream: true })) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    for (const d of ch.delta?.tool_calls ?? []) {
+      if (d.id) {
+        assert.equal(calls[d.index], undefined, `call ${d.index} started twice`);
+        calls[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: '' } };
+      }
+      if (d.function?.arguments) calls[d.index].function.arguments += d.function.arguments;
+    }
+    if (ch.delta?.content) content = (content ?? '') + ch.delta.content;
+    finish = ch.finish_reason ?? finish;
+  }
+  return { calls, content, finish };
+}
+function assertCallShape(calls) {
+  for (const c of calls) {
+    assert.equal(c.type, 'function');
+    assert.match(c.id, /^call_/);
+  }
+  assert.equal(new Set(calls.map((c) => c.id)).size, calls.length, 'ids are distinct');
+}
+
+// ---- the Llama 3.x and Mistral tool-call parsers ----------------------------------------
+// Each server renders the conversation with its family's chat template and reads calls in
+// that family's format: forced calls come from the grammar of tool_choice, which writes the
+// format; recorded outputs are what a model of the family writes, fixed by an ebnf.
+const recorded = {
+  llama3: [
+    { text: '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}; ' +
+            '{"name": "add", "parameters": {"a": 2, "b": 3}}',
+      content: null, calls: [['get_weather', { city: 'Paris', unit: 'celsius' }], ['add', { a: 2, b: 3 }]] },
+    { text: '<|python_tag|>{"name": "add", "parameters": {"a": -7, "b": 40}}',
+      content: null, calls: [['add', { a: -7, b: 40 }]] },
+    { text: 'It is sunny in Paris.', content: 'It is sunny in Paris.', calls: [] },
+  ],
+  mistral: [
+    { text: '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "fahrenheit"}}, ' +
+            '{"name": "add", "arguments": {"a": 2, "b": 3}}]',
+      content: null, calls: [['get_weather', { city: 'Paris', unit: 'fahrenheit' }], ['add', { a: 2, b: 3 }]] },
+    // [TOOL_CALLS] is a control token: with skip_special_tokens the bare array is left
+    { text: ' [{"name": "add", "arguments": {"a": 1, "b": 1}}]', content: null, calls: [['add', { a: 1, b: 1 }]] },
+    { text: 'Let me check. [TOOL_CALLS] [{"name": "add", "arguments": {"a": 5, "b": 6}}]',
+      content: 'Let me check. ', calls: [['add', { a: 5, b: 6 }]] },
+    { text: 'It is sunny in Paris.', content: 'It is sunny in Paris.', calls: [] },
+  ],
+};
+for (const tp of cfg.toolParsers) {
+  const tc = new OpenAI({ baseURL: tp.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  // the template writes today's date unless given one
+  const base = { model: tp.model, messages: weather, tools, chat_template_kwargs: { date_string: cfg.toolDate } };
+  const counts = { parsed: 0, streamed: 0 };
+
+  await check(`tools ${tp.name}: the rendered prompt carries the tools; "none" leaves them out and the reply text`,
+              async () => {
+    const r = await tc.chat.completions.create({ ...base, temperature: 0, max_tokens: 4 });
+    assert.equal(r.usage.prompt_tokens, tp.promptTokens);
+    const n = await tc.chat.completions.create({ ...base, tool_choice: 'none', temperature: 0, max_tokens: 8 });
+    assert.equal(n.usage.prompt_tokens, tp.promptTokensNoTools);
+    assert.ok(tp.promptTokensNoTools < tp.promptTokens);
+    assert.equal(n.choices[0].message.tool_calls, undefined);
+    assert.equal(typeof n.choices[0].message.content, 'string');
+  });
+
+  await check(`tools ${tp.name}: a named tool_choice comes back as parsed tool_calls, JSON and streamed`, async () => {
+    for (let seed = 1; seed <= 3; seed++) {
+      const params = { ...base, temperature: 1, seed, max_tokens: 300,
+                       tool_choice: { type: 'function', function: { name: seed === 2 ? 'add' : 'get_weather' } } };
+      const r = await tc.chat.completions.create(params);
+      const m = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: ${JSON.stringify(m)}`);
+      assert.equal(m.content, null);
+      assert.equal(m.tool_calls.length, 1);
+      assertCallShape(m.tool_calls);
+      assert.equal(m.tool_calls[0].function.name, params.tool_choice.function.name);
+      assertArgs(m.tool_calls[0].function.name, m.tool_calls[0].function.arguments);
+      const s = await streamedToolCalls(tc, params);
+      assert.equal(s.finish, 'tool_calls');
+      assert.equal(s.content, null);
+      assertCallShape(s.calls);
+      assert.deepEqual(s.calls.map((c) => [c.function.name, c.function.arguments]),
+                       m.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+      counts.parsed += 1;
+      counts.streamed += s.calls.length;
+    }
+  });
+
+  await check(`tools ${tp.name}: required, streamed, reassembles to the JSON calls; parallel_tool_calls false, one`,
+              async () => {
+    const params = { ...base, tool_choice: 'required', temperature: 1, seed: 11, max_tokens: 1000 };
+    const whole = await tc.chat.completions.create(params);
+    const calls = whole.choices[0].message.tool_calls ?? [];
+    const finish = whole.choices[0].finish_reason;
+    // this small model may go on calling until the budget is spent ("length"): the calls
+    // read stay calls, and a cut one keeps the arguments written so far
+    assert.ok(finish === 'tool_calls' || finish === 'length', finish);
+    assert.ok(calls.length >= 1, JSON.stringify(whole.choices[0].message));
+    const complete = finish === 'length' ? calls.slice(0, -1) : calls;
+    for (const c of complete) assertArgs(c.function.name, c.function.arguments);
+    const s = await streamedToolCalls(tc, params);
+    assert.equal(s.finish, finish);
+    assert.deepEqual(s.calls.map((c) => [c.function.name, c.function.arguments]),
+                     calls.map((c) => [c.function.name, c.function.arguments]));
+    figures[`${tp.name}ToolCallsRequired`] = calls.length;
+    counts.parsed += calls.length;
+    counts.streamed += s.calls.length;
+    for (let seed = 1; seed <= 2; seed++) {
+      const one = { ...base, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed,
+                    max_tokens: 300 };
+      const r = await tc.chat.completions.create(one);
+      assert.equal(r.choices[0].finish_reason, 'tool_calls');
+      assert.equal(r.choices[0].message.tool_calls.length, 1);
+      const [call] = r.choices[0].message.tool_calls;
+      assertArgs(call.function.name, call.function.arguments);
+      const o = await streamedToolCalls(tc, one);
+      assert.deepEqual(o.calls.map((c) => [c.function.name, c.function.arguments]),
+                       r.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+      counts.parsed += 1;
+      counts.streamed += o.calls.length;
+    }
+  });
+
+  await check(`tools ${tp.name}: recorded outputs (fixed by an ebnf) come back parsed, JSON and streamed`, async () => {
+    for (const rec of recorded[tp.name]) {
+      const params = { ...base, temperature: 1, seed: 3, max_tokens: 400,
+                       ebnf: `root ::= ${JSON.stringify(rec.text)}` };
+      const r = await tc.chat.completions.create(params);
+      const what = JSON.stringify(rec.text);
+      const m = r.choices[0].message;
+      const got = (m.tool_calls ?? []).map((c) => [c.function.name, JSON.parse(c.function.arguments)]);
+      assert.deepEqual(got, rec.calls, what);
+      assert.equal(m.content, rec.content, what);
+      assert.equal(r.choices[0].finish_reason, rec.calls.length ? 'tool_calls' : 'stop', what);
+      if (m.tool_calls) assertCallShape(m.tool_calls);
+      const s = await streamedToolCalls(tc, params);
+      assert.equal(s.finish, r.choices[0].finish_reason, what);
+      assert.equal(s.content, rec.content, what);
+      assert.deepEqual(s.calls.map((c) => [c.function.name, c.function.arguments]),
+                       (m.tool_calls ?? []).map((c) => [c.function.name, c.function.arguments]), what);
+      counts.parsed += got.length;
+      counts.streamed += s.calls.length;
+    }
+    figures[`${tp.name}ToolCallsParsed`] = counts.parsed;
+    console.log(`${tp.name}: ${counts.parsed} tool calls parsed, streamed deltas reassemble to the same ` +
+                `${counts.streamed}`);
+  });
+}
 
 await check('reasoning: <think> goes to reasoning_content, streamed apart from content', async () => {
   const params = { model: cfg.model, messages: weather, temperature: 1, seed: 6, max_tokens: 200,
