@@ -506,14 +506,17 @@ START_TEST(hf_config_sliding_windows_and_gemma_keys)
     ck_assert_uint_eq(sliding_bits(&hc.model), 0xfu);
     ck_assert_int_eq(parse_config("phi3", "", &hc, &err), 0);
     ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
-    ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 0.75", &hc, &err), CINFER_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.message, "partial_rotary_factor is 0.75"));
+    /* partial rotary: int(head_dim * factor) dims turn (head_dim 8 here) */
+    ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 0.75", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.rotary_dim, 6);
+    ck_assert_int_eq(parse_config("phi3", "\"partial_rotary_factor\": 1.5", &hc, &err), CINFER_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.message, "partial_rotary_factor is 1.5, expected a number in (0, 1]"));
     /* LongRoPE: head_dim / 2 = 4 divisors of each kind; the attention factor from the
      * extension 4096 / 1024 when none is given */
     ck_assert_int_eq(parse_config("phi3", "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.0]}", &hc,
                                   &err), CINFER_ERR_CONFIG);
     ck_assert_ptr_nonnull(
-        strstr(err.message, "\"short_factor\" as a list of 4 numbers (head_dim / 2); found an array (1 items)"));
+        strstr(err.message, "\"short_factor\" as a list of 4 numbers (rotary dims / 2); found an array (1 items)"));
     ck_assert_int_eq(parse_config("phi3",
                                   "\"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 1024, "
                                   "\"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1, 1.5, 2, 3], "

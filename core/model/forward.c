@@ -77,7 +77,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
             int half = rt->head_dim / 2;
             cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
                                       rt->rope_sin + (size_t)row * half);
-            for (int i = 0; rt->rope_attention_factor != 1.0f && i < half; i++) {
+            for (int i = 0; rt->rope_attention_factor != 1.0f && i < rt->rope_turned_pairs; i++) {
                 rt->rope_cos[(size_t)row * half + i] *= rt->rope_attention_factor;
                 rt->rope_sin[(size_t)row * half + i] *= rt->rope_attention_factor;
             }

@@ -118,15 +118,15 @@ static int read_family(json_t *root, struct cinfer_model_config *c, const char *
     return CINFER_OK;
 }
 
-/* LongRoPE's short_factor or long_factor: head_dim / 2 positive numbers. */
+/* LongRoPE's short_factor or long_factor: one positive number per turned pair (rotary dims / 2). */
 static int read_rope_factors(json_t *rs, const char *key, const struct cinfer_model_config *c, float *out,
                              const char *source, struct cinfer_error *err)
 {
     json_t *list = get(rs, key);
-    size_t want = (size_t)c->head_dim / 2;
+    size_t want = (size_t)cinfer_model_rotary_dim(c) / 2;
     if (!json_is_array(list) || json_array_size(list) != want)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                "%s: longrope rope_scaling needs \"%s\" as a list of %zu numbers (head_dim / 2); "
+                                "%s: longrope rope_scaling needs \"%s\" as a list of %zu numbers (rotary dims / 2); "
                                 "found %s (%zu items)",
                                 source, key, want, list ? json_kind(list) : "nothing",
                                 json_is_array(list) ? json_array_size(list) : 0);
@@ -176,7 +176,7 @@ static int read_longrope(json_t *root, json_t *rs, struct cinfer_model_config *c
 {
     int rc;
     c->rope_scaling.type = CINFER_ROPE_SCALING_LONGROPE;
-    c->rope_scaling.n_factors = c->head_dim / 2;
+    c->rope_scaling.n_factors = cinfer_model_rotary_dim(c) / 2;
     int original = 0;
     if ((rc = get_int(root, "original_max_position_embeddings", 0, &original, source, err)) ||
         (rc = get_int(rs, "original_max_position_embeddings", original,
@@ -292,13 +292,6 @@ static int refuse_unsupported(json_t *root, const struct cinfer_model_config *c,
                                     "%s: attention_bias is true (biases on q/k/v/o projections); not supported for %s",
                                     source, c->architecture);
     }
-    float rotary_fraction = 1.0f;
-    if ((rc = get_float(root, "partial_rotary_factor", 1.0, &rotary_fraction, source, err)))
-        return rc;
-    if (rotary_fraction != 1.0f) /* Phi-4-mini rotates 3/4 of each head */
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: partial_rotary_factor is %g; cinfer rotates whole heads only (1.0)", source,
-                                (double)rotary_fraction);
     if ((rc = get_bool(root, "mlp_bias", 0, &flag, NULL, source, err)))
         return rc;
     if (flag)
@@ -463,6 +456,14 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
     } else {
         c->head_dim = c->hidden_size / c->num_heads;
     }
+    /* Phi-4-mini rotates 3/4 of each head: int(head_dim * factor) dims, as transformers */
+    float rotary_fraction = 1.0f;
+    if ((rc = get_float(root, "partial_rotary_factor", 1.0, &rotary_fraction, source, err)))
+        return rc;
+    if (!(rotary_fraction > 0.0f && rotary_fraction <= 1.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: partial_rotary_factor is %g, expected a number in (0, 1]",
+                                source, (double)rotary_fraction);
+    c->rotary_dim = (int)((double)c->head_dim * (double)rotary_fraction);
     if ((rc = read_rope_scaling(root, c, source, err)) ||
         (rc = get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings, &out->tie_word_embeddings_given,
                        source, err)) ||

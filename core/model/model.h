@@ -76,6 +76,7 @@ struct cinfer_model_config {
     int num_heads;
     int num_kv_heads;
     int head_dim;            /* may differ from hidden_size / num_heads */
+    int rotary_dim;          /* leading dims of each head RoPE turns (partial_rotary_factor); 0: all */
     int max_position_embeddings;
     float rms_norm_eps;
     float rope_theta;
@@ -161,11 +162,6 @@ struct cinfer_model_load_options {
 int cinfer_model_load(const char *path, const struct cinfer_model_load_options *opts,
                       struct cinfer_model **out, struct cinfer_error *err);
 void cinfer_model_free(struct cinfer_model **m);
-/* The runtime no longer reads the `bytes` of a matrix weight at `data` as stored (its
- * backend made its own copy): their pages leave the process's memory, so the model is
- * not held twice. Only for a model whose matrices are file mappings (matrices_mapped),
- * which a later read faults back in; a model built in memory is left alone (dropping
- * its pages would zero them). */
 /* Whether layer l attends through the sliding window. */
 static inline int cinfer_model_layer_slides(const struct cinfer_model_config *c, int l)
 {
@@ -176,6 +172,25 @@ static inline void cinfer_model_set_layer_slides(struct cinfer_model_config *c, 
     c->sliding_layers[l / 64] |= (uint64_t)1 << (l % 64);
 }
 
+/* The leading dims of each head that RoPE turns: all of them unless partial rotary. */
+static inline int cinfer_model_rotary_dim(const struct cinfer_model_config *c)
+{
+    return c->rotary_dim > 0 ? c->rotary_dim : c->head_dim;
+}
+
+/* The runtime no longer reads the `bytes` of a matrix weight at `data` as stored (its
+ * backend made its own copy): their pages leave the process's memory, so the model is
+ * not held twice. Only for a model whose matrices are file mappings (matrices_mapped),
+ * which a later read faults back in; a model built in memory is left alone (dropping
+ * its pages would zero them). */
 void cinfer_model_drop_stored(const struct cinfer_model *m, const void *data, size_t bytes);
+
+/* Partial rotary (rotary_dim < head_dim): the rows of wq and wk (and q/k biases and
+ * norms) of each head reordered so that the backend's rope, which pairs dims i and
+ * i + head_dim / 2, turns the pairs Hugging Face's rotate_half makes within the first
+ * rotary_dim dims, and the unrotated dims sit where the angles are zero. q·k is the same
+ * under one reordering of both; V and the cache's values are untouched. The reordered
+ * matrices are owned copies (matrices_mapped becomes 0). */
+int cinfer_model_arrange_partial_rotary(struct cinfer_model *m, struct cinfer_error *err);
 
 #endif

@@ -153,6 +153,13 @@ int cinfer_model_config_check(const struct cinfer_model_config *c, const char *s
     if (!(c->rope_theta > 0.0f) || !(c->rms_norm_eps >= 0.0f))
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: rope_theta %g and rms_norm_eps %g must be positive",
                                 source, (double)c->rope_theta, (double)c->rms_norm_eps);
+    int rotary_dim = cinfer_model_rotary_dim(c);
+    int partial = rotary_dim < c->head_dim;
+    if (rotary_dim % 2 || rotary_dim < 2 || rotary_dim > c->head_dim || (partial && c->rope_interleaved))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: RoPE turns %d of each head's %d dims; expected an even number from 2 to the "
+                                "head's dims (and all of them where pairs interleave)",
+                                source, rotary_dim, c->head_dim);
     int rc = cinfer_rope_scaling_check(c, source, err);
     if (rc)
         return rc;
@@ -276,6 +283,10 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
     m->matrices_mapped = 1; /* both loaders bind matrices as views; only vectors are widened into copies */
+    if ((rc = cinfer_model_arrange_partial_rotary(m, err))) {
+        cinfer_model_free(&m);
+        return rc;
+    }
     if (opts && opts->dtype != CINFER_WEIGHT_DTYPE_AUTO) {
         static const enum cinfer_dtype targets[] = {
             [CINFER_WEIGHT_DTYPE_F32] = CINFER_DTYPE_F32,

@@ -198,15 +198,16 @@ static int fit_llama3_scaling(const struct gguf_source *src, struct cinfer_model
     return CINFER_OK;
 }
 
-/* LongRoPE's divisors as llama.cpp's converter stores them: f32 tensors of head_dim / 2. */
+/* LongRoPE's divisors as llama.cpp's converter stores them: f32 tensors, one per turned pair. */
 static int read_rope_factor_tensor(const struct gguf_source *src, const char *name, const struct cinfer_model_config *c,
                                    float *out, struct cinfer_error *err)
 {
     const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, name);
-    if (!t || t->type != CINFER_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)c->head_dim / 2)
+    int want = cinfer_model_rotary_dim(c) / 2;
+    if (!t || t->type != CINFER_GGML_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)want)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
-                                "%s: LongRoPE needs tensor %s as f32 of %d values (head_dim / 2); found %s", src->path,
-                                name, c->head_dim / 2, t ? "another type or shape" : "none");
+                                "%s: LongRoPE needs tensor %s as f32 of %d values (rotary dims / 2); found %s",
+                                src->path, name, want, t ? "another type or shape" : "none");
     if (c->head_dim / 2 > CINFER_MAX_ROPE_FACTORS)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: head_dim %d is over %d", src->path, c->head_dim,
                                 2 * CINFER_MAX_ROPE_FACTORS);
@@ -242,7 +243,7 @@ static int read_longrope(const struct gguf_source *src, struct cinfer_model_conf
 {
     int rc;
     c->rope_scaling.type = CINFER_ROPE_SCALING_LONGROPE;
-    c->rope_scaling.n_factors = c->head_dim / 2;
+    c->rope_scaling.n_factors = cinfer_model_rotary_dim(c) / 2;
     if ((rc = read_rope_factor_tensor(src, "rope_factors_short.weight", c, c->rope_scaling.short_factor, err)) ||
         (rc = read_rope_factor_tensor(src, "rope_factors_long.weight", c, c->rope_scaling.long_factor, err)) ||
         (rc = key_u32_as_int(src, "rope.scaling.original_context_length", 1, 0,
@@ -381,11 +382,12 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     if ((rc = key_u32_as_int(src, "attention.value_length", 0, c->head_dim, &value_length, err)) ||
         (rc = key_u32_as_int(src, "rope.dimension_count", 0, c->head_dim, &rope_dims, err)))
         return rc;
-    if (value_length != c->head_dim || rope_dims != c->head_dim)
+    if (value_length != c->head_dim || rope_dims > c->head_dim)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "%s: key_length %d, value_length %d and rope.dimension_count %d differ; cinfer needs "
-                                "them equal",
+                                "%s: key_length %d, value_length %d and rope.dimension_count %d: cinfer needs the "
+                                "first two equal and the third no larger",
                                 src->path, c->head_dim, value_length, rope_dims);
+    c->rotary_dim = rope_dims; /* fewer: partial rotary (Phi-4-mini) */
     c->bos_token_id = -1;
     if ((rc = read_special_ids(src, c, err)))
         return rc;

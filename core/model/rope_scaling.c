@@ -36,7 +36,7 @@ static double yarn_correction_dim(double n_rotations, int dim, double theta, dou
 
 static void yarn(const struct cinfer_model_config *c, double theta, double *inv_freq)
 {
-    int dim = c->head_dim, half = dim / 2;
+    int dim = cinfer_model_rotary_dim(c), half = dim / 2;
     double factor = c->rope_scaling.factor;
     double old_context = c->rope_scaling.original_max_position_embeddings;
     double low = floor(yarn_correction_dim(c->rope_scaling.beta_fast, dim, theta, old_context));
@@ -58,7 +58,9 @@ static void yarn(const struct cinfer_model_config *c, double theta, double *inv_
 void cinfer_rope_inv_freq(const struct cinfer_model_config *c, double theta, int scaled, int context_length,
                           double *inv_freq)
 {
-    int dim = c->head_dim, half = dim / 2;
+    int dim = cinfer_model_rotary_dim(c), half = dim / 2;
+    for (int i = half; i < c->head_dim / 2; i++)
+        inv_freq[i] = 0; /* partial rotary: pairs past the turned dims keep angle 0 (cos 1, sin 0) */
     enum cinfer_rope_scaling_type type = scaled ? c->rope_scaling.type : CINFER_ROPE_SCALING_NONE;
     if (context_length <= 0)
         context_length = c->max_position_embeddings;
@@ -132,12 +134,12 @@ int cinfer_rope_scaling_check(const struct cinfer_model_config *c, const char *s
                                     (double)c->rope_scaling.beta_slow, (double)c->rope_scaling.attention_factor);
         return CINFER_OK;
     case CINFER_ROPE_SCALING_LONGROPE:
-        if (c->rope_scaling.n_factors != c->head_dim / 2 || old_context <= 1 ||
+        if (c->rope_scaling.n_factors != cinfer_model_rotary_dim(c) / 2 || old_context <= 1 ||
             !(c->rope_scaling.attention_factor > 0.0f))
             return cinfer_error_set(err, CINFER_ERR_CONFIG,
-                                    "%s: longrope rope_scaling needs head_dim / 2 = %d factors of each kind, "
+                                    "%s: longrope rope_scaling needs rotary dims / 2 = %d factors of each kind, "
                                     "original_max_position_embeddings > 1 and attention_factor > 0; found %d, %d, %g",
-                                    source, c->head_dim / 2, c->rope_scaling.n_factors, old_context,
+                                    source, cinfer_model_rotary_dim(c) / 2, c->rope_scaling.n_factors, old_context,
                                     (double)c->rope_scaling.attention_factor);
         for (int i = 0; i < c->rope_scaling.n_factors; i++)
             if (!(c->rope_scaling.short_factor[i] > 0.0f) || !(c->rope_scaling.long_factor[i] > 0.0f))

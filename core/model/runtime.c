@@ -468,6 +468,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     }
     cinfer_rope_inv_freq(c, c->rope_theta, 1, opts.context_length, rt->inv_freq);
     rt->rope_attention_factor = (float)cinfer_rope_attention_factor(c);
+    rt->rope_turned_pairs = cinfer_model_rotary_dim(c) / 2;
     if (c->rope_theta_local > 0.0f && c->sliding_window > 0) {
         /* Gemma 3: sliding layers rotate with their own base and no scaling */
         rt->inv_freq_local = malloc((size_t)(c->head_dim / 2) * sizeof(double));

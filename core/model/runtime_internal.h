@@ -67,6 +67,7 @@ struct cinfer_runtime {
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
     double *inv_freq_local; /* (head_dim / 2) sliding layers' own (rope_theta_local), or NULL */
     float rope_attention_factor; /* global layers' cos and sin multiplied by it (YaRN, LongRoPE); else 1 */
+    int rope_turned_pairs;       /* rotary_dim / 2: the pairs the factor applies to (the rest pass unturned) */
 
     /* backend scratch, T = max_batch_tokens */
     float *x;        /* (T, hidden) residual stream */

@@ -95,6 +95,13 @@ FAMILIES = {
                           rope_scaling=dict(type="longrope",
                                             short_factor=[1.0, 1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0],
                                             long_factor=[1.0, 1.25, 1.6, 2.2, 3.0, 4.0, 5.5, 8.0])),
+    # Phi-4-mini's shape: RoPE turns half of each head (partial_rotary_factor), with
+    # LongRoPE divisors for the turned pairs only
+    "phi4_mini": dict(model_type="phi3", arch="Phi3ForCausalLM", hidden=64, heads=4, kv_heads=2,
+                      head_dim=16, inter=96, layers=2, tied=True, theta=10000.0, fused=True,
+                      partial_rotary_factor=0.5, original_max_position_embeddings=64,
+                      rope_scaling=dict(type="longrope", short_factor=[1.0, 1.2, 1.5, 2.0],
+                                        long_factor=[1.0, 1.5, 3.0, 6.0])),
 }
 # Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
 # every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
@@ -284,6 +291,8 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         "eos_token_id": 2,
         "torch_dtype": torch_dtype,
     }
+    if fam.get("partial_rotary_factor"):
+        config["partial_rotary_factor"] = fam["partial_rotary_factor"]
     if fam.get("original_max_position_embeddings"):
         config["original_max_position_embeddings"] = fam["original_max_position_embeddings"]
     if fam["model_type"] == "mistral":
@@ -481,7 +490,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
         f"{arch}.attention.head_count_kv": fam["kv_heads"],
         f"{arch}.attention.key_length": fam["head_dim"],
         f"{arch}.attention.value_length": fam["head_dim"],
-        f"{arch}.rope.dimension_count": fam["head_dim"],
+        f"{arch}.rope.dimension_count": int(fam["head_dim"] * fam.get("partial_rotary_factor", 1.0)),
         f"{arch}.rope.freq_base": fam["theta"],
         f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS,
         **gemma_metadata(arch, fam),

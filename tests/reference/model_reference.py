@@ -308,6 +308,9 @@ def read_gguf(path):
                 config["rope_scaling"] = {"rope_type": "linear",
                                           "factor": float(md[f"{arch}.rope.scaling.factor"])}
     config["max_position_embeddings"] = int(key("context_length", 2048))
+    rope_dims = int(key("rope.dimension_count", head_dim))
+    if rope_dims != head_dim:
+        config["partial_rotary_factor"] = rope_dims / head_dim
     if md.get(f"{arch}.rope.scaling.type") == "yarn":
         config["rope_scaling"] = {"rope_type": "yarn", "factor": float(key("rope.scaling.factor")),
                                   "original_max_position_embeddings": int(key("rope.scaling.original_context_length")),
@@ -382,6 +385,8 @@ class Model:
         self.n_heads = config["num_attention_heads"]
         self.n_kv_heads = config.get("num_key_value_heads") or self.n_heads
         self.head_dim = config.get("head_dim") or self.hidden // self.n_heads
+        # partial rotary (Phi-4-mini): RoPE turns the first int(head_dim * factor) dims of a head
+        self.rotary_dim = int(self.head_dim * config.get("partial_rotary_factor", 1.0))
         self.eps = config.get("rms_norm_eps", 1e-6)
         self.vocab = self.w["model.embed_tokens.weight"].shape[0]
         tied = config.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w
@@ -445,8 +450,8 @@ class Model:
         return None, [False] * n
 
     def _inv_freq(self, base, scaling):
-        """(head_dim / 2) rotation frequencies per dimension pair."""
-        d = self.head_dim
+        """(rotary_dim / 2) rotation frequencies per dimension pair."""
+        d = self.rotary_dim
         inv_freq = 1.0 / (base ** (np.arange(0, d, 2, dtype=np.float64) / d))
         if "rope_freqs" in self.w:  # GGUF: the converter's precomputed divisors
             return inv_freq / self.w["rope_freqs"].reshape(-1)
@@ -522,8 +527,9 @@ class Model:
             if p + "self_attn.q_norm.weight" in w:  # Qwen3, Gemma 3: per-head RMSNorm before RoPE
                 q = self.norm(q, w[p + "self_attn.q_norm.weight"])
                 k = self.norm(k, w[p + "self_attn.k_norm.weight"])
-            q = apply_rope(q, cos, sin)
-            k = apply_rope(k, cos, sin)
+            r = self.rotary_dim  # the dims past r pass through unturned
+            q = np.concatenate([apply_rope(q[..., :r], cos, sin), q[..., r:]], axis=-1)
+            k = np.concatenate([apply_rope(k[..., :r], cos, sin), k[..., r:]], axis=-1)
             k = np.repeat(k, group, axis=0)  # (heads, n, hd): query head h reads kv head h // group
             v = np.repeat(v, group, axis=0)
             scores = q @ k.transpose(0, 2, 1) * self.scaling  # (heads, n, n)
