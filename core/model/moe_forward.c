@@ -42,7 +42,7 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
     int E = c->n_experts, K = c->n_experts_used, ffn = c->moe_intermediate_size;
 
     /* (T, E); x unrounded: the router's near-ties decide which experts run */
-    struct cinfer_backend_matmul_out router = {&w->router, NULL, rt->moe_logits, 1};
+    struct cinfer_backend_matmul_out router = {w->router, NULL, rt->moe_logits, 1};
     int rc = ops->matmul(be, rt->xn, T, &router, 1, err);
     if (rc < 0)
         return rc;

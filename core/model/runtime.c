@@ -211,7 +211,7 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory for %zu expert weights", n);
     }
     int64_t ffn = c->moe_intermediate_size;
-    struct cinfer_backend_weight *router = &rt->moe_weights[rt->n_moe_weights];
+    struct cinfer_backend_weight *router = dst->router = &rt->moe_weights[rt->n_moe_weights];
     rt->moe_sources[rt->n_moe_weights++] = &src->router;
     int rc = bind_matrix(&src->router, "router", l, c->n_experts, rt->hidden, router, err);
     if (rc < 0)

@@ -21,7 +21,7 @@ struct runtime_layer {
     float *bq;                   /* (q_dim) or NULL */
     float *bk, *bv;              /* (kv_dim) or NULL */
     /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
-    struct cinfer_backend_weight router;   /* (n_experts, hidden), else data NULL */
+    struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
     struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
 };
 
