@@ -570,7 +570,13 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
              a);
     snprintf(src.dim_names[DIM_FFN2], sizeof src.dim_names[0], "2*%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_EXPERTS], sizeof src.dim_names[0], "%s.expert_count", a);
-    snprintf(src.dim_names[DIM_MOE_FFN], sizeof src.dim_names[0], "%s.expert_feed_forward_length", a);
+    char key[128];
+    uint32_t width;
+    struct cinfer_error ignored;
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", a);
+    int own_width = cinfer_gguf_get_u32(src.g, key, &width, &ignored) == CINFER_OK; /* else Mixtral's */
+    snprintf(src.dim_names[DIM_MOE_FFN], sizeof src.dim_names[0], "%s.%s", a,
+             own_width ? "expert_feed_forward_length" : "feed_forward_length");
     snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
     m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
     if (!m->layers)
