@@ -307,6 +307,16 @@ START_TEST(moe_ops_match_plain_loops)
             want_y[rows[r] * DIM + i] += (double)w[r] * x[r * DIM + i];
     for (int i = 0; i < N * DIM; i++)
         ck_assert_double_eq_tol(y[i], want_y[i], 1e-6);
+    /* a row added several times (one token's experts onto its row), in order */
+    int32_t same[TOP] = {2, 2, 5, 2};
+    for (int i = 0; i < N * DIM; i++)
+        want_y[i] = y[i];
+    ops->scatter_add_rows(be, y, x, same, w, TOP, DIM);
+    for (int r = 0; r < TOP; r++)
+        for (int i = 0; i < DIM; i++)
+            want_y[same[r] * DIM + i] += (double)w[r] * x[r * DIM + i];
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert_double_eq_tol(y[i], want_y[i], 1e-6);
     ops->zero(be, y, N * DIM);
     for (int i = 0; i < N * DIM; i++)
         ck_assert_float_eq(y[i], 0.0f);

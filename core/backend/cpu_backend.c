@@ -305,12 +305,12 @@ static void rows_part(void *arg, int part, int thread)
         for (int r = r0; r < r1; r++)
             memcpy(job->y + r * len, job->x + (size_t)job->ids[r] * len, len * sizeof(float));
         break;
-    case ROWS_SCATTER_ADD: /* rows distinct: no two parts write one row */
-        for (int r = r0; r < r1; r++) {
-            float *y = job->y + (size_t)job->ids[r] * len, wr = job->row_weights[r];
-            const float *x = job->x + r * len;
-            for (size_t i = 0; i < len; i++)
-                y[i] += wr * x[i];
+    case ROWS_SCATTER_ADD: /* parts are column ranges [r0, r1) of every row: rows may repeat */
+        for (int i = 0; i < job->top_k; i++) {
+            float *y = job->y + (size_t)job->ids[i] * len, wr = job->row_weights[i];
+            const float *x = job->x + (size_t)i * len;
+            for (int c = r0; c < r1; c++)
+                y[c] += wr * x[c];
         }
         break;
     case ROWS_ZERO:
@@ -611,8 +611,12 @@ static void cpu_gather_rows(void *state, float *out, const float *x, const int32
 static void cpu_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights,
                                  int n, int dim)
 {
-    struct rows_job job = {.op = ROWS_SCATTER_ADD, .n_rows = n, .row_len = (size_t)dim, .y = y, .x = x, .ids = rows,
-                           .row_weights = weights};
+    /* split by columns (n_rows counts them, top_k the rows to add): a row added twice
+     * is added in order by one thread */
+    struct rows_job job = {.op = ROWS_SCATTER_ADD, .n_rows = dim, .row_len = (size_t)n, .y = y, .x = x, .ids = rows,
+                           .row_weights = weights, .top_k = n};
+    if (n < 1)
+        return;
     run_rows(state, &job);
 }
 

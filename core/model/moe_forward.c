@@ -33,6 +33,42 @@ static void group_by_expert(struct cinfer_runtime *rt, int T, int E, int K)
     first[0] = 0;
 }
 
+/* One token (batch-1 decode): its K experts share one input row, so their gate and up
+ * projections are one matmul call of 2K outputs, their activations one call, and their
+ * weighted sum one scatter-add of K rows onto row 0; only the down projections, each
+ * on its own expert's row, are K calls. Fewer calls than a group per expert: at batch 1
+ * a step reads little, and each call's dispatch weighs. */
+static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = rt->ops;
+    void *be = rt->backend;
+    const struct cinfer_model_config *c = &rt->model->config;
+    int K = c->n_experts_used, ffn = c->moe_intermediate_size;
+    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED];
+    for (int j = 0; j < K; j++) {
+        const struct cinfer_backend_weight *x = &w->experts[3 * rt->moe_ids[j]]; /* gate, up, down */
+        outs[j] = (struct cinfer_backend_matmul_out){&x[0], NULL, rt->moe_gate + (size_t)j * ffn, 0}; /* (1, ffn) */
+        outs[K + j] = (struct cinfer_backend_matmul_out){&x[1], NULL, rt->moe_up + (size_t)j * ffn, 0};
+        rt->moe_rows[j] = 0;
+    }
+    int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K, err);
+    if (rc < 0)
+        return rc;
+    if (c->activation == CINFER_ACTIVATION_GELU_TANH)
+        ops->gelu_tanh_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
+    else
+        ops->silu_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn);
+    for (int j = 0; j < K; j++) {
+        struct cinfer_backend_matmul_out down = {&w->experts[3 * rt->moe_ids[j] + 2], NULL,
+                                                 rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
+        if ((rc = ops->matmul(be, rt->moe_gate + (size_t)j * ffn, 1, &down, 1, err)) < 0)
+            return rc;
+    }
+    ops->zero(be, rt->proj, (size_t)rt->hidden);
+    ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K, rt->hidden); /* (1, hidden) */
+    return 0;
+}
+
 int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
@@ -47,6 +83,8 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
     if (rc < 0)
         return rc;
     ops->moe_route(be, rt->moe_logits, T, E, K, c->moe_norm_topk, rt->moe_ids, rt->moe_weights_tk); /* (T, K) */
+    if (T == 1 && K <= CINFER_MOE_MAX_USED && rt->max_batch_tokens >= K)
+        return one_token(rt, w, err);
     group_by_expert(rt, T, E, K);
 
     ops->zero(be, rt->proj, (size_t)T * rt->hidden); /* (T, hidden): the experts' weighted sum */

@@ -113,6 +113,9 @@ struct cinfer_runtime {
     int32_t *moe_first;   /* (E + 1) where each expert's rows start in moe_rows */
 };
 
+/* Experts a token may run: the config check's bound (model_load.c cinfer_moe_config_check). */
+#define CINFER_MOE_MAX_USED 64
+
 /* moe_forward.c: the sparse MLP of layer l on the T rows of rt->xn, into rt->proj. */
 int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err);
 

@@ -227,8 +227,8 @@ struct cinfer_backend_ops {
                       float *weights);
     /* out (n, dim) = rows rows[i] of x; rows is host memory */
     void (*gather_rows)(void *state, float *out, const float *x, const int32_t *rows, int n, int dim);
-    /* y row rows[i] += weights[i] * x row i, for x (n, dim); rows (distinct) and weights
-     * are host memory */
+    /* y row rows[i] += weights[i] * x row i, for x (n, dim), in order of i (a row may
+     * repeat); rows and weights are host memory */
     void (*scatter_add_rows)(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
                              int dim);
     /* x (n) = 0 */
