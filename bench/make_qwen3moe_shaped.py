@@ -60,7 +60,8 @@ def write_model(path, wtype, s):
     w.add("tokenizer.ggml.unknown_token_id", 0, u32)
     w.add("tokenizer.ggml.bos_token_id", 1, u32)
     w.add("tokenizer.ggml.eos_token_id", 2, u32)
-    h, q, kv, E, ff = s["hidden"], s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"], s["experts"], s["expert_ff"]
+    h, E, ff = s["hidden"], s["experts"], s["expert_ff"]
+    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
     t = GGML_TYPE[wtype]
     f32 = GGML_TYPE["f32"]
     w.add_tensor("token_embd.weight", values("token_embd", (s["vocab"], h)), t)

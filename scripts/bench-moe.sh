@@ -33,7 +33,8 @@ for t in "${type_list[@]}"; do
   models+="${models:+,}$build/models/qwen3moe-shaped-6l-$t.gguf"
 done
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-moe.md"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" |
+  tee "$build/bench-moe.md"
 echo "# scripts/bench-moe.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" | tee -a "$build/bench-moe.md"
 echo "# peer: $peer_name" | tee -a "$build/bench-moe.md"
 nice_cmd=()

@@ -464,7 +464,8 @@ static int bind_expert_part(const struct gguf_source *src, struct cinfer_model *
     if (st.n_dims != 3 || st.dims[0] != cols || st.dims[1] != rows || st.dims[2] != c->n_experts)
         return cinfer_error_set(err, CINFER_ERR_PARSE,
                                 "%s: tensor %s has %d dimensions [%" PRId64 ", %" PRId64 ", %" PRId64
-                                "] (ggml order), expected [%" PRId64 ", %" PRId64 ", %d] from GGUF %s/%s/%s.expert_count",
+                                "] (ggml order), expected [%" PRId64 ", %" PRId64
+                                ", %d] from GGUF %s/%s/%s.expert_count",
                                 src->path, name, st.n_dims, st.dims[0], st.n_dims > 1 ? st.dims[1] : 0,
                                 st.n_dims > 2 ? st.dims[2] : 0, cols, rows, c->n_experts, src->dim_names[cols_dim],
                                 src->dim_names[rows_dim], src->arch);
