@@ -299,7 +299,9 @@ static double weight_bytes(const struct cinfer_weight *w)
 }
 
 /* A decode step reads every layer weight, the final norm, the whole LM head and one
- * embedding row (the LM head is the embedding matrix when tied, read in full there). */
+ * embedding row (the LM head is the embedding matrix when tied, read in full there);
+ * of a sparse layer (mixture of experts) the router and the n_experts_used experts a
+ * token runs: the floor counts the active weights only. */
 static double decode_bytes_per_token(const struct cinfer_model *m)
 {
     double sum = weight_bytes(&m->output_norm) + weight_bytes(&m->lm_head) + (double)m->tok_embeddings.row_bytes;
@@ -310,6 +312,10 @@ static double decode_bytes_per_token(const struct cinfer_model *m)
                                              &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             sum += weight_bytes(all[i]);
+        if (L->experts)
+            sum += weight_bytes(&L->router) +
+                   m->config.n_experts_used * (weight_bytes(&L->experts[0].gate) + weight_bytes(&L->experts[0].up) +
+                                               weight_bytes(&L->experts[0].down));
     }
     return sum;
 }

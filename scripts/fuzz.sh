@@ -114,6 +114,20 @@ try:
 except ImportError as e:
     print(f"fuzz.sh: no GGUF seeds ({e})")
 
+# Mixtures of experts, as tiny random models: qwen3moe with merged 3-D expert tensors,
+# Mixtral (arch llama) with one tensor per expert (f16) and merged (q8_0).
+try:
+    import numpy as np
+    import make_random_models as mrm
+    for family, wtype in (("qwen3_moe", "q8_0"), ("mixtral", "f16"), ("mixtral", "q8_0")):
+        fam = dict(mrm.FAMILIES[family], hidden=32, heads=2, kv_heads=1, head_dim=16, layers=1, inter=32,
+                   moe=dict(mrm.FAMILIES[family]["moe"], experts=4, inter=32))
+        path = os.path.join(seeds, "gguf", f"{family}-{wtype}.gguf")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        mrm.write_gguf_model(path, family, fam, mrm.random_weights(fam, np.random.default_rng(1)), wtype)
+except ImportError as e:
+    print(f"fuzz.sh: no mixture-of-experts GGUF seeds ({e})")
+
 # Real quantized models (q4_K, q5_K, q6_K, q4_0, iq4_xs and the fallbacks q5_0, q5_1, q8_0,
 # iq4_nl, f16) and the first part of a split one, made by llama.cpp's own tools.
 import glob, shutil

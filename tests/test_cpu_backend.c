@@ -6,7 +6,9 @@
  * one after another from shared slabs, a copy larger than a slab gets its own, and
  * releasing every copy in any order frees them all (ASan's leak check sees the rest).
  * attention_windowed (sliding window, score scale, soft-capping) against a float64
- * loop over the same K/V, for a prefill chunk and a decode step, on shuffled pages. */
+ * loop over the same K/V, for a prefill chunk and a decode step, on shuffled pages.
+ * The mixture-of-experts ops (router top-k, row gather and weighted scatter-add)
+ * against plain loops. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +251,79 @@ START_TEST(windowed_attention_matches_a_double_loop)
 }
 END_TEST
 
+/* moe_route against a sort of each row and a softmax in double; gather_rows and
+ * scatter_add_rows against plain loops, on a batch large enough to be split across threads. */
+START_TEST(moe_ops_match_plain_loops)
+{
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    void *be = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(ops->create(2, &be, &err), 0);
+    enum { N = 300, E = 16, TOP = 4, DIM = 96 };
+    static float logits[N * E], w[N * TOP], x[N * DIM], y[N * DIM], g[N * DIM]; /* (N, E) (N, TOP) (N, DIM) */
+    static double want_y[N * DIM];
+    int32_t ids[N * TOP], rows[N];
+    uint64_t rng = 17;
+    for (int i = 0; i < N * E; i++)
+        logits[i] = 4.0f * random_uniform(&rng);
+    logits[3 * E + 5] = logits[3 * E + 9] = 10.0f; /* a tie: the lower id comes first */
+    for (int normalize = 0; normalize <= 1; normalize++) {
+        ops->moe_route(be, logits, N, E, TOP, normalize, ids, w);
+        for (int r = 0; r < N; r++) {
+            const float *l = logits + r * E;
+            double max = l[0], sum = 0, kept = 0;
+            for (int e = 1; e < E; e++)
+                max = fmax(max, l[e]);
+            for (int e = 0; e < E; e++)
+                sum += exp(l[e] - max);
+            for (int j = 0; j < TOP; j++) {
+                int rank = 0, id = ids[r * TOP + j]; /* experts strictly above it, or equal with a lower id */
+                for (int e = 0; e < E; e++)
+                    rank += l[e] > l[id] || (l[e] == l[id] && e < id);
+                ck_assert_int_eq(rank, j);
+                kept += exp(l[id] - max) / sum;
+            }
+            for (int j = 0; j < TOP; j++) {
+                double p = exp(l[ids[r * TOP + j]] - max) / sum;
+                ck_assert_double_eq_tol(w[r * TOP + j], normalize ? p / kept : p, 1e-6);
+            }
+        }
+    }
+    ck_assert_int_eq(ids[3 * TOP], 5);
+    ck_assert_int_eq(ids[3 * TOP + 1], 9);
+    for (int i = 0; i < N * DIM; i++) {
+        x[i] = random_uniform(&rng);
+        y[i] = random_uniform(&rng);
+        want_y[i] = y[i];
+    }
+    for (int r = 0; r < N; r++)
+        rows[r] = (r * 7) % N; /* a permutation: 7 is prime to 300 */
+    ops->gather_rows(be, g, x, rows, N, DIM);
+    for (int r = 0; r < N; r++)
+        ck_assert_mem_eq(g + r * DIM, x + rows[r] * DIM, DIM * sizeof(float));
+    ops->scatter_add_rows(be, y, x, rows, w, N, DIM);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < DIM; i++)
+            want_y[rows[r] * DIM + i] += (double)w[r] * x[r * DIM + i];
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert_double_eq_tol(y[i], want_y[i], 1e-6);
+    /* a row added several times (one token's experts onto its row), in order */
+    int32_t same[TOP] = {2, 2, 5, 2};
+    for (int i = 0; i < N * DIM; i++)
+        want_y[i] = y[i];
+    ops->scatter_add_rows(be, y, x, same, w, TOP, DIM);
+    for (int r = 0; r < TOP; r++)
+        for (int i = 0; i < DIM; i++)
+            want_y[same[r] * DIM + i] += (double)w[r] * x[r * DIM + i];
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert_double_eq_tol(y[i], want_y[i], 1e-6);
+    ops->zero(be, y, N * DIM);
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert_float_eq(y[i], 0.0f);
+    ops->destroy(be);
+}
+END_TEST
+
 static Suite *suite_cpu_backend(void)
 {
     Suite *s = suite_create("cpu_backend");
@@ -256,6 +331,7 @@ static Suite *suite_cpu_backend(void)
     tcase_add_test(tc, prepared_weights_give_the_stored_bits);
     tcase_add_test(tc, copies_share_slabs_and_are_all_freed);
     tcase_add_test(tc, windowed_attention_matches_a_double_loop);
+    tcase_add_test(tc, moe_ops_match_plain_loops);
     suite_add_tcase(s, tc);
     return s;
 }

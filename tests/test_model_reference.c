@@ -29,7 +29,11 @@
  * position by position. The block-quantized files are a 256-wide llama (the K-quants'
  * super-blocks) in each of q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl,
  * iq4_xs and mxfp4, and one mixing types per tensor as llama.cpp's Q4_K_M does, with a
- * q8_0 norm vector. */
+ * q8_0 norm vector. Mixtures of experts (qwen3_moe, qwen3_moe_mixed, mixtral: 8 experts,
+ * 2 per token) are held to the same bounds, except that below f32 a row where the
+ * reference's router had its k-th and (k+1)-th experts within the tolerance's reach may
+ * run other experts (route_may_differ), and so may every later row of that sequence,
+ * which attends to it: such rows are counted and printed, not failed. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -65,6 +69,8 @@ struct ref_seq {
     int n_gen;
     int32_t *tokens; /* (n_prompt + n_gen): the prompt, then the greedy continuation */
     double *logits;  /* (n_prompt + n_gen - 1, vocab): row p follows tokens[0..p] */
+    double *route_gap; /* (n_prompt + n_gen - 1) a mixture of experts' smallest relative router gap at
+                        * or before each row (from the .ref.route file), or NULL for a dense model */
 };
 
 struct ref_file {
@@ -105,6 +111,39 @@ static void take(const unsigned char *blob, size_t size, size_t *cursor, void *o
     *cursor += n;
 }
 
+/* path.route, when the model is a mixture of experts (model_reference.py write_route). */
+static void route_file_read(const char *ref_path, struct ref_file *ref)
+{
+    char path[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s.route", ref_path);
+    unsigned char *blob = NULL;
+    size_t size = 0, cursor = 0;
+    if (access(path, F_OK) != 0)
+        return;
+    ck_assert_msg(read_whole_file(path, &blob, &size) == 0, "%s: cannot read", path);
+    char magic[8];
+    uint32_t n_seqs;
+    take(blob, size, &cursor, magic, sizeof magic, path);
+    ck_assert_msg(memcmp(magic, "CINFRTE1", 8) == 0, "%s: magic is not CINFRTE1", path);
+    take(blob, size, &cursor, &n_seqs, sizeof n_seqs, path);
+    ck_assert_msg((int)n_seqs == ref->n_seqs, "%s: %u sequences, the .ref has %d", path, n_seqs, ref->n_seqs);
+    for (int s = 0; s < ref->n_seqs; s++) {
+        struct ref_seq *seq = &ref->seqs[s];
+        uint32_t rows;
+        take(blob, size, &cursor, &rows, sizeof rows, path);
+        ck_assert_msg((int)rows == seq->n_prompt + seq->n_gen - 1, "%s: sequence %d has %u rows", path, s, rows);
+        seq->route_gap = malloc(rows * sizeof *seq->route_gap);
+        ck_assert_ptr_nonnull(seq->route_gap);
+        take(blob, size, &cursor, seq->route_gap, rows * sizeof *seq->route_gap, path);
+        /* other experts at one position reach every later one through attention: a row
+         * counts the nearest tie at or before it */
+        for (uint32_t r = 1; r < rows; r++)
+            seq->route_gap[r] = fmin(seq->route_gap[r], seq->route_gap[r - 1]);
+    }
+    ck_assert_msg(cursor == size, "%s: %zu bytes left over", path, size - cursor);
+    free(blob);
+}
+
 static void ref_file_read(const char *path, struct ref_file *ref)
 {
     unsigned char *blob = NULL;
@@ -138,6 +177,7 @@ static void ref_file_read(const char *path, struct ref_file *ref)
     }
     ck_assert_msg(cursor == size, "%s: %zu bytes left over", path, size - cursor);
     free(blob);
+    route_file_read(path, ref);
 }
 
 static void ref_file_free(struct ref_file *ref)
@@ -145,6 +185,7 @@ static void ref_file_free(struct ref_file *ref)
     for (int s = 0; s < ref->n_seqs; s++) {
         free(ref->seqs[s].tokens);
         free(ref->seqs[s].logits);
+        free(ref->seqs[s].route_gap);
     }
 }
 
@@ -193,7 +234,33 @@ struct score {
     int greedy_clear;   /* steps whose reference top-2 gap requires the same token */
     int n_failures;
     char first_failure[256];
+    /* mixture of experts below f32: rows whose reference router had experts nearer than
+     * the tolerance can move (they may pick other experts) and were out of tolerance */
+    const struct ref_file *ref;
+    int route_excused;
 };
+
+/* The reference's relative router gap at the row whose logits are want (found by
+ * where they lie); INFINITY for a dense model. */
+static double route_gap_of(const struct score *sc, const double *want)
+{
+    for (int s = 0; sc->ref && s < sc->ref->n_seqs; s++) {
+        const struct ref_seq *seq = &sc->ref->seqs[s];
+        size_t rows = (size_t)(seq->n_prompt + seq->n_gen - 1);
+        if (seq->route_gap && want >= seq->logits && want < seq->logits + rows * (size_t)sc->ref->vocab)
+            return seq->route_gap[(size_t)(want - seq->logits) / (size_t)sc->ref->vocab];
+    }
+    return INFINITY;
+}
+
+/* Below f32, a row whose router gap is within what the tolerance lets rounding move
+ * the router's logits (sqrt(2) * tolerance * |logits|, as for greedy's top two) may
+ * run other experts than the reference: a legitimate difference, counted, not failed.
+ * f32 weights must match everywhere. */
+static int route_may_differ(const struct score *sc, const double *want)
+{
+    return !sc->exact_greedy && route_gap_of(sc, want) <= sqrt(2.0) * sc->tolerance;
+}
 
 static void score_init(struct score *sc, const char *wtype)
 {
@@ -243,7 +310,9 @@ static void score_logits(struct score *sc, const char *seq, int pos, const float
         sc->worst = err;
         snprintf(sc->worst_at, sizeof sc->worst_at, "%s", where);
     }
-    if (!(err <= sc->tolerance)) /* NaN fails too */
+    if (!isnan(err) && err > sc->tolerance && route_may_differ(sc, want))
+        sc->route_excused++;
+    else if (!(err <= sc->tolerance)) /* NaN fails too */
         score_fail(sc, "logits at %s: relative error %.3g, tolerance %.0e", where, err, sc->tolerance);
 }
 
@@ -283,6 +352,8 @@ static int32_t score_greedy(struct score *sc, const char *seq, int step, const f
     sc->greedy_clear += clear;
     if (got == want) {
         sc->greedy_same++;
+    } else if (route_may_differ(sc, want_logits)) {
+        sc->route_excused++;
     } else if (sc->exact_greedy || clear) {
         score_fail(sc, "%s greedy step %d: token %d, reference %d%s", seq, step, got, want,
                    clear ? " (the reference's top two are clearly apart)" : "");
@@ -508,6 +579,7 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
         score_init(&sc, mc->wtype);
         struct ref_file ref = {0};
         ref_file_read(mc->ref_path, &ref);
+        sc.ref = &ref;
         if (ref.n_seqs < needs_seqs) { /* this file has no such sequence */
             ref_file_free(&ref);
             continue;
@@ -545,9 +617,12 @@ static void run_every_model(const char *scenario, scenario_fn fn, int n_threads,
         cinfer_model_free(&model);
         ref_file_free(&ref);
 
-        printf("  %-24s %-6s worst rel err %.3g (%s), greedy %d/%d as reference (%d required)%s%s\n", mc->name,
+        char excused[96] = "";
+        if (sc.route_excused)
+            snprintf(excused, sizeof excused, ", %d checks excused (router near-tie)", sc.route_excused);
+        printf("  %-24s %-6s worst rel err %.3g (%s), greedy %d/%d as reference (%d required)%s%s%s\n", mc->name,
                mc->wtype, sc.worst, sc.worst_at, sc.greedy_same, sc.greedy_total,
-               sc.exact_greedy ? sc.greedy_total : sc.greedy_clear,
+               sc.exact_greedy ? sc.greedy_total : sc.greedy_clear, excused,
                sc.n_failures ? "  FAIL: " : "", sc.n_failures ? sc.first_failure : "");
         if (sc.n_failures) {
             n_bad++;

@@ -187,7 +187,7 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
 /* Element-wise work split in contiguous row ranges across the pool. Each op is cheap
  * next to the matmuls, but a prefill batch has enough rows that one thread would show. */
 enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD, ROWS_GELU_TANH_MUL, ROWS_SCALE,
-               ROWS_SOFTCAP };
+               ROWS_SOFTCAP, ROWS_MOE_ROUTE, ROWS_GATHER, ROWS_SCATTER_ADD, ROWS_ZERO };
 
 struct rows_job {
     enum rows_op op;
@@ -201,8 +201,47 @@ struct rows_job {
     const int32_t *ids; /* tokens */
     int n_heads, head_dim;
     const struct cinfer_backend_rope *rope;
+    /* moe_route: top_k choices per row into ids_out/weights_out; gather/scatter: rows
+     * of the other matrix (ids) and the scatter's weights */
+    int top_k, normalize;
+    int32_t *ids_out;
+    float *weights_out;
+    const float *row_weights;
     int n_parts;
 };
+
+/* One router row: the k largest of logits (n), largest first, with their softmax
+ * weights over all n (renormalised over the k when normalize). */
+static void route_row(const float *logits, int n, int k, int normalize, int32_t *ids, float *weights)
+{
+    float max = logits[0];
+    for (int e = 1; e < n; e++)
+        max = logits[e] > max ? logits[e] : max;
+    double sum = 0.0;
+    for (int e = 0; e < n; e++)
+        sum += exp((double)logits[e] - max);
+    /* insertion into a sorted list of k: k is small (2..8) next to n (8..128) */
+    int found = 0;
+    for (int e = 0; e < n; e++) {
+        int at = found < k ? found : k;
+        while (at > 0 && logits[ids[at - 1]] < logits[e])
+            at--;
+        if (at >= k)
+            continue;
+        for (int j = (found < k ? found : k - 1); j > at; j--)
+            ids[j] = ids[j - 1];
+        ids[at] = e;
+        if (found < k)
+            found++;
+    }
+    double kept = 0.0;
+    for (int j = 0; j < k; j++)
+        kept += exp((double)logits[ids[j]] - max) / sum;
+    for (int j = 0; j < k; j++) {
+        double p = exp((double)logits[ids[j]] - max) / sum;
+        weights[j] = (float)(normalize ? p / kept : p);
+    }
+}
 
 /* Floats of work below which splitting costs more than it saves. */
 #define MIN_FLOATS_PER_THREAD 4096
@@ -256,6 +295,26 @@ static void rows_part(void *arg, int part, int thread)
     case ROWS_SOFTCAP:
         for (size_t i = (size_t)r0 * len; i < (size_t)r1 * len; i++)
             job->y[i] = job->eps * tanhf(job->y[i] / job->eps);
+        break;
+    case ROWS_MOE_ROUTE: /* x (n_rows, row_len) logits */
+        for (int r = r0; r < r1; r++)
+            route_row(job->x + r * len, (int)len, job->top_k, job->normalize, job->ids_out + (size_t)r * job->top_k,
+                      job->weights_out + (size_t)r * job->top_k);
+        break;
+    case ROWS_GATHER:
+        for (int r = r0; r < r1; r++)
+            memcpy(job->y + r * len, job->x + (size_t)job->ids[r] * len, len * sizeof(float));
+        break;
+    case ROWS_SCATTER_ADD: /* parts are column ranges [r0, r1) of rows n_rows long: rows may repeat */
+        for (int i = 0; i < job->top_k; i++) {
+            float *y = job->y + (size_t)job->ids[i] * (size_t)job->n_rows, wr = job->row_weights[i];
+            const float *x = job->x + (size_t)i * (size_t)job->n_rows;
+            for (int c = r0; c < r1; c++)
+                y[c] += wr * x[c];
+        }
+        break;
+    case ROWS_ZERO:
+        memset(job->y + r0 * len, 0, (size_t)(r1 - r0) * len * sizeof(float));
         break;
     }
 }
@@ -532,6 +591,38 @@ static void cpu_softcap(void *state, float *x, size_t n, float cap)
 static void cpu_add(void *state, float *y, const float *x, size_t n)
 {
     struct rows_job job = {.op = ROWS_ADD, .n_rows = (int)n, .row_len = 1, .y = y, .x = x};
+    run_rows(state, &job);
+}
+
+static void cpu_moe_route(void *state, const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
+                          float *weights)
+{
+    struct rows_job job = {.op = ROWS_MOE_ROUTE, .n_rows = n, .row_len = (size_t)n_experts, .x = logits,
+                           .top_k = k, .normalize = normalize, .ids_out = ids, .weights_out = weights};
+    run_rows(state, &job);
+}
+
+static void cpu_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim)
+{
+    struct rows_job job = {.op = ROWS_GATHER, .n_rows = n, .row_len = (size_t)dim, .y = out, .x = x, .ids = rows};
+    run_rows(state, &job);
+}
+
+static void cpu_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights,
+                                 int n, int dim)
+{
+    /* split by columns (n_rows counts them, top_k the rows to add): a row added twice
+     * is added in order by one thread */
+    struct rows_job job = {.op = ROWS_SCATTER_ADD, .n_rows = dim, .row_len = (size_t)n, .y = y, .x = x, .ids = rows,
+                           .row_weights = weights, .top_k = n};
+    if (n < 1)
+        return;
+    run_rows(state, &job);
+}
+
+static void cpu_zero(void *state, float *x, size_t n)
+{
+    struct rows_job job = {.op = ROWS_ZERO, .n_rows = (int)n, .row_len = 1, .y = x};
     run_rows(state, &job);
 }
 
@@ -830,6 +921,10 @@ static const struct cinfer_backend_ops cpu_ops = {
     .gelu_tanh_mul = cpu_gelu_tanh_mul,
     .scale = cpu_scale,
     .softcap = cpu_softcap,
+    .moe_route = cpu_moe_route,
+    .gather_rows = cpu_gather_rows,
+    .scatter_add_rows = cpu_scatter_add_rows,
+    .zero = cpu_zero,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config,
- * Qwen3Config, Gemma2Config, Gemma3TextConfig and Phi3Config. llama.cpp runs Phi-3
+ * Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config, Qwen3MoeConfig and MixtralConfig. llama.cpp runs Phi-3
  * GGUF files without their sliding window (it disabled Phi SWA), so only HF folders
  * apply Phi-3's sliding_window. */
 static const struct cinfer_arch_traits families[] = {
@@ -30,6 +30,13 @@ static const struct cinfer_arch_traits families[] = {
      .embedding_scale_sqrt_hidden = 1, .sliding = CINFER_SLIDING_PATTERN, .default_sliding_window = 4096,
      .default_query_pre_attn_scalar = 256.0f, .default_rope_theta = 1000000.0f,
      .default_rope_theta_local = 10000.0f},
+    {.name = "qwen3_moe", .hf_model_type = "qwen3_moe", .hf_class = "Qwen3MoeForCausalLM", .gguf_arch = "qwen3moe",
+     .qk_norm = 1, .sliding = CINFER_SLIDING_FROM_LAYER, .default_sliding_window = 4096,
+     .moe = CINFER_MOE_QWEN, .default_rope_theta = 10000.0f},
+    /* GGUF: llama.cpp converts Mixtral as llama with llama.expert_count */
+    {.name = "mixtral", .hf_model_type = "mixtral", .hf_class = "MixtralForCausalLM", .gguf_arch = NULL,
+     .gguf_permuted_qk = 1, .sliding = CINFER_SLIDING_UNIFORM, .moe = CINFER_MOE_MIXTRAL,
+     .default_rope_theta = 1000000.0f},
     {.name = "phi3", .hf_model_type = "phi3", .hf_class = "Phi3ForCausalLM", .gguf_arch = "phi3", .fused_qkv = 1,
      .fused_gate_up = 1, .sliding = CINFER_SLIDING_UNIFORM, .default_rope_theta = 10000.0f},
 };

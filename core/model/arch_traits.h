@@ -15,6 +15,15 @@ enum cinfer_sliding_rule {
     CINFER_SLIDING_PATTERN,     /* Gemma 3: every sliding_window_pattern-th layer global */
 };
 
+/* How a family's Hugging Face config and checkpoint describe a mixture of experts. */
+enum cinfer_moe_style {
+    CINFER_MOE_NONE = 0,
+    CINFER_MOE_QWEN,    /* num_experts, moe_intermediate_size, norm_topk_prob, decoder_sparse_step,
+                         * mlp_only_layers; mlp.gate and mlp.experts.E.{gate,up,down}_proj */
+    CINFER_MOE_MIXTRAL, /* num_local_experts, intermediate_size per expert, always renormalised;
+                         * block_sparse_moe.gate and block_sparse_moe.experts.E.{w1,w3,w2} */
+};
+
 struct cinfer_arch_traits {
     const char *name;           /* cinfer_model_config.architecture */
     const char *hf_model_type;  /* config.json "model_type" */
@@ -32,6 +41,7 @@ struct cinfer_arch_traits {
     enum cinfer_activation activation;
     int embedding_scale_sqrt_hidden; /* embeddings multiplied by sqrt(hidden_size) */
     enum cinfer_sliding_rule sliding;
+    enum cinfer_moe_style moe;  /* in Hugging Face folders (GGUF: <arch>.expert_count) */
     /* transformers' defaults for config.json keys a file leaves out (0: none) */
     int default_sliding_window;
     float default_query_pre_attn_scalar; /* the attention scale is its inverse square root */

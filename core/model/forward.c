@@ -154,8 +154,14 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
         ops->rmsnorm(be, rt->proj, rt->proj, T, rt->hidden, w->post_attn_norm, c->rms_norm_eps);
     ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
 
-    /* gated MLP: SwiGLU, or GELU-tanh (Gemma) */
+    /* gated MLP: SwiGLU, or GELU-tanh (Gemma); or the experts a router picks (moe_forward.c) */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
+    if (w->experts) { /* (T, hidden) into proj; tensor parallelism refuses MoE models */
+        if ((rc = cinfer_moe_forward(rt, l, T, err)) < 0)
+            return rc;
+        ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
+        return 0;
+    }
     struct cinfer_backend_matmul_out gate_up[2] = {
         {&w->w_gate, NULL, rt->gate, 0}, /* (T, intermediate) */
         {&w->w_up, NULL, rt->up, 0},   /* (T, intermediate) */

@@ -4,6 +4,7 @@
 #include "model/hf_config.h"
 
 #include "model/arch_traits.h"
+#include "model/model_load_internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -376,6 +377,57 @@ static int read_layer_types(json_t *types, struct cinfer_model_config *c, const 
     return CINFER_OK;
 }
 
+/* The mixture of experts, as transformers' Qwen3MoeConfig and MixtralConfig read it:
+ * Qwen3-MoE's layer l is sparse unless listed in mlp_only_layers, when (l + 1) is a
+ * multiple of decoder_sparse_step; Mixtral's every layer, its experts
+ * intermediate_size wide, their weights always renormalised. */
+static int read_moe(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                    const char *source, struct cinfer_error *err)
+{
+    int rc, step = 1;
+    if (traits->moe == CINFER_MOE_NONE)
+        return CINFER_OK;
+    if (traits->moe == CINFER_MOE_MIXTRAL) {
+        if ((rc = get_int(root, "num_local_experts", 8, &c->n_experts, source, err)) ||
+            (rc = get_int(root, "num_experts_per_tok", 2, &c->n_experts_used, source, err)))
+            return rc;
+        c->moe_intermediate_size = c->intermediate_size;
+        c->moe_norm_topk = 1;
+    } else if ((rc = get_int(root, "num_experts", 128, &c->n_experts, source, err)) ||
+               (rc = get_int(root, "num_experts_per_tok", 8, &c->n_experts_used, source, err)) ||
+               (rc = get_int(root, "moe_intermediate_size", 768, &c->moe_intermediate_size, source, err)) ||
+               (rc = get_bool(root, "norm_topk_prob", 0, &c->moe_norm_topk, NULL, source, err)) ||
+               (rc = get_int(root, "decoder_sparse_step", 1, &step, source, err))) {
+        return rc;
+    }
+    if (c->n_experts == 0)
+        return CINFER_OK; /* transformers: no experts, every layer dense */
+    if ((rc = cinfer_moe_config_check(c, source, err)))
+        return rc;
+    if (step < 1)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"decoder_sparse_step\" is %d, expected >= 1",
+                                source, step);
+    for (int l = 0; l < c->num_layers; l++)
+        if ((l + 1) % step == 0)
+            cinfer_model_set_layer_sparse(c, l);
+    json_t *dense = traits->moe == CINFER_MOE_QWEN ? get(root, "mlp_only_layers") : NULL;
+    if (dense && !json_is_null(dense)) {
+        if (!json_is_array(dense))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"mlp_only_layers\" is %s, expected a list",
+                                    source, json_kind(dense));
+        for (size_t i = 0; i < json_array_size(dense); i++) {
+            json_t *v = json_array_get(dense, i);
+            json_int_t l = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (l < 0 || l >= c->num_layers)
+                return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                        "%s: mlp_only_layers[%zu] is %s, expected a layer index below %d", source, i,
+                                        json_is_integer(v) ? "out of range" : json_kind(v), c->num_layers);
+            c->moe_layers[l / 64] &= ~((uint64_t)1 << (l % 64));
+        }
+    }
+    return CINFER_OK;
+}
+
 /* Which layers slide and by how much, by the family's rule (arch_traits.h). */
 static int read_sliding_window(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
                                const char *source, struct cinfer_error *err)
@@ -469,7 +521,7 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
                        source, err)) ||
         (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
         (rc = read_activation(root, c, traits, source, err)) || (rc = read_scales(root, c, traits, source, err)) ||
-        (rc = read_sliding_window(root, c, traits, source, err)))
+        (rc = read_sliding_window(root, c, traits, source, err)) || (rc = read_moe(root, c, traits, source, err)))
         return rc;
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
     c->attention_bias = traits->attention_bias;

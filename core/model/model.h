@@ -114,9 +114,24 @@ struct cinfer_model_config {
     int sliding_window;      /* tokens; 0: no layer slides */
     uint64_t sliding_layers[CINFER_MAX_LAYERS / 64];
     float rope_theta_local;  /* sliding layers' RoPE base, unscaled (Gemma 3); 0: as global layers */
+    /* Mixture of experts (Mixtral, Qwen3-MoE): on a sparse layer (bit l of moe_layers)
+     * the MLP is n_experts gated MLPs of moe_intermediate_size, of which a router picks
+     * n_experts_used per token. n_experts 0: every layer dense. */
+    int n_experts;
+    int n_experts_used;
+    int moe_intermediate_size;
+    int moe_norm_topk;       /* the chosen experts' softmax weights renormalised to sum 1 */
+    uint64_t moe_layers[CINFER_MAX_LAYERS / 64];
     int bos_token_id;        /* -1 when unknown */
     int eos_token_ids[8];    /* from config/generation_config; n_eos of them */
     int n_eos;
+};
+
+/* One expert of a sparse layer: a gated MLP of moe_intermediate_size. */
+struct cinfer_expert_weights {
+    struct cinfer_weight gate; /* (moe_intermediate, hidden) */
+    struct cinfer_weight up;   /* (moe_intermediate, hidden) */
+    struct cinfer_weight down; /* (hidden, moe_intermediate) */
 };
 
 struct cinfer_layer_weights {
@@ -134,6 +149,9 @@ struct cinfer_layer_weights {
     struct cinfer_weight w_up;        /* (intermediate, hidden) */
     struct cinfer_weight w_down;      /* (hidden, intermediate) */
     struct cinfer_weight post_ffn_norm; /* (1, hidden) when sandwich_norms, else data NULL */
+    /* a sparse layer's (w_gate, w_up and w_down then have data NULL) */
+    struct cinfer_weight router;            /* (n_experts, hidden), else data NULL */
+    struct cinfer_expert_weights *experts;  /* n_experts of them (storage-owned), else NULL */
 };
 
 struct cinfer_model {
@@ -170,6 +188,16 @@ static inline int cinfer_model_layer_slides(const struct cinfer_model_config *c,
 static inline void cinfer_model_set_layer_slides(struct cinfer_model_config *c, int l)
 {
     c->sliding_layers[l / 64] |= (uint64_t)1 << (l % 64);
+}
+
+/* Whether layer l's MLP is the mixture of experts. */
+static inline int cinfer_model_layer_sparse(const struct cinfer_model_config *c, int l)
+{
+    return c->n_experts > 0 && (c->moe_layers[l / 64] >> (l % 64) & 1u);
+}
+static inline void cinfer_model_set_layer_sparse(struct cinfer_model_config *c, int l)
+{
+    c->moe_layers[l / 64] |= (uint64_t)1 << (l % 64);
 }
 
 /* The leading dims of each head that RoPE turns: all of them unless partial rotary. */

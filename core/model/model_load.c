@@ -98,6 +98,41 @@ int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, con
     return 0;
 }
 
+int cinfer_layer_weight_in_layer(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c,
+                                 int l)
+{
+    int mlp = spec->offset == offsetof(struct cinfer_layer_weights, w_gate) ||
+              spec->offset == offsetof(struct cinfer_layer_weights, w_up) ||
+              spec->offset == offsetof(struct cinfer_layer_weights, w_down);
+    return cinfer_layer_weight_present(spec, c) && !(mlp && cinfer_model_layer_sparse(c, l));
+}
+
+int cinfer_layer_experts_alloc(struct cinfer_model_storage *s, const struct cinfer_model_config *c,
+                               struct cinfer_layer_weights *layer, struct cinfer_error *err)
+{
+    layer->experts = calloc((size_t)c->n_experts, sizeof *layer->experts);
+    if (!layer->experts)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "model loader: out of memory for %d experts", c->n_experts);
+    return cinfer_storage_own(s, layer->experts, err);
+}
+
+int cinfer_moe_config_check(const struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
+{
+    if (c->n_experts == 0)
+        return CINFER_OK;
+    /* bounds far past any published model (Qwen3-MoE: 128 experts, 8 used) */
+    if (c->n_experts < 1 || c->n_experts > 4096 || c->n_experts_used < 1 || c->n_experts_used > c->n_experts ||
+        c->n_experts_used > 64)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: %d experts with %d used per token; expected 1 <= used <= experts <= 4096 and "
+                                "used <= 64",
+                                source, c->n_experts, c->n_experts_used);
+    if (c->moe_intermediate_size <= 0 || c->moe_intermediate_size > (1 << 22))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: expert intermediate size %d, expected 1 to %d", source,
+                                c->moe_intermediate_size, 1 << 22);
+    return CINFER_OK;
+}
+
 const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
                                         const struct cinfer_model_config *c)
 {
@@ -115,6 +150,8 @@ int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_l
     case DIM_HEAD: return c->head_dim;
     case DIM_QKV: return (int64_t)(c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
     case DIM_FFN2: return 2 * (int64_t)c->intermediate_size;
+    case DIM_EXPERTS: return c->n_experts;
+    case DIM_MOE_FFN: return c->moe_intermediate_size;
     case DIM_COUNT: break;
     }
     return 0;
@@ -210,9 +247,16 @@ static void for_each_weight(const struct cinfer_model *m, void (*fn)(struct touc
                             struct touch_state *t)
 {
     fn(t, &m->tok_embeddings);
-    for (int l = 0; l < m->config.num_layers; l++)
+    for (int l = 0; l < m->config.num_layers; l++) {
         for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++)
             fn(t, (const struct cinfer_weight *)((const char *)&m->layers[l] + cinfer_layer_weight_specs[k].offset));
+        fn(t, &m->layers[l].router);
+        for (int e = 0; m->layers[l].experts && e < m->config.n_experts; e++) {
+            fn(t, &m->layers[l].experts[e].gate);
+            fn(t, &m->layers[l].experts[e].up);
+            fn(t, &m->layers[l].experts[e].down);
+        }
+    }
     fn(t, &m->output_norm);
     if (m->lm_head.data != m->tok_embeddings.data)
         fn(t, &m->lm_head);
@@ -233,6 +277,12 @@ static uint64_t count_params(const struct cinfer_model *m)
             if (w->data)
                 n += (uint64_t)w->rows * w->cols;
         }
+    for (int l = 0; l < m->config.num_layers; l++) {
+        const struct cinfer_layer_weights *w = &m->layers[l];
+        if (w->experts)
+            n += (uint64_t)w->router.rows * w->router.cols +
+                 (uint64_t)m->config.n_experts * 3 * w->experts[0].gate.rows * w->experts[0].gate.cols;
+    }
     n += (uint64_t)m->output_norm.cols;
     if (m->lm_head.data != m->tok_embeddings.data)
         n += (uint64_t)m->lm_head.rows * m->lm_head.cols;

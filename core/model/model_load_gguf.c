@@ -6,6 +6,7 @@
  * qwen3 use NEOX RoPE in llama.cpp: no permutation, rotate_half pairing. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +348,40 @@ static int read_gemma_blocks(const struct gguf_source *src, struct cinfer_model_
     return CINFER_OK;
 }
 
+/* A mixture of experts: <arch>.expert_count (qwen3moe; llama for Mixtral) and
+ * expert_used_count; the experts' width is expert_feed_forward_length (qwen3moe) or
+ * feed_forward_length (Mixtral). A layer is sparse when it holds a router
+ * (blk.N.ffn_gate_inp). llama.cpp renormalises the chosen experts' weights for both. */
+static int read_moe(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
+{
+    int rc;
+    c->n_experts = 0;
+    memset(c->moe_layers, 0, sizeof c->moe_layers);
+    if ((rc = key_u32_as_int(src, "expert_count", 0, 0, &c->n_experts, err)) || c->n_experts == 0)
+        return rc;
+    if ((rc = key_u32_as_int(src, "expert_used_count", 1, 0, &c->n_experts_used, err)) ||
+        (rc = key_u32_as_int(src, "expert_feed_forward_length", 0, c->intermediate_size, &c->moe_intermediate_size,
+                             err)))
+        return rc;
+    c->moe_norm_topk = 1;
+    if ((rc = cinfer_moe_config_check(c, src->path, err)))
+        return rc;
+    int sparse = 0;
+    for (int l = 0; l < c->num_layers && l < CINFER_MAX_LAYERS; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+        if (cinfer_gguf_split_find(src->storage, name)) {
+            cinfer_model_set_layer_sparse(c, l);
+            sparse++;
+        }
+    }
+    if (!sparse)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "%s: %s.expert_count is %d but no layer has a router (blk.N.ffn_gate_inp.weight)",
+                                src->path, src->arch, c->n_experts);
+    return CINFER_OK;
+}
+
 static int read_config(struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
 {
     struct cinfer_gguf_str arch;
@@ -396,7 +431,8 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
     c->qk_norm = traits->qk_norm;
     c->fused_qkv = traits->fused_qkv;
     c->fused_gate_up = traits->fused_gate_up;
-    if ((rc = read_gemma_blocks(src, c, err)))
+    if ((rc = read_gemma_blocks(src, c, err)) || (rc = cinfer_model_config_check(c, src->path, err)) ||
+        (rc = read_moe(src, c, err)))
         return rc;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
         return rc;
@@ -460,6 +496,81 @@ static int bind(const struct gguf_source *src, const char *name, int vector, enu
     return cinfer_bind_weight(src->storage, &st, &want, w, err);
 }
 
+/* One part (gate, up or down) of every expert of layer l: the merged 3-D tensor
+ * blk.l.<merged> (ggml ne = [cols, rows, n_experts]), viewed as n_experts matrices one
+ * after another in the mapping; else, as older Mixtral files store them, one 2-D
+ * tensor per expert, blk.l.<single>.E. */
+static int bind_expert_part(const struct gguf_source *src, struct cinfer_model *m, int l, const char *merged,
+                            const char *single, enum cinfer_layer_dim rows_dim, enum cinfer_layer_dim cols_dim,
+                            size_t part_offset, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    int64_t rows = cinfer_layer_dim_size(c, rows_dim), cols = cinfer_layer_dim_size(c, cols_dim);
+    char name[128];
+    snprintf(name, sizeof name, "blk.%d.%s", l, merged);
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, name);
+    if (!t) {
+        for (int e = 0; e < c->n_experts; e++) {
+            char one[128];
+            snprintf(one, sizeof one, "blk.%d.%s.%d.weight", l, single, e);
+            if (!cinfer_gguf_split_find(src->storage, one))
+                return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: layer %d has a router but neither %s nor %s",
+                                        src->path, l, name, one);
+            int rc = bind(src, one, 0, rows_dim, cols_dim, rows, cols,
+                          (struct cinfer_weight *)((char *)&layer->experts[e] + part_offset), err);
+            if (rc)
+                return rc;
+        }
+        return CINFER_OK;
+    }
+    struct cinfer_stored_tensor st;
+    describe(src, t, name, &st);
+    if (st.n_dims != 3 || st.dims[0] != cols || st.dims[1] != rows || st.dims[2] != c->n_experts)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "%s: tensor %s has %d dimensions [%" PRId64 ", %" PRId64 ", %" PRId64
+                                "] (ggml order), expected [%" PRId64 ", %" PRId64
+                                ", %d] from GGUF %s/%s/%s.expert_count",
+                                src->path, name, st.n_dims, st.dims[0], st.n_dims > 1 ? st.dims[1] : 0,
+                                st.n_dims > 2 ? st.dims[2] : 0, cols, rows, c->n_experts, src->dim_names[cols_dim],
+                                src->dim_names[rows_dim], src->arch);
+    /* the experts' rows end to end: one (n_experts * rows, cols) matrix */
+    st.n_dims = 2;
+    st.dims[1] = rows * c->n_experts;
+    char from[256];
+    snprintf(from, sizeof from, "GGUF %s.expert_count*%s/%s", src->arch, src->dim_names[rows_dim],
+             src->dim_names[cols_dim]);
+    struct cinfer_weight_expect want = {0, rows * c->n_experts, cols, from};
+    struct cinfer_weight all;
+    int rc = cinfer_bind_weight(src->storage, &st, &want, &all, err);
+    if (rc)
+        return rc;
+    for (int e = 0; e < c->n_experts; e++) {
+        struct cinfer_weight *w = (struct cinfer_weight *)((char *)&layer->experts[e] + part_offset);
+        *w = all;
+        w->rows = rows;
+        w->data = (const uint8_t *)all.data + (size_t)e * (size_t)rows * all.row_bytes;
+    }
+    return CINFER_OK;
+}
+
+static int bind_experts(const struct gguf_source *src, struct cinfer_model *m, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    char name[128];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+    int rc = bind(src, name, 0, DIM_EXPERTS, DIM_HIDDEN, c->n_experts, c->hidden_size, &layer->router, err);
+    if (rc || (rc = cinfer_layer_experts_alloc(src->storage, c, layer, err)) ||
+        (rc = bind_expert_part(src, m, l, "ffn_gate_exps.weight", "ffn_gate", DIM_MOE_FFN, DIM_HIDDEN,
+                               offsetof(struct cinfer_expert_weights, gate), err)) ||
+        (rc = bind_expert_part(src, m, l, "ffn_up_exps.weight", "ffn_up", DIM_MOE_FFN, DIM_HIDDEN,
+                               offsetof(struct cinfer_expert_weights, up), err)))
+        return rc;
+    return bind_expert_part(src, m, l, "ffn_down_exps.weight", "ffn_down", DIM_HIDDEN, DIM_MOE_FFN,
+                            offsetof(struct cinfer_expert_weights, down), err);
+}
+
 static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struct cinfer_error *err)
 {
     struct cinfer_model_config *c = &m->config;
@@ -468,7 +579,7 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
     for (int l = 0; !rc && l < c->num_layers; l++)
         for (size_t k = 0; !rc && k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if (!cinfer_layer_weight_present(spec, c))
+            if (!cinfer_layer_weight_in_layer(spec, c, l))
                 continue;
             char name[128];
             snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
@@ -488,6 +599,9 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
             if (!rc)
                 cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
         }
+    for (int l = 0; !rc && l < c->num_layers; l++)
+        if (cinfer_model_layer_sparse(c, l))
+            rc = bind_experts(src, m, l, err);
     if (!rc)
         rc = bind(src, "output_norm.weight", 1, DIM_ONE, DIM_HIDDEN, 1, hidden, &m->output_norm, err);
     if (rc)
@@ -521,6 +635,14 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
     snprintf(src.dim_names[DIM_QKV], sizeof src.dim_names[0], "(%s.attention.head_count+2*head_count_kv)*key_length",
              a);
     snprintf(src.dim_names[DIM_FFN2], sizeof src.dim_names[0], "2*%s.feed_forward_length", a);
+    snprintf(src.dim_names[DIM_EXPERTS], sizeof src.dim_names[0], "%s.expert_count", a);
+    char key[128];
+    uint32_t width;
+    struct cinfer_error ignored;
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", a);
+    int own_width = cinfer_gguf_get_u32(src.g, key, &width, &ignored) == CINFER_OK; /* else Mixtral's */
+    snprintf(src.dim_names[DIM_MOE_FFN], sizeof src.dim_names[0], "%s.%s", a,
+             own_width ? "expert_feed_forward_length" : "feed_forward_length");
     snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
     m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
     if (!m->layers)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/arch_traits.h"
 #include "model/hf_config.h"
 #include "model/model_load_internal.h"
 
@@ -148,6 +149,7 @@ static const char *const dim_names[DIM_COUNT] = {
     [DIM_ONE] = "1", [DIM_HIDDEN] = "hidden_size", [DIM_Q] = "num_attention_heads*head_dim",
     [DIM_KV] = "num_key_value_heads*head_dim", [DIM_FFN] = "intermediate_size", [DIM_HEAD] = "head_dim",
     [DIM_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim", [DIM_FFN2] = "2*intermediate_size",
+    [DIM_EXPERTS] = "num_experts", [DIM_MOE_FFN] = "moe_intermediate_size",
 };
 
 static int bind(const struct hf_weights *hw, const char *name, int vector, int64_t rows, int64_t cols,
@@ -166,13 +168,46 @@ static int bind(const struct hf_weights *hw, const char *name, int vector, int64
     return cinfer_bind_weight(hw->storage, &t, &want, w, err);
 }
 
+/* A sparse layer's router and experts, each expert its own tensors (Qwen3-MoE: mlp.gate,
+ * mlp.experts.E.{gate,up,down}_proj; Mixtral: block_sparse_moe.gate and .experts.E.w1
+ * (gate), w3 (up), w2 (down)); each is mapped in place like a dense matrix. */
+static int bind_experts(const struct hf_weights *hw, struct cinfer_model *m, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    int mixtral = cinfer_arch_by_name(c->architecture)->moe == CINFER_MOE_MIXTRAL;
+    const char *block = mixtral ? "block_sparse_moe" : "mlp";
+    const char *experts_from = mixtral ? "num_local_experts" : "num_experts";
+    const char *ffn_from = mixtral ? "intermediate_size" : "moe_intermediate_size";
+    static const char *const part_names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+    char name[160];
+    snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, block);
+    int rc = bind(hw, name, 0, c->n_experts, c->hidden_size, experts_from, "hidden_size", &layer->router, err);
+    if (rc || (rc = cinfer_layer_experts_alloc(hw->storage, c, layer, err)))
+        return rc;
+    for (int e = 0; e < c->n_experts; e++) {
+        struct cinfer_expert_weights *x = &layer->experts[e];
+        struct cinfer_weight *parts[3] = {&x->gate, &x->up, &x->down};
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s.experts.%d.%s.weight", l, block, e,
+                     part_names[mixtral][p]);
+            int down = p == 2;
+            int64_t ffn = c->moe_intermediate_size, hidden = c->hidden_size;
+            if ((rc = bind(hw, name, 0, down ? hidden : ffn, down ? ffn : hidden, down ? "hidden_size" : ffn_from,
+                           down ? ffn_from : "hidden_size", parts[p], err)))
+                return rc;
+        }
+    }
+    return CINFER_OK;
+}
+
 static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
     for (int l = 0; l < c->num_layers; l++) {
         for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++) {
             const struct cinfer_layer_weight_spec *spec = &cinfer_layer_weight_specs[k];
-            if (!cinfer_layer_weight_present(spec, c))
+            if (!cinfer_layer_weight_in_layer(spec, c, l))
                 continue;
             char name[160];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, cinfer_layer_weight_hf_name(spec, c));
@@ -194,6 +229,11 @@ static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, stru
             if (rc)
                 return rc;
             cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
+        }
+        if (cinfer_model_layer_sparse(c, l)) {
+            int rc = bind_experts(hw, m, l, err);
+            if (rc)
+                return rc;
         }
     }
     return CINFER_OK;

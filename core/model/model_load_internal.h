@@ -66,7 +66,11 @@ int cinfer_bind_weight(struct cinfer_model_storage *s, const struct cinfer_store
 int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_error *err);
 
 /* The per-layer weights both formats hold, with their names in each. */
-enum cinfer_layer_dim { DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2, DIM_COUNT };
+enum cinfer_layer_dim {
+    DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2,
+    DIM_EXPERTS, DIM_MOE_FFN, /* a sparse layer's expert count and expert intermediate size */
+    DIM_COUNT
+};
 enum cinfer_layer_presence {
     PRESENT_ALWAYS,
     PRESENT_IF_BIAS,
@@ -102,6 +106,14 @@ void cinfer_fused_weight_split(const struct cinfer_fused_weight_spec *spec, cons
 int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c);
 const char *cinfer_layer_weight_hf_name(const struct cinfer_layer_weight_spec *spec,
                                         const struct cinfer_model_config *c);
+/* ... and whether layer l holds it: a sparse layer has experts instead of the dense MLP. */
+int cinfer_layer_weight_in_layer(const struct cinfer_layer_weight_spec *spec, const struct cinfer_model_config *c,
+                                 int l);
+/* A sparse layer's expert array, zeroed and owned by the storage. */
+int cinfer_layer_experts_alloc(struct cinfer_model_storage *s, const struct cinfer_model_config *c,
+                               struct cinfer_layer_weights *layer, struct cinfer_error *err);
+/* Checks the mixture-of-experts numbers of c (source names the file). */
+int cinfer_moe_config_check(const struct cinfer_model_config *c, const char *source, struct cinfer_error *err);
 int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_layer_dim d);
 
 /* model.dtype: every matrix not already of type target becomes an owned copy of that

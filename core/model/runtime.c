@@ -161,6 +161,49 @@ static int bind_slice(const struct cinfer_weight *w, const char *name, int layer
     return 0;
 }
 
+/* A sparse layer's router and experts (whole: tensor parallelism refuses MoE models),
+ * appended to rt->moe_weights. */
+static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &rt->model->config;
+    const struct cinfer_layer_weights *src = &rt->model->layers[l];
+    struct runtime_layer *dst = &rt->layers[l];
+    if (!cinfer_model_layer_sparse(c, l))
+        return 0;
+    if (!src->experts)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "model: layer %d is sparse but has no experts", l);
+    if (!rt->moe_weights) {
+        int sparse = 0;
+        for (int i = 0; i < c->num_layers; i++)
+            sparse += cinfer_model_layer_sparse(c, i);
+        size_t n = (size_t)sparse * (1 + 3 * (size_t)c->n_experts);
+        rt->moe_weights = calloc(n, sizeof *rt->moe_weights);
+        rt->moe_sources = calloc(n, sizeof *rt->moe_sources);
+        if (!rt->moe_weights || !rt->moe_sources)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory for %zu expert weights", n);
+    }
+    int64_t ffn = c->moe_intermediate_size;
+    struct cinfer_backend_weight *router = dst->router = &rt->moe_weights[rt->n_moe_weights];
+    rt->moe_sources[rt->n_moe_weights++] = &src->router;
+    int rc = bind_matrix(&src->router, "router", l, c->n_experts, rt->hidden, router, err);
+    if (rc < 0)
+        return rc;
+    dst->experts = &rt->moe_weights[rt->n_moe_weights];
+    for (int e = 0; e < c->n_experts; e++) {
+        const struct cinfer_expert_weights *x = &src->experts[e];
+        const struct cinfer_weight *parts[3] = {&x->gate, &x->up, &x->down};
+        static const char *const names[3] = {"expert gate", "expert up", "expert down"};
+        for (int p = 0; p < 3; p++) {
+            int down = p == 2;
+            rt->moe_sources[rt->n_moe_weights] = parts[p];
+            if ((rc = bind_matrix(parts[p], names[p], l, down ? rt->hidden : ffn, down ? ffn : rt->hidden,
+                                  &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     const struct cinfer_model *m = rt->model;
@@ -188,12 +231,14 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
             (rc = bind_slice(&src->wk, "wk", l, kv_full, rt->hidden, 0, kv0, rt->kv_dim, &dst->wk, err)) < 0 ||
             (rc = bind_slice(&src->wv, "wv", l, kv_full, rt->hidden, 0, kv0, rt->kv_dim, &dst->wv, err)) < 0 ||
             (rc = bind_slice(&src->wo, "wo", l, rt->hidden, q_full, 1, q0, rt->q_dim, &dst->wo, err)) < 0 ||
-            (rc = bind_slice(&src->w_gate, "w_gate", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_gate,
-                             err)) < 0 ||
-            (rc = bind_slice(&src->w_up, "w_up", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_up,
-                             err)) < 0 ||
-            (rc = bind_slice(&src->w_down, "w_down", l, rt->hidden, ffn_full, 1, f0, rt->intermediate, &dst->w_down,
-                             err)) < 0 ||
+            (!cinfer_model_layer_sparse(c, l) &&
+             ((rc = bind_slice(&src->w_gate, "w_gate", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_gate,
+                               err)) < 0 ||
+              (rc = bind_slice(&src->w_up, "w_up", l, ffn_full, rt->hidden, 0, f0, rt->intermediate, &dst->w_up,
+                               err)) < 0 ||
+              (rc = bind_slice(&src->w_down, "w_down", l, rt->hidden, ffn_full, 1, f0, rt->intermediate,
+                               &dst->w_down, err)) < 0)) ||
+            (rc = bind_experts(rt, l, err)) < 0 ||
             (rc = widen_vector(&src->attn_norm, "attn_norm", l, rt->hidden, 1, &dst->attn_norm, err)) < 0 ||
             (rc = widen_vector(&src->ffn_norm, "ffn_norm", l, rt->hidden, 1, &dst->ffn_norm, err)) < 0 ||
             (rc = widen_vector(&src->post_attn_norm, "post_attn_norm", l, rt->hidden, c->sandwich_norms,
@@ -238,6 +283,12 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
 
 static int runtime_weight_count(const struct cinfer_runtime *rt)
 {
+    return 2 + LAYER_MATRICES * rt->model->config.num_layers + rt->n_moe_weights;
+}
+
+/* where the routers and experts start in runtime_weight's order */
+static int moe_weight_base(const struct cinfer_runtime *rt)
+{
     return 2 + LAYER_MATRICES * rt->model->config.num_layers;
 }
 
@@ -245,6 +296,8 @@ static struct cinfer_backend_weight *runtime_weight(struct cinfer_runtime *rt, i
 {
     if (i < 2)
         return i == 0 ? &rt->tok_embeddings : &rt->lm_head;
+    if (i >= moe_weight_base(rt))
+        return &rt->moe_weights[i - moe_weight_base(rt)];
     struct runtime_layer *w = &rt->layers[(i - 2) / LAYER_MATRICES];
     struct cinfer_backend_weight *layer[LAYER_MATRICES] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
                                                            &w->w_gate, &w->w_up, &w->w_down};
@@ -257,6 +310,8 @@ static const struct cinfer_weight *model_weight(const struct cinfer_runtime *rt,
     const struct cinfer_model *m = rt->model;
     if (i < 2)
         return i == 0 ? &m->tok_embeddings : &m->lm_head;
+    if (i >= moe_weight_base(rt))
+        return rt->moe_sources[i - moe_weight_base(rt)];
     const struct cinfer_layer_weights *w = &m->layers[(i - 2) / LAYER_MATRICES];
     const struct cinfer_weight *layer[LAYER_MATRICES] = {&w->wq,     &w->wk,   &w->wv,    &w->wo,
                                                          &w->w_gate, &w->w_up, &w->w_down};
@@ -309,6 +364,10 @@ static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct ci
     }
     for (int i = 0; i < n; i++) {
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
+        if (!w->data) { /* a sparse layer's dense MLP */
+            rt->n_prepared++;
+            continue;
+        }
         if (w == &rt->lm_head && rt->lm_head_tied) {
             rt->lm_head = rt->tok_embeddings;
             rt->n_prepared++;
@@ -345,7 +404,7 @@ static void release_weights(struct cinfer_runtime *rt)
         struct cinfer_backend_weight *w = runtime_weight(rt, i);
         if (rt->slice_copies && rt->slice_copies[i])
             free(rt->slice_copies[i]);
-        else if (!(w == &rt->lm_head && rt->lm_head_tied))
+        else if (w->data && !(w == &rt->lm_head && rt->lm_head_tied))
             rt->ops->weight_release(rt->backend, w);
     }
     rt->n_prepared = 0;
@@ -354,6 +413,8 @@ static void release_weights(struct cinfer_runtime *rt)
 static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     size_t t = (size_t)rt->max_batch_tokens;
+    size_t n_experts = (size_t)rt->model->config.n_experts, moe_ffn = (size_t)rt->model->config.moe_intermediate_size;
+    size_t top_k = (size_t)rt->model->config.n_experts_used;
     struct {
         float **buf;
         size_t floats;
@@ -367,6 +428,11 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
         {&rt->proj, t * rt->hidden},
         {&rt->gate, t * rt->intermediate},
         {&rt->up, t * rt->intermediate},
+        {&rt->moe_logits, t * (size_t)n_experts},
+        {&rt->moe_x, n_experts ? t * rt->hidden : 0},
+        {&rt->moe_gate, n_experts ? t * moe_ffn : 0},
+        {&rt->moe_up, n_experts ? t * moe_ffn : 0},
+        {&rt->moe_y, n_experts ? t * rt->hidden : 0},
         {&rt->logits_x, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->hidden},
         {&rt->logits, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->shard.vocab_stride},
         {&rt->logits_gather,
@@ -390,6 +456,15 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
     rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
     if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    if (n_experts) {
+        rt->moe_ids = calloc(t * top_k, sizeof *rt->moe_ids);
+        rt->moe_weights_tk = calloc(t * top_k, sizeof *rt->moe_weights_tk);
+        rt->moe_rows = calloc(t * top_k, sizeof *rt->moe_rows);
+        rt->moe_row_weights = calloc(t * top_k, sizeof *rt->moe_row_weights);
+        rt->moe_first = calloc(n_experts + 1, sizeof *rt->moe_first);
+        if (!rt->moe_ids || !rt->moe_weights_tk || !rt->moe_rows || !rt->moe_row_weights || !rt->moe_first)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    }
     if (rt->inv_freq_local) {
         rt->rope_cos_local = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_cos_local);
         rt->rope_sin_local = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_sin_local);
@@ -532,7 +607,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         release_weights(rt);
         float *bufs[] = {rt->x,    rt->xn, rt->q,        rt->k,      rt->v,
                          rt->attn, rt->proj, rt->gate,   rt->up,     rt->logits_x,
-                         rt->logits, rt->logits_gather};
+                         rt->logits, rt->logits_gather, rt->moe_logits, rt->moe_x, rt->moe_gate,
+                         rt->moe_up, rt->moe_y};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 rt->ops->buffer_free(rt->backend, bufs[i]);
@@ -571,6 +647,13 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     free(rt->attn_seqs);
     free(rt->logits_dst);
     free(rt->logits_rows);
+    free(rt->moe_ids);
+    free(rt->moe_weights_tk);
+    free(rt->moe_rows);
+    free(rt->moe_row_weights);
+    free(rt->moe_first);
+    free(rt->moe_weights);
+    free(rt->moe_sources);
     free(rt);
     *rtp = NULL;
 }

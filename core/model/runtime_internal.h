@@ -20,6 +20,9 @@ struct runtime_layer {
     float *q_norm, *k_norm;      /* (head_dim) or NULL */
     float *bq;                   /* (q_dim) or NULL */
     float *bk, *bv;              /* (kv_dim) or NULL */
+    /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
+    struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
+    struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
@@ -62,6 +65,11 @@ struct cinfer_runtime {
     int n_prepared;       /* weights prepared so far, in runtime_weight's order (runtime.c) */
     void **slice_copies;  /* (weights) this rank's slice copied compact where the backend made
                            * no copy of its own (tensor parallelism), freed rather than released */
+    /* every sparse layer's router and experts' matrices, after the dense ones in
+     * runtime_weight's order (runtime.c) */
+    struct cinfer_backend_weight *moe_weights;
+    const struct cinfer_weight **moe_sources; /* the model's matrix each one is */
+    int n_moe_weights;
     struct cinfer_runtime_memory memory;
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
@@ -79,6 +87,12 @@ struct cinfer_runtime {
     float *proj;     /* (T, hidden) output of wo / w_down */
     float *gate;     /* (T, intermediate) */
     float *up;       /* (T, intermediate) */
+    /* mixture of experts (NULL for a dense model); E = n_experts, K = n_experts_used */
+    float *moe_logits;  /* (T, E) router logits */
+    float *moe_x;       /* (T, hidden) one expert's gathered rows */
+    float *moe_gate;    /* (T, moe_intermediate) */
+    float *moe_up;      /* (T, moe_intermediate) */
+    float *moe_y;       /* (T, hidden) one expert's output rows, before the scatter-add */
     float *logits_x; /* (CINFER_LOGITS_BLOCK_ROWS, hidden) final-normed rows whose logits are asked */
     float *logits;   /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) this rank's vocabulary rows */
     float *logits_gather; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) every rank's
@@ -94,7 +108,18 @@ struct cinfer_runtime {
     struct cinfer_backend_attn_seq *attn_seqs; /* (T) at most one per token */
     float **logits_dst; /* (T) where each asked row of logits goes (NULL on a follower) */
     int32_t *logits_rows; /* (T) batch row of each asked row */
+    int32_t *moe_ids;     /* (T, K) each token's chosen experts */
+    float *moe_weights_tk; /* (T, K) their router weights */
+    int32_t *moe_rows;    /* (T * K) the batch rows routed to each expert, expert by expert */
+    float *moe_row_weights; /* (T * K) the router weight of each of moe_rows */
+    int32_t *moe_first;   /* (E + 1) where each expert's rows start in moe_rows */
 };
+
+/* Experts a token may run: the config check's bound (model_load.c cinfer_moe_config_check). */
+#define CINFER_MOE_MAX_USED 64
+
+/* moe_forward.c: the sparse MLP of layer l on the T rows of rt->xn, into rt->proj. */
+int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err);
 
 /* forward.c: rank 0's (or the only rank's) call, and a follower's on a decoded plan */
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,

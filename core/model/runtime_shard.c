@@ -51,6 +51,11 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
                                 "model: %d key-value heads do not split over tp_size %d, nor tp_size %d into them (a "
                                 "rank keeps whole KV heads, or shares one with tp_size / kv_heads ranks)",
                                 c->num_kv_heads, size, size);
+    if (size > 1 && c->n_experts > 0)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "model %s: a mixture of experts (%s, %d experts) does not split over tp_size %d yet; "
+                                "run it with tp_size 1",
+                                m->path ? m->path : "(in memory)", c->architecture, c->n_experts, size);
     int stride = (int)(((int64_t)c->vocab_size + size - 1) / size);
     if ((int64_t)stride * (size - 1) >= c->vocab_size)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,

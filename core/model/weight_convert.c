@@ -88,11 +88,31 @@ int cinfer_model_convert_matrices(struct cinfer_model *m, enum cinfer_dtype targ
             if (spec->rows == DIM_ONE)
                 continue; /* a vector */
             struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
+            if (!w->data)
+                continue; /* a sparse layer's dense MLP */
             const void *was = w->data;
             char what[96];
             snprintf(what, sizeof what, "layer %d %s", l, spec->hf_name);
             rc = convert_matrix(s, w, what, target, err);
             *converted |= w->data != was;
         }
+    for (int l = 0; rc == CINFER_OK && l < m->config.num_layers; l++) {
+        struct cinfer_layer_weights *layer = &m->layers[l];
+        for (int e = 0; rc == CINFER_OK && layer->experts && e < m->config.n_experts; e++) {
+            struct cinfer_weight *parts[3] = {&layer->experts[e].gate, &layer->experts[e].up, &layer->experts[e].down};
+            for (int p = 0; rc == CINFER_OK && p < 3; p++) {
+                const void *was = parts[p]->data;
+                char what[96];
+                snprintf(what, sizeof what, "layer %d expert %d", l, e);
+                rc = convert_matrix(s, parts[p], what, target, err);
+                *converted |= parts[p]->data != was;
+            }
+        }
+        if (rc == CINFER_OK && layer->router.data) {
+            const void *was = layer->router.data;
+            rc = convert_matrix(s, &layer->router, "a router", target, err);
+            *converted |= layer->router.data != was;
+        }
+    }
     return rc;
 }

@@ -32,8 +32,9 @@ extern "C" {
  * 5: attention_windowed (sliding window, score scale, soft-capping), gelu_tanh_mul,
  *    scale and softcap (Gemma 2/3).
  * 6: struct cinfer_backend_kv_layout gained head_dim and dtype (the KV element type); enum
- *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels. */
-#define CINFER_BACKEND_OPS_VERSION 6u
+ *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels.
+ * 7: moe_route, gather_rows, scatter_add_rows and zero (mixture of experts: Mixtral, Qwen3-MoE). */
+#define CINFER_BACKEND_OPS_VERSION 7u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -214,6 +215,24 @@ struct cinfer_backend_ops {
     void (*scale)(void *state, float *x, size_t n, float factor);
     /* x (n) = cap * tanh(x / cap) */
     void (*softcap)(void *state, float *x, size_t n, float cap);
+
+    /* Since version 7: mixture of experts. The router's choices come back to the host,
+     * which groups each expert's tokens; an expert then runs once on its group (gather,
+     * matmuls, scatter-add), so a decode step reads only the chosen experts' weights. */
+    /* For each of n rows of logits (n, n_experts): ids (n, k) the k largest logits,
+     * largest first (the lower id first among equals), and weights (n, k) their
+     * softmax over all n_experts, divided by their own sum when normalize is 1.
+     * ids and weights are host memory. */
+    void (*moe_route)(void *state, const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
+                      float *weights);
+    /* out (n, dim) = rows rows[i] of x; rows is host memory */
+    void (*gather_rows)(void *state, float *out, const float *x, const int32_t *rows, int n, int dim);
+    /* y row rows[i] += weights[i] * x row i, for x (n, dim), in order of i (a row may
+     * repeat); rows and weights are host memory */
+    void (*scatter_add_rows)(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
+                             int dim);
+    /* x (n) = 0 */
+    void (*zero)(void *state, float *x, size_t n);
 };
 
 #ifdef __cplusplus

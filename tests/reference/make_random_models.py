@@ -11,7 +11,9 @@ the values, GELU-tanh, sandwich norms, (1 + w) norms, sqrt(hidden) embedding sca
 gemma3 (six layers: five local with window 32 and RoPE base 10000, one global with base
 1e6 and linear scaling 8; q/k norm), phi3 (q/k/v fused into qkv_proj, gate and up into
 gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp's
-converter writes them). The 150-token prompt is over 4 windows long.
+converter writes them), qwen3_moe and mixtral (8 experts, 2 per token; qwen3_moe_mixed,
+in HF folders only: norm_topk_prob false and a dense first layer). The 150-token prompt
+is over 4 windows long.
 Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
     model.safetensors.index.json);
@@ -102,6 +104,21 @@ FAMILIES = {
                       partial_rotary_factor=0.5, original_max_position_embeddings=64,
                       rope_scaling=dict(type="longrope", short_factor=[1.0, 1.2, 1.5, 2.0],
                                         long_factor=[1.0, 1.5, 3.0, 6.0])),
+    # mixtures of experts: 8 experts, 2 chosen per token
+    "qwen3_moe": dict(model_type="qwen3_moe", arch="Qwen3MoeForCausalLM", gguf_arch="qwen3moe", hidden=64,
+                      heads=4, kv_heads=2, head_dim=32, inter=128, layers=2, tied=False, theta=1000000.0,
+                      qk_norm=True, moe=dict(experts=8, used=2, inter=32, norm=True)),
+    # norm_topk_prob false and a dense first layer (mlp_only_layers): HF folders only, as
+    # llama.cpp renormalises and makes every qwen3moe layer sparse
+    "qwen3_moe_mixed": dict(model_type="qwen3_moe", arch="Qwen3MoeForCausalLM", hidden=64, heads=4,
+                            kv_heads=2, head_dim=16, inter=96, layers=2, tied=False, theta=10000.0,
+                            qk_norm=True, moe=dict(experts=8, used=2, inter=32, norm=False, dense_layers=[0]),
+                            gguf=False),
+    # GGUF as llama.cpp converts Mixtral: arch llama with llama.expert_count; the f16 file
+    # holds one tensor per expert as older conversions did, the others merged 3-D tensors
+    "mixtral": dict(model_type="mixtral", arch="MixtralForCausalLM", hidden=64, heads=4, kv_heads=2,
+                    head_dim=16, inter=64, layers=2, tied=False, theta=1000000.0,
+                    moe=dict(experts=8, used=2, inter=64, norm=True)),
 }
 # Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
 # every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
@@ -164,6 +181,15 @@ def random_weights(fam, rng):
             w[p + "post_attention_layernorm.weight"] = norm(h)
             w[p + "pre_feedforward_layernorm.weight"] = norm(h)
             w[p + "post_feedforward_layernorm.weight"] = norm(h)
+        moe = fam.get("moe")
+        if moe and i not in moe.get("dense_layers", []):  # under Qwen3-MoE's names
+            w[p + "mlp.gate.weight"] = matrix(moe["experts"], h, gain=2.0)
+            for e in range(moe["experts"]):
+                q = f"{p}mlp.experts.{e}."
+                w[q + "gate_proj.weight"] = matrix(moe["inter"], h)
+                w[q + "up_proj.weight"] = matrix(moe["inter"], h)
+                w[q + "down_proj.weight"] = matrix(h, moe["inter"], gain=2.0)
+            continue
         w[p + "mlp.gate_proj.weight"] = matrix(inter, h)
         w[p + "mlp.up_proj.weight"] = matrix(inter, h)
         w[p + "mlp.down_proj.weight"] = matrix(h, inter, gain=2.0)
@@ -172,6 +198,20 @@ def random_weights(fam, rng):
     if not fam["tied"]:
         w["lm_head.weight"] = matrix(VOCAB, h, gain=2.0)
     return w
+
+
+def mixtral_names(weights):
+    """Qwen3-MoE's expert names to Mixtral's: block_sparse_moe.gate, experts.E.w1 (gate),
+    w3 (up), w2 (down)."""
+    out = {}
+    for name, t in weights.items():
+        name = name.replace(".mlp.gate.weight", ".block_sparse_moe.gate.weight").replace(".mlp.experts.",
+                                                                                         ".block_sparse_moe.experts.")
+        for qwen, mixtral in (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2")):
+            if ".block_sparse_moe.experts." in name:
+                name = name.replace(qwen, mixtral)
+        out[name] = t
+    return out
 
 
 def fuse_phi3(weights, n_layers):
@@ -297,6 +337,14 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         config["original_max_position_embeddings"] = fam["original_max_position_embeddings"]
     if fam["model_type"] == "mistral":
         config["sliding_window"] = fam.get("sliding_window")
+    moe = fam.get("moe")
+    if moe and fam["model_type"] == "mixtral":
+        config.update(num_local_experts=moe["experts"], num_experts_per_tok=moe["used"], sliding_window=None)
+        weights = mixtral_names(weights)
+    elif moe:
+        config.update(num_experts=moe["experts"], num_experts_per_tok=moe["used"],
+                      moe_intermediate_size=moe["inter"], norm_topk_prob=moe["norm"], decoder_sparse_step=1,
+                      mlp_only_layers=moe.get("dense_layers", []))
     if fam.get("gemma"):
         del config["hidden_act"]
         config["hidden_activation"] = "gelu_pytorch_tanh"
@@ -472,9 +520,41 @@ def rope_scaling_metadata(arch, fam):
     return {}
 
 
+def moe_metadata(arch, fam):
+    """The expert keys convert_hf_to_gguf.py writes (Qwen3MoeModel; Mixtral through LlamaModel)."""
+    moe = fam.get("moe")
+    if not moe:
+        return {}
+    md = {f"{arch}.expert_count": moe["experts"], f"{arch}.expert_used_count": moe["used"]}
+    if arch != "llama":
+        md[f"{arch}.expert_feed_forward_length"] = moe["inter"]
+    return md
+
+
+def moe_tensors(fam, weights, i, wtype, stored):
+    """Layer i's router (kept f32, as the converter keeps ffn_gate_inp) and experts:
+    merged (experts, rows, cols) tensors blk.i.ffn_{gate,up,down}_exps, or for an old-style
+    Mixtral file one blk.i.ffn_{gate,up,down}.E per expert."""
+    p = f"model.layers.{i}."
+    if p + "mlp.gate.weight" not in weights:
+        return []
+    out = [(f"blk.{i}.ffn_gate_inp.weight", weights[p + "mlp.gate.weight"], "f32")]
+    n = fam["moe"]["experts"]
+    per_expert = fam["model_type"] == "mixtral" and wtype == "f16"
+    for part in ("gate", "up", "down"):
+        mats = [weights[f"{p}mlp.experts.{e}.{part}_proj.weight"] for e in range(n)]
+        if per_expert:
+            out += [(f"blk.{i}.ffn_{part}.{e}.weight", m, stored(m)) for e, m in enumerate(mats)]
+        else:
+            merged = np.stack(mats)  # (experts, rows, cols): ggml ne [cols, rows, experts]
+            out.append((f"blk.{i}.ffn_{part}_exps.weight", merged, stored(merged, f"blk.{i}.ffn_{part}_exps")))
+    return out
+
+
 def write_gguf_model(path, name, fam, weights, wtype):
     # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
-    arch = "llama" if fam["model_type"] in ("llama", "mistral") else fam.get("gguf_arch", fam["model_type"])
+    arch = ("llama" if fam["model_type"] in ("llama", "mistral", "mixtral")
+            else fam.get("gguf_arch", fam["model_type"]))
     gemma = fam.get("gemma", False)
     tokens, scores, types = vocabulary(fam["model_type"])
     md = {
@@ -495,6 +575,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
         f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS,
         **gemma_metadata(arch, fam),
         **rope_scaling_metadata(arch, fam),
+        **moe_metadata(arch, fam),
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.scores": ("f32[]", scores),
@@ -508,7 +589,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
         if wtype == "mix":  # per tensor, by the longest matching name in MIX
             keys = [k for k in MIX if gguf_name.startswith(k) or f".{k}." in f".{gguf_name}"]
             return MIX[max(keys, key=len)] if keys else "f32"
-        return wtype if array.ndim == 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
+        return wtype if array.ndim >= 2 else "f32"  # llama.cpp keeps 1-D tensors in f32
 
     if fam.get("fused"):
         weights = fuse_phi3(weights, fam["layers"])
@@ -533,6 +614,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
             elif arch == "llama" and hf_suffix.startswith("self_attn.k_proj"):
                 w = permute_llama_qk(w, fam["heads"], fam["kv_heads"])
             out.append((f"blk.{i}.{gguf_suffix}", w, stored(w, f"blk.{i}.{gguf_suffix}")))
+        out += moe_tensors(fam, weights, i, wtype, stored)
     output_norm = weights["model.norm.weight"] + (1.0 if gemma else 0.0)
     out.append(("output_norm.weight", output_norm,
                 stored(output_norm, "output_norm.weight") if wtype == "mix" else "f32"))

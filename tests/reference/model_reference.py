@@ -17,6 +17,19 @@ local token at position i seeing positions j with i - window < j <= i; Gemma 3's
 layers rotate with rope_local_base_freq unscaled, its global ones with rope_theta and
 rope_scaling (linear: frequencies divided by factor). Mistral's sliding_window covers
 every layer; Qwen2/3's use_sliding_window the layers from max_window_layers on.
+Mixtures of experts (Qwen3MoeForCausalLM, MixtralForCausalLM): a sparse layer's MLP is
+n experts, each a SwiGLU MLP, and a router (a linear map to n logits). Mixtral, from its
+paper (arXiv 2401.04088): y = sum over the top-k logits i of softmax(top-k logits)_i *
+expert_i(x), i.e. a softmax over the chosen k alone. Qwen3-MoE, from the published
+configs and transformers' Qwen3MoeSparseMoeBlock: softmax over all n logits, keep the
+top k probabilities, divide them by their sum when norm_topk_prob is true; layers in
+mlp_only_layers, or where (l + 1) % decoder_sparse_step != 0, stay dense. The two agree
+when Qwen3 renormalises; they are written here the two ways on purpose. Here each
+token's experts are found and run one token at a time (not grouped by expert as
+cinfer does). GGUF holds the experts merged as 3-D tensors blk.N.ffn_{gate,up,down}_exps
+(or one blk.N.ffn_gate.E per expert in older Mixtral files) and the router as
+blk.N.ffn_gate_inp; llama.cpp renormalises the k weights for qwen3moe and for Mixtral
+(arch llama with llama.expert_count), so those files are read with norm_topk_prob true.
 It reads the two formats itself:
 
 - Hugging Face folders: config.json and *.safetensors (single file, or sharded with
@@ -57,6 +70,7 @@ The .ref format (little-endian), read by tests/test_model_reference.c:
                 f64 logits[(n_prompt + n_gen - 1) * vocab]
   tokens are the prompt followed by the greedy continuation; logits row p are the
   logits after consuming tokens[0..p].
+Mixture-of-experts models also get a .ref.route file (write_route).
 """
 
 import json
@@ -279,8 +293,12 @@ def read_gguf(path):
     n_kv_heads = int(key("attention.head_count_kv", n_heads))
     emb = g.tensors["token_embd.weight"]
     gemma = arch in ("gemma2", "gemma3")
+    n_experts = int(key("expert_count", 0))
+    model_type = {"gemma3": "gemma3_text", "qwen3moe": "qwen3_moe"}.get(arch, arch)
+    if arch == "llama" and n_experts:
+        model_type = "mixtral"
     config = {
-        "model_type": "gemma3_text" if arch == "gemma3" else arch,
+        "model_type": model_type,
         "hidden_size": hidden,
         "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")),
@@ -292,6 +310,11 @@ def read_gguf(path):
         "vocab_size": emb.shape[0],
         "tie_word_embeddings": "output.weight" not in g.tensors,
     }
+    if n_experts:
+        config["num_experts"] = n_experts
+        config["num_experts_per_tok"] = int(key("expert_used_count"))
+        config["moe_intermediate_size"] = int(key("expert_feed_forward_length", config["intermediate_size"]))
+        config["norm_topk_prob"] = True
     if gemma:
         n_layers = config["num_hidden_layers"]
         large = n_layers == (46 if arch == "gemma2" else 62)  # llama.cpp's 27B rule
@@ -353,10 +376,19 @@ def read_gguf(path):
     }
     if arch == "phi3":
         names["ffn_up.weight"] = "mlp.gate_up_proj.weight"
+    moe_parts = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
     for i in range(config["num_hidden_layers"]):
+        router = g.tensors.get(f"blk.{i}.ffn_gate_inp.weight")
+        if router is not None:  # a sparse layer: the experts, under Qwen3-MoE's HF names
+            hf[f"model.layers.{i}.mlp.gate.weight"] = router
+            for part, hf_part in moe_parts.items():
+                merged = g.tensors.get(f"blk.{i}.ffn_{part}_exps.weight")  # (experts, rows, cols)
+                for e in range(n_experts):
+                    t = merged[e] if merged is not None else g.tensors[f"blk.{i}.ffn_{part}.{e}.weight"]
+                    hf[f"model.layers.{i}.mlp.experts.{e}.{hf_part}.weight"] = t
         for gguf_name, hf_name in names.items():
             t = g.tensors.get(f"blk.{i}.{gguf_name}")
-            if t is None:
+            if t is None or (router is not None and gguf_name.startswith("ffn_") and gguf_name != "ffn_norm.weight"):
                 continue
             if gemma and gguf_name.endswith("norm.weight"):
                 t = t - 1.0  # the converter's + 1
@@ -408,6 +440,53 @@ class Model:
         self.rope_attention = self._rope_attention(config.get("rope_scaling") or {})
         if family == "gemma3_text":  # local layers: their own base, no scaling
             self.inv_freq_local = self._inv_freq(config.get("rope_local_base_freq", 10000.0), None)
+        self.moe = self._moe_layers(family)
+        self.min_route_gap = math.inf
+
+    def _moe_layers(self, family):
+        """Per layer: None (a dense MLP) or (HF prefix of router and experts, n, k,
+        'mixtral' or 'qwen', renormalise)."""
+        c = self.config
+        if family == "mixtral":
+            n, k = c.get("num_local_experts", 8), c.get("num_experts_per_tok", 2)
+            if "model.layers.0.mlp.gate.weight" in self.w:  # read from GGUF under Qwen3-MoE names
+                return [("mlp", n, k, "mixtral", True)] * self.n_layers
+            return [("block_sparse_moe", n, k, "mixtral", True)] * self.n_layers
+        if family != "qwen3_moe" or not c.get("num_experts", 128):
+            return [None] * self.n_layers
+        n, k = c.get("num_experts", 128), c.get("num_experts_per_tok", 8)
+        step, dense = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers") or []
+        return [("mlp", n, k, "qwen", c.get("norm_topk_prob", False))
+                if i not in dense and (i + 1) % step == 0 else None for i in range(self.n_layers)]
+
+    def moe_block(self, h, layer):
+        """(n, hidden) output of layer's experts, token by token."""
+        block, n_experts, k, style, renorm = self.moe[layer]
+        p = f"model.layers.{layer}.{block}."
+        names = ("gate_proj", "up_proj", "down_proj") if block == "mlp" else ("w1", "w3", "w2")
+        logits = linear(h, self.w[p + "gate.weight"])  # (n, experts)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            order = np.argsort(-logits[t], kind="stable")  # ties: the lower id first
+            chosen = order[:k]
+            if k < n_experts:  # how near the k-th and (k+1)-th experts came: rounding could swap them
+                gap = logits[t, order[k - 1]] - logits[t, order[k]]
+                self.min_route_gap = min(self.min_route_gap, gap)
+                self.route_gaps[t] = min(self.route_gaps[t], gap / np.linalg.norm(logits[t]))
+            if style == "mixtral":  # softmax over the chosen logits (Mixtral paper, eq. 2)
+                z = np.exp(logits[t, chosen] - logits[t, chosen].max())
+                weights = z / z.sum()
+            else:  # softmax over every expert, then the top k, then (optionally) renormalised
+                z = np.exp(logits[t] - logits[t].max())
+                weights = (z / z.sum())[chosen]
+                if renorm:
+                    weights = weights / weights.sum()
+            for e, wt in zip(chosen, weights):
+                q = f"{p}experts.{e}."
+                gate = linear(h[t], self.w[q + names[0] + ".weight"])
+                up = linear(h[t], self.w[q + names[1] + ".weight"])
+                out[t] += wt * linear(silu(gate) * up, self.w[q + names[2] + ".weight"])
+        return out
 
     def _split_fused(self):
         """Phi-3's qkv_proj and gate_up_proj into q/k/v and gate/up."""
@@ -500,6 +579,7 @@ class Model:
         w = self.w
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
+        self.route_gaps = np.full(n, np.inf)  # (n) per position: the smallest relative router gap
         x = w["model.embed_tokens.weight"][tokens]  # (n, hidden)
         if self.gemma:
             x = x * math.sqrt(self.hidden)
@@ -547,10 +627,13 @@ class Model:
             else:
                 x = x + out
                 h = self.norm(x, w[p + "post_attention_layernorm.weight"])
-            gate = linear(h, w[p + "mlp.gate_proj.weight"])
-            up = linear(h, w[p + "mlp.up_proj.weight"])
-            act = gelu_tanh(gate) if self.gemma else silu(gate)
-            out = linear(act * up, w[p + "mlp.down_proj.weight"])
+            if self.moe[i]:
+                out = self.moe_block(h, i)
+            else:
+                gate = linear(h, w[p + "mlp.gate_proj.weight"])
+                up = linear(h, w[p + "mlp.up_proj.weight"])
+                act = gelu_tanh(gate) if self.gemma else silu(gate)
+                out = linear(act * up, w[p + "mlp.down_proj.weight"])
             if self.gemma:
                 out = self.norm(out, w[p + "post_feedforward_layernorm.weight"])
             x = x + out
@@ -574,7 +657,7 @@ class Model:
             new.append(token)
             seq.append(token)
         logits = self.forward(seq[:-1])
-        return new, logits, min_gap
+        return new, logits, min_gap, self.route_gaps.copy()
 
 
 def rms_norm(x, weight, eps):
@@ -669,6 +752,23 @@ def write_ref(path, vocab, sequences):
             f.write(np.ascontiguousarray(logits, dtype="<f8").tobytes())
 
 
+ROUTE_MAGIC = b"CINFRTE1"
+
+
+def write_route(path, route_gaps):
+    """Beside a mixture-of-experts model's .ref: per sequence, per logits row, the
+    smallest over sparse layers of (k-th - (k+1)-th router logit) / |router logits| at
+    that position. A row where rounding could move the router logits that far may pick
+    other experts in lower precision (little-endian: magic, u32 n_seqs, per sequence
+    u32 n_rows and f64 gaps[n_rows])."""
+    with open(path, "wb") as f:
+        f.write(ROUTE_MAGIC)
+        f.write(struct.pack("<I", len(route_gaps)))
+        for gaps in route_gaps:
+            f.write(struct.pack("<I", len(gaps)))
+            f.write(np.asarray(gaps, dtype="<f8").tobytes())
+
+
 def expect_manifest(manifest_path):
     """Each line: name, model path, weight type, .ref path, n_new, prompts, family
     (tab-separated; prompts are comma-separated token ids separated by ';'). Models of
@@ -683,11 +783,13 @@ def expect_manifest(manifest_path):
         model = Model(os.path.join(base, model_path))
         sequences = []
         gaps = []
+        route = []
         for prompt_text in prompts.split(";"):
             prompt = [int(t) for t in prompt_text.split(",")]
-            new, logits, gap = model.greedy(prompt, int(n_new))
+            new, logits, gap, route_gaps = model.greedy(prompt, int(n_new))
             sequences.append((prompt, new, logits))
             gaps.append(gap)
+            route.append(route_gaps)
         if wtype == "f32" and min(gaps) < MIN_GREEDY_GAP:
             raise SystemExit(f"{name}: greedy top-1/top-2 gap {min(gaps):.2e} < {MIN_GREEDY_GAP}: "
                              "pick another prompt seed so the argmax is not a coin toss")
@@ -699,9 +801,12 @@ def expect_manifest(manifest_path):
                 raise SystemExit(f"{name} and {first[0]} hold the same f32 weights but their "
                                  f"reference logits differ by {diff:.2e} (relative)")
         write_ref(os.path.join(base, ref_path), model.vocab, sequences)
+        if any(m is not None for m in model.moe):
+            write_route(os.path.join(base, ref_path) + ".route", route)
         scale = float(np.abs(sequences[0][2]).mean())
+        route = f", min router gap {model.min_route_gap:.3g}" if model.min_route_gap < math.inf else ""
         print(f"{name}: vocab {model.vocab}, greedy {sequences[0][1][:8]}..., "
-              f"mean |logit| {scale:.2f}, min greedy gap {min(gaps):.3g}")
+              f"mean |logit| {scale:.2f}, min greedy gap {min(gaps):.3g}{route}")
 
 
 def main(argv):

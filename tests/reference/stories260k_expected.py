@@ -39,7 +39,7 @@ def main(argv):
     model = Model(os.path.join(models_dir, "stories260K.gguf"))
     vocab = SpmVocab(model.gguf_metadata)
     prompt = vocab.encode(PROMPT, add_bos=True)
-    new, _, gap = model.greedy(prompt, n_new)
+    new, _, gap, _ = model.greedy(prompt, n_new)
     text = vocab.decode(prompt + new)
     want = llama_cpp_text(os.path.join(models_dir, "README.md"))
     if text != want:

@@ -1,0 +1,114 @@
+/* core/model/moe_forward.c — the sparse MLP of a mixture-of-experts layer (Mixtral,
+ * Qwen3-MoE).
+ *
+ * The router scores every token against every expert; each token keeps its top k
+ * experts with their softmax weights (renormalised over the k when the model says
+ * so). The tokens are then grouped by expert, and each chosen expert runs once on its
+ * group as a batch: gather its rows, gate/up matmul, activation, down matmul, and
+ * scatter-add the rows back, each scaled by its router weight. An expert no token
+ * chose is never read, so a decode step at batch 1 reads k experts' weights only. */
+#include <string.h>
+
+#include "model/runtime_internal.h"
+
+/* Lays the (T, K) choices out expert by expert: moe_rows[moe_first[e] ..
+ * moe_first[e + 1]) are the batch rows routed to expert e, in batch order, with their
+ * weights beside them in moe_row_weights. A counting sort: O(T K + E). */
+static void group_by_expert(struct cinfer_runtime *rt, int T, int E, int K)
+{
+    int32_t *first = rt->moe_first; /* (E + 1) */
+    memset(first, 0, (size_t)(E + 1) * sizeof *first);
+    for (int i = 0; i < T * K; i++)
+        first[rt->moe_ids[i] + 1]++;
+    for (int e = 0; e < E; e++)
+        first[e + 1] += first[e];
+    /* first[e] serves as expert e's write cursor, ending at expert e + 1's start */
+    for (int i = 0; i < T * K; i++) {
+        int at = first[rt->moe_ids[i]]++;
+        rt->moe_rows[at] = i / K;
+        rt->moe_row_weights[at] = rt->moe_weights_tk[i];
+    }
+    for (int e = E; e > 0; e--)
+        first[e] = first[e - 1];
+    first[0] = 0;
+}
+
+/* One token (batch-1 decode): its K experts share one input row, so their gate and up
+ * projections are one matmul call of 2K outputs, their activations one call, and their
+ * weighted sum one scatter-add of K rows onto row 0; only the down projections, each
+ * on its own expert's row, are K calls. Fewer calls than a group per expert: at batch 1
+ * a step reads little, and each call's dispatch weighs. */
+static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = rt->ops;
+    void *be = rt->backend;
+    const struct cinfer_model_config *c = &rt->model->config;
+    int K = c->n_experts_used, ffn = c->moe_intermediate_size;
+    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED];
+    for (int j = 0; j < K; j++) {
+        const struct cinfer_backend_weight *x = &w->experts[3 * rt->moe_ids[j]]; /* gate, up, down */
+        outs[j] = (struct cinfer_backend_matmul_out){&x[0], NULL, rt->moe_gate + (size_t)j * ffn, 0}; /* (1, ffn) */
+        outs[K + j] = (struct cinfer_backend_matmul_out){&x[1], NULL, rt->moe_up + (size_t)j * ffn, 0};
+        rt->moe_rows[j] = 0;
+    }
+    int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K, err);
+    if (rc < 0)
+        return rc;
+    if (c->activation == CINFER_ACTIVATION_GELU_TANH)
+        ops->gelu_tanh_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
+    else
+        ops->silu_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn);
+    for (int j = 0; j < K; j++) {
+        struct cinfer_backend_matmul_out down = {&w->experts[3 * rt->moe_ids[j] + 2], NULL,
+                                                 rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
+        if ((rc = ops->matmul(be, rt->moe_gate + (size_t)j * ffn, 1, &down, 1, err)) < 0)
+            return rc;
+    }
+    ops->zero(be, rt->proj, (size_t)rt->hidden);
+    ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K, rt->hidden); /* (1, hidden) */
+    return 0;
+}
+
+int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = rt->ops;
+    void *be = rt->backend;
+    const struct cinfer_model_config *c = &rt->model->config;
+    const struct runtime_layer *w = &rt->layers[l];
+    int E = c->n_experts, K = c->n_experts_used, ffn = c->moe_intermediate_size;
+
+    /* (T, E); x unrounded: the router's near-ties decide which experts run */
+    struct cinfer_backend_matmul_out router = {w->router, NULL, rt->moe_logits, 1};
+    int rc = ops->matmul(be, rt->xn, T, &router, 1, err);
+    if (rc < 0)
+        return rc;
+    ops->moe_route(be, rt->moe_logits, T, E, K, c->moe_norm_topk, rt->moe_ids, rt->moe_weights_tk); /* (T, K) */
+    if (T == 1 && K <= CINFER_MOE_MAX_USED && rt->max_batch_tokens >= K)
+        return one_token(rt, w, err);
+    group_by_expert(rt, T, E, K);
+
+    ops->zero(be, rt->proj, (size_t)T * rt->hidden); /* (T, hidden): the experts' weighted sum */
+    for (int e = 0; e < E; e++) {
+        int first = rt->moe_first[e], n = rt->moe_first[e + 1] - first;
+        if (n == 0)
+            continue;
+        const struct cinfer_backend_weight *x = &w->experts[3 * e]; /* gate, up, down */
+        ops->gather_rows(be, rt->moe_x, rt->xn, rt->moe_rows + first, n, rt->hidden); /* (n, hidden) */
+        struct cinfer_backend_matmul_out gate_up[2] = {
+            {&x[0], NULL, rt->moe_gate, 0}, /* (n, ffn) */
+            {&x[1], NULL, rt->moe_up, 0},   /* (n, ffn) */
+        };
+        if ((rc = ops->matmul(be, rt->moe_x, n, gate_up, 2, err)) < 0)
+            return rc;
+        if (c->activation == CINFER_ACTIVATION_GELU_TANH)
+            ops->gelu_tanh_mul(be, rt->moe_gate, rt->moe_up, (size_t)n * ffn);
+        else
+            ops->silu_mul(be, rt->moe_gate, rt->moe_up, (size_t)n * ffn);
+        struct cinfer_backend_matmul_out down = {&x[2], NULL, rt->moe_y, 0}; /* (n, hidden) */
+        if ((rc = ops->matmul(be, rt->moe_gate, n, &down, 1, err)) < 0)
+            return rc;
+        ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows + first, rt->moe_row_weights + first, n,
+                              rt->hidden);
+    }
+    return 0;
+}
