@@ -87,6 +87,33 @@ static int cpu_create(int n_threads, void **state, struct cinfer_error *err)
     return 0;
 }
 
+/* The host always has its CPU: usable, at the lowest priority, so --device auto
+ * prefers any usable accelerator. */
+static int cpu_query(struct cinfer_backend_answer *answer)
+{
+    memset(answer, 0, sizeof *answer);
+    answer->usable = 1;
+    answer->priority = 10;
+    answer->device_count = 1;
+    return 0;
+}
+
+static int cpu_create_on(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err)
+{
+    if (opts->device != 0)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "cpu backend: device index %d requested, but the CPU is device 0 only", opts->device);
+    return cpu_create(opts->n_threads, state, err);
+}
+
+/* Every CPU op has finished and reported when it returns: nothing is pending. */
+static int cpu_status(void *state, struct cinfer_error *err)
+{
+    (void)state;
+    (void)err;
+    return 0;
+}
+
 static void cpu_destroy(void *state)
 {
     struct cpu_backend *be = state;
@@ -807,7 +834,7 @@ static void cpu_weight_release(void *state, const struct cinfer_backend_weight *
 static const struct cinfer_backend_ops cpu_ops = {
     .version = CINFER_BACKEND_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_backend_ops),
-    .name = "cpu",
+    .name = CINFER_CPU_BACKEND_NAME,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .buffer_alloc = cpu_buffer_alloc,
@@ -830,9 +857,23 @@ static const struct cinfer_backend_ops cpu_ops = {
     .gelu_tanh_mul = cpu_gelu_tanh_mul,
     .scale = cpu_scale,
     .softcap = cpu_softcap,
+    .query = cpu_query,
+    .create_on = cpu_create_on,
+    .status = cpu_status,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)
 {
     return &cpu_ops;
+}
+
+/* The CPU backend's plugin descriptor: listed and opened by the loader like a loadable
+ * plugin's, but part of the core (not exported). */
+static const struct cinfer_plugin_descriptor cpu_descriptor = {
+    CINFER_PLUGIN_ABI_VERSION, sizeof(struct cinfer_plugin_descriptor), CINFER_PLUGIN_KIND_BACKEND,
+    CINFER_CPU_BACKEND_NAME, CINFER_VERSION, &cpu_ops};
+
+const struct cinfer_plugin_descriptor *cinfer_cpu_backend_descriptor(void)
+{
+    return &cpu_descriptor;
 }

@@ -453,6 +453,24 @@ static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_optio
     return 0;
 }
 
+/* On the configured device; the group goes along for a backend that reduces itself. */
+static int create_backend(struct cinfer_runtime *rt, const struct cinfer_runtime_options *o, struct cinfer_error *err)
+{
+    if (rt->ops->version < 7 || !rt->ops->create_on) {
+        if (o->device != 0)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "runtime: backend %s has ops version %u, which cannot pick device %d (needs 7)",
+                                    rt->ops->name, rt->ops->version, o->device);
+        return rt->ops->create(o->n_threads, &rt->backend, err);
+    }
+    struct cinfer_backend_create_options co = {.struct_size = sizeof co, .n_threads = o->n_threads,
+                                               .device = o->device, .comm = o->comm};
+    int rc = rt->ops->create_on(&co, &rt->backend, err);
+    if (rc < 0)
+        cinfer_error_prefix(err, "runtime: backend %s, device %d", rt->ops->name, o->device);
+    return rc;
+}
+
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err)
 {
@@ -485,7 +503,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->vocab = c->vocab_size;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
-    rt->ops = cinfer_cpu_backend_ops();
+    rt->ops = opts.backend ? opts.backend : cinfer_cpu_backend_ops();
 
     if ((rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -532,7 +550,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->memory.kv_cache_bytes = (size_t)n_pages * page_bytes;
     if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
         goto fail;
-    if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
+    if ((rc = create_backend(rt, &opts, err)) < 0)
         goto fail;
     if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0)
         goto fail;

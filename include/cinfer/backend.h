@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/communicator.h"
 #include "cinfer/error.h"
 
 #ifdef __cplusplus
@@ -32,8 +33,12 @@ extern "C" {
  * 5: attention_windowed (sliding window, score scale, soft-capping), gelu_tanh_mul,
  *    scale and softcap (Gemma 2/3).
  * 6: struct cinfer_backend_kv_layout gained head_dim and dtype (the KV element type); enum
- *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels. */
-#define CINFER_BACKEND_OPS_VERSION 6u
+ *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels.
+ * 7: query (usable here? priority, why not), create_on (device index, communicator) and
+ *    status (the first asynchronous device error since the last call). */
+#define CINFER_BACKEND_OPS_VERSION 7u
+/* The oldest version the loader accepts: the core calls version 7's slots. */
+#define CINFER_BACKEND_OPS_MIN_VERSION 7u
 
 /* Element types of weights: as files store them (numbered like the model's dtype
  * enum), then the layouts the CPU backend's weight_prepare makes. */
@@ -142,6 +147,26 @@ struct cinfer_backend_matmul_out {
     int exact_x;
 };
 
+/* A backend's answer to "can you run here?" (query, version 7). Not usable is not an
+ * error: --device auto then takes the next one. */
+struct cinfer_backend_answer {
+    int usable;
+    int priority;     /* higher wins under --device auto; the CPU backend says 10 */
+    int device_count; /* devices usable here (the CPU backend: 1) */
+    char why[256];    /* when not usable: what is missing (no driver, no device, ...) */
+};
+
+/* What create_on (version 7) gets; fields are only appended, struct_size says how many
+ * the caller filled. */
+struct cinfer_backend_create_options {
+    uint32_t struct_size; /* sizeof(struct cinfer_backend_create_options) of the caller */
+    int n_threads;        /* host threads (0: one per online core) */
+    int device;           /* device index in [0, device_count) */
+    /* Tensor parallelism's group, for a backend that does its all-reduce itself (NCCL);
+     * NULL without tensor parallelism. The backend does not own it. */
+    struct cinfer_comm *comm;
+};
+
 struct cinfer_backend_ops {
     uint32_t version;     /* CINFER_BACKEND_OPS_VERSION built with */
     uint32_t struct_size; /* sizeof(struct cinfer_backend_ops) built with */
@@ -214,6 +239,18 @@ struct cinfer_backend_ops {
     void (*scale)(void *state, float *x, size_t n, float factor);
     /* x (n) = cap * tanh(x / cap) */
     void (*softcap)(void *state, float *x, size_t n, float cap);
+
+    /* Since version 7: */
+    /* Whether this backend can run here, without creating anything (no device memory
+     * taken). Returns 0, or a negative code when it could not even ask. */
+    int (*query)(struct cinfer_backend_answer *answer);
+    /* create on device opts->device; create(n) is create_on({n_threads = n, device 0}). */
+    int (*create_on)(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err);
+    /* The first error the device raised since the last call (kernels run asynchronously,
+     * so an op returns before its failure is known): 0 when none, else its code with err
+     * naming the device and what failed. The runtime calls it after every forward step,
+     * and a failed step fails the requests it carried. Waits for the ops queued so far. */
+    int (*status)(void *state, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus
