@@ -45,7 +45,11 @@ static int fake_create(int n_threads, void **state, struct cinfer_error *err)
 static void fake_destroy(void *s) { (void)s; never("destroy"); }
 static void *fake_buffer_alloc(void *s, size_t b) { (void)s; (void)b; never("buffer_alloc"); return NULL; }
 static void fake_buffer_free(void *s, void *b) { (void)s; (void)b; never("buffer_free"); }
-static void fake_copy(void *s, void *d, const void *src, size_t b) { (void)s; (void)d; (void)src; (void)b; never("copy"); }
+static void fake_copy(void *s, void *d, const void *src, size_t b)
+{
+    (void)s; (void)d; (void)src; (void)b;
+    never("copy");
+}
 static int fake_kv_create(void *s, const struct cinfer_backend_kv_layout *l, void **kv, struct cinfer_error *e)
 {
     (void)s; (void)l; (void)kv; (void)e;
@@ -90,8 +94,9 @@ static int fake_attention_windowed(void *s, void *kv, int l, const float *q, flo
     never("attention");
     return -1;
 }
-static int fake_attention(void *s, void *kv, int l, const float *q, float *o, const struct cinfer_backend_attn_seq *seqs,
-                          int n_seqs, int h, int kvh, int d, struct cinfer_error *e)
+static int fake_attention(void *s, void *kv, int l, const float *q, float *o,
+                          const struct cinfer_backend_attn_seq *seqs, int n_seqs, int h, int kvh, int d,
+                          struct cinfer_error *e)
 {
     return fake_attention_windowed(s, kv, l, q, o, seqs, n_seqs, h, kvh, d, NULL, e);
 }
