@@ -860,6 +860,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .query = cpu_query,
     .create_on = cpu_create_on,
     .status = cpu_status,
+    .upload = cpu_copy,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

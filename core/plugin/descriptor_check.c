@@ -83,8 +83,9 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
     return CINFER_OK;
 }
 
-/* Version 7 added what selection and error reporting need (query, create_on, status):
- * the core calls them unconditionally, so older backend vtables are refused above. */
+/* Version 7 added what selection, error reporting and testing need (query, create_on,
+ * status, upload): the core calls them unconditionally, so older backend vtables are
+ * refused above. */
 static int check_backend_ops(const struct cinfer_plugin_descriptor *d, const char *origin,
                              const char *kind_name, struct cinfer_error *err)
 {
@@ -114,6 +115,7 @@ static int check_backend_ops(const struct cinfer_plugin_descriptor *d, const cha
     REQUIRE_SLOT(ops, query);
     REQUIRE_SLOT(ops, create_on);
     REQUIRE_SLOT(ops, status);
+    REQUIRE_SLOT(ops, upload);
     return CINFER_OK;
 }
 
@@ -161,7 +163,7 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
         break;
     default: /* backend: version 7 is the first the core can select and run */
         known_version = CINFER_BACKEND_OPS_MIN_VERSION;
-        known_size = offsetof(struct cinfer_backend_ops, status) + sizeof(((struct cinfer_backend_ops *)0)->status);
+        known_size = offsetof(struct cinfer_backend_ops, upload) + sizeof(((struct cinfer_backend_ops *)0)->upload);
         break;
     }
     /* Slots are only appended, so a newer vtable (more slots) serves an older core;

@@ -34,8 +34,9 @@ extern "C" {
  *    scale and softcap (Gemma 2/3).
  * 6: struct cinfer_backend_kv_layout gained head_dim and dtype (the KV element type); enum
  *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels.
- * 7: query (usable here? priority, why not), create_on (device index, communicator) and
- *    status (the first asynchronous device error since the last call). */
+ * 7: query (usable here? priority, why not), create_on (device index, communicator),
+ *    status (the first asynchronous device error since the last call) and upload (host
+ *    to backend buffer: inputs of the conformance suite). */
 #define CINFER_BACKEND_OPS_VERSION 7u
 /* The oldest version the loader accepts: the core calls version 7's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 7u
@@ -251,6 +252,8 @@ struct cinfer_backend_ops {
      * naming the device and what failed. The runtime calls it after every forward step,
      * and a failed step fails the requests it carried. Waits for the ops queued so far. */
     int (*status)(void *state, struct cinfer_error *err);
+    /* Host memory to a backend buffer (the reverse of download). */
+    void (*upload)(void *state, void *dst, const void *host_src, size_t bytes);
 };
 
 #ifdef __cplusplus

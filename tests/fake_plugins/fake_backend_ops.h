@@ -140,4 +140,5 @@ static const struct cinfer_backend_ops fake_backend_ops = {
     .query = fake_query,
     .create_on = fake_create_on,
     .status = fake_status,
+    .upload = fake_copy,
 };
