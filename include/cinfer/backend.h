@@ -36,24 +36,22 @@ extern "C" {
  *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels.
  * 7: query (usable here? priority, why not), create_on (device index, communicator),
  *    status (the first asynchronous device error since the last call) and upload (host
- *    to backend buffer: inputs of the conformance suite). */
+ *    to backend buffer: inputs of the conformance suite); the CPU's panel types left
+ *    enum cinfer_tensor_type (a prepared weight's type is its backend's own). */
 #define CINFER_BACKEND_OPS_VERSION 7u
 /* The oldest version the loader accepts: the core calls version 7's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 7u
 
-/* Element types of weights: as files store them (numbered like the model's dtype
- * enum), then the layouts the CPU backend's weight_prepare makes. */
+/* Element types of weights as files store them (numbered like the model's dtype enum).
+ * What weight_prepare returns is the backend's own: its type and layout are opaque to
+ * the core, which hands them back to the same backend's ops only. Numbers 4-6 and
+ * 19-23 are taken by the CPU backend's prepared layouts (panels of 16 rows for its
+ * AVX-512 kernels, core/backend/cpu_weights.h), so no stored type will take them. */
 enum cinfer_tensor_type {
     CINFER_TENSOR_F32 = 0,
     CINFER_TENSOR_F16 = 1,
     CINFER_TENSOR_BF16 = 2,
     CINFER_TENSOR_Q8_0 = 3, /* blocks of 32 along a row: f16 scale d + 32 int8 q; value d*q */
-    /* Q8_0, F16 and BF16 as the CPU backend repacks them for its AVX-512 kernels: rows
-     * in panels of 16 (kernels/kernels.h). Only its weight_prepare makes these; no file
-     * stores them. */
-    CINFER_TENSOR_Q8_0_PANELS = 4,
-    CINFER_TENSOR_F16_PANELS = 5,
-    CINFER_TENSOR_BF16_PANELS = 6,
     /* ggml's block-quantized types, as GGUF files store them (layouts and values in
      * kernels/quant.c; the numbers are cinfer's, not ggml's) */
     CINFER_TENSOR_Q4_0 = 7,
@@ -68,17 +66,11 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_IQ4_NL = 16,
     CINFER_TENSOR_IQ4_XS = 17,
     CINFER_TENSOR_MXFP4 = 18,
-    /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
-    CINFER_TENSOR_Q4_0_PANELS = 19,
-    CINFER_TENSOR_Q5_0_PANELS = 20,
-    CINFER_TENSOR_Q4_K_PANELS = 21,
-    CINFER_TENSOR_Q5_K_PANELS = 22,
-    CINFER_TENSOR_Q6_K_PANELS = 23,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
 struct cinfer_backend_weight {
-    uint32_t type; /* enum cinfer_tensor_type */
+    uint32_t type; /* enum cinfer_tensor_type as stored; prepared: the backend's own */
     int64_t rows;
     int64_t cols;
     const void *data;
