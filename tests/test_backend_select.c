@@ -2,8 +2,9 @@
  * chosen like a plugin; fake backend plugins (tests/fake_plugins/fake_backend_*.c) that
  * the loader really loads show that auto passes over a backend without a device, that
  * naming one fails with its reason, and that a vtable older or shorter than version 7
- * is refused naming the plugin. A CPU backend wrapped to report a device error from
- * status shows the forward step failing with that error. */
+ * is refused naming the plugin. The CPU backend wrapped to report a device error from
+ * status shows the forward step failing with that error, and wrapped to copy every 1-D
+ * weight shows norms and biases reaching the ops through weight_prepare. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,75 @@ START_TEST(device_error_from_status_fails_the_step)
 }
 END_TEST
 
+/* A backend that, like a device one, copies every 1-D weight it is given: the runtime
+ * must hand each norm and bias to weight_prepare and pass the ops the copy. */
+static struct cinfer_backend_ops copying_ops;
+static int vectors_prepared, vectors_released;
+
+static int copying_prepare(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                           struct cinfer_error *err)
+{
+    if (w->rows != 1)
+        return cinfer_cpu_backend_ops()->weight_prepare(state, w, out, err);
+    *out = *w;
+    void *copy = malloc(w->row_bytes);
+    memcpy(copy, w->data, w->row_bytes);
+    memset((void *)w->data, 0xff, w->row_bytes); /* NaNs: an op that reads the host copy shows */
+    out->data = copy;
+    vectors_prepared++;
+    return 0;
+}
+
+static void copying_release(void *state, const struct cinfer_backend_weight *w)
+{
+    if (w->rows != 1) {
+        cinfer_cpu_backend_ops()->weight_release(state, w);
+        return;
+    }
+    free((void *)w->data);
+    vectors_released++;
+}
+
+static void last_logits(const struct cinfer_model *m, const struct cinfer_backend_ops *ops, float *logits)
+{
+    struct cinfer_runtime_options o = {.kv_cache_bytes = 1u << 20, .kv_page_tokens = 16, .n_threads = 1,
+                                       .max_batch_tokens = 64, .kv_dtype = CINFER_KV_CACHE_DTYPE_F32,
+                                       .backend = ops};
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(m, &o, &rt, &err) == 0, "runtime: %s", err.message);
+    int32_t page, tokens[5] = {3, 1, 4, 1, 5};
+    ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &page), 0);
+    struct cinfer_seq_chunk c = {tokens, 5, 0, &page, 1, CINFER_LOGITS_LAST, logits};
+    ck_assert_msg(cinfer_runtime_forward(rt, &c, 1, &err) == 0, "forward: %s", err.message);
+    cinfer_runtime_destroy(&rt);
+}
+
+START_TEST(norms_and_biases_pass_through_weight_prepare)
+{
+    /* Qwen2/3-like: q/k/v biases and q/k norms besides the two norms of each layer */
+    static const struct random_model_spec spec = {
+        .vocab = 53, .hidden = 32, .intermediate = 48, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8,
+        .qk_norm = 1, .attention_bias = 1, .dtype = CINFER_DTYPE_F32, .seed = 9,
+    };
+    struct cinfer_model *m = random_model_create(&spec);
+    ck_assert_ptr_nonnull(m);
+    float want[53], got[53];
+    last_logits(m, NULL, want);
+    copying_ops = *cinfer_cpu_backend_ops();
+    copying_ops.weight_prepare = copying_prepare;
+    copying_ops.weight_release = copying_release;
+    vectors_prepared = vectors_released = 0;
+    last_logits(m, &copying_ops, got);
+    /* output_norm, then per layer attn/ffn norms, q/k norms and q/k/v biases */
+    ck_assert_int_eq(vectors_prepared, 1 + 2 * 7);
+    ck_assert_int_eq(vectors_released, vectors_prepared);
+    for (int i = 0; i < 53; i++)
+        ck_assert_msg(got[i] == want[i], "logit %d: %g with the copies, %g without", i, got[i], want[i]);
+    random_model_free(&m);
+}
+END_TEST
+
 static Suite *suite_backend_select(void)
 {
     Suite *s = suite_create("backend_select");
@@ -188,6 +258,7 @@ static Suite *suite_backend_select(void)
     tcase_add_test(tc, plugins_command_lists_backends_and_answers);
     tcase_add_test(tc, generate_with_unusable_device_fails_at_start);
     tcase_add_test(tc, device_error_from_status_fails_the_step);
+    tcase_add_test(tc, norms_and_biases_pass_through_weight_prepare);
     suite_add_tcase(s, tc);
     return s;
 }
