@@ -1,7 +1,7 @@
 /* The backend conformance suite: every op of a backend's table run on random inputs and
  * compared with references, each within the tolerance of its type.
  *
- *   test_backend_conformance [--backend NAME|FILE] [--plugin-path DIRS]
+ *   test_backend_conformance [--backend NAME|FILE] [--plugin-path DIRS] [--perturb]
  *
  * The backend under test is --backend (chosen as --device chooses: "cuda" is the
  * backend-cuda plugin), the built-in CPU backend by default. The references are the CPU
@@ -413,6 +413,35 @@ static void suite_attention(const struct side *test, const struct side *refs, in
         }
 }
 
+/* --perturb: the backend under test with rmsnorm and matmul outputs off by 0.1 %, to
+ * show that the suite notices (ctest expects that run to fail). */
+static struct cinfer_backend_ops perturbed;
+static const struct cinfer_backend_ops *unperturbed;
+
+static void perturbed_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
+{
+    unperturbed->rmsnorm(state, y, x, n_rows, dim, w, eps);
+    unperturbed->scale(state, y, (size_t)n_rows * dim, 1.001f);
+}
+
+static int perturbed_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs,
+                            int n_outs, struct cinfer_error *err)
+{
+    int rc = unperturbed->matmul(state, x, n, outs, n_outs, err);
+    for (int i = 0; rc == 0 && i < n_outs; i++)
+        unperturbed->scale(state, outs[i].y, (size_t)n * outs[i].w->rows, 1.001f);
+    return rc;
+}
+
+static const struct cinfer_backend_ops *perturb(const struct cinfer_backend_ops *ops)
+{
+    unperturbed = ops;
+    perturbed = *ops;
+    perturbed.rmsnorm = perturbed_rmsnorm;
+    perturbed.matmul = perturbed_matmul;
+    return &perturbed;
+}
+
 static void create_side(struct side *s, const struct cinfer_backend_ops *ops, const char *label, int level)
 {
     s->label = label;
@@ -430,13 +459,16 @@ static void create_side(struct side *s, const struct cinfer_backend_ops *ops, co
 int main(int argc, char **argv)
 {
     const char *backend = NULL, *plugin_path = NULL;
+    int perturbing = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+        if (!strcmp(argv[i], "--perturb"))
+            perturbing = 1;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--plugin-path") && i + 1 < argc)
             plugin_path = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--backend NAME|FILE] [--plugin-path DIRS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--backend NAME|FILE] [--plugin-path DIRS] [--perturb]\n", argv[0]);
             return 2;
         }
     }
@@ -456,6 +488,8 @@ int main(int argc, char **argv)
         }
         ops = cinfer_plugin_vtable(plugin);
     }
+    if (perturbing)
+        ops = perturb(ops);
     int best = (int)cinfer_kernels_best_level();
     char test_label[64];
     snprintf(test_label, sizeof test_label, "%s%s%s", ops->name, plugin ? "" : "/",
