@@ -16,9 +16,6 @@
 
 _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TENSOR_BF16 == (int)CINFER_KW_BF16 &&
                    (int)CINFER_TENSOR_F16 == (int)CINFER_KW_F16 && (int)CINFER_TENSOR_F32 == (int)CINFER_KW_F32 &&
-                   (int)CINFER_TENSOR_Q8_0_PANELS == (int)CINFER_KW_Q8_0_PANELS &&
-                   (int)CINFER_TENSOR_F16_PANELS == (int)CINFER_KW_F16_PANELS &&
-                   (int)CINFER_TENSOR_BF16_PANELS == (int)CINFER_KW_BF16_PANELS &&
                    (int)CINFER_TENSOR_Q4_0 == (int)CINFER_KW_Q4_0 && (int)CINFER_TENSOR_Q4_1 == (int)CINFER_KW_Q4_1 &&
                    (int)CINFER_TENSOR_Q5_0 == (int)CINFER_KW_Q5_0 && (int)CINFER_TENSOR_Q5_1 == (int)CINFER_KW_Q5_1 &&
                    (int)CINFER_TENSOR_Q2_K == (int)CINFER_KW_Q2_K && (int)CINFER_TENSOR_Q3_K == (int)CINFER_KW_Q3_K &&
@@ -26,13 +23,9 @@ _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TEN
                    (int)CINFER_TENSOR_Q6_K == (int)CINFER_KW_Q6_K &&
                    (int)CINFER_TENSOR_IQ4_NL == (int)CINFER_KW_IQ4_NL &&
                    (int)CINFER_TENSOR_IQ4_XS == (int)CINFER_KW_IQ4_XS &&
-                   (int)CINFER_TENSOR_MXFP4 == (int)CINFER_KW_MXFP4 &&
-                   (int)CINFER_TENSOR_Q4_0_PANELS == (int)CINFER_KW_Q4_0_PANELS &&
-                   (int)CINFER_TENSOR_Q5_0_PANELS == (int)CINFER_KW_Q5_0_PANELS &&
-                   (int)CINFER_TENSOR_Q4_K_PANELS == (int)CINFER_KW_Q4_K_PANELS &&
-                   (int)CINFER_TENSOR_Q5_K_PANELS == (int)CINFER_KW_Q5_K_PANELS &&
-                   (int)CINFER_TENSOR_Q6_K_PANELS == (int)CINFER_KW_Q6_K_PANELS,
-               "tensor types and kernel weight types are numbered alike");
+                   (int)CINFER_TENSOR_MXFP4 == (int)CINFER_KW_MXFP4,
+               "stored tensor types and kernel weight types are numbered alike (the panel types, this "
+               "backend's own, take the numbers the public enum leaves out)");
 
 #define BUFFER_ALIGN_BYTES 64
 
@@ -84,6 +77,33 @@ static int cpu_create(int n_threads, void **state, struct cinfer_error *err)
         return rc;
     }
     *state = be;
+    return 0;
+}
+
+/* The host always has its CPU: usable, at the lowest priority, so --device auto
+ * prefers any usable accelerator. */
+static int cpu_query(struct cinfer_backend_answer *answer)
+{
+    memset(answer, 0, sizeof *answer);
+    answer->usable = 1;
+    answer->priority = 10;
+    answer->device_count = 1;
+    return 0;
+}
+
+static int cpu_create_on(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err)
+{
+    if (opts->device != 0)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "cpu backend: device index %d requested, but the CPU is device 0 only", opts->device);
+    return cpu_create(opts->n_threads, state, err);
+}
+
+/* Every CPU op has finished and reported when it returns: nothing is pending. */
+static int cpu_status(void *state, struct cinfer_error *err)
+{
+    (void)state;
+    (void)err;
     return 0;
 }
 
@@ -898,7 +918,7 @@ static void cpu_weight_release(void *state, const struct cinfer_backend_weight *
 static const struct cinfer_backend_ops cpu_ops = {
     .version = CINFER_BACKEND_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_backend_ops),
-    .name = "cpu",
+    .name = CINFER_CPU_BACKEND_NAME,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .buffer_alloc = cpu_buffer_alloc,
@@ -925,9 +945,24 @@ static const struct cinfer_backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
     .zero = cpu_zero,
+    .query = cpu_query,
+    .create_on = cpu_create_on,
+    .status = cpu_status,
+    .upload = cpu_copy,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)
 {
     return &cpu_ops;
+}
+
+/* The CPU backend's plugin descriptor: listed and opened by the loader like a loadable
+ * plugin's, but part of the core (not exported). */
+static const struct cinfer_plugin_descriptor cpu_descriptor = {
+    CINFER_PLUGIN_ABI_VERSION, sizeof(struct cinfer_plugin_descriptor), CINFER_PLUGIN_KIND_BACKEND,
+    CINFER_CPU_BACKEND_NAME, CINFER_VERSION, &cpu_ops};
+
+const struct cinfer_plugin_descriptor *cinfer_cpu_backend_descriptor(void)
+{
+    return &cpu_descriptor;
 }

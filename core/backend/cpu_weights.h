@@ -1,5 +1,8 @@
-/* core/backend/cpu_weights.h — the CPU backend's own copies of weights (Q8_0, F16 and
- * BF16 repacked into panels for the AVX-512 kernels), kept in slabs of huge-page memory. */
+/* core/backend/cpu_weights.h — the CPU backend's own copies of weights (Q8_0, F16, BF16
+ * and some K-quants repacked into panels of 16 rows for the AVX-512 kernels), kept in
+ * slabs of huge-page memory. A prepared weight's type is then the kernels' panel type
+ * (enum cinfer_kernel_wtype, CINFER_KW_*_PANELS: 4-6, 19-23), which the public enum
+ * cinfer_tensor_type leaves out: only this backend reads it. */
 #ifndef CINFER_BACKEND_CPU_WEIGHTS_H
 #define CINFER_BACKEND_CPU_WEIGHTS_H
 

@@ -1,10 +1,12 @@
 /* cinfer plugins: every plugin found on the search path, its kind and version, and
  * whether it loads (and why not); for each launcher, its answer to the configured
- * settings: usable here, with its priority, or not usable and why. */
+ * settings, and for each compute backend its answer here: usable, with its priority,
+ * or not usable and why. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cinfer/backend.h"
 #include "cinfer/config.h"
 #include "cinfer/launcher.h"
 #include "cinfer/plugins.h"
@@ -35,6 +37,17 @@ static void print_entry(const struct cinfer_plugin_listing *e, void *ctx)
         else
             printf("  here: not usable: %s\n", a.why);
     }
+    struct cinfer_backend_answer b;
+    if (!strcmp(e->kind, "backend")) {
+        int rc = cinfer_backend_query(e->plugin, &b);
+        if (rc < 0)
+            printf("  here: not usable: its query failed (%s)\n", cinfer_strerror(rc));
+        else if (b.usable)
+            printf("  here: usable, priority %d, %d device%s\n", b.priority, b.device_count,
+                   b.device_count == 1 ? "" : "s");
+        else
+            printf("  here: not usable: %s\n", b.why);
+    }
 }
 
 static void usage(FILE *out)
@@ -42,7 +55,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: cinfer plugins [--config FILE] [server flags...]\n\n"
                  "Lists every plugin found, its kind and version, and whether it loads; each launcher\n"
                  "says whether it can start the configured workers here (--hosts, --tp-size, --dp-size\n"
-                 "and the config file count), and with what priority for --launcher auto.\n"
+                 "and the config file count), and with what priority for --launcher auto; each compute\n"
+                 "backend says whether it can run here, and with what priority for --device auto.\n"
                  "Search order: --plugin-path DIRS (colon-separated), $CINFER_PLUGIN_PATH,\n"
                  "then the install folder (%s).\n",
             cinfer_plugin_install_dir() ? cinfer_plugin_install_dir() : "built-in table only");

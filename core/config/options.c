@@ -15,7 +15,6 @@
 
 static const char *const dtype_choices[] = {"auto", "f32", "f16", "bf16", NULL};
 static const char *const kv_cache_dtype_choices[] = {"auto", "f32", "bf16", "f16", "q8_0", NULL};
-static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const schedule_policy_choices[] = {"fcfs", "lpm", NULL};
 static const char *const restart_policy_choices[] = {"off", "on-failure", NULL};
 static const char *const log_level_choices[] = {"error", "warning", "info", "debug", NULL};
@@ -195,10 +194,12 @@ const struct option cinfer_options[] = {
 
     /* ---- engine ---- */
     {.section = "engine", .name = "device", .flag = "--device",
-     .type = OPTION_ENUM, .offset = FIELD(device), .choices = device_choices, .default_int = CINFER_DEVICE_CPU,
-     .value_name = "DEVICE",
-     .help = "Where the forward pass runs: cpu (the built-in backend); cuda is refused until the CUDA backend "
-             "exists."},
+     .type = OPTION_STRING, .offset = FIELD(device), .default_string = "auto", .value_name = "DEVICE",
+     .help = "The compute backend the forward pass runs on: auto (every backend found is asked whether it is "
+             "usable here, and the highest priority wins: a usable GPU backend, else the built-in cpu), cpu, "
+             "cuda (short for the backend-cuda plugin; an error that says why when no CUDA device is usable), "
+             "any other backend plugin by name, or the path of a plugin file. `cinfer plugins` shows each "
+             "backend's answer."},
     {.section = "engine", .name = "num_threads", .flag = "--num-threads",
      .type = OPTION_INT, .offset = FIELD(num_threads), .min = 0, .max = 4096, .default_int = 0,
      .value_name = "N", .help = "CPU threads per scheduler process for the forward pass; 0 uses one per core."},

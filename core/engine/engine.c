@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "backend/backend_select.h"
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
 #include "engine/engine_internal.h"
@@ -187,6 +188,23 @@ static int choose_launcher(struct cinfer_engine *e, struct cinfer_error *err)
     return CINFER_OK;
 }
 
+/* The backend the local schedulers will choose (engine.device), asked here so that an
+ * unusable device fails at start with its reason rather than from a dead worker.
+ * Schedulers on other hosts answer for their own devices when they start. */
+static int check_device(const struct cinfer_engine *e, struct cinfer_error *err)
+{
+    if (e->args.hosts.count > 0 || e->args.remote_workers.count > 0)
+        return CINFER_OK;
+    struct cinfer_plugin *backend = NULL;
+    int rc = cinfer_backend_select(e->args.device, e->args.plugin_path, &backend, err);
+    if (rc)
+        return rc;
+    cinfer_log(CINFER_LOG_SEV_INFO, "compute backend: %s (%s)", cinfer_plugin_descriptor_of(backend)->name,
+               cinfer_plugin_file(backend));
+    cinfer_plugin_close(&backend);
+    return CINFER_OK;
+}
+
 int cinfer_engine_create(const struct cinfer_server_args *args, const struct cinfer_engine_hooks *hooks,
                          struct cinfer_engine **out, struct cinfer_error *err)
 {
@@ -214,7 +232,7 @@ int cinfer_engine_create(const struct cinfer_server_args *args, const struct cin
     }
 
     char run_dir[192] = "";
-    if ((rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
+    if ((rc = check_device(e, err)) || (rc = e->hooks.init_tokenizer(&e->args, &e->tok, err)) ||
         (rc = find_worker(e->worker_path, sizeof e->worker_path, err)) ||
         (rc = choose_launcher(e, err)) ||
         (rc = cinfer_run_dir_create(run_dir, sizeof run_dir, err)) ||

@@ -245,6 +245,9 @@ static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits,
         rc = layer_forward(rt, l, T, n_seqs, err);
     if (rc == 0)
         rc = logits_forward(rt, n_logits, err);
+    /* A device reports a kernel's failure after the op returned: the step fails with it. */
+    if (rc == 0 && rt->ops->version >= 7 && rt->ops->status)
+        rc = rt->ops->status(rt->backend, err);
     return rc;
 }
 

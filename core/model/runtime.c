@@ -1,8 +1,9 @@
-/* core/model/runtime.c — binds a loaded model to the CPU backend: checks every weight's
- * shape and type once, takes this rank's slice of each (tensor parallelism:
- * runtime_shard.c), widens the 1-D weights to f32, hands the matrices to the backend
- * to prepare (repack or upload), computes the RoPE frequencies, sizes the paged KV
- * cache from its byte budget and allocates the scratch. */
+/* core/model/runtime.c — binds a loaded model to its compute backend (the CPU's unless
+ * given another): checks every weight's shape and type once, takes this rank's slice
+ * of each (tensor parallelism: runtime_shard.c), widens the 1-D weights to f32, hands
+ * the matrices, norms and biases to the backend to prepare (repack or upload), computes
+ * the RoPE frequencies, sizes the paged KV cache from its byte budget and allocates the
+ * scratch. */
 #include "model/runtime.h"
 
 #include <math.h>
@@ -202,6 +203,58 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         }
     }
     return 0;
+}
+
+/* Every 1-D weight slot of rt with its length, in one order (NULL slots included). */
+#define LAYER_VECTORS 9
+static int vector_slots(struct cinfer_runtime *rt, float ***slots, int *lens)
+{
+    int n = 0;
+    slots[n] = &rt->output_norm, lens[n++] = rt->hidden;
+    for (int l = 0; l < rt->model->config.num_layers; l++) {
+        struct runtime_layer *w = &rt->layers[l];
+        float **s[LAYER_VECTORS] = {&w->attn_norm, &w->ffn_norm, &w->post_attn_norm, &w->post_ffn_norm,
+                                    &w->q_norm,    &w->k_norm,   &w->bq,             &w->bk, &w->bv};
+        int len[LAYER_VECTORS] = {rt->hidden, rt->hidden, rt->hidden, rt->hidden, rt->head_dim,
+                                  rt->head_dim, rt->q_dim, rt->kv_dim, rt->kv_dim};
+        for (int i = 0; i < LAYER_VECTORS; i++)
+            slots[n] = s[i], lens[n++] = len[i];
+    }
+    return n;
+}
+
+/* Hands every norm and bias to the backend; each slot then points at what it made. */
+static int prepare_vectors(struct cinfer_runtime *rt, struct cinfer_error *err)
+{
+    int cap = 1 + LAYER_VECTORS * rt->model->config.num_layers;
+    float ***slots = malloc((size_t)cap * sizeof *slots);
+    int *lens = malloc((size_t)cap * sizeof *lens);
+    struct runtime_vector *vectors = calloc((size_t)cap, sizeof *vectors);
+    if (!slots || !lens || !vectors) {
+        free(slots);
+        free(lens);
+        free(vectors);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
+    }
+    rt->vectors = vectors;
+    int n = vector_slots(rt, slots, lens), rc = 0;
+    for (int i = 0; i < n; i++) /* the host copies, owned here from now on */
+        if (*slots[i])
+            rt->vectors[rt->n_vectors++].host = *slots[i];
+    for (int i = 0, v = 0; i < n && rc == 0; i++) {
+        if (!*slots[i])
+            continue;
+        struct cinfer_backend_weight stored = {CINFER_TENSOR_F32, 1, lens[i], *slots[i],
+                                               (size_t)lens[i] * sizeof(float)};
+        rc = rt->ops->weight_prepare(rt->backend, &stored, &rt->vectors[v].prepared, err);
+        if (rc == 0) {
+            *slots[i] = (float *)rt->vectors[v++].prepared.data;
+            rt->n_vectors_prepared++;
+        }
+    }
+    free(slots);
+    free(lens);
+    return rc;
 }
 
 static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
@@ -500,6 +553,24 @@ static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_optio
     return 0;
 }
 
+/* On the configured device; the group goes along for a backend that reduces itself. */
+static int create_backend(struct cinfer_runtime *rt, const struct cinfer_runtime_options *o, struct cinfer_error *err)
+{
+    if (rt->ops->version < 7 || !rt->ops->create_on) {
+        if (o->device != 0)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "runtime: backend %s has ops version %u, which cannot pick device %d (needs 7)",
+                                    rt->ops->name, rt->ops->version, o->device);
+        return rt->ops->create(o->n_threads, &rt->backend, err);
+    }
+    struct cinfer_backend_create_options co = {.struct_size = sizeof co, .n_threads = o->n_threads,
+                                               .device = o->device, .comm = o->comm};
+    int rc = rt->ops->create_on(&co, &rt->backend, err);
+    if (rc < 0)
+        cinfer_error_prefix(err, "runtime: backend %s, device %d", rt->ops->name, o->device);
+    return rc;
+}
+
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err)
 {
@@ -532,7 +603,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->vocab = c->vocab_size;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
-    rt->ops = cinfer_cpu_backend_ops();
+    rt->ops = opts.backend ? opts.backend : cinfer_cpu_backend_ops();
 
     if ((rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -581,9 +652,9 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->memory.kv_cache_bytes = (size_t)n_pages * page_bytes;
     if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
         goto fail;
-    if ((rc = rt->ops->create(opts.n_threads, &rt->backend, err)) < 0)
+    if ((rc = create_backend(rt, &opts, err)) < 0)
         goto fail;
-    if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0)
+    if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0 || (rc = prepare_vectors(rt, err)) < 0)
         goto fail;
     struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
                                               (uint32_t)rt->kv_type};
@@ -605,6 +676,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         return;
     if (rt->backend) {
         release_weights(rt);
+        for (int i = 0; i < rt->n_vectors_prepared; i++)
+            rt->ops->weight_release(rt->backend, &rt->vectors[i].prepared);
         float *bufs[] = {rt->x,    rt->xn, rt->q,        rt->k,      rt->v,
                          rt->attn, rt->proj, rt->gate,   rt->up,     rt->logits_x,
                          rt->logits, rt->logits_gather, rt->moe_logits, rt->moe_x, rt->moe_gate,
@@ -615,6 +688,14 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         if (rt->kv_storage)
             rt->ops->kv_destroy(rt->backend, rt->kv_storage);
         rt->ops->destroy(rt->backend);
+    }
+    if (rt->vectors) { /* the slots may point at prepared copies: free the host ones */
+        for (int i = 0; i < rt->n_vectors; i++)
+            free(rt->vectors[i].host);
+        free(rt->vectors);
+        if (rt->layers)
+            memset(rt->layers, 0, sizeof *rt->layers * (size_t)rt->model->config.num_layers);
+        rt->output_norm = NULL;
     }
     if (rt->layers) {
         for (int l = 0; l < rt->model->config.num_layers; l++) {

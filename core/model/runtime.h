@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/backend.h"
 #include "cinfer/communicator.h"
 #include "cinfer/config.h"
 #include "cinfer/error.h"
@@ -59,6 +60,12 @@ struct cinfer_runtime_options {
     struct cinfer_comm *comm;
     cinfer_runtime_publish_plan_fn publish_plan;
     void *publish_ctx;
+
+    /* The compute backend (cinfer_backend_select's plugin's vtable, version 8 or newer)
+     * and its device index; NULL: the built-in CPU backend. The runtime does not own it:
+     * the plugin stays open while the runtime lives. */
+    const struct cinfer_backend_ops *backend;
+    int device;
 };
 
 /* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype

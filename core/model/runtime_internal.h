@@ -12,6 +12,14 @@
  * reading lm_head once for a whole decode batch of up to this many sequences. */
 #define CINFER_LOGITS_BLOCK_ROWS 64
 
+/* A 1-D weight (norm or bias): widened to f32 once on the host, then through the
+ * backend's weight_prepare like the matrices (a device backend uploads it). The float
+ * pointers the ops get (runtime_layer's, output_norm) are prepared.data. */
+struct runtime_vector {
+    float *host; /* (n) */
+    struct cinfer_backend_weight prepared;
+};
+
 /* One layer's weights as the backend sees them; 1-D weights widened to f32 once. */
 struct runtime_layer {
     struct cinfer_backend_weight wq, wk, wv, wo, w_gate, w_up, w_down;
@@ -71,6 +79,8 @@ struct cinfer_runtime {
     const struct cinfer_weight **moe_sources; /* the model's matrix each one is */
     int n_moe_weights;
     struct cinfer_runtime_memory memory;
+    struct runtime_vector *vectors; /* (n_vectors) every 1-D weight, once bound */
+    int n_vectors, n_vectors_prepared;
     float *output_norm; /* (hidden) */
     double *inv_freq;   /* (head_dim / 2) RoPE frequencies, scaling folded in */
     double *inv_freq_local; /* (head_dim / 2) sliding layers' own (rope_theta_local), or NULL */

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "cinfer/backend.h"
 #include "cinfer/launcher.h"
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
@@ -82,6 +83,46 @@ static int check_launcher_ops(const struct cinfer_plugin_descriptor *d, const ch
     return CINFER_OK;
 }
 
+/* Version 7 added the mixture-of-experts ops, version 8 what selection, error reporting
+ * and testing need (query, create_on, status, upload): the core calls them
+ * unconditionally, so older backend vtables are refused above. */
+static int check_backend_ops(const struct cinfer_plugin_descriptor *d, const char *origin,
+                             const char *kind_name, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = d->vtable;
+    REQUIRE_SLOT(ops, create);
+    REQUIRE_SLOT(ops, destroy);
+    REQUIRE_SLOT(ops, buffer_alloc);
+    REQUIRE_SLOT(ops, buffer_free);
+    REQUIRE_SLOT(ops, copy);
+    REQUIRE_SLOT(ops, download);
+    REQUIRE_SLOT(ops, kv_create);
+    REQUIRE_SLOT(ops, kv_destroy);
+    REQUIRE_SLOT(ops, kv_write);
+    REQUIRE_SLOT(ops, embedding);
+    REQUIRE_SLOT(ops, matmul);
+    REQUIRE_SLOT(ops, rmsnorm);
+    REQUIRE_SLOT(ops, rope);
+    REQUIRE_SLOT(ops, silu_mul);
+    REQUIRE_SLOT(ops, add);
+    REQUIRE_SLOT(ops, attention);
+    REQUIRE_SLOT(ops, weight_prepare);
+    REQUIRE_SLOT(ops, weight_release);
+    REQUIRE_SLOT(ops, attention_windowed);
+    REQUIRE_SLOT(ops, gelu_tanh_mul);
+    REQUIRE_SLOT(ops, scale);
+    REQUIRE_SLOT(ops, softcap);
+    REQUIRE_SLOT(ops, moe_route);
+    REQUIRE_SLOT(ops, gather_rows);
+    REQUIRE_SLOT(ops, scatter_add_rows);
+    REQUIRE_SLOT(ops, zero);
+    REQUIRE_SLOT(ops, query);
+    REQUIRE_SLOT(ops, create_on);
+    REQUIRE_SLOT(ops, status);
+    REQUIRE_SLOT(ops, upload);
+    return CINFER_OK;
+}
+
 int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, const char *origin,
                                    uint32_t expected_kind, struct cinfer_error *err)
 {
@@ -124,9 +165,9 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
         known_version = CINFER_LAUNCHER_OPS_MIN_VERSION;
         known_size = offsetof(struct cinfer_launcher_ops, query_config);
         break;
-    default: /* backend: its vtable is checked by the backend registry */
-        known_version = 1;
-        known_size = sizeof(struct vtable_head);
+    default: /* backend: version 8 is the first the core can select and run */
+        known_version = CINFER_BACKEND_OPS_MIN_VERSION;
+        known_size = offsetof(struct cinfer_backend_ops, upload) + sizeof(((struct cinfer_backend_ops *)0)->upload);
         break;
     }
     /* Slots are only appended, so a newer vtable (more slots) serves an older core;
@@ -141,5 +182,5 @@ int cinfer_plugin_check_descriptor(const struct cinfer_plugin_descriptor *d, con
         return check_tokenizer_ops(d, origin, kind_name, err);
     if (d->kind == CINFER_PLUGIN_KIND_LAUNCHER)
         return check_launcher_ops(d, origin, kind_name, err);
-    return CINFER_OK;
+    return check_backend_ops(d, origin, kind_name, err);
 }

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/cpu_backend.h"
+#include "cinfer/backend.h"
 #include "cinfer/launcher.h"
 #include "cinfer/plugins.h"
 #include "plugin/builtin_plugins.h"
@@ -52,8 +54,17 @@ static int looks_like_path(const char *name)
     return strchr(name, '/') || (n > 3 && !strcmp(name + n - 3, ".so"));
 }
 
+/* Part of the core in every build, static plugins or not: the CPU backend. */
+static const struct cinfer_plugin_descriptor *core_builtin(size_t i)
+{
+    return i == 0 ? cinfer_cpu_backend_descriptor() : NULL;
+}
+
 static const struct cinfer_plugin_descriptor *find_builtin(const char *name)
 {
+    for (size_t i = 0; core_builtin(i); i++)
+        if (!strcmp(core_builtin(i)->name, name))
+            return core_builtin(i);
     const struct cinfer_plugin_descriptor *const *table = cinfer_builtin_plugin_table();
     for (size_t i = 0; table && table[i]; i++)
         if (table[i]->name && !strcmp(table[i]->name, name))
@@ -231,6 +242,13 @@ static int compare_names(const void *a, const void *b)
 int cinfer_plugin_list(const char *search_path, cinfer_plugin_listing_fn fn, void *ctx,
                        struct cinfer_error *err)
 {
+    for (size_t i = 0; core_builtin(i); i++) {
+        struct cinfer_plugin *p = NULL;
+        struct cinfer_error why = {0};
+        wrap_builtin(core_builtin(i), 0, &p, &why);
+        report("built-in", p, &why, fn, ctx);
+        cinfer_plugin_close(&p);
+    }
     {
         const struct cinfer_plugin_descriptor *const *table = cinfer_builtin_plugin_table();
         for (size_t i = 0; table && table[i]; i++) {
@@ -288,4 +306,17 @@ int cinfer_launcher_query(const struct cinfer_plugin *p, const struct cinfer_lau
     if (!answer->usable)
         snprintf(answer->why, sizeof answer->why, "its query() said no (a version-1 launcher gives no reason)");
     return CINFER_OK;
+}
+
+int cinfer_backend_query(const struct cinfer_plugin *p, struct cinfer_backend_answer *answer)
+{
+    memset(answer, 0, sizeof *answer);
+    if (!p || p->desc->kind != CINFER_PLUGIN_KIND_BACKEND)
+        return CINFER_ERR_INVALID_ARGUMENT;
+    const struct cinfer_backend_ops *ops = p->desc->vtable;
+    int rc = ops->query(answer);
+    answer->why[sizeof answer->why - 1] = '\0';
+    if (rc == CINFER_OK && !answer->usable && !answer->why[0])
+        snprintf(answer->why, sizeof answer->why, "its query() said no without a reason");
+    return rc;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "backend/backend_select.h"
 #include "cinfer/config.h"
 #include "engine/default_model.h"
 #include "engine/port_args.h"
@@ -41,6 +42,8 @@ struct scheduler_process {
     struct cinfer_scheduler *sched; /* rank 0 only */
     struct cinfer_token_table *tokens; /* rank 0: the vocabulary's bytes, for constrained decoding */
     struct cinfer_comm *comm;       /* tp_size > 1 */
+    struct cinfer_plugin *backend;  /* engine.device's backend; open while rt lives */
+    int device;                     /* its device index */
     void *input;      /* rank 0: PULL, bound: GENERATE / ABORT / SHUTDOWN from the main process */
     void *rpc;        /* ROUTER, bound: collective RPC */
     void *detok;      /* rank 0: PUSH to the detokenizer */
@@ -162,11 +165,31 @@ static int open_channels(struct scheduler_process *sp, const struct cinfer_port_
     return CINFER_OK;
 }
 
-static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, struct cinfer_error *err)
+/* engine.device's backend, before the model loads so a missing device fails fast.
+ * Device: the launcher's gpu_id when it gave one, else the ranks of a group spread
+ * over the backend's devices. */
+static int choose_backend(struct scheduler_process *sp, int gpu_id, struct cinfer_error *err)
+{
+    int rc = cinfer_backend_select(sp->args->device, sp->args->plugin_path, &sp->backend, err);
+    if (rc)
+        return rc;
+    struct cinfer_backend_answer a;
+    if ((rc = cinfer_backend_query(sp->backend, &a)) < 0)
+        return cinfer_error_set(err, rc, "backend %s stopped answering its query", cinfer_plugin_file(sp->backend));
+    sp->device = gpu_id >= 0 ? gpu_id : a.device_count > 1 ? sp->tp_rank % a.device_count : 0;
+    cinfer_log(CINFER_LOG_SEV_INFO, "tp rank %d: backend %s (%s), device %d", sp->tp_rank,
+               cinfer_plugin_descriptor_of(sp->backend)->name, cinfer_plugin_file(sp->backend), sp->device);
+    return CINFER_OK;
+}
+
+static int start(struct scheduler_process *sp, const struct cinfer_port_args *ports, int gpu_id,
+                 struct cinfer_error *err)
 {
     const struct cinfer_server_args *args = sp->args;
     const char *model_path = args->model_path ? args->model_path : cinfer_default_model_path();
     int rc;
+    if ((rc = choose_backend(sp, gpu_id, err)))
+        return rc;
     if (sp->tp_size > 1 && (rc = cinfer_worker_comm_attach(ports, sp->tp_rank, sp->tp_size, sp->link.zmq_context,
                                                            args->start_timeout_ms, &sp->comm, err)))
         return rc;
@@ -195,6 +218,8 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .comm = sp->comm,
         .publish_plan = sp->tp_size > 1 && sp->tp_rank == 0 ? publish_plan : NULL,
         .publish_ctx = sp,
+        .backend = cinfer_plugin_vtable(sp->backend),
+        .device = sp->device,
     };
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;
     int prefill_budget = args->max_prefill_tokens > 0 ? args->max_prefill_tokens : 4096;
@@ -567,14 +592,11 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
         return 1;
     }
     int status = 0;
-    if (gpu_id >= 0) {
-        cinfer_error_set(&err, CINFER_ERR_UNSUPPORTED, "GPU %d requested, but this build runs on the CPU only", gpu_id);
-        status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-    } else if (tp_rank < 0 || tp_rank >= sp.tp_size) {
+    if (tp_rank < 0 || tp_rank >= sp.tp_size) {
         cinfer_error_set(&err, CINFER_ERR_INVALID_ARGUMENT, "tp rank %d outside launcher.tp_size %d", tp_rank,
                          sp.tp_size);
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
-    } else if (start(&sp, ports, &err) != CINFER_OK) {
+    } else if (start(&sp, ports, gpu_id, &err) != CINFER_OK) {
         status = cinfer_worker_link_failed(&sp.link, err.code, err.message);
     } else {
         status = tp_rank == 0 ? lead(&sp) : follow(&sp);
@@ -587,6 +609,7 @@ int cinfer_default_run_scheduler_process(const struct cinfer_server_args *args, 
     cinfer_scheduler_destroy(&sp.sched);
     cinfer_token_table_free(&sp.tokens);
     cinfer_runtime_destroy(&sp.rt);
+    cinfer_plugin_close(&sp.backend);
     cinfer_model_free(&sp.model);
     cinfer_comm_destroy(&sp.comm);
     cinfer_channel_close(&sp.input);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/communicator.h"
 #include "cinfer/error.h"
 
 #ifdef __cplusplus
@@ -33,22 +34,25 @@ extern "C" {
  *    scale and softcap (Gemma 2/3).
  * 6: struct cinfer_backend_kv_layout gained head_dim and dtype (the KV element type); enum
  *    cinfer_tensor_type gained ggml's block-quantized types and their CPU panels.
- * 7: moe_route, gather_rows, scatter_add_rows and zero (mixture of experts: Mixtral, Qwen3-MoE). */
-#define CINFER_BACKEND_OPS_VERSION 7u
+ * 7: moe_route, gather_rows, scatter_add_rows and zero (mixture of experts: Mixtral, Qwen3-MoE).
+ * 8: query (usable here? priority, why not), create_on (device index, communicator),
+ *    status (the first asynchronous device error since the last call) and upload (host
+ *    to backend buffer: inputs of the conformance suite); the CPU's panel types left
+ *    enum cinfer_tensor_type (a prepared weight's type is its backend's own). */
+#define CINFER_BACKEND_OPS_VERSION 8u
+/* The oldest version the loader accepts: the core calls version 8's slots. */
+#define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
-/* Element types of weights: as files store them (numbered like the model's dtype
- * enum), then the layouts the CPU backend's weight_prepare makes. */
+/* Element types of weights as files store them (numbered like the model's dtype enum).
+ * What weight_prepare returns is the backend's own: its type and layout are opaque to
+ * the core, which hands them back to the same backend's ops only. Numbers 4-6 and
+ * 19-23 are taken by the CPU backend's prepared layouts (panels of 16 rows for its
+ * AVX-512 kernels, core/backend/cpu_weights.h), so no stored type will take them. */
 enum cinfer_tensor_type {
     CINFER_TENSOR_F32 = 0,
     CINFER_TENSOR_F16 = 1,
     CINFER_TENSOR_BF16 = 2,
     CINFER_TENSOR_Q8_0 = 3, /* blocks of 32 along a row: f16 scale d + 32 int8 q; value d*q */
-    /* Q8_0, F16 and BF16 as the CPU backend repacks them for its AVX-512 kernels: rows
-     * in panels of 16 (kernels/kernels.h). Only its weight_prepare makes these; no file
-     * stores them. */
-    CINFER_TENSOR_Q8_0_PANELS = 4,
-    CINFER_TENSOR_F16_PANELS = 5,
-    CINFER_TENSOR_BF16_PANELS = 6,
     /* ggml's block-quantized types, as GGUF files store them (layouts and values in
      * kernels/quant.c; the numbers are cinfer's, not ggml's) */
     CINFER_TENSOR_Q4_0 = 7,
@@ -63,17 +67,11 @@ enum cinfer_tensor_type {
     CINFER_TENSOR_IQ4_NL = 16,
     CINFER_TENSOR_IQ4_XS = 17,
     CINFER_TENSOR_MXFP4 = 18,
-    /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K as the CPU backend repacks them (panels of 16 rows) */
-    CINFER_TENSOR_Q4_0_PANELS = 19,
-    CINFER_TENSOR_Q5_0_PANELS = 20,
-    CINFER_TENSOR_Q4_K_PANELS = 21,
-    CINFER_TENSOR_Q5_K_PANELS = 22,
-    CINFER_TENSOR_Q6_K_PANELS = 23,
 };
 
 /* A row-major weight matrix (rows, cols) = (out_features, in_features). */
 struct cinfer_backend_weight {
-    uint32_t type; /* enum cinfer_tensor_type */
+    uint32_t type; /* enum cinfer_tensor_type as stored; prepared: the backend's own */
     int64_t rows;
     int64_t cols;
     const void *data;
@@ -141,6 +139,26 @@ struct cinfer_backend_matmul_out {
      * speed (the CPU's bf16 dot products): the logits, whose near-ties decide greedy
      * tokens. 0 (default): the backend's fastest arithmetic within its error bound. */
     int exact_x;
+};
+
+/* A backend's answer to "can you run here?" (query, version 8). Not usable is not an
+ * error: --device auto then takes the next one. */
+struct cinfer_backend_answer {
+    int usable;
+    int priority;     /* higher wins under --device auto; the CPU backend says 10 */
+    int device_count; /* devices usable here (the CPU backend: 1) */
+    char why[256];    /* when not usable: what is missing (no driver, no device, ...) */
+};
+
+/* What create_on (version 8) gets; fields are only appended, struct_size says how many
+ * the caller filled. */
+struct cinfer_backend_create_options {
+    uint32_t struct_size; /* sizeof(struct cinfer_backend_create_options) of the caller */
+    int n_threads;        /* host threads (0: one per online core) */
+    int device;           /* device index in [0, device_count) */
+    /* Tensor parallelism's group, for a backend that does its all-reduce itself (NCCL);
+     * NULL without tensor parallelism. The backend does not own it. */
+    struct cinfer_comm *comm;
 };
 
 struct cinfer_backend_ops {
@@ -233,6 +251,19 @@ struct cinfer_backend_ops {
                              int dim);
     /* x (n) = 0 */
     void (*zero)(void *state, float *x, size_t n);
+    /* Since version 8: selection, devices, asynchronous errors. */
+    /* Whether this backend can run here, without creating anything (no device memory
+     * taken). Returns 0, or a negative code when it could not even ask. */
+    int (*query)(struct cinfer_backend_answer *answer);
+    /* create on device opts->device; create(n) is create_on({n_threads = n, device 0}). */
+    int (*create_on)(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err);
+    /* The first error the device raised since the last call (kernels run asynchronously,
+     * so an op returns before its failure is known): 0 when none, else its code with err
+     * naming the device and what failed. The runtime calls it after every forward step,
+     * and a failed step fails the requests it carried. Waits for the ops queued so far. */
+    int (*status)(void *state, struct cinfer_error *err);
+    /* Host memory to a backend buffer (the reverse of download). */
+    void (*upload)(void *state, void *dst, const void *host_src, size_t bytes);
 };
 
 #ifdef __cplusplus

@@ -53,11 +53,6 @@ enum cinfer_kv_cache_dtype {
     CINFER_KV_CACHE_DTYPE_Q8_0 = 4, /* blocks of 32 per head: 34 bytes (head_dim a multiple of 32) */
 };
 
-enum cinfer_device_kind {
-    CINFER_DEVICE_CPU = 0,
-    CINFER_DEVICE_CUDA = 1,
-};
-
 enum cinfer_schedule_policy {
     CINFER_SCHEDULE_FCFS = 0, /* first come, first served */
     CINFER_SCHEDULE_LPM = 1,  /* longest prefix match in the radix cache first */
@@ -152,7 +147,7 @@ struct cinfer_server_args {
     int reasoning_parser;              /* server.reasoning_parser, --reasoning-parser (enum cinfer_reasoning_parser_kind) */
 
     /* engine */
-    enum cinfer_device_kind device;    /* engine.device, --device */
+    char *device;                      /* engine.device, --device: cpu|cuda|auto|a backend plugin */
     int num_threads;                   /* engine.num_threads; 0: one per core */
     int64_t random_seed;               /* engine.random_seed; -1: chosen at start */
     int start_timeout_ms;              /* engine.start_timeout, --start-timeout */

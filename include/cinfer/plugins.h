@@ -61,6 +61,11 @@ struct cinfer_launcher_config;
 struct cinfer_launcher_answer;
 CINFER_API int cinfer_launcher_query(const struct cinfer_plugin *p, const struct cinfer_launcher_config *config,
                                      struct cinfer_launcher_answer *answer);
+/* Asks a loaded backend plugin whether it can run here (its query slot; the loader
+ * has checked that the slot exists). CINFER_ERR_INVALID_ARGUMENT when p is not a
+ * backend; otherwise what query returned. answer->why is filled when not usable. */
+struct cinfer_backend_answer;
+CINFER_API int cinfer_backend_query(const struct cinfer_plugin *p, struct cinfer_backend_answer *answer);
 /* The folder the loader searches last (beside libcinfer); NULL for a static build. */
 CINFER_API const char *cinfer_plugin_install_dir(void);
 
