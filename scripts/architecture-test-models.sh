@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=tests/data/models/architectures
-families=(llama mistral qwen2 qwen3 gemma2 gemma3 phi3 qwen3_yarn phi3_longrope phi4_mini)
+families=(llama mistral qwen2 qwen3 gemma2 gemma3 phi3 qwen3_yarn phi3_longrope phi4_mini qwen3_moe mixtral)
 cache=${CINFER_LLAMA_CPP_CACHE:-$PWD/.cache/llama.cpp}
 bin=$cache/build/bin
 [ -x "$bin/llama-quantize" ] || scripts/build-llama-cpp.sh >&2
