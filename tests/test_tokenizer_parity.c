@@ -411,8 +411,8 @@ static char *output_after_prompt(const struct plugin_tokenizer *pt, const struct
 {
     size_t n_context = k < CINFER_IPC_MAX_PROMPT_TAIL ? k : CINFER_IPC_MAX_PROMPT_TAIL;
     struct cinfer_output_text o;
-    if (cinfer_output_text_start(&o, pt->ops, pt->tok, skip_special, ids->ids + k - n_context, n_context, err) !=
-        CINFER_OK)
+    if (cinfer_output_text_start(&o, pt->ops, pt->tok, skip_special, ids->ids + k - n_context, n_context,
+                                 n_context < CINFER_IPC_MAX_PROMPT_TAIL, err) != CINFER_OK)
         return NULL;
     int rc = o.context_failed ? CINFER_ERR_RANGE : CINFER_OK;
     char *all = NULL;
