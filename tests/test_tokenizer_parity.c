@@ -1,7 +1,7 @@
 /* Tokenizer parity: the tokenizer-bpe plugin against the official libraries.
  *
  * The ctest fixture tokenizer_reference (tests/reference/make_tokenizer_reference.sh)
- * encodes a seeded corpus of ~2,500 strings with Hugging Face's `tokenizers` (GPT-2,
+ * encodes a seeded corpus of ~2,650 strings with Hugging Face's `tokenizers` (GPT-2,
  * Llama 3, Qwen3, Mistral, Gemma 2, Gemma 3, gpt-oss, Mistral Nemo tokenizer.json) and
  * with SentencePiece (the Llama 2 model, which cinfer reads from a vocabulary-only
  * GGUF), and writes the ids and decoded text.
