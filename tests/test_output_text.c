@@ -4,9 +4,9 @@
  * special tokens that are skipped; a context the tokenizer cannot decode is left out
  * (the output reads as the start of a text); and on stories260K's byte pieces a
  * character the prompt completed is not repeated, one it left half spelled comes out
- * whole, and a context cut inside a long byte run starts at a character. The parity
- * test checks the same against the official libraries over a corpus; this one runs
- * without them. */
+ * whole, a context cut inside a long byte run starts at a character, and a whole
+ * prompt ending in a run invalid as a whole keeps it whole. The parity test checks the
+ * same against the official libraries over a corpus; this one runs without them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +52,7 @@ static char *output_text(const int32_t *prompt, size_t n_prompt, const int32_t *
     struct cinfer_output_text o;
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_output_text_start(&o, ctx.ops, ctx.tok, skip, prompt + n_prompt - n_context, n_context,
-                                           &err) == 0, "%s", err.message);
+                                           n_prompt < CINFER_IPC_MAX_PROMPT_TAIL, &err) == 0, "%s", err.message);
     if (context_failed)
         *context_failed = o.context_failed;
     char *all = calloc(1, 1);
@@ -157,6 +157,20 @@ START_TEST(stories260k_byte_runs)
         prompt[m++] = e2, prompt[m++] = x82, prompt[m++] = xac;
     output[0] = e2, output[1] = x82, output[2] = xac, output[3] = word.ids[0];
     check("after 15 euro signs in bytes", prompt, m, output, 4, 1);
+
+    /* A whole prompt that ends in a run invalid as a whole, <0xC5><0x77>, carried on by
+     * the output: every byte of the run reads U+FFFD, also the 'w' that alone would be
+     * valid text (found by the parity test on Gemma 3's random ids). */
+    int32_t c5 = ctx.ops->piece_to_id(ctx.tok, "<0xC5>", 6), x77 = ctx.ops->piece_to_id(ctx.tok, "<0x77>", 6),
+            x31 = ctx.ops->piece_to_id(ctx.tok, "<0x31>", 6);
+    ck_assert(c5 > 0 && x77 > 0 && x31 > 0);
+    const int32_t invalid_run[] = {1, c5, x77};
+    output[0] = x31, output[1] = word.ids[0];
+    check("after a run invalid as a whole, skipped", invalid_run, 3, output, 2, 1);
+    check("after a run invalid as a whole, kept", invalid_run, 3, output, 2, 0);
+    got = output_text(invalid_run, 3, output, 2, 1, NULL);
+    ck_assert_str_eq(got, "\uFFFD and");
+    free(got);
     cinfer_token_ids_free(&the);
     cinfer_token_ids_free(&word);
     close_tokenizer();

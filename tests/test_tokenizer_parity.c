@@ -1,9 +1,10 @@
 /* Tokenizer parity: the tokenizer-bpe plugin against the official libraries.
  *
  * The ctest fixture tokenizer_reference (tests/reference/make_tokenizer_reference.sh)
- * encodes a seeded corpus of ~2,500 strings with Hugging Face's `tokenizers` (GPT-2,
- * Llama 3, Qwen3, Mistral tokenizer.json) and with SentencePiece (the Llama 2 model,
- * which cinfer reads from a vocabulary-only GGUF), and writes the ids and decoded text.
+ * encodes a seeded corpus of ~2,650 strings with Hugging Face's `tokenizers` (GPT-2,
+ * Llama 3, Qwen3, Mistral, Gemma 2, Gemma 3, gpt-oss, Mistral Nemo tokenizer.json) and
+ * with SentencePiece (the Llama 2 model, which cinfer reads from a vocabulary-only
+ * GGUF), and writes the ids and decoded text.
  * For every tokenizer and every string this test checks, through the loaded plugin:
  *   - encode(text, add_special=0) and (add_special=1) give the reference ids;
  *   - decode(reference ids) gives the reference text, with and without special tokens;
@@ -46,7 +47,8 @@
 #define IDS_SHOWN 12          /* ids printed from the first difference on */
 #define MAX_REASONS 4
 
-static const char *const tokenizer_names[] = {"gpt2", "llama3", "qwen3", "mistral", "llama2-spm"};
+static const char *const tokenizer_names[] = {"gpt2",   "llama3", "qwen3",        "mistral",   "gemma2",
+                                              "gemma3", "gptoss", "mistral_nemo", "llama2-spm"};
 #define N_TOKENIZERS (sizeof tokenizer_names / sizeof tokenizer_names[0])
 
 /* ---- printing ------------------------------------------------------------------------ */
@@ -411,8 +413,8 @@ static char *output_after_prompt(const struct plugin_tokenizer *pt, const struct
 {
     size_t n_context = k < CINFER_IPC_MAX_PROMPT_TAIL ? k : CINFER_IPC_MAX_PROMPT_TAIL;
     struct cinfer_output_text o;
-    if (cinfer_output_text_start(&o, pt->ops, pt->tok, skip_special, ids->ids + k - n_context, n_context, err) !=
-        CINFER_OK)
+    if (cinfer_output_text_start(&o, pt->ops, pt->tok, skip_special, ids->ids + k - n_context, n_context,
+                                 n_context < CINFER_IPC_MAX_PROMPT_TAIL, err) != CINFER_OK)
         return NULL;
     int rc = o.context_failed ? CINFER_ERR_RANGE : CINFER_OK;
     char *all = NULL;

