@@ -358,6 +358,16 @@ START_TEST(regex_grammars)
     re = "(?=a)b";
     ck_assert_int_ne(cinfer_regex_to_grammar(re, strlen(re), &text, &err), 0);
     ck_assert_msg(strstr(err.message, "lookaround"), "%s", err.message);
+    /* a repetition whose upper bound is not a number says so (it once failed without a
+     * word: fuzz_grammar's seed "t = {1, 2, 3}") */
+    static const char *const bad_repeats[] = {"t = {1, 2, 3}", "a{2,x}", "a{ 1}"};
+    for (size_t i = 0; i < sizeof bad_repeats / sizeof bad_repeats[0]; i++) {
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(cinfer_regex_to_grammar(bad_repeats[i], strlen(bad_repeats[i]), &text, &err),
+                         CINFER_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.message, "expected a repetition {m}, {m,} or {m,n}"), "%s: %s", bad_repeats[i],
+                      err.message);
+    }
 }
 END_TEST
 

@@ -401,7 +401,7 @@ static int parse_quant(struct rx *r)
             comma = 1;
             r->p++;
             if (r->p < r->end && *r->p != '}' && read_int(r, &n))
-                return -1;
+                return r->failed ? -1 : rx_fail(r, "expected a repetition {m}, {m,} or {m,n}");
         }
         if (r->p >= r->end || *r->p != '}')
             return rx_fail(r, "expected '}' closing the repetition");
