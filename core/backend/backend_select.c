@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/cpu_backend.h"
+#include "plugin/plugin_choice.h"
 
 static const char *plugin_name_of(const char *device)
 {
@@ -13,62 +14,25 @@ static const char *plugin_name_of(const char *device)
     return device;
 }
 
-/* What auto has seen: the best usable backend so far, and every answer for the log. */
-struct auto_choice {
-    char best_file[4096];
-    char best_name[128];
-    int best_priority;
-    int found;
-    char seen_names[32][128]; /* a name found again later in the search order is shadowed */
-    int n_seen;
-    char answers[1024];
-};
-
-static void consider(const struct cinfer_plugin_listing *e, void *ctx)
+static int ask_backend(const struct cinfer_plugin *plugin, void *ctx, int *usable, int *priority, const char **why)
 {
-    struct auto_choice *c = ctx;
-    if (!e->loads || !e->plugin || strcmp(e->kind, "backend"))
-        return;
-    for (int i = 0; i < c->n_seen; i++)
-        if (!strcmp(c->seen_names[i], e->name))
-            return;
-    if (c->n_seen < 32)
-        snprintf(c->seen_names[c->n_seen++], sizeof c->seen_names[0], "%s", e->name);
-    struct cinfer_backend_answer a;
-    if (cinfer_backend_query(e->plugin, &a) != CINFER_OK)
-        return;
-    size_t used = strlen(c->answers);
-    if (a.usable)
-        snprintf(c->answers + used, sizeof c->answers - used, "%s%s: usable, priority %d", used ? "; " : "", e->name,
-                 a.priority);
-    else
-        snprintf(c->answers + used, sizeof c->answers - used, "%s%s: not usable: %s", used ? "; " : "", e->name,
-                 a.why);
-    if (a.usable && (!c->found || a.priority > c->best_priority)) {
-        c->found = 1;
-        c->best_priority = a.priority;
-        snprintf(c->best_file, sizeof c->best_file, "%s", e->file);
-        snprintf(c->best_name, sizeof c->best_name, "%s", e->name);
-    }
+    struct cinfer_backend_answer *a = ctx;
+    int rc = cinfer_backend_query(plugin, a);
+    *usable = a->usable, *priority = a->priority, *why = a->why;
+    return rc;
 }
 
 static int select_auto(const char *search_path, struct cinfer_plugin **out, struct cinfer_error *err)
 {
-    struct auto_choice *c = calloc(1, sizeof *c);
-    if (!c)
-        return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory choosing a compute backend");
-    int rc = cinfer_plugin_list(search_path, consider, c, err);
+    struct cinfer_backend_answer a;
+    char answers[1024];
+    int rc = cinfer_plugin_choose(search_path, CINFER_PLUGIN_KIND_BACKEND, ask_backend, &a, out, answers,
+                                  sizeof answers, err);
     /* the CPU backend is built in and always usable, so this is a broken build */
-    if (rc == CINFER_OK && !c->found)
+    if (rc == CINFER_ERR_NOT_FOUND)
         rc = cinfer_error_set(err, CINFER_ERR_INTERNAL,
                               "engine.device (--device) is \"auto\" but no backend is usable here (%s)",
-                              c->answers[0] ? c->answers : "no backend found, not even the built-in CPU one");
-    if (rc == CINFER_OK) {
-        /* a built-in is opened by name, a file by its path: the one queried is the one run */
-        const char *which = strcmp(c->best_file, "built-in") ? c->best_file : c->best_name;
-        rc = cinfer_plugin_open(which, CINFER_PLUGIN_KIND_BACKEND, search_path, out, err);
-    }
-    free(c);
+                              answers[0] ? answers : "no backend found, not even the built-in CPU one");
     return rc;
 }
 

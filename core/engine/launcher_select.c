@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/plugin_choice.h"
+
 static const char *plugin_name_of(const char *launcher)
 {
     if (!strcmp(launcher, "fork"))
@@ -15,44 +17,17 @@ static const char *plugin_name_of(const char *launcher)
     return launcher;
 }
 
-/* What auto has seen: the best usable launcher so far, and every answer for the error. */
-struct auto_choice {
+struct launcher_ask {
     const struct cinfer_launcher_config *config;
-    char best_file[4096];
-    char best_name[128];
-    int best_priority;
-    int found;
-    char seen_names[32][128]; /* a name found again later in the search order is shadowed */
-    int n_seen;
-    char answers[1024];
+    struct cinfer_launcher_answer answer;
 };
 
-static void consider(const struct cinfer_plugin_listing *e, void *ctx)
+static int ask_launcher(const struct cinfer_plugin *plugin, void *ctx, int *usable, int *priority, const char **why)
 {
-    struct auto_choice *c = ctx;
-    if (!e->loads || !e->plugin || strcmp(e->kind, "launcher"))
-        return;
-    for (int i = 0; i < c->n_seen; i++)
-        if (!strcmp(c->seen_names[i], e->name))
-            return;
-    if (c->n_seen < 32)
-        snprintf(c->seen_names[c->n_seen++], sizeof c->seen_names[0], "%s", e->name);
-    struct cinfer_launcher_answer a;
-    if (cinfer_launcher_query(e->plugin, c->config, &a) != CINFER_OK)
-        return;
-    size_t used = strlen(c->answers);
-    if (a.usable)
-        snprintf(c->answers + used, sizeof c->answers - used, "%s%s: usable, priority %d", used ? "; " : "", e->name,
-                 a.priority);
-    else
-        snprintf(c->answers + used, sizeof c->answers - used, "%s%s: not usable: %s", used ? "; " : "", e->name,
-                 a.why);
-    if (a.usable && (!c->found || a.priority > c->best_priority)) {
-        c->found = 1;
-        c->best_priority = a.priority;
-        snprintf(c->best_file, sizeof c->best_file, "%s", e->file);
-        snprintf(c->best_name, sizeof c->best_name, "%s", e->name);
-    }
+    struct launcher_ask *q = ctx;
+    int rc = cinfer_launcher_query(plugin, q->config, &q->answer);
+    *usable = q->answer.usable, *priority = q->answer.priority, *why = q->answer.why;
+    return rc;
 }
 
 int cinfer_launcher_select(const struct cinfer_server_args *args, const struct cinfer_launcher_config *config,
@@ -61,21 +36,14 @@ int cinfer_launcher_select(const struct cinfer_server_args *args, const struct c
     *out = NULL;
     const char *launcher = args->launcher ? args->launcher : "auto";
     if (!strcmp(launcher, "auto")) {
-        struct auto_choice *c = calloc(1, sizeof *c);
-        if (!c)
-            return cinfer_error_set(err, CINFER_ERR_NOMEM, "out of memory choosing a launcher");
-        c->config = config;
-        int rc = cinfer_plugin_list(args->plugin_path, consider, c, err);
-        if (rc == CINFER_OK && !c->found)
+        struct launcher_ask q = {.config = config};
+        char answers[1024];
+        int rc = cinfer_plugin_choose(args->plugin_path, CINFER_PLUGIN_KIND_LAUNCHER, ask_launcher, &q, out, answers,
+                                      sizeof answers, err);
+        if (rc == CINFER_ERR_NOT_FOUND)
             rc = cinfer_error_set(err, CINFER_ERR_PLUGIN,
                                   "launcher.plugin is \"auto\" but no launcher plugin is usable here (%s)",
-                                  c->answers[0] ? c->answers : "no launcher plugin found on the search path");
-        if (rc == CINFER_OK) {
-            /* A built-in is opened by name; a file by its path, so the one queried is the one run. */
-            const char *which = strcmp(c->best_file, "built-in") ? c->best_file : c->best_name;
-            rc = cinfer_plugin_open(which, CINFER_PLUGIN_KIND_LAUNCHER, args->plugin_path, out, err);
-        }
-        free(c);
+                                  answers[0] ? answers : "no launcher plugin found on the search path");
         return rc;
     }
     int rc = cinfer_plugin_open(plugin_name_of(launcher), CINFER_PLUGIN_KIND_LAUNCHER, args->plugin_path, out, err);
