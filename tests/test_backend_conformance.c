@@ -388,7 +388,7 @@ static void suite_attention(const struct side *test, const struct side *refs, in
     } kv_types[] = {{CINFER_KV_F32, "f32", 1e-5}, {CINFER_KV_F16, "f16", 1e-4}, {CINFER_KV_BF16, "bf16", 1e-4},
                     {CINFER_KV_Q8_0, "q8_0", 1e-4}};
     static const struct attn_case shapes[] = {
-        {0, {0, 0, 0}, 0}, {0, {8, 0, 0}, 1}, {0, {0, 0.05f, 30.0f}, 1}};
+        {0, {0, 0, 0, NULL}, 0}, {0, {8, 0, 0, NULL}, 1}, {0, {0, 0.05f, 30.0f, NULL}, 1}};
     static const char *const shape_names[] = {"causal", "window 8", "scale+softcap"};
     static float k[2 * 64 * AT_KV_DIM], v[2 * 64 * AT_KV_DIM], q[AT_ROWS * AT_Q_DIM], got[AT_ROWS * AT_Q_DIM],
         want[AT_ROWS * AT_Q_DIM];

@@ -228,7 +228,8 @@ START_TEST(windowed_attention_matches_a_double_loop)
         q[i] = 2.0f * random_uniform(&rng);
     ops->kv_write(be, kv, 0, k, v, N, slots);
     const struct cinfer_backend_attn_options cases[] = {
-        {0, 0.0f, 0.0f}, {10, 0.0f, 0.0f}, {10, 0.2f, 1.5f}, {32, 0.0f, 3.0f}, {1, 0.0f, 0.0f},
+        {0, 0.0f, 0.0f, NULL},  {10, 0.0f, 0.0f, NULL}, {10, 0.2f, 1.5f, NULL},
+        {32, 0.0f, 3.0f, NULL}, {1, 0.0f, 0.0f, NULL},
     };
     /* a prefill chunk of 40 tokens from position 50 (its window reaches back past several
      * pages), then a decode step at the last position */

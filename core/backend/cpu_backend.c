@@ -897,7 +897,7 @@ static int cpu_attention(void *state, void *kv, int layer, const float *q, float
                          const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
                          int head_dim, struct cinfer_error *err)
 {
-    struct cinfer_backend_attn_options plain = {0, 0.0f, 0.0f};
+    struct cinfer_backend_attn_options plain = {0, 0.0f, 0.0f, NULL};
     return cpu_attention_windowed(state, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, &plain,
                                   err);
 }

@@ -142,7 +142,7 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
     struct cinfer_backend_attn_options attn_opts = {slides ? c->sliding_window : 0, c->attention_scale,
-                                                    c->attn_logit_softcap};
+                                                    c->attn_logit_softcap, NULL};
     if ((rc = ops->attention_windowed(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, heads, kv_heads,
                                       rt->head_dim, &attn_opts, err)) < 0) /* (T, heads * head_dim) */
         return rc;

@@ -38,8 +38,13 @@ extern "C" {
  * 8: query (usable here? priority, why not), create_on (device index, communicator),
  *    status (the first asynchronous device error since the last call) and upload (host
  *    to backend buffer: inputs of the conformance suite); the CPU's panel types left
- *    enum cinfer_tensor_type (a prepared weight's type is its backend's own). */
-#define CINFER_BACKEND_OPS_VERSION 8u
+ *    enum cinfer_tensor_type (a prepared weight's type is its backend's own).
+ * 9: struct cinfer_backend_attn_options gained sinks (gpt-oss); swiglu_oai (gpt-oss's
+ *    clamped gate), add_gated (Qwen2-MoE's gated shared expert), all_reduce_sum (a
+ *    device backend's own all-reduce, NCCL) and memory_info (--mem-fraction-static).
+ *    Every version-9 slot may be NULL; the core refuses a model that needs one the
+ *    backend lacks, naming the backend and the slot. */
+#define CINFER_BACKEND_OPS_VERSION 9u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
@@ -128,6 +133,10 @@ struct cinfer_backend_attn_options {
     int window;    /* tokens; 0: no window */
     float scale;   /* 0: 1 / sqrt(head_dim) */
     float softcap; /* 0: none */
+    /* (version 9) NULL, or (n_heads) one logit per query head that joins every
+     * softmax without a value (gpt-oss's attention sinks: the weights then sum to
+     * less than 1); a backend buffer. Read only by backends of version 9 and later. */
+    const float *sinks;
 };
 
 /* One output of a matmul: y (n, w.rows) = x (n, w.cols) · wᵀ (+ bias (w.rows)). */
@@ -264,6 +273,21 @@ struct cinfer_backend_ops {
     int (*status)(void *state, struct cinfer_error *err);
     /* Host memory to a backend buffer (the reverse of download). */
     void (*upload)(void *state, void *dst, const void *host_src, size_t bytes);
+
+    /* Since version 9; each may be NULL (see the version note). */
+    /* gpt-oss's gated activation: with g = min(gate, limit) and u = clamp(up, -limit,
+     * limit), gate (n) = g * sigmoid(alpha * g) * (u + 1). */
+    void (*swiglu_oai)(void *state, float *gate, const float *up, size_t n, float alpha, float limit);
+    /* y row i (n, dim) += sigmoid(gate[i]) * x row i; gate (n) is a backend buffer
+     * (Qwen2-MoE's shared expert, scaled by its own gate). */
+    void (*add_gated)(void *state, float *y, const float *x, const float *gate, int n, int dim);
+    /* x (n) = the sum of x over the tensor-parallel group that create_on got, by the
+     * backend itself (NCCL on device buffers). NULL: the core all-reduces through the
+     * communicator, which then must be able to read the backend's buffers (the CPU's). */
+    int (*all_reduce_sum)(void *state, float *x, size_t n, struct cinfer_error *err);
+    /* The device memory free and in all, in bytes (the KV budget of
+     * --mem-fraction-static). NULL: host memory, which the core measures itself. */
+    int (*memory_info)(void *state, size_t *free_bytes, size_t *total_bytes, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus
