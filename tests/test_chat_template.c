@@ -50,6 +50,11 @@ static const struct real_template real_templates[] = {
     {"smollm2.jinja", "{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\"}"},
     {"tinyllama.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}"},
     {"cinfer_default.jinja", "{\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\"}"},
+    {"gemma2.jinja", "{\"bos_token\": \"<bos>\", \"eos_token\": \"<eos>\"}"},
+    {"gemma3.jinja", "{\"bos_token\": \"<bos>\", \"eos_token\": \"<end_of_turn>\"}"},
+    {"phi3_5.jinja", "{\"bos_token\": \"<s>\", \"eos_token\": \"<|endoftext|>\"}"},
+    /* calls strftime_now("%Y-%m-%d"): both renderers read the same clock */
+    {"gpt_oss.jinja", "{\"bos_token\": \"<|startoftext|>\", \"eos_token\": \"<|return|>\"}"},
 };
 #define N_REAL_TEMPLATES (sizeof(real_templates) / sizeof(real_templates[0]))
 
