@@ -149,6 +149,12 @@ const struct option cinfer_options[] = {
     {.section = "scheduler", .name = "disable_radix_cache", .flag = "--disable-radix-cache",
      .type = OPTION_BOOL, .offset = FIELD(disable_radix_cache), .default_int = 0,
      .help = "Do not share the KV cache of common prompt prefixes between requests."},
+    {.section = "scheduler", .name = "disable_hybrid_swa_memory", .flag = "--disable-hybrid-swa-memory",
+     .type = OPTION_BOOL, .offset = FIELD(disable_hybrid_swa_memory), .default_int = 0,
+     .help = "Keep the sliding-window layers' KV cache for the whole context, as the full-attention layers'. "
+             "By default a model with sliding-window layers (Gemma 2 and 3, for example) keeps them in "
+             "their own pages and releases what no window reaches any more, so those layers hold about two "
+             "windows per request."},
 
     /* ---- server ---- */
     {.section = "server", .name = "host", .flag = "--host",

@@ -31,6 +31,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
                                 n_seqs);
     int page_tokens = rt->pages.page_tokens;
     int total = 0, n_logits = 0;
+    size_t window_tables_used = 0;
     for (int s = 0; s < n_seqs; s++) {
         const struct cinfer_seq_chunk *c = &seqs[s];
         if (c->n_tokens < 1 || c->start_pos < 0 || !c->tokens)
@@ -96,8 +97,15 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
         }
         rt->attn_seqs[s] = (struct cinfer_backend_attn_seq){total, c->n_tokens, c->start_pos, c->page_table,
                                                             c->n_pages};
+        if (rt->window.active) {
+            int rc = cinfer_kv_window_plan_seq(rt, s, c, total, pages_used, &window_tables_used, err);
+            if (rc < 0)
+                return rc;
+        }
         total += c->n_tokens;
     }
+    if (rt->window.active)
+        cinfer_kv_window_plan_done(rt, n_seqs);
     *n_logits_rows = n_logits;
     return total;
 }
@@ -139,12 +147,17 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
                                        local_rope ? rt->rope_sin_local : rt->rope_sin, c->rope_interleaved};
     ops->rope(be, rt->q, T, heads, rt->head_dim, &rope);
     ops->rope(be, rt->k, T, kv_heads, rt->head_dim, &rope);
+    /* a sliding layer's K/V are in the window pool when there is one (kv_window.c) */
+    int windowed = slides && rt->window.active;
+    void *kv = windowed ? rt->window.storage : rt->kv_storage;
+    int kv_layer = rt->window.layer_at[l];
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
-    ops->kv_write(be, rt->kv_storage, l, rt->k, rt->v, T, rt->slots);
+    ops->kv_write(be, kv, kv_layer, rt->k, rt->v, T, windowed ? rt->window.slots : rt->slots);
     struct cinfer_backend_attn_options attn_opts = {slides ? c->sliding_window : 0, c->attention_scale,
                                                     c->attn_logit_softcap, NULL};
-    if ((rc = ops->attention_windowed(be, rt->kv_storage, l, rt->q, rt->attn, rt->attn_seqs, n_seqs, heads, kv_heads,
-                                      rt->head_dim, &attn_opts, err)) < 0) /* (T, heads * head_dim) */
+    const struct cinfer_backend_attn_seq *seqs = windowed ? rt->window.seqs : rt->attn_seqs;
+    if ((rc = ops->attention_windowed(be, kv, kv_layer, rt->q, rt->attn, seqs, n_seqs, heads, kv_heads, rt->head_dim,
+                                      &attn_opts, err)) < 0) /* (T, heads * head_dim) */
         return rc;
     struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden), this rank's heads' part */
     if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0 ||

@@ -639,9 +639,10 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     }
     /* a rank's pages hold its KV heads only: every rank gets the same count */
-    size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
-    int n_pages = cinfer_kv_pages_for_budget(opts.kv_cache_bytes, page_bytes);
+    int n_pages = 0, n_window_pages = 0;
+    cinfer_kv_window_plan(rt, opts.kv_cache_bytes, page_tokens, opts.keep_window_pages, &n_pages, &n_window_pages);
     if (n_pages < 1) {
+        size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
         rc = cinfer_error_set(err, CINFER_ERR_RANGE,
                               "runtime: kv_cache_bytes %zu holds no KV page; one page of %d tokens takes %zu bytes "
                               "(%d layers x K and V x %d values of %s)",
@@ -649,16 +650,23 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                               cinfer_runtime_kv_dtype_name(rt));
         goto fail;
     }
-    rt->memory.kv_cache_bytes = (size_t)n_pages * page_bytes;
-    if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0)
+    rt->memory.kv_cache_bytes = cinfer_kv_window_bytes(rt, n_pages, n_window_pages, page_tokens);
+    if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0 ||
+        (rc = cinfer_kv_window_init(rt, n_pages, n_window_pages, err)) < 0)
         goto fail;
     if ((rc = create_backend(rt, &opts, err)) < 0)
         goto fail;
     if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0 || (rc = prepare_vectors(rt, err)) < 0)
         goto fail;
-    struct cinfer_backend_kv_layout layout = {c->num_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
+    int full_layers = c->num_layers - rt->window.n_layers;
+    struct cinfer_backend_kv_layout layout = {full_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
                                               (uint32_t)rt->kv_type};
-    if ((rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
+    if (full_layers > 0 && (rc = rt->ops->kv_create(rt->backend, &layout, &rt->kv_storage, err)) < 0)
+        goto fail;
+    struct cinfer_backend_kv_layout window_layout = {rt->window.n_layers, n_window_pages, page_tokens, rt->kv_dim,
+                                                     rt->head_dim, (uint32_t)rt->kv_type};
+    if (rt->window.active &&
+        (rc = rt->ops->kv_create(rt->backend, &window_layout, &rt->window.storage, err)) < 0)
         goto fail;
     if ((rc = alloc_scratch(rt, err)) < 0)
         goto fail;
@@ -687,6 +695,9 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
                 rt->ops->buffer_free(rt->backend, bufs[i]);
         if (rt->kv_storage)
             rt->ops->kv_destroy(rt->backend, rt->kv_storage);
+        if (rt->window.storage)
+            rt->ops->kv_destroy(rt->backend, rt->window.storage);
+        rt->window.storage = NULL;
         rt->ops->destroy(rt->backend);
     }
     if (rt->vectors) { /* the slots may point at prepared copies: free the host ones */
@@ -713,6 +724,7 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         free(rt->layers);
     }
     cinfer_kv_pages_fini(&rt->pages);
+    cinfer_kv_window_fini(rt);
     free(rt->slice_copies);
     free(rt->plan_out);
     cinfer_tp_plan_free(&rt->plan);
@@ -746,6 +758,8 @@ int cinfer_runtime_kv_pages_total(const struct cinfer_runtime *rt)
 
 int cinfer_runtime_kv_pages_free(const struct cinfer_runtime *rt)
 {
+    if (rt->window.active && rt->window.pages.n_free < rt->pages.n_free)
+        return rt->window.pages.n_free;
     return rt->pages.n_free;
 }
 
@@ -756,7 +770,18 @@ int cinfer_runtime_kv_page_tokens(const struct cinfer_runtime *rt)
 
 int cinfer_runtime_kv_page_alloc(struct cinfer_runtime *rt, int32_t *page_out)
 {
-    return cinfer_kv_pages_alloc(&rt->pages, page_out);
+    int32_t page, window_page;
+    if (cinfer_kv_pages_alloc(&rt->pages, &page))
+        return CINFER_ERR_NOMEM;
+    if (rt->window.active) {
+        if (cinfer_kv_pages_alloc(&rt->window.pages, &window_page)) {
+            cinfer_kv_pages_unref(&rt->pages, page);
+            return CINFER_ERR_NOMEM;
+        }
+        rt->window.of[page] = window_page;
+    }
+    *page_out = page;
+    return 0;
 }
 
 void cinfer_runtime_kv_page_ref(struct cinfer_runtime *rt, int32_t page)
@@ -767,6 +792,8 @@ void cinfer_runtime_kv_page_ref(struct cinfer_runtime *rt, int32_t page)
 void cinfer_runtime_kv_page_unref(struct cinfer_runtime *rt, int32_t page)
 {
     cinfer_kv_pages_unref(&rt->pages, page);
+    if (rt->pages.refcount[page] == 0) /* freed: its window part goes with it */
+        cinfer_runtime_kv_page_drop_window(rt, page);
 }
 
 int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,

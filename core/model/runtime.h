@@ -66,6 +66,11 @@ struct cinfer_runtime_options {
      * the plugin stays open while the runtime lives. */
     const struct cinfer_backend_ops *backend;
     int device;
+
+    /* 1: sliding layers keep their K/V for the whole context, as full layers do. 0
+     * (default): a model with sliding layers keeps those layers' pages in their own pool
+     * and the scheduler releases what no window reaches any more (kv_window.c). */
+    int keep_window_pages;
 };
 
 /* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype
@@ -101,6 +106,21 @@ int cinfer_runtime_kv_page_tokens(const struct cinfer_runtime *rt);
 int cinfer_runtime_kv_page_alloc(struct cinfer_runtime *rt, int32_t *page_out);
 void cinfer_runtime_kv_page_ref(struct cinfer_runtime *rt, int32_t page);
 void cinfer_runtime_kv_page_unref(struct cinfer_runtime *rt, int32_t page); /* freed at 0 */
+
+/* Sliding-window pages (kv_window.c). With a window pool a page also has a part for the
+ * sliding layers, allocated with it; pages_free counts a page free only where both
+ * pools have one. window_tokens: the window, or 0 without a window pool (then every
+ * page always has its window part). A sequence resuming at position q attends through
+ * the window to positions from q - window + 1: pages wholly before that no running
+ * sequence needs may drop their window part, which is then gone for good (a prefix
+ * cache hit is usable only up to window_usable_pages). */
+int cinfer_runtime_kv_window_tokens(const struct cinfer_runtime *rt);
+int cinfer_runtime_kv_page_has_window(const struct cinfer_runtime *rt, int32_t page);
+void cinfer_runtime_kv_page_drop_window(struct cinfer_runtime *rt, int32_t page);
+/* The longest m <= n_pages such that a sequence holding pages[0..m) can resume at
+ * position m * page_tokens: its last window of positions still has its window parts. */
+int cinfer_runtime_kv_window_usable_pages(const struct cinfer_runtime *rt, const int32_t *pages, int n_pages);
+void cinfer_runtime_kv_window_usage(const struct cinfer_runtime *rt, int *pages_total, int *pages_used);
 
 enum cinfer_logits_mode { CINFER_LOGITS_NONE = 0, CINFER_LOGITS_LAST = 1, CINFER_LOGITS_ALL = 2 };
 

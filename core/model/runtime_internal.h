@@ -43,6 +43,24 @@ struct runtime_shard {
     int vocab_stride;            /* rows per rank in the logits gather: ceil(vocab / size) */
 };
 
+/* The sliding layers' own KV pages (kv_window.c). Inactive (one storage for every
+ * layer) when no layer slides, under tensor parallelism, or when the caller keeps
+ * window pages. */
+struct runtime_kv_window {
+    int active;
+    int tokens;                   /* the sliding window */
+    int n_layers;                 /* sliding layers, stored in their own storage */
+    int *layer_at;                /* (num_layers) each layer's index in its storage */
+    struct cinfer_kv_pages pages; /* the window storage's pages (refcount 1: one owner) */
+    int32_t *of;                  /* (main pages) window page of each page id, -1: none */
+    void *storage;                /* the backend's KV pages of the sliding layers */
+    /* one call's sliding-layer K/V slots, attention sequences and page tables */
+    int32_t *slots;               /* (T) */
+    struct cinfer_backend_attn_seq *seqs; /* (T) */
+    int32_t *tables;              /* (tables_cap) every sequence's window page table */
+    size_t tables_cap;
+};
+
 struct cinfer_runtime {
     const struct cinfer_model *model;
     struct runtime_shard shard;
@@ -65,6 +83,7 @@ struct cinfer_runtime {
     void *kv_storage;             /* the backend's KV pages */
     int kv_type;                  /* enum cinfer_kv_type of kv_storage */
     struct cinfer_kv_pages pages; /* which pages are held, by how many */
+    struct runtime_kv_window window;
 
     /* matrix weights as the backend prepared them (weight_prepare) */
     struct runtime_layer *layers;
@@ -130,6 +149,22 @@ struct cinfer_runtime {
 
 /* moe_forward.c: the sparse MLP of layer l on the T rows of rt->xn, into rt->proj. */
 int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err);
+
+/* kv_window.c */
+/* Splits the KV budget between the main pages and the window pages (n_window_pages 0
+ * and window inactive: one pool). Needs rt->kv_dim, kv_type, max_batch_tokens, shard. */
+int cinfer_kv_window_plan(struct cinfer_runtime *rt, size_t budget, int page_tokens, int keep_window_pages,
+                          int *n_pages, int *n_window_pages);
+size_t cinfer_kv_window_bytes(const struct cinfer_runtime *rt, int n_pages, int n_window_pages, int page_tokens);
+/* The layer map, and with a window pool its pages and the call scratch (after rt->pages). */
+int cinfer_kv_window_init(struct cinfer_runtime *rt, int n_pages, int n_window_pages, struct cinfer_error *err);
+void cinfer_kv_window_fini(struct cinfer_runtime *rt);
+/* Sequence s's window page table, slots and attention sequence for a call (its rows
+ * from row); refuses a page whose window part is gone but still attended to. */
+int cinfer_kv_window_plan_seq(struct cinfer_runtime *rt, int s, const struct cinfer_seq_chunk *c, int row,
+                              int pages_used, size_t *tables_used, struct cinfer_error *err);
+/* After every sequence's plan_seq: points the attention sequences at their tables. */
+void cinfer_kv_window_plan_done(struct cinfer_runtime *rt, int n_seqs);
 
 /* forward.c: rank 0's (or the only rank's) call, and a follower's on a decoded plan */
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,

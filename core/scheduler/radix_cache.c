@@ -179,7 +179,14 @@ int cinfer_radix_cache_insert(struct cinfer_radix_cache *c, const int32_t *token
     for (int i = 0; i < n_pages; i++) {
         const int32_t *ids = tokens + (size_t)i * (size_t)c->page_tokens;
         struct cinfer_radix_node *next = child_for(c, n, ids);
-        if (next && next->page != pages[i]) {
+        if (next && next->page != pages[i] && !cinfer_runtime_kv_page_has_window(c->rt, next->page) &&
+            cinfer_runtime_kv_page_has_window(c->rt, pages[i])) {
+            /* The same K/V, but only the caller's page still has its sliding layers' part
+             * (kv_window.c), which the caller may still attend to: the tree takes it. */
+            cinfer_runtime_kv_page_ref(c->rt, pages[i]);
+            cinfer_runtime_kv_page_unref(c->rt, next->page);
+            next->page = pages[i];
+        } else if (next && next->page != pages[i]) {
             /* Same tokens at the same positions: the same K/V. Share the tree's page. */
             cinfer_runtime_kv_page_ref(c->rt, next->page);
             cinfer_runtime_kv_page_unref(c->rt, pages[i]);

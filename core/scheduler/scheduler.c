@@ -54,6 +54,8 @@ struct cinfer_scheduler {
     uint64_t *mask;                   /* ((vocab + 63) / 64) allowed tokens of one request */
     struct cinfer_scheduler_stats stats;
     uint64_t n_arrivals;
+    uint32_t *window_mark; /* (pages) step a running request last needed a page's window part */
+    uint32_t window_step;
 };
 
 static int64_t monotonic_ms(void)
@@ -102,6 +104,11 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
         cinfer_sampler_init(&s->sampler, opts->vocab_size)) {
         cinfer_scheduler_destroy(&s);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for %d running requests", n);
+    }
+    if (cinfer_runtime_kv_window_tokens(rt) > 0 &&
+        !(s->window_mark = calloc((size_t)cinfer_runtime_kv_pages_total(rt), sizeof *s->window_mark))) {
+        cinfer_scheduler_destroy(&s);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for the sliding-window marks");
     }
     if (!s->opts.now_ms)
         s->opts.now_ms = monotonic_ms;
@@ -153,6 +160,7 @@ void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
     for (int i = 0; i < s->n_waiting; i++)
         request_free(s->waiting[i]);
     cinfer_radix_cache_destroy(&s->cache);
+    free(s->window_mark);
     cinfer_grammar_cache_free(&s->grammars);
     free(s->mask);
     free(s->waiting);
@@ -374,6 +382,38 @@ static int cover(struct cinfer_scheduler *s, struct request *r, int n_positions)
     return CINFER_OK;
 }
 
+/* Sliding layers: drops the window part of every page no running request can attend
+ * to through its window any more (a request's next query is at n_computed and sees
+ * from n_computed - window + 1), so those layers hold about a window per request. A
+ * request also keeps the window its prompt's cached prefix ends with, so that the same
+ * prompt again (a retry, n > 1, a retracted request) resumes from the prefix cache:
+ * about two windows per request in all. */
+static void release_passed_windows(struct cinfer_scheduler *s)
+{
+    int window = cinfer_runtime_kv_window_tokens(s->rt);
+    if (window == 0 || !s->window_mark)
+        return;
+    uint32_t step = ++s->window_step;
+    int pt = s->page_tokens;
+    for (int i = 0; i < s->n_running; i++) {
+        const struct request *r = s->running[i];
+        int first_seen = r->n_computed - window + 1;
+        for (int p = first_seen > 0 ? first_seen / pt : 0; p < r->n_pages; p++)
+            s->window_mark[r->pages[p]] = step;
+        int prompt_pages = (r->n_prompt - 1) / pt; /* what start_from_cache would match */
+        int prompt_seen = prompt_pages * pt - window + 1;
+        for (int p = prompt_seen > 0 ? prompt_seen / pt : 0; p < prompt_pages && p < r->n_pages; p++)
+            s->window_mark[r->pages[p]] = step;
+    }
+    for (int i = 0; i < s->n_running; i++) {
+        const struct request *r = s->running[i];
+        int first_seen = r->n_computed - window + 1;
+        for (int p = 0; p < (first_seen > 0 ? first_seen / pt : 0) && p < r->n_pages; p++)
+            if (s->window_mark[r->pages[p]] != step)
+                cinfer_runtime_kv_page_drop_window(s->rt, r->pages[p]);
+    }
+}
+
 /* Puts the last running request (the step moves its chosen victim there) back at the
  * front of the queue, freeing its pages;
  * its tokens (prompt and output so far) are recomputed when it runs again, except the
@@ -547,6 +587,12 @@ static int start_from_cache(struct cinfer_scheduler *s, struct request *r)
         }
         matched = cinfer_radix_cache_match(s->cache, r->tokens, r->n_tokens - 1, r->pages, &r->cache_lock);
     }
+    /* Sliding layers: a cached prefix whose last window lost its window parts cannot be
+     * resumed there; the rest is computed again. */
+    int usable = cinfer_runtime_kv_window_usable_pages(s->rt, r->pages, matched);
+    for (int i = usable; i < matched; i++)
+        cinfer_runtime_kv_page_unref(s->rt, r->pages[i]);
+    matched = usable;
     r->n_pages = matched;
     r->n_computed = matched * s->page_tokens;
     if (r->cached_tokens < 0) /* the first start: what the caller is told was cached */
@@ -800,6 +846,7 @@ run:
                 break;
             }
     }
+    release_passed_windows(s);
     /* The items may have moved since their messages were written. */
     for (int i = 0; i < s->n_items; i++)
         if (s->items[i].message[0])

@@ -212,6 +212,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .max_batch_tokens = 0,
         .keep_stored_weights = args->no_repack,
         .kv_dtype = args->kv_cache_dtype,
+        .keep_window_pages = args->disable_hybrid_swa_memory,
         .context_length = context,
         .tp_rank = sp->tp_rank,
         .tp_size = sp->tp_size,

@@ -158,6 +158,9 @@ struct cinfer_server_args {
     /* log */
     enum cinfer_log_level log_level;   /* log.level, --log-level */
 
+    /* Appended since (fields are only appended now) */
+    int disable_hybrid_swa_memory;     /* scheduler.disable_hybrid_swa_memory (0 or 1) */
+
     /* Bookkeeping: the origin of each option, in table order. */
     unsigned char origin[CINFER_SERVER_ARGS_MAX_OPTIONS];
 };
