@@ -13,7 +13,8 @@ gemma3 (six layers: five local with window 32 and RoPE base 10000, one global wi
 gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp's
 converter writes them), qwen3_moe and mixtral (8 experts, 2 per token; qwen3_moe_mixed,
 in HF folders only: norm_topk_prob false and a dense first layer), qwen2_moe (experts
-plus a gated shared expert, norm_topk_prob false, a dense middle layer). The 150-token prompt
+plus a gated shared expert, norm_topk_prob false; qwen2_moe_mixed, in HF folders only: a
+dense middle layer). The 150-token prompt
 is over 4 windows long.
 Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
@@ -122,11 +123,15 @@ FAMILIES = {
                     moe=dict(experts=8, used=2, inter=64, norm=True)),
     # Qwen2-MoE: Qwen2's attention (q/k/v biases), experts plus a shared expert (128 wide:
     # neither the experts' 32 nor the dense 96) gated by sigmoid(shared_expert_gate . x);
-    # norm_topk_prob false as llama.cpp reads qwen2moe, and a dense middle layer
-    # (mlp_only_layers; in GGUF a layer without a router)
+    # norm_topk_prob false, as llama.cpp reads qwen2moe, whose every layer it makes sparse
     "qwen2_moe": dict(model_type="qwen2_moe", arch="Qwen2MoeForCausalLM", gguf_arch="qwen2moe", hidden=64,
-                      heads=4, kv_heads=2, head_dim=16, inter=96, layers=3, tied=False, theta=1000000.0,
-                      bias=True, moe=dict(experts=8, used=2, inter=32, norm=False, dense_layers=[1], shared=128)),
+                      heads=4, kv_heads=2, head_dim=16, inter=96, layers=2, tied=False, theta=1000000.0,
+                      bias=True, moe=dict(experts=8, used=2, inter=32, norm=False, shared=128)),
+    # a dense middle layer (mlp_only_layers): HF folders only, as llama.cpp's qwen2moe has none
+    "qwen2_moe_mixed": dict(model_type="qwen2_moe", arch="Qwen2MoeForCausalLM", hidden=64, heads=4, kv_heads=2,
+                            head_dim=16, inter=96, layers=3, tied=True, theta=10000.0, bias=True,
+                            moe=dict(experts=8, used=2, inter=32, norm=False, dense_layers=[1], shared=128),
+                            gguf=False),
 }
 # Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
 # every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
