@@ -301,7 +301,8 @@ static double weight_bytes(const struct cinfer_weight *w)
 /* A decode step reads every layer weight, the final norm, the whole LM head and one
  * embedding row (the LM head is the embedding matrix when tied, read in full there);
  * of a sparse layer (mixture of experts) the router and the n_experts_used experts a
- * token runs: the floor counts the active weights only. */
+ * token runs, and the shared expert with its gate where the model has one (Qwen2-MoE):
+ * the floor counts the active weights only. */
 static double decode_bytes_per_token(const struct cinfer_model *m)
 {
     double sum = weight_bytes(&m->output_norm) + weight_bytes(&m->lm_head) + (double)m->tok_embeddings.row_bytes;
@@ -316,6 +317,8 @@ static double decode_bytes_per_token(const struct cinfer_model *m)
             sum += weight_bytes(&L->router) +
                    m->config.n_experts_used * (weight_bytes(&L->experts[0].gate) + weight_bytes(&L->experts[0].up) +
                                                weight_bytes(&L->experts[0].down));
+        sum += weight_bytes(&L->shared_expert.gate) + weight_bytes(&L->shared_expert.up) +
+               weight_bytes(&L->shared_expert.down) + weight_bytes(&L->shared_expert_gate);
     }
     return sum;
 }

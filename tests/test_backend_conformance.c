@@ -458,6 +458,51 @@ static void suite_moe(const struct side *test, const struct side *refs, int n_re
     }
 }
 
+/* add_gated (version 9, Qwen2-MoE's shared expert): y row i += sigmoid(gate[i]) * x row
+ * i, with gates from strongly negative to strongly positive; checked against the
+ * formula in double as well as the references. A backend without the slot is said so. */
+enum { GATED_N = 19, GATED_DIM = 72 };
+
+static int has_add_gated(const struct side *s)
+{
+    return s->ops->version >= 9 && s->ops->add_gated;
+}
+
+static void run_add_gated(const struct side *s, const float *y, const float *x, const float *gate, float *out)
+{
+    float *by = to_backend(s, y, GATED_N * GATED_DIM), *bx = to_backend(s, x, GATED_N * GATED_DIM);
+    float *bg = to_backend(s, gate, GATED_N);
+    s->ops->add_gated(s->state, by, bx, bg, GATED_N, GATED_DIM); /* (N, DIM) */
+    check_status(s, "add_gated");
+    to_host(s, out, by, GATED_N * GATED_DIM);
+    s->ops->buffer_free(s->state, bx);
+    s->ops->buffer_free(s->state, bg);
+}
+
+static void suite_add_gated(const struct side *test, const struct side *refs, int n_refs)
+{
+    static float y[GATED_N * GATED_DIM], x[GATED_N * GATED_DIM], gate[GATED_N];
+    static float got[GATED_N * GATED_DIM], want[GATED_N * GATED_DIM];
+    if (!has_add_gated(test)) {
+        printf("%-44s %s: not offered (ops version %u); models with shared experts are refused there\n",
+               "add_gated", test->label, test->ops->version);
+        return;
+    }
+    fill(y, GATED_N * GATED_DIM, 1.0f);
+    fill(x, GATED_N * GATED_DIM, 2.0f);
+    fill(gate, GATED_N, 12.0f); /* sigmoid from about 6e-6 to 1 - 6e-6 */
+    enter(test);
+    run_add_gated(test, y, x, gate, got);
+    for (int i = 0; i < GATED_N * GATED_DIM; i++)
+        want[i] = (float)((double)y[i] + (double)x[i] / (1.0 + exp(-(double)gate[i / GATED_DIM])));
+    compare("add_gated", "formula", got, want, GATED_N * GATED_DIM, 1e-6);
+    for (int r = 0; r < n_refs; r++) {
+        enter(&refs[r]);
+        run_add_gated(&refs[r], y, x, gate, want);
+        compare("add_gated", refs[r].label, got, want, GATED_N * GATED_DIM, 1e-6);
+    }
+}
+
 /* --perturb: the backend under test with rmsnorm and matmul outputs off by 0.1 %, to
  * show that the suite notices (ctest expects that run to fail). */
 static struct cinfer_backend_ops perturbed;
@@ -552,6 +597,7 @@ int main(int argc, char **argv)
     suite_elementwise(&test, refs, 2);
     suite_attention(&test, refs, 2);
     suite_moe(&test, refs, 2);
+    suite_add_gated(&test, refs, 2);
 
     test.ops->destroy(test.state);
     refs[0].ops->destroy(refs[0].state);

@@ -556,6 +556,53 @@ START_TEST(hf_config_sliding_windows_and_gemma_keys)
 }
 END_TEST
 
+static unsigned sparse_bits(const struct cinfer_model_config *c)
+{
+    unsigned bits = 0;
+    for (int l = 0; l < c->num_layers; l++)
+        bits |= (unsigned)cinfer_model_layer_sparse(c, l) << l;
+    return bits;
+}
+
+/* Qwen2-MoE: Qwen2MoeConfig's defaults (60 experts, 4 per token, 1408 wide, a shared
+ * expert 5632 wide, no renormalising), Qwen2's biases and sliding rule, and the sparse
+ * layers by decoder_sparse_step and mlp_only_layers. */
+START_TEST(hf_config_qwen2_moe_keys)
+{
+    struct cinfer_hf_config hc;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(parse_config("qwen2_moe", "", &hc, &err), 0);
+    ck_assert_str_eq(hc.model.architecture, "qwen2_moe");
+    ck_assert_int_eq(hc.model.n_experts, 60);
+    ck_assert_int_eq(hc.model.n_experts_used, 4);
+    ck_assert_int_eq(hc.model.moe_intermediate_size, 1408);
+    ck_assert_int_eq(hc.model.shared_expert_intermediate_size, 5632);
+    ck_assert_int_eq(hc.model.moe_norm_topk, 0);
+    ck_assert_int_eq(hc.model.attention_bias, 1);
+    ck_assert_int_eq(hc.model.qk_norm, 0);
+    ck_assert_uint_eq(sparse_bits(&hc.model), 0xfu);
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0u);
+    ck_assert_int_eq(parse_config("qwen2_moe", "\"num_experts\": 8, \"num_experts_per_tok\": 2, "
+                                               "\"shared_expert_intermediate_size\": 48, \"norm_topk_prob\": true, "
+                                               "\"decoder_sparse_step\": 2, \"mlp_only_layers\": [1], "
+                                               "\"use_sliding_window\": true, \"sliding_window\": 64, "
+                                               "\"max_window_layers\": 2",
+                                  &hc, &err),
+                     0);
+    ck_assert_int_eq(hc.model.shared_expert_intermediate_size, 48);
+    ck_assert_int_eq(hc.model.moe_norm_topk, 1);
+    ck_assert_uint_eq(sparse_bits(&hc.model), 0x8u); /* layers 1 and 3 by the step, 1 dense by the list */
+    ck_assert_uint_eq(sliding_bits(&hc.model), 0xcu);
+    ck_assert_int_eq(parse_config("qwen2_moe", "\"shared_expert_intermediate_size\": -1", &hc, &err),
+                     CINFER_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.message, "shared_expert_intermediate_size"));
+    /* Qwen3-MoE keeps its own defaults and has no shared expert */
+    ck_assert_int_eq(parse_config("qwen3_moe", "", &hc, &err), 0);
+    ck_assert_int_eq(hc.model.n_experts, 128);
+    ck_assert_int_eq(hc.model.shared_expert_intermediate_size, 0);
+}
+END_TEST
+
 static void expect_refused(const char *path, int code, const char *want)
 {
     struct cinfer_model *m = NULL;
@@ -600,7 +647,7 @@ START_TEST(hf_errors_name_the_problem)
     hm.model_type = "gpt2";
     expect_hf_refused("gpt2", &hm, CINFER_ERR_UNSUPPORTED,
                       "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2, qwen3, "
-                      "gemma2, gemma3_text, qwen3_moe, mixtral or phi3)");
+                      "gemma2, gemma3_text, qwen3_moe, mixtral, phi3 or qwen2_moe)");
     hm = base;
     hm.extra_config = "\"rope_scaling\": {\"type\": \"ntk-by-parts\", \"factor\": 4.0}";
     expect_hf_refused("ntk", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"ntk-by-parts\" is not supported");
@@ -1248,6 +1295,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_llama3_rope_scaling_and_generation_config);
     tcase_add_test(tc, hf_errors_name_the_problem);
     tcase_add_test(tc, hf_config_sliding_windows_and_gemma_keys);
+    tcase_add_test(tc, hf_config_qwen2_moe_keys);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
     tcase_add_test(tc, split_gguf_loads_from_its_first_part);

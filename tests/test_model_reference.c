@@ -29,11 +29,14 @@
  * position by position. The block-quantized files are a 256-wide llama (the K-quants'
  * super-blocks) in each of q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl,
  * iq4_xs and mxfp4, and one mixing types per tensor as llama.cpp's Q4_K_M does, with a
- * q8_0 norm vector. Mixtures of experts (qwen3_moe, qwen3_moe_mixed, mixtral: 8 experts,
- * 2 per token) are held to the same bounds, except that below f32 a row where the
+ * q8_0 norm vector. Mixtures of experts (qwen3_moe, qwen3_moe_mixed, mixtral, qwen2_moe
+ * with its gated shared expert: 8 experts, 2 per token) are held to the same bounds, except
+ * that below f32 a row where the
  * reference's router had its k-th and (k+1)-th experts within the tolerance's reach may
  * run other experts (route_may_differ), and so may every later row of that sequence,
- * which attends to it: such rows are counted and printed, not failed. */
+ * which attends to it: such rows are counted and printed, not failed. A model with shared
+ * experts on a backend without add_gated (NULL, or ops older than version 9) is refused,
+ * naming the backend and the slot; a mixture without them runs there. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -42,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu_backend.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "support/runner.h"
@@ -655,6 +659,59 @@ START_TEST(batched_chunked_shared_matches_reference)
 }
 END_TEST
 
+/* The CPU backend's table with add_gated taken away (NULL), or claiming version 8, which
+ * has no such slot: the runtime must refuse a model with shared experts, naming both. */
+START_TEST(shared_experts_need_add_gated)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    struct cinfer_backend_ops no_slot = *cinfer_cpu_backend_ops(), version_8 = *cinfer_cpu_backend_ops();
+    no_slot.name = "cpu-without-add_gated";
+    no_slot.add_gated = NULL;
+    version_8.name = "cpu-as-version-8";
+    version_8.version = 8;
+    int n_refused = 0, n_other_moe = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        if (strcmp(mc->wtype, "f32") != 0)
+            continue;
+        struct cinfer_error err = {0};
+        struct cinfer_model *model = NULL;
+        struct cinfer_model_load_options load_opts = {.show_progress = 0};
+        ck_assert_msg(cinfer_model_load(mc->path, &load_opts, &model, &err) == 0, "%s: %s", mc->name, err.message);
+        int shared = model->config.n_experts > 0 && model->config.shared_expert_intermediate_size > 0;
+        if (model->config.n_experts == 0) {
+            cinfer_model_free(&model);
+            continue;
+        }
+        const struct cinfer_backend_ops *lacking[2] = {&no_slot, &version_8};
+        for (int b = 0; b < 2; b++) {
+            struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 1u << 20, .n_threads = 1,
+                                                     .backend = lacking[b]};
+            struct cinfer_runtime *rt = NULL;
+            int rc = cinfer_runtime_create(model, &rt_opts, &rt, &err);
+            if (shared) {
+                printf("  %-24s on %-22s refused: %s\n", mc->name, lacking[b]->name, rc ? err.message : "(not)");
+                ck_assert_msg(rc == CINFER_ERR_UNSUPPORTED && strstr(err.message, lacking[b]->name) &&
+                                  strstr(err.message, "add_gated") && strstr(err.message, mc->path),
+                              "%s on %s: expected a refusal naming the backend, add_gated and the model; got %d: %s",
+                              mc->name, lacking[b]->name, rc, rc ? err.message : "created");
+                n_refused++;
+            } else {
+                ck_assert_msg(rc == 0, "%s (no shared experts) on %s: %s", mc->name, lacking[b]->name, err.message);
+                n_other_moe++;
+            }
+            cinfer_runtime_destroy(&rt);
+        }
+        cinfer_model_free(&model);
+    }
+    printf("%d refusals of shared experts without add_gated, %d runtimes of other mixtures there\n", n_refused,
+           n_other_moe);
+    ck_assert_int_gt(n_refused, 0);
+    ck_assert_int_gt(n_other_moe, 0);
+}
+END_TEST
+
 static Suite *suite_model_reference(void)
 {
     Suite *s = suite_create("model_reference");
@@ -663,6 +720,7 @@ static Suite *suite_model_reference(void)
     tcase_add_test(tc, single_sequence_matches_reference);
     tcase_add_test(tc, long_prompt_matches_reference);
     tcase_add_test(tc, batched_chunked_shared_matches_reference);
+    tcase_add_test(tc, shared_experts_need_add_gated);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -207,7 +207,7 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
 /* Element-wise work split in contiguous row ranges across the pool. Each op is cheap
  * next to the matmuls, but a prefill batch has enough rows that one thread would show. */
 enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD, ROWS_GELU_TANH_MUL, ROWS_SCALE,
-               ROWS_SOFTCAP, ROWS_MOE_ROUTE, ROWS_GATHER, ROWS_SCATTER_ADD, ROWS_ZERO };
+               ROWS_SOFTCAP, ROWS_MOE_ROUTE, ROWS_GATHER, ROWS_SCATTER_ADD, ROWS_ZERO, ROWS_ADD_GATED };
 
 struct rows_job {
     enum rows_op op;
@@ -335,6 +335,10 @@ static void rows_part(void *arg, int part, int thread)
         break;
     case ROWS_ZERO:
         memset(job->y + r0 * len, 0, (size_t)(r1 - r0) * len * sizeof(float));
+        break;
+    case ROWS_ADD_GATED: /* w (n_rows) one gate logit per row */
+        for (int r = r0; r < r1; r++)
+            cinfer_kernel_axpy(job->y + r * len, 1.0f / (1.0f + expf(-job->w[r])), job->x + r * len, (int)len);
         break;
     }
 }
@@ -646,6 +650,12 @@ static void cpu_zero(void *state, float *x, size_t n)
     run_rows(state, &job);
 }
 
+static void cpu_add_gated(void *state, float *y, const float *x, const float *gate, int n, int dim)
+{
+    struct rows_job job = {.op = ROWS_ADD_GATED, .n_rows = n, .row_len = (size_t)dim, .y = y, .x = x, .w = gate};
+    run_rows(state, &job);
+}
+
 struct attention_job {
     struct cpu_backend *be;
     const struct cpu_kv *kv;
@@ -949,6 +959,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .create_on = cpu_create_on,
     .status = cpu_status,
     .upload = cpu_copy,
+    .add_gated = cpu_add_gated,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -39,6 +39,10 @@ static const struct cinfer_arch_traits families[] = {
      .default_rope_theta = 1000000.0f},
     {.name = "phi3", .hf_model_type = "phi3", .hf_class = "Phi3ForCausalLM", .gguf_arch = "phi3", .fused_qkv = 1,
      .fused_gate_up = 1, .sliding = CINFER_SLIDING_UNIFORM, .default_rope_theta = 10000.0f},
+    /* Qwen2MoeConfig: attention as Qwen2's, experts with a shared expert */
+    {.name = "qwen2_moe", .hf_model_type = "qwen2_moe", .hf_class = "Qwen2MoeForCausalLM", .gguf_arch = "qwen2moe",
+     .attention_bias = 1, .sliding = CINFER_SLIDING_FROM_LAYER, .default_sliding_window = 4096,
+     .moe = CINFER_MOE_QWEN_SHARED, .default_rope_theta = 10000.0f},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

@@ -22,6 +22,9 @@ enum cinfer_moe_style {
                          * mlp_only_layers; mlp.gate and mlp.experts.E.{gate,up,down}_proj */
     CINFER_MOE_MIXTRAL, /* num_local_experts, intermediate_size per expert, always renormalised;
                          * block_sparse_moe.gate and block_sparse_moe.experts.E.{w1,w3,w2} */
+    CINFER_MOE_QWEN_SHARED, /* Qwen2-MoE: as CINFER_MOE_QWEN (with Qwen2MoeConfig's defaults) plus
+                             * shared_expert_intermediate_size; mlp.shared_expert.{gate,up,down}_proj
+                             * and mlp.shared_expert_gate; GGUF never renormalises */
 };
 
 struct cinfer_arch_traits {

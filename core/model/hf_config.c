@@ -377,8 +377,8 @@ static int read_layer_types(json_t *types, struct cinfer_model_config *c, const 
     return CINFER_OK;
 }
 
-/* The mixture of experts, as transformers' Qwen3MoeConfig and MixtralConfig read it:
- * Qwen3-MoE's layer l is sparse unless listed in mlp_only_layers, when (l + 1) is a
+/* The mixture of experts, as transformers' Qwen3MoeConfig, Qwen2MoeConfig and MixtralConfig
+ * read it: Qwen3-MoE's (and Qwen2-MoE's) layer l is sparse unless listed in mlp_only_layers, when (l + 1) is a
  * multiple of decoder_sparse_step; Mixtral's every layer, its experts
  * intermediate_size wide, their weights always renormalised. */
 static int read_moe(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
@@ -393,15 +393,27 @@ static int read_moe(json_t *root, struct cinfer_model_config *c, const struct ci
             return rc;
         c->moe_intermediate_size = c->intermediate_size;
         c->moe_norm_topk = 1;
-    } else if ((rc = get_int(root, "num_experts", 128, &c->n_experts, source, err)) ||
-               (rc = get_int(root, "num_experts_per_tok", 8, &c->n_experts_used, source, err)) ||
-               (rc = get_int(root, "moe_intermediate_size", 768, &c->moe_intermediate_size, source, err)) ||
-               (rc = get_bool(root, "norm_topk_prob", 0, &c->moe_norm_topk, NULL, source, err)) ||
-               (rc = get_int(root, "decoder_sparse_step", 1, &step, source, err))) {
-        return rc;
+    } else {
+        /* Qwen3MoeConfig's defaults, or Qwen2MoeConfig's (60 experts, 4 used, 1408 wide) */
+        int shared = traits->moe == CINFER_MOE_QWEN_SHARED;
+        if ((rc = get_int(root, "num_experts", shared ? 60 : 128, &c->n_experts, source, err)) ||
+            (rc = get_int(root, "num_experts_per_tok", shared ? 4 : 8, &c->n_experts_used, source, err)) ||
+            (rc = get_int(root, "moe_intermediate_size", shared ? 1408 : 768, &c->moe_intermediate_size, source,
+                          err)) ||
+            (rc = get_bool(root, "norm_topk_prob", 0, &c->moe_norm_topk, NULL, source, err)) ||
+            (rc = get_int(root, "decoder_sparse_step", 1, &step, source, err)) ||
+            (shared && (rc = get_int(root, "shared_expert_intermediate_size", 5632,
+                                     &c->shared_expert_intermediate_size, source, err))))
+            return rc;
+        if (shared && (c->shared_expert_intermediate_size < 0 || c->shared_expert_intermediate_size > (1 << 22)))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                    "%s: key \"shared_expert_intermediate_size\" is %d, expected 0 to %d", source,
+                                    c->shared_expert_intermediate_size, 1 << 22);
     }
-    if (c->n_experts == 0)
+    if (c->n_experts == 0) {
+        c->shared_expert_intermediate_size = 0;
         return CINFER_OK; /* transformers: no experts, every layer dense */
+    }
     if ((rc = cinfer_moe_config_check(c, source, err)))
         return rc;
     if (step < 1)
@@ -410,7 +422,7 @@ static int read_moe(json_t *root, struct cinfer_model_config *c, const struct ci
     for (int l = 0; l < c->num_layers; l++)
         if ((l + 1) % step == 0)
             cinfer_model_set_layer_sparse(c, l);
-    json_t *dense = traits->moe == CINFER_MOE_QWEN ? get(root, "mlp_only_layers") : NULL;
+    json_t *dense = traits->moe != CINFER_MOE_MIXTRAL ? get(root, "mlp_only_layers") : NULL;
     if (dense && !json_is_null(dense)) {
         if (!json_is_array(dense))
             return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"mlp_only_layers\" is %s, expected a list",

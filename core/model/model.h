@@ -122,6 +122,9 @@ struct cinfer_model_config {
     int moe_intermediate_size;
     int moe_norm_topk;       /* the chosen experts' softmax weights renormalised to sum 1 */
     uint64_t moe_layers[CINFER_MAX_LAYERS / 64];
+    /* Qwen2-MoE: every sparse layer also runs one shared expert of this width on every
+     * token, scaled by sigmoid of its own gate (a (1, hidden) linear map); 0: none. */
+    int shared_expert_intermediate_size;
     int bos_token_id;        /* -1 when unknown */
     int eos_token_ids[8];    /* from config/generation_config; n_eos of them */
     int n_eos;
@@ -152,6 +155,9 @@ struct cinfer_layer_weights {
     /* a sparse layer's (w_gate, w_up and w_down then have data NULL) */
     struct cinfer_weight router;            /* (n_experts, hidden), else data NULL */
     struct cinfer_expert_weights *experts;  /* n_experts of them (storage-owned), else NULL */
+    /* a sparse layer's shared expert when shared_expert_intermediate_size > 0, else data NULL */
+    struct cinfer_expert_weights shared_expert; /* (shared_intermediate, hidden) x2, (hidden, shared_intermediate) */
+    struct cinfer_weight shared_expert_gate;    /* (1, hidden) */
 };
 
 struct cinfer_model {

@@ -152,6 +152,7 @@ int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_l
     case DIM_FFN2: return 2 * (int64_t)c->intermediate_size;
     case DIM_EXPERTS: return c->n_experts;
     case DIM_MOE_FFN: return c->moe_intermediate_size;
+    case DIM_SHARED_FFN: return c->shared_expert_intermediate_size;
     case DIM_COUNT: break;
     }
     return 0;
@@ -256,6 +257,10 @@ static void for_each_weight(const struct cinfer_model *m, void (*fn)(struct touc
             fn(t, &m->layers[l].experts[e].up);
             fn(t, &m->layers[l].experts[e].down);
         }
+        fn(t, &m->layers[l].shared_expert.gate);
+        fn(t, &m->layers[l].shared_expert.up);
+        fn(t, &m->layers[l].shared_expert.down);
+        fn(t, &m->layers[l].shared_expert_gate);
     }
     fn(t, &m->output_norm);
     if (m->lm_head.data != m->tok_embeddings.data)
@@ -282,6 +287,9 @@ static uint64_t count_params(const struct cinfer_model *m)
         if (w->experts)
             n += (uint64_t)w->router.rows * w->router.cols +
                  (uint64_t)m->config.n_experts * 3 * w->experts[0].gate.rows * w->experts[0].gate.cols;
+        if (w->shared_expert.gate.data)
+            n += 3 * (uint64_t)w->shared_expert.gate.rows * w->shared_expert.gate.cols +
+                 (uint64_t)w->shared_expert_gate.cols;
     }
     n += (uint64_t)m->output_norm.cols;
     if (m->lm_head.data != m->tok_embeddings.data)

@@ -348,10 +348,12 @@ static int read_gemma_blocks(const struct gguf_source *src, struct cinfer_model_
     return CINFER_OK;
 }
 
-/* A mixture of experts: <arch>.expert_count (qwen3moe; llama for Mixtral) and
- * expert_used_count; the experts' width is expert_feed_forward_length (qwen3moe) or
- * feed_forward_length (Mixtral). A layer is sparse when it holds a router
- * (blk.N.ffn_gate_inp). llama.cpp renormalises the chosen experts' weights for both. */
+/* A mixture of experts: <arch>.expert_count (qwen3moe, qwen2moe; llama for Mixtral) and
+ * expert_used_count; the experts' width is expert_feed_forward_length (qwen3moe,
+ * qwen2moe) or feed_forward_length (Mixtral). A layer is sparse when it holds a router
+ * (blk.N.ffn_gate_inp). llama.cpp renormalises the chosen experts' weights for qwen3moe
+ * and Mixtral, not for qwen2moe, whose sparse layers also hold a shared expert of
+ * expert_shared_feed_forward_length. */
 static int read_moe(const struct gguf_source *src, struct cinfer_model_config *c, struct cinfer_error *err)
 {
     int rc;
@@ -359,11 +361,21 @@ static int read_moe(const struct gguf_source *src, struct cinfer_model_config *c
     memset(c->moe_layers, 0, sizeof c->moe_layers);
     if ((rc = key_u32_as_int(src, "expert_count", 0, 0, &c->n_experts, err)) || c->n_experts == 0)
         return rc;
-    if ((rc = key_u32_as_int(src, "expert_used_count", 1, 0, &c->n_experts_used, err)) ||
-        (rc = key_u32_as_int(src, "expert_feed_forward_length", 0, c->intermediate_size, &c->moe_intermediate_size,
-                             err)))
+    int shared = src->traits->moe == CINFER_MOE_QWEN_SHARED;
+    if ((rc = key_u32_as_int(src, "expert_used_count", 1, 0, &c->n_experts_used, err)))
         return rc;
-    c->moe_norm_topk = 1;
+    /* llama.cpp's qwen2moe: experts feed_forward_length / expert_used_count wide unless
+     * given, the shared expert feed_forward_length */
+    int moe_ffn = shared && c->n_experts_used > 0 ? c->intermediate_size / c->n_experts_used : c->intermediate_size;
+    if ((rc = key_u32_as_int(src, "expert_feed_forward_length", 0, moe_ffn, &c->moe_intermediate_size, err)) ||
+        (shared && (rc = key_u32_as_int(src, "expert_shared_feed_forward_length", 0, c->intermediate_size,
+                                        &c->shared_expert_intermediate_size, err))))
+        return rc;
+    c->moe_norm_topk = !shared; /* llama.cpp's qwen2moe keeps the softmax weights as they are */
+    if (c->shared_expert_intermediate_size < 0 || c->shared_expert_intermediate_size > (1 << 22))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "%s: %s.expert_shared_feed_forward_length is %d, expected 0 to %d", src->path,
+                                src->arch, c->shared_expert_intermediate_size, 1 << 22);
     if ((rc = cinfer_moe_config_check(c, src->path, err)))
         return rc;
     int sparse = 0;
@@ -554,6 +566,31 @@ static int bind_expert_part(const struct gguf_source *src, struct cinfer_model *
     return CINFER_OK;
 }
 
+/* qwen2moe's shared expert: blk.l.ffn_{gate,up,down}_shexp and its gate
+ * blk.l.ffn_gate_inp_shexp, which llama.cpp's converter writes as ne [hidden, 1] (a file
+ * may hold it 1-D, [hidden], as llama.cpp also reads it). */
+static int bind_shared_expert(const struct gguf_source *src, struct cinfer_model *m, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    int64_t ffn = c->shared_expert_intermediate_size, hidden = c->hidden_size;
+    char name[128];
+    static const char *const parts[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+    struct cinfer_weight *dst[3] = {&layer->shared_expert.gate, &layer->shared_expert.up, &layer->shared_expert.down};
+    for (int p = 0; p < 3; p++) {
+        int down = p == 2;
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, parts[p]);
+        int rc = bind(src, name, 0, down ? DIM_HIDDEN : DIM_SHARED_FFN, down ? DIM_SHARED_FFN : DIM_HIDDEN,
+                      down ? hidden : ffn, down ? ffn : hidden, dst[p], err);
+        if (rc)
+            return rc;
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", l);
+    const struct cinfer_gguf_tensor *t = cinfer_gguf_split_find(src->storage, name);
+    int one_dim = t && t->n_dims == 1;
+    return bind(src, name, one_dim, DIM_ONE, DIM_HIDDEN, 1, hidden, &layer->shared_expert_gate, err);
+}
+
 static int bind_experts(const struct gguf_source *src, struct cinfer_model *m, int l, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
@@ -567,8 +604,10 @@ static int bind_experts(const struct gguf_source *src, struct cinfer_model *m, i
         (rc = bind_expert_part(src, m, l, "ffn_up_exps.weight", "ffn_up", DIM_MOE_FFN, DIM_HIDDEN,
                                offsetof(struct cinfer_expert_weights, up), err)))
         return rc;
-    return bind_expert_part(src, m, l, "ffn_down_exps.weight", "ffn_down", DIM_HIDDEN, DIM_MOE_FFN,
-                            offsetof(struct cinfer_expert_weights, down), err);
+    if ((rc = bind_expert_part(src, m, l, "ffn_down_exps.weight", "ffn_down", DIM_HIDDEN, DIM_MOE_FFN,
+                               offsetof(struct cinfer_expert_weights, down), err)))
+        return rc;
+    return c->shared_expert_intermediate_size > 0 ? bind_shared_expert(src, m, l, err) : CINFER_OK;
 }
 
 static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struct cinfer_error *err)
@@ -643,6 +682,7 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
     int own_width = cinfer_gguf_get_u32(src.g, key, &width, &ignored) == CINFER_OK; /* else Mixtral's */
     snprintf(src.dim_names[DIM_MOE_FFN], sizeof src.dim_names[0], "%s.%s", a,
              own_width ? "expert_feed_forward_length" : "feed_forward_length");
+    snprintf(src.dim_names[DIM_SHARED_FFN], sizeof src.dim_names[0], "%s.expert_shared_feed_forward_length", a);
     snprintf(src.dim_names[DIM_COUNT], sizeof src.dim_names[0], "%s.vocab_size", a);
     m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
     if (!m->layers)

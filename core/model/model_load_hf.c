@@ -150,6 +150,7 @@ static const char *const dim_names[DIM_COUNT] = {
     [DIM_KV] = "num_key_value_heads*head_dim", [DIM_FFN] = "intermediate_size", [DIM_HEAD] = "head_dim",
     [DIM_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim", [DIM_FFN2] = "2*intermediate_size",
     [DIM_EXPERTS] = "num_experts", [DIM_MOE_FFN] = "moe_intermediate_size",
+    [DIM_SHARED_FFN] = "shared_expert_intermediate_size",
 };
 
 static int bind(const struct hf_weights *hw, const char *name, int vector, int64_t rows, int64_t cols,
@@ -166,6 +167,31 @@ static int bind(const struct hf_weights *hw, const char *name, int vector, int64
         snprintf(from, sizeof from, "config.json %s/%s", rows_from, cols_from);
     struct cinfer_weight_expect want = {vector, rows, cols, from};
     return cinfer_bind_weight(hw->storage, &t, &want, w, err);
+}
+
+/* Qwen2-MoE's shared expert of a sparse layer: mlp.shared_expert.{gate,up,down}_proj
+ * and its gate, mlp.shared_expert_gate (a (1, hidden) linear map). */
+static int bind_shared_expert(const struct hf_weights *hw, struct cinfer_model *m, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    if (c->shared_expert_intermediate_size <= 0)
+        return CINFER_OK;
+    static const char *const parts[3] = {"gate_proj", "up_proj", "down_proj"};
+    struct cinfer_weight *dst[3] = {&layer->shared_expert.gate, &layer->shared_expert.up, &layer->shared_expert.down};
+    int64_t ffn = c->shared_expert_intermediate_size, hidden = c->hidden_size;
+    const char *ffn_from = dim_names[DIM_SHARED_FFN];
+    char name[160];
+    for (int p = 0; p < 3; p++) {
+        int down = p == 2;
+        snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert.%s.weight", l, parts[p]);
+        int rc = bind(hw, name, 0, down ? hidden : ffn, down ? ffn : hidden, down ? "hidden_size" : ffn_from,
+                      down ? ffn_from : "hidden_size", dst[p], err);
+        if (rc)
+            return rc;
+    }
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+    return bind(hw, name, 0, 1, hidden, "1", "hidden_size", &layer->shared_expert_gate, err);
 }
 
 /* A sparse layer's router and experts, each expert its own tensors (Qwen3-MoE: mlp.gate,
@@ -198,7 +224,7 @@ static int bind_experts(const struct hf_weights *hw, struct cinfer_model *m, int
                 return rc;
         }
     }
-    return CINFER_OK;
+    return bind_shared_expert(hw, m, l, err);
 }
 
 static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, struct cinfer_error *err)

@@ -69,6 +69,7 @@ int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_er
 enum cinfer_layer_dim {
     DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2,
     DIM_EXPERTS, DIM_MOE_FFN, /* a sparse layer's expert count and expert intermediate size */
+    DIM_SHARED_FFN,           /* its shared expert's intermediate size (Qwen2-MoE) */
     DIM_COUNT
 };
 enum cinfer_layer_presence {

@@ -1,12 +1,14 @@
 /* core/model/moe_forward.c — the sparse MLP of a mixture-of-experts layer (Mixtral,
- * Qwen3-MoE).
+ * Qwen3-MoE, Qwen2-MoE).
  *
  * The router scores every token against every expert; each token keeps its top k
  * experts with their softmax weights (renormalised over the k when the model says
  * so). The tokens are then grouped by expert, and each chosen expert runs once on its
  * group as a batch: gather its rows, gate/up matmul, activation, down matmul, and
  * scatter-add the rows back, each scaled by its router weight. An expert no token
- * chose is never read, so a decode step at batch 1 reads k experts' weights only. */
+ * chose is never read, so a decode step at batch 1 reads k experts' weights only.
+ * Qwen2-MoE adds a shared expert that every token runs, its output scaled by
+ * sigmoid(shared_expert_gate · x) before joining the routed experts' sum. */
 #include <string.h>
 
 #include "model/runtime_internal.h"
@@ -33,6 +35,37 @@ static void group_by_expert(struct cinfer_runtime *rt, int T, int E, int K)
     first[0] = 0;
 }
 
+/* The shared expert's matmul outputs for rows xn: gate and up (T, shared_ffn) and its
+ * gate's logit (T), appended at outs (3 of them), so batch 1 can join them to the
+ * routed experts' one call. */
+static int shared_outs(struct cinfer_runtime *rt, const struct runtime_layer *w, struct cinfer_backend_matmul_out *outs)
+{
+    if (!w->shared)
+        return 0;
+    outs[0] = (struct cinfer_backend_matmul_out){&w->shared[0], NULL, rt->moe_shared_gate, 0};
+    outs[1] = (struct cinfer_backend_matmul_out){&w->shared[1], NULL, rt->moe_shared_up, 0};
+    outs[2] = (struct cinfer_backend_matmul_out){w->shared_gate, NULL, rt->moe_shared_logit, 0};
+    return 3;
+}
+
+/* After shared_outs' matmul: the shared expert's activation and down projection into
+ * moe_y, then proj (T, hidden) += sigmoid(logit) * that. */
+static int shared_finish(struct cinfer_runtime *rt, const struct runtime_layer *w, int T, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = rt->ops;
+    size_t n = (size_t)T * (size_t)rt->model->config.shared_expert_intermediate_size;
+    if (rt->model->config.activation == CINFER_ACTIVATION_GELU_TANH)
+        ops->gelu_tanh_mul(rt->backend, rt->moe_shared_gate, rt->moe_shared_up, n);
+    else
+        ops->silu_mul(rt->backend, rt->moe_shared_gate, rt->moe_shared_up, n); /* (T, shared_ffn) */
+    struct cinfer_backend_matmul_out down = {&w->shared[2], NULL, rt->moe_y, 0}; /* (T, hidden) */
+    int rc = ops->matmul(rt->backend, rt->moe_shared_gate, T, &down, 1, err);
+    if (rc < 0)
+        return rc;
+    ops->add_gated(rt->backend, rt->proj, rt->moe_y, rt->moe_shared_logit, T, rt->hidden);
+    return 0;
+}
+
 /* One token (batch-1 decode): its K experts share one input row, so their gate and up
  * projections are one matmul call of 2K outputs, their activations one call, and their
  * weighted sum one scatter-add of K rows onto row 0; only the down projections, each
@@ -44,14 +77,15 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
     int K = c->n_experts_used, ffn = c->moe_intermediate_size;
-    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED];
+    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED + 3];
     for (int j = 0; j < K; j++) {
         const struct cinfer_backend_weight *x = &w->experts[3 * rt->moe_ids[j]]; /* gate, up, down */
         outs[j] = (struct cinfer_backend_matmul_out){&x[0], NULL, rt->moe_gate + (size_t)j * ffn, 0}; /* (1, ffn) */
         outs[K + j] = (struct cinfer_backend_matmul_out){&x[1], NULL, rt->moe_up + (size_t)j * ffn, 0};
         rt->moe_rows[j] = 0;
     }
-    int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K, err);
+    int n_shared = shared_outs(rt, w, outs + 2 * K); /* the shared expert's too, in the same call */
+    int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K + n_shared, err);
     if (rc < 0)
         return rc;
     if (c->activation == CINFER_ACTIVATION_GELU_TANH)
@@ -66,7 +100,7 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     }
     ops->zero(be, rt->proj, (size_t)rt->hidden);
     ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K, rt->hidden); /* (1, hidden) */
-    return 0;
+    return n_shared ? shared_finish(rt, w, 1, err) : 0;
 }
 
 int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_error *err)
@@ -110,5 +144,10 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
         ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows + first, rt->moe_row_weights + first, n,
                               rt->hidden);
     }
-    return 0;
+    struct cinfer_backend_matmul_out shared[3];
+    if (!shared_outs(rt, w, shared))
+        return 0;
+    if ((rc = ops->matmul(be, rt->xn, T, shared, 3, err)) < 0)
+        return rc;
+    return shared_finish(rt, w, T, err);
 }

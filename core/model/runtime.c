@@ -177,7 +177,7 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         int sparse = 0;
         for (int i = 0; i < c->num_layers; i++)
             sparse += cinfer_model_layer_sparse(c, i);
-        size_t n = (size_t)sparse * (1 + 3 * (size_t)c->n_experts);
+        size_t n = (size_t)sparse * (1 + 3 * (size_t)c->n_experts + (c->shared_expert_intermediate_size > 0 ? 4 : 0));
         rt->moe_weights = calloc(n, sizeof *rt->moe_weights);
         rt->moe_sources = calloc(n, sizeof *rt->moe_sources);
         if (!rt->moe_weights || !rt->moe_sources)
@@ -201,6 +201,24 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
                                   &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
                 return rc;
         }
+    }
+    if (c->shared_expert_intermediate_size <= 0)
+        return 0;
+    /* Qwen2-MoE's shared expert, then its gate's (1, hidden) map */
+    int64_t shared_ffn = c->shared_expert_intermediate_size;
+    const struct cinfer_weight *shared[4] = {&src->shared_expert.gate, &src->shared_expert.up,
+                                             &src->shared_expert.down, &src->shared_expert_gate};
+    static const char *const shared_names[4] = {"shared expert gate", "shared expert up", "shared expert down",
+                                                 "shared expert gate map"};
+    int64_t rows[4] = {shared_ffn, shared_ffn, rt->hidden, 1}, cols[4] = {rt->hidden, rt->hidden, shared_ffn,
+                                                                         rt->hidden};
+    dst->shared = &rt->moe_weights[rt->n_moe_weights];
+    dst->shared_gate = dst->shared + 3;
+    for (int p = 0; p < 4; p++) {
+        rt->moe_sources[rt->n_moe_weights] = shared[p];
+        if ((rc = bind_matrix(shared[p], shared_names[p], l, rows[p], cols[p], &rt->moe_weights[rt->n_moe_weights++],
+                              err)) < 0)
+            return rc;
     }
     return 0;
 }
@@ -468,6 +486,7 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
     size_t t = (size_t)rt->max_batch_tokens;
     size_t n_experts = (size_t)rt->model->config.n_experts, moe_ffn = (size_t)rt->model->config.moe_intermediate_size;
     size_t top_k = (size_t)rt->model->config.n_experts_used;
+    size_t shared_ffn = n_experts ? (size_t)rt->model->config.shared_expert_intermediate_size : 0;
     struct {
         float **buf;
         size_t floats;
@@ -486,6 +505,9 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
         {&rt->moe_gate, n_experts ? t * moe_ffn : 0},
         {&rt->moe_up, n_experts ? t * moe_ffn : 0},
         {&rt->moe_y, n_experts ? t * rt->hidden : 0},
+        {&rt->moe_shared_gate, t * shared_ffn},
+        {&rt->moe_shared_up, t * shared_ffn},
+        {&rt->moe_shared_logit, shared_ffn ? t : 0},
         {&rt->logits_x, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->hidden},
         {&rt->logits, (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->shard.vocab_stride},
         {&rt->logits_gather,
@@ -604,6 +626,15 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;
     rt->ops = opts.backend ? opts.backend : cinfer_cpu_backend_ops();
+    if (c->n_experts > 0 && c->shared_expert_intermediate_size > 0 &&
+        (rt->ops->version < 9 || !rt->ops->add_gated)) { /* a version-9 slot: may be NULL */
+        rc = cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                              "runtime: model %s (%s) has shared experts, scaled by their gates; backend %s (ops "
+                              "version %u) has no add_gated (a version 9 slot) to run them",
+                              m->path ? m->path : "(in memory)", c->architecture, rt->ops->name, rt->ops->version);
+        free(rt);
+        return rc;
+    }
 
     if ((rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -689,7 +720,7 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
         float *bufs[] = {rt->x,    rt->xn, rt->q,        rt->k,      rt->v,
                          rt->attn, rt->proj, rt->gate,   rt->up,     rt->logits_x,
                          rt->logits, rt->logits_gather, rt->moe_logits, rt->moe_x, rt->moe_gate,
-                         rt->moe_up, rt->moe_y};
+                         rt->moe_up, rt->moe_y, rt->moe_shared_gate, rt->moe_shared_up, rt->moe_shared_logit};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 rt->ops->buffer_free(rt->backend, bufs[i]);

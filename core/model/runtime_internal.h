@@ -31,6 +31,8 @@ struct runtime_layer {
     /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
     struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
     struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
+    struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down; in moe_weights; or NULL */
+    struct cinfer_backend_weight *shared_gate; /* (1, hidden) its gate's linear map; in moe_weights; or NULL */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
@@ -122,6 +124,9 @@ struct cinfer_runtime {
     float *moe_gate;    /* (T, moe_intermediate) */
     float *moe_up;      /* (T, moe_intermediate) */
     float *moe_y;       /* (T, hidden) one expert's output rows, before the scatter-add */
+    float *moe_shared_gate;  /* (T, shared_intermediate) the shared expert's (Qwen2-MoE), else NULL */
+    float *moe_shared_up;    /* (T, shared_intermediate) */
+    float *moe_shared_logit; /* (T) its gate's logit per row */
     float *logits_x; /* (CINFER_LOGITS_BLOCK_ROWS, hidden) final-normed rows whose logits are asked */
     float *logits;   /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) this rank's vocabulary rows */
     float *logits_gather; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) every rank's

@@ -113,6 +113,17 @@ int cinfer_model_convert_matrices(struct cinfer_model *m, enum cinfer_dtype targ
             rc = convert_matrix(s, &layer->router, "a router", target, err);
             *converted |= layer->router.data != was;
         }
+        struct cinfer_weight *shared[4] = {&layer->shared_expert.gate, &layer->shared_expert.up,
+                                           &layer->shared_expert.down, &layer->shared_expert_gate};
+        for (int p = 0; rc == CINFER_OK && p < 4; p++) {
+            if (!shared[p]->data)
+                continue; /* no shared expert (all but Qwen2-MoE) */
+            const void *was = shared[p]->data;
+            char what[96];
+            snprintf(what, sizeof what, "layer %d shared expert", l);
+            rc = convert_matrix(s, shared[p], what, target, err);
+            *converted |= shared[p]->data != was;
+        }
     }
     return rc;
 }

@@ -12,7 +12,9 @@ gemma3 (six layers: five local with window 32 and RoPE base 10000, one global wi
 1e6 and linear scaling 8; q/k norm), phi3 (q/k/v fused into qkv_proj, gate and up into
 gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp's
 converter writes them), qwen3_moe and mixtral (8 experts, 2 per token; qwen3_moe_mixed,
-in HF folders only: norm_topk_prob false and a dense first layer). The 150-token prompt
+in HF folders only: norm_topk_prob false and a dense first layer), qwen2_moe (experts
+plus a gated shared expert, norm_topk_prob false; qwen2_moe_mixed, in HF folders only: a
+dense middle layer). The 150-token prompt
 is over 4 windows long.
 Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
@@ -119,6 +121,17 @@ FAMILIES = {
     "mixtral": dict(model_type="mixtral", arch="MixtralForCausalLM", hidden=64, heads=4, kv_heads=2,
                     head_dim=16, inter=64, layers=2, tied=False, theta=1000000.0,
                     moe=dict(experts=8, used=2, inter=64, norm=True)),
+    # Qwen2-MoE: Qwen2's attention (q/k/v biases), experts plus a shared expert (128 wide:
+    # neither the experts' 32 nor the dense 96) gated by sigmoid(shared_expert_gate . x);
+    # norm_topk_prob false, as llama.cpp reads qwen2moe, whose every layer it makes sparse
+    "qwen2_moe": dict(model_type="qwen2_moe", arch="Qwen2MoeForCausalLM", gguf_arch="qwen2moe", hidden=64,
+                      heads=4, kv_heads=2, head_dim=16, inter=96, layers=2, tied=False, theta=1000000.0,
+                      bias=True, moe=dict(experts=8, used=2, inter=32, norm=False, shared=128)),
+    # a dense middle layer (mlp_only_layers): HF folders only, as llama.cpp's qwen2moe has none
+    "qwen2_moe_mixed": dict(model_type="qwen2_moe", arch="Qwen2MoeForCausalLM", hidden=64, heads=4, kv_heads=2,
+                            head_dim=16, inter=96, layers=3, tied=True, theta=10000.0, bias=True,
+                            moe=dict(experts=8, used=2, inter=32, norm=False, dense_layers=[1], shared=128),
+                            gguf=False),
 }
 # Rows of 256 values, for the K-quants' super-blocks: written in GGUF only, in f32 and
 # every block-quantized type, and in a mix of types per tensor as llama.cpp's Q4_K_M
@@ -189,6 +202,12 @@ def random_weights(fam, rng):
                 w[q + "gate_proj.weight"] = matrix(moe["inter"], h)
                 w[q + "up_proj.weight"] = matrix(moe["inter"], h)
                 w[q + "down_proj.weight"] = matrix(h, moe["inter"], gain=2.0)
+            if moe.get("shared"):  # Qwen2-MoE's shared expert and its gate's map
+                q = f"{p}mlp.shared_expert."
+                w[q + "gate_proj.weight"] = matrix(moe["shared"], h)
+                w[q + "up_proj.weight"] = matrix(moe["shared"], h)
+                w[q + "down_proj.weight"] = matrix(h, moe["shared"], gain=2.0)
+                w[p + "mlp.shared_expert_gate.weight"] = matrix(1, h, gain=2.0)
             continue
         w[p + "mlp.gate_proj.weight"] = matrix(inter, h)
         w[p + "mlp.up_proj.weight"] = matrix(inter, h)
@@ -345,6 +364,8 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
         config.update(num_experts=moe["experts"], num_experts_per_tok=moe["used"],
                       moe_intermediate_size=moe["inter"], norm_topk_prob=moe["norm"], decoder_sparse_step=1,
                       mlp_only_layers=moe.get("dense_layers", []))
+        if moe.get("shared"):
+            config["shared_expert_intermediate_size"] = moe["shared"]
     if fam.get("gemma"):
         del config["hidden_act"]
         config["hidden_activation"] = "gelu_pytorch_tanh"
@@ -528,6 +549,8 @@ def moe_metadata(arch, fam):
     md = {f"{arch}.expert_count": moe["experts"], f"{arch}.expert_used_count": moe["used"]}
     if arch != "llama":
         md[f"{arch}.expert_feed_forward_length"] = moe["inter"]
+    if moe.get("shared"):  # Qwen2MoeModel
+        md[f"{arch}.expert_shared_feed_forward_length"] = moe["shared"]
     return md
 
 
@@ -548,6 +571,11 @@ def moe_tensors(fam, weights, i, wtype, stored):
         else:
             merged = np.stack(mats)  # (experts, rows, cols): ggml ne [cols, rows, experts]
             out.append((f"blk.{i}.ffn_{part}_exps.weight", merged, stored(merged, f"blk.{i}.ffn_{part}_exps")))
+    if p + "mlp.shared_expert_gate.weight" in weights:  # qwen2moe: the gate's map (1, hidden) kept f32
+        for part in ("gate", "up", "down"):
+            m = weights[f"{p}mlp.shared_expert.{part}_proj.weight"]
+            out.append((f"blk.{i}.ffn_{part}_shexp.weight", m, stored(m, f"blk.{i}.ffn_{part}_shexp")))
+        out.append((f"blk.{i}.ffn_gate_inp_shexp.weight", weights[p + "mlp.shared_expert_gate.weight"], "f32"))
     return out
 
 

@@ -24,7 +24,15 @@ expert_i(x), i.e. a softmax over the chosen k alone. Qwen3-MoE, from the publish
 configs and transformers' Qwen3MoeSparseMoeBlock: softmax over all n logits, keep the
 top k probabilities, divide them by their sum when norm_topk_prob is true; layers in
 mlp_only_layers, or where (l + 1) % decoder_sparse_step != 0, stay dense. The two agree
-when Qwen3 renormalises; they are written here the two ways on purpose. Here each
+when Qwen3 renormalises; they are written here the two ways on purpose. Qwen2-MoE
+(Qwen2MoeForCausalLM, transformers' Qwen2MoeSparseMoeBlock and the Qwen1.5-MoE/Qwen2-57B
+configs): attention as Qwen2 (q/k/v biases), the router as Qwen3-MoE's (norm_topk_prob
+false unless set), plus a shared expert, a SwiGLU MLP of shared_expert_intermediate_size
+that every token runs, multiplied by sigmoid(shared_expert_gate . x) (a linear map to one
+logit, no bias) and added to the routed experts' sum. GGUF (qwen2moe) stores it as
+blk.N.ffn_{gate,up,down}_shexp and blk.N.ffn_gate_inp_shexp, its width as
+expert_shared_feed_forward_length; llama.cpp does not renormalise qwen2moe's k weights,
+so those files are read with norm_topk_prob false. Here each
 token's experts are found and run one token at a time (not grouped by expert as
 cinfer does). GGUF holds the experts merged as 3-D tensors blk.N.ffn_{gate,up,down}_exps
 (or one blk.N.ffn_gate.E per expert in older Mixtral files) and the router as
@@ -294,7 +302,7 @@ def read_gguf(path):
     emb = g.tensors["token_embd.weight"]
     gemma = arch in ("gemma2", "gemma3")
     n_experts = int(key("expert_count", 0))
-    model_type = {"gemma3": "gemma3_text", "qwen3moe": "qwen3_moe"}.get(arch, arch)
+    model_type = {"gemma3": "gemma3_text", "qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}.get(arch, arch)
     if arch == "llama" and n_experts:
         model_type = "mixtral"
     config = {
@@ -315,6 +323,15 @@ def read_gguf(path):
         config["num_experts_per_tok"] = int(key("expert_used_count"))
         config["moe_intermediate_size"] = int(key("expert_feed_forward_length", config["intermediate_size"]))
         config["norm_topk_prob"] = True
+        if arch == "qwen2moe":  # llama.cpp: k weights as the softmax left them; experts n_ff / k wide by default
+            config["norm_topk_prob"] = False
+            config["moe_intermediate_size"] = int(key("expert_feed_forward_length",
+                                                      config["intermediate_size"] // config["num_experts_per_tok"]))
+            config["shared_expert_intermediate_size"] = int(key("expert_shared_feed_forward_length",
+                                                                config["intermediate_size"]))
+            # a layer without a router is dense
+            config["mlp_only_layers"] = [i for i in range(config["num_hidden_layers"])
+                                         if f"blk.{i}.ffn_gate_inp.weight" not in g.tensors]
     if gemma:
         n_layers = config["num_hidden_layers"]
         large = n_layers == (46 if arch == "gemma2" else 62)  # llama.cpp's 27B rule
@@ -386,6 +403,12 @@ def read_gguf(path):
                 for e in range(n_experts):
                     t = merged[e] if merged is not None else g.tensors[f"blk.{i}.ffn_{part}.{e}.weight"]
                     hf[f"model.layers.{i}.mlp.experts.{e}.{hf_part}.weight"] = t
+            if f"blk.{i}.ffn_gate_inp_shexp.weight" in g.tensors:  # qwen2moe's shared expert
+                for part, hf_part in moe_parts.items():
+                    t = g.tensors[f"blk.{i}.ffn_{part}_shexp.weight"]
+                    hf[f"model.layers.{i}.mlp.shared_expert.{hf_part}.weight"] = t
+                hf[f"model.layers.{i}.mlp.shared_expert_gate.weight"] = \
+                    g.tensors[f"blk.{i}.ffn_gate_inp_shexp.weight"].reshape(1, hidden)
         for gguf_name, hf_name in names.items():
             t = g.tensors.get(f"blk.{i}.{gguf_name}")
             if t is None or (router is not None and gguf_name.startswith("ffn_") and gguf_name != "ffn_norm.weight"):
@@ -452,9 +475,10 @@ class Model:
             if "model.layers.0.mlp.gate.weight" in self.w:  # read from GGUF under Qwen3-MoE names
                 return [("mlp", n, k, "mixtral", True)] * self.n_layers
             return [("block_sparse_moe", n, k, "mixtral", True)] * self.n_layers
-        if family != "qwen3_moe" or not c.get("num_experts", 128):
+        qwen2 = family == "qwen2_moe"  # Qwen2MoeConfig's defaults: 60 experts, 4 per token
+        if family not in ("qwen3_moe", "qwen2_moe") or not c.get("num_experts", 60 if qwen2 else 128):
             return [None] * self.n_layers
-        n, k = c.get("num_experts", 128), c.get("num_experts_per_tok", 8)
+        n, k = c.get("num_experts", 60 if qwen2 else 128), c.get("num_experts_per_tok", 4 if qwen2 else 8)
         step, dense = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers") or []
         return [("mlp", n, k, "qwen", c.get("norm_topk_prob", False))
                 if i not in dense and (i + 1) % step == 0 else None for i in range(self.n_layers)]
@@ -486,6 +510,14 @@ class Model:
                 gate = linear(h[t], self.w[q + names[0] + ".weight"])
                 up = linear(h[t], self.w[q + names[1] + ".weight"])
                 out[t] += wt * linear(silu(gate) * up, self.w[q + names[2] + ".weight"])
+        if p + "shared_expert_gate.weight" in self.w:  # Qwen2-MoE: every token's shared expert, gated
+            q = p + "shared_expert."
+            for t in range(h.shape[0]):
+                gate = linear(h[t], self.w[q + "gate_proj.weight"])
+                up = linear(h[t], self.w[q + "up_proj.weight"])
+                shared = linear(silu(gate) * up, self.w[q + "down_proj.weight"])
+                logit = float(linear(h[t], self.w[p + "shared_expert_gate.weight"])[0])
+                out[t] += shared / (1.0 + math.exp(-logit))
         return out
 
     def _split_fused(self):
@@ -509,7 +541,7 @@ class Model:
         """(window, per-layer bools) from layer_types or the family's rule."""
         c = self.config
         n = self.n_layers
-        default_window = 4096 if family in ("mistral", "qwen2", "qwen3", "gemma2", "gemma3_text") else None
+        default_window = 4096 if family in ("mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "qwen2_moe") else None
         window = c["sliding_window"] if "sliding_window" in c else default_window
         if not window:
             return None, [False] * n
@@ -517,7 +549,7 @@ class Model:
             return window, [t == "sliding_attention" for t in c["layer_types"]]
         if family in ("mistral", "phi3"):
             return window, [True] * n
-        if family in ("qwen2", "qwen3"):
+        if family in ("qwen2", "qwen3", "qwen2_moe"):
             use = c.get("use_sliding_window", False)
             first = c.get("max_window_layers", 28)
             return window, [use and i >= first for i in range(n)]
