@@ -69,6 +69,7 @@ int cinfer_storage_own(struct cinfer_model_storage *s, void *p, struct cinfer_er
 enum cinfer_layer_dim {
     DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2,
     DIM_EXPERTS, DIM_MOE_FFN, /* a sparse layer's expert count and expert intermediate size */
+    DIM_HEADS,                /* query heads (gpt-oss's attention sinks: one per head) */
     DIM_COUNT
 };
 enum cinfer_layer_presence {
@@ -78,6 +79,8 @@ enum cinfer_layer_presence {
     PRESENT_IF_SANDWICH,
     PRESENT_UNLESS_FUSED_QKV,     /* wq, wk, wv: views of the fused matrix otherwise */
     PRESENT_UNLESS_FUSED_GATE_UP, /* w_gate, w_up */
+    PRESENT_IF_OUTPUT_BIAS,       /* bo (gpt-oss) */
+    PRESENT_IF_SINKS,             /* attention sinks (gpt-oss) */
 };
 struct cinfer_layer_weight_spec {
     const char *hf_name;       /* after "model.layers.N." */
