@@ -343,7 +343,9 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
         return rc;
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
-    m->matrices_mapped = 1; /* both loaders bind matrices as views; only vectors are widened into copies */
+    /* both loaders bind matrices as views (only vectors are widened into copies), except
+     * where a layout had to be rearranged: dropping an owned copy's pages would zero them */
+    m->matrices_mapped = !storage->owned_matrices;
     if ((rc = cinfer_model_arrange_partial_rotary(m, err))) {
         cinfer_model_free(&m);
         return rc;

@@ -212,6 +212,7 @@ static int transpose_experts(const struct hf_weights *hw, const struct cinfer_st
 {
     size_t elem = t->dtype == CINFER_DTYPE_F32 ? 4 : 2;
     int64_t rows = out / stride;
+    hw->storage->owned_matrices = 1;
     for (int e = 0; e < n_experts; e++) {
         uint8_t *m = malloc((size_t)rows * (size_t)in * elem); /* (rows, in) */
         if (!m)

@@ -30,6 +30,8 @@ struct cinfer_model_storage {
     void **owned;
     size_t n_owned, cap_owned;
     uint64_t stored_bytes;      /* of every bound tensor, as stored in the files */
+    int owned_matrices;         /* some matrix is a loader-made copy, not a view of a mapping (HF gpt-oss
+                                 * experts, transposed): the model's matrices_mapped is then 0 */
 };
 
 /* A stored tensor as the binder sees it. dims are in the file's own order: for

@@ -643,6 +643,7 @@ def write_gguf_model(path, name, fam, weights, wtype):
 FAMILIES["gpt_oss"] = dict(model_type="gpt_oss", arch="GptOssForCausalLM", gguf_arch="gpt-oss", hidden=64, heads=4,
                            kv_heads=2, head_dim=16, inter=32, layers=4, tied=False, theta=150000.0, gpt_oss=True,
                            experts=8, used=2, sliding_window=8, swiglu_limit=2.0, gguf_family="gpt_oss_gguf",
+                           gguf_extra_types=("mxfp4",),
                            rope_scaling=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0,
                                              truncate=False, original_max_position_embeddings=64))
 
@@ -694,7 +695,9 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
     gate_up_proj split into ffn_gate_exps and ffn_up_exps ((E, inter, hidden): transposed,
     gate the even columns), down_proj transposed into ffn_down_exps, the biases split
     likewise and kept f32 (1-D and the experts' 2-D ones); sinks as attn_sinks.weight, the
-    MLP's norm as post_attention_norm. Q/K unpermuted (NeoX RoPE)."""
+    MLP's norm as post_attention_norm. Q/K unpermuted (NeoX RoPE). wtype mxfp4: the
+    experts' matrices in MXFP4 (as the published checkpoints and llama-quantize's
+    MXFP4_MOE keep them), every other tensor f32."""
     arch = fam["gguf_arch"]
     tokens, scores, types = vocabulary(fam["model_type"])
     s = fam["rope_scaling"]
@@ -716,6 +719,8 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
     }
 
     def stored(array):
+        if wtype == "mxfp4":
+            return "mxfp4" if array.ndim == 3 else "f32"
         return wtype if array.ndim >= 2 else "f32"
 
     out = [("token_embd.weight", weights["model.embed_tokens.weight"], stored(weights["model.embed_tokens.weight"]))]
@@ -769,7 +774,7 @@ def main(argv):
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
             manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
-        for wtype in GGUF_TYPES if fam.get("gguf", True) else ():
+        for wtype in GGUF_TYPES + fam.get("gguf_extra_types", ()) if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
