@@ -6,7 +6,8 @@
 #include <string.h>
 
 /* Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config,
- * Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config, Qwen3MoeConfig, MixtralConfig and GptOssConfig. llama.cpp runs Phi-3
+ * Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config, Qwen3MoeConfig, MixtralConfig
+ * and GptOssConfig. llama.cpp runs Phi-3
  * GGUF files without their sliding window (it disabled Phi SWA), so only HF folders
  * apply Phi-3's sliding_window. */
 static const struct cinfer_arch_traits families[] = {

@@ -245,7 +245,8 @@ static int split_expert_bias(const struct hf_weights *hw, const struct cinfer_st
         if (!v)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory widening %s", t->file, t->name);
         for (int64_t j = 0; j < n; j++) {
-            const uint8_t *p = (const uint8_t *)t->data + ((size_t)e * (size_t)out + (size_t)(j * stride + first)) * elem;
+            size_t at = (size_t)e * (size_t)out + (size_t)(j * stride + first);
+            const uint8_t *p = (const uint8_t *)t->data + at * elem;
             cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)t->dtype, p, 1, value);
             v[j] = value[0];
         }
@@ -362,8 +363,8 @@ static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, stru
             cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
         }
         if (cinfer_model_layer_sparse(c, l)) {
-            int rc = cinfer_arch_by_name(c->architecture)->moe == CINFER_MOE_GPT_OSS ? bind_gpt_oss_experts(hw, m, l, err)
-                                                                                       : bind_experts(hw, m, l, err);
+            int gpt_oss = cinfer_arch_by_name(c->architecture)->moe == CINFER_MOE_GPT_OSS;
+            int rc = gpt_oss ? bind_gpt_oss_experts(hw, m, l, err) : bind_experts(hw, m, l, err);
             if (rc)
                 return rc;
         }

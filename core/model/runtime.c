@@ -201,11 +201,10 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         dst->expert_biases = rt->moe_biases + (size_t)sparse * 3 * (size_t)c->n_experts;
         for (int e = 0; e < c->n_experts; e++) {
             const struct cinfer_expert_weights *x = &src->experts[e];
-            if ((rc = widen_vector(&x->gate_bias, "expert gate bias", l, ffn, 1, &dst->expert_biases[3 * e],
-                                   err)) < 0 ||
-                (rc = widen_vector(&x->up_bias, "expert up bias", l, ffn, 1, &dst->expert_biases[3 * e + 1], err)) < 0 ||
-                (rc = widen_vector(&x->down_bias, "expert down bias", l, rt->hidden, 1, &dst->expert_biases[3 * e + 2],
-                                   err)) < 0)
+            float **b = &dst->expert_biases[3 * e]; /* gate, up, down */
+            if ((rc = widen_vector(&x->gate_bias, "expert gate bias", l, ffn, 1, &b[0], err)) < 0 ||
+                (rc = widen_vector(&x->up_bias, "expert up bias", l, ffn, 1, &b[1], err)) < 0 ||
+                (rc = widen_vector(&x->down_bias, "expert down bias", l, rt->hidden, 1, &b[2], err)) < 0)
                 return rc;
         }
     }

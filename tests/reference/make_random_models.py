@@ -713,6 +713,8 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
         f"{arch}.attention.sliding_window": fam["sliding_window"],
         f"{arch}.rope.scaling.type": "yarn", f"{arch}.rope.scaling.factor": float(s["factor"]),
         f"{arch}.rope.scaling.original_context_length": s["original_max_position_embeddings"],
+        f"{arch}.rope.scaling.yarn_beta_fast": float(s["beta_fast"]),
+        f"{arch}.rope.scaling.yarn_beta_slow": float(s["beta_slow"]),
         "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": ("f32[]", scores),
         "tokenizer.ggml.token_type": ("i32[]", types), "tokenizer.ggml.unknown_token_id": 0,
         "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
