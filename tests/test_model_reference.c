@@ -687,6 +687,12 @@ START_TEST(gpt_oss_needs_version_9_slots)
     ops.swiglu_oai = NULL;
     expect_backend_refused(model, &ops, "has no swiglu_oai (NULL slot)");
     cinfer_model_free(&model);
+    /* the published checkpoints' MXFP4 expert blocks: refused, naming the tensor */
+    ck_assert_int_eq(cinfer_model_load(CINFER_REFERENCE_DIR "/models/gpt_oss-st-mxfp4-blocks", &load_opts, &model, &err),
+                     CINFER_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "tensor model.layers.0.mlp.experts.gate_up_proj_blocks is stored as MXFP4 blocks"),
+                  "%s", err.message);
+    printf("  refused: %s\n", err.message);
 }
 END_TEST
 

@@ -271,10 +271,10 @@ static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims
         snprintf(blocks, sizeof blocks, "%s_blocks", name);
         if (find_tensor(hw, blocks, &probe, &ignored) == CINFER_OK)
             return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                    "%s: tensor %s is stored as MXFP4 blocks (%s and _scales); cinfer reads gpt-oss "
-                                    "Hugging Face experts in f32, f16 or bf16 only (convert the model to GGUF, which "
-                                    "keeps MXFP4)",
-                                    probe.file, blocks, blocks);
+                                    "%s: tensor %s is stored as MXFP4 blocks (with its _scales); cinfer reads "
+                                    "gpt-oss Hugging Face experts in f32, f16 or bf16 only (convert the model to "
+                                    "GGUF, which keeps MXFP4)",
+                                    probe.file, blocks);
     }
     if (rc)
         return rc;

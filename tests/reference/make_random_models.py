@@ -751,6 +751,35 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
     write_gguf(path, md, out)
 
 
+def write_gpt_oss_blocks_folder(folder, fam, weights):
+    """An HF folder whose experts are stored as the published gpt-oss checkpoints store
+    them: mlp.experts.{gate_up,down}_proj_blocks (U8, 16 bytes of 32 4-bit values per
+    block) and _scales (U8 exponents) instead of the plain tensors, every other tensor
+    f32. cinfer refuses it naming the tensor (the values here are placeholders: only the
+    layout matters)."""
+    write_hf_folder(folder, fam, weights, "f32", False)
+    plain = {n: t for n, t in weights.items() if not n.endswith(("experts.gate_up_proj", "experts.down_proj"))}
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+
+    def add(name, data, dtype, shape):
+        nonlocal offset
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    for name in sorted(plain):
+        add(name, encode_tensor(plain[name], "f32"), "F32", plain[name].shape)
+    n, h, inter = fam["experts"], fam["hidden"], fam["inter"]
+    for i in range(fam["layers"]):
+        p = f"model.layers.{i}.mlp.experts."
+        for part, rows, cols in (("gate_up_proj", 2 * inter, h), ("down_proj", h, inter)):
+            add(p + part + "_blocks", bytes(n * rows * cols // 2), "U8", (n, rows, cols // 32, 16))
+            add(p + part + "_scales", bytes([127]) * (n * rows * cols // 32), "U8", (n, rows, cols // 32))
+    header_json = json.dumps(header).encode()
+    header_json += b" " * (-len(header_json) % 8)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(header_json)) + header_json + b"".join(blobs))
+
+
 # --------------------------------------------------------------------------------------
 
 
@@ -776,6 +805,8 @@ def main(argv):
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
             manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
+        if fam.get("gpt_oss"):  # not in the manifest: test_model_reference expects its refusal
+            write_gpt_oss_blocks_folder(os.path.join(out_dir, "models", f"{family}-st-mxfp4-blocks"), fam, weights)
         for wtype in GGUF_TYPES + fam.get("gguf_extra_types", ()) if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
