@@ -1,4 +1,5 @@
-/* kernels/elementwise_scalar.c — SwiGLU gate, residual add, softmax and RoPE. Add and
+/* kernels/elementwise_scalar.c — SwiGLU gate (and gpt-oss's clamped one), residual add,
+ * softmax (and with an attention sink) and RoPE. Add and
  * RoPE are memory-bound next to the matmuls, so one plain version serves every CPU;
  * the SwiGLU gate and softmax (libm's expf per value) also have SIMD versions
  * (activation_avx2.c, activation_avx512.c), these are the scalar level's. */
@@ -33,6 +34,30 @@ void cinfer_softmax_scalar(float *x, int n)
     float inv = 1.0f / sum;
     for (int i = 0; i < n; i++)
         x[i] *= inv;
+}
+
+void cinfer_kernel_softmax_sink(float *x, int n, float sink)
+{
+    float max = sink;
+    for (int i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    float sum = expf(sink - max); /* the sink's share, which no value receives */
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void cinfer_kernel_swiglu_oai(float *gate, const float *up, size_t n, float alpha, float limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i] < limit ? gate[i] : limit;
+        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
 }
 
 void cinfer_kernel_rope_angles(int pos, const double *inv_freq, int head_dim, float *cos_out, float *sin_out)

@@ -228,6 +228,12 @@ void cinfer_kernel_silu_mul(float *gate, const float *up, size_t n);
 void cinfer_kernel_add(float *y, const float *x, size_t n);
 /* x (n) = softmax(x) in place; returns nothing, max-subtracted for range. */
 void cinfer_kernel_softmax(float *x, int n);
+/* x (n) = exp(x) / (sum(exp(x)) + exp(sink)) in place: a softmax whose denominator has one
+ * more logit that receives no value (gpt-oss's attention sinks); plain C. */
+void cinfer_kernel_softmax_sink(float *x, int n, float sink);
+/* gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+ * gate (n) = g * sigmoid(alpha * g) * (u + 1); plain C. */
+void cinfer_kernel_swiglu_oai(float *gate, const float *up, size_t n, float alpha, float limit);
 /* The first index of x's largest value (n >= 1): the greedy token. NaNs never win,
  * except a NaN at index 0, which is returned as is (as the plain loop
  * `if (x[i] > x[best]) best = i` does, which every level matches). */

@@ -5,8 +5,8 @@
 # greedy continuations of two prompts given as ids (expected.json), which
 # tests/test_architectures_llama_cpp.c requires cinfer to reproduce. A second
 # implementation of each family's blocks (Gemma's norms, soft-capping and sliding
-# layers, Phi-3's fused projections, Qwen3's q/k norms, YaRN, LongRoPE, the experts and
-# Qwen2-MoE's gated shared expert) reading the same
+# layers, Phi-3's fused projections, Qwen3's q/k norms, YaRN, LongRoPE, the experts,
+# Qwen2-MoE's gated shared expert, gpt-oss's sinks) reading the same
 # files: where llama.cpp and cinfer agree on the GGUF side, the conventions of both
 # loaders agree too.
 #
@@ -20,6 +20,8 @@ cd "$(dirname "$0")/.."
 out=tests/data/models/architectures
 families=(llama mistral qwen2 qwen3 gemma2 gemma3 phi3 qwen3_yarn phi3_longrope phi4_mini qwen3_moe mixtral)
 families+=(qwen2_moe)
+# gpt-oss: sinks, biases, a window of 8 on alternate layers, YaRN, 8 experts with the clamped SwiGLU
+families+=(gpt_oss)
 cache=${CINFER_LLAMA_CPP_CACHE:-$PWD/.cache/llama.cpp}
 bin=$cache/build/bin
 [ -x "$bin/llama-quantize" ] || scripts/build-llama-cpp.sh >&2

@@ -192,8 +192,12 @@ static void attention_by_hand(const float *q, const float *k, const float *v, in
                 p[j] = dot;
                 max = dot > max ? dot : max;
             }
+            if (o->sinks) /* gpt-oss: the head's sink logit joins the denominator only */
+                max = fmax(max, o->sinks[h]);
             for (int j = lo; j <= pos; j++)
                 sum += p[j] = exp(p[j] - max);
+            if (o->sinks)
+                sum += exp(o->sinks[h] - max);
             for (int d = 0; d < ATT_HD; d++) {
                 double acc = 0;
                 for (int j = lo; j <= pos; j++)
@@ -227,9 +231,12 @@ START_TEST(windowed_attention_matches_a_double_loop)
     for (int i = 0; i < N * Q_DIM; i++)
         q[i] = 2.0f * random_uniform(&rng);
     ops->kv_write(be, kv, 0, k, v, N, slots);
+    /* sinks: one below the scores, one above them (most of the weight goes to no value) */
+    static const float sinks[ATT_HEADS] = {-1.0f, 0.5f, 2.0f, 6.0f};
     const struct cinfer_backend_attn_options cases[] = {
         {0, 0.0f, 0.0f, NULL},  {10, 0.0f, 0.0f, NULL}, {10, 0.2f, 1.5f, NULL},
-        {32, 0.0f, 3.0f, NULL}, {1, 0.0f, 0.0f, NULL},
+        {32, 0.0f, 3.0f, NULL}, {1, 0.0f, 0.0f, NULL},  {0, 0.0f, 0.0f, sinks},
+        {8, 0.0f, 0.0f, sinks}, {1, 0.0f, 0.0f, sinks},
     };
     /* a prefill chunk of 40 tokens from position 50 (its window reaches back past several
      * pages), then a decode step at the last position */
@@ -244,10 +251,39 @@ START_TEST(windowed_attention_matches_a_double_loop)
             double worst = 0;
             for (int i = 0; i < n * Q_DIM; i++)
                 worst = fmax(worst, fabs(out[i] - want[i]));
-            ck_assert_msg(worst < 1e-5, "window %d scale %g softcap %g, chunk at %d of %d: max |diff| %g",
-                          cases[c].window, (double)cases[c].scale, (double)cases[c].softcap, start, n, worst);
+            ck_assert_msg(worst < 1e-5, "window %d scale %g softcap %g sinks %s, chunk at %d of %d: max |diff| %g",
+                          cases[c].window, (double)cases[c].scale, (double)cases[c].softcap,
+                          cases[c].sinks ? "yes" : "no", start, n, worst);
         }
     ops->kv_destroy(be, kv);
+    ops->destroy(be);
+}
+END_TEST
+
+/* swiglu_oai against its definition in double, on values on both sides of the clamps. */
+START_TEST(swiglu_oai_matches_its_definition)
+{
+    const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
+    void *be = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(ops->create(2, &be, &err), 0);
+    ck_assert_ptr_nonnull(ops->swiglu_oai);
+    enum { N = 20000 };
+    static float gate[N], up[N], want[N]; /* (N) */
+    const float alpha = 1.702f, limit = 7.0f;
+    uint64_t rng = 23;
+    int clamped = 0;
+    for (int i = 0; i < N; i++) {
+        gate[i] = 20.0f * random_uniform(&rng); /* in [-20, 20): a third above 7, a third below -7 */
+        up[i] = 20.0f * random_uniform(&rng);
+        double g = fmin(gate[i], limit), u = fmax(fmin(up[i], limit), -limit);
+        want[i] = (float)(g / (1.0 + exp(-alpha * g)) * (u + 1.0));
+        clamped += gate[i] > limit;
+    }
+    ops->swiglu_oai(be, gate, up, N, alpha, limit);
+    for (int i = 0; i < N; i++)
+        ck_assert_double_eq_tol(gate[i], want[i], 1e-5 * fmax(1.0, fabs(want[i])));
+    ck_assert_int_gt(clamped, N / 10);
     ops->destroy(be);
 }
 END_TEST
@@ -333,6 +369,7 @@ static Suite *suite_cpu_backend(void)
     tcase_add_test(tc, copies_share_slabs_and_are_all_freed);
     tcase_add_test(tc, windowed_attention_matches_a_double_loop);
     tcase_add_test(tc, moe_ops_match_plain_loops);
+    tcase_add_test(tc, swiglu_oai_matches_its_definition);
     suite_add_tcase(s, tc);
     return s;
 }

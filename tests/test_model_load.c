@@ -647,7 +647,7 @@ START_TEST(hf_errors_name_the_problem)
     hm.model_type = "gpt2";
     expect_hf_refused("gpt2", &hm, CINFER_ERR_UNSUPPORTED,
                       "config.json: model_type \"gpt2\" is not supported (expected llama, mistral, qwen2, qwen3, "
-                      "gemma2, gemma3_text, qwen3_moe, mixtral, phi3 or qwen2_moe)");
+                      "gemma2, gemma3_text, qwen3_moe, mixtral, phi3, qwen2_moe or gpt_oss)");
     hm = base;
     hm.extra_config = "\"rope_scaling\": {\"type\": \"ntk-by-parts\", \"factor\": 4.0}";
     expect_hf_refused("ntk", &hm, CINFER_ERR_UNSUPPORTED, "rope_scaling type \"ntk-by-parts\" is not supported");

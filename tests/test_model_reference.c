@@ -30,8 +30,9 @@
  * super-blocks) in each of q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl,
  * iq4_xs and mxfp4, and one mixing types per tensor as llama.cpp's Q4_K_M does, with a
  * q8_0 norm vector. Mixtures of experts (qwen3_moe, qwen3_moe_mixed, mixtral, qwen2_moe
- * with its gated shared expert: 8 experts, 2 per token) are held to the same bounds, except
- * that below f32 a row where the
+ * with its gated shared expert, gpt_oss with biases everywhere, attention sinks, a window
+ * of 8 on alternate layers and the clamped SwiGLU: 8 experts, 2 per token) are held to
+ * the same bounds, except that below f32 a row where the
  * reference's router had its k-th and (k+1)-th experts within the tolerance's reach may
  * run other experts (route_may_differ), and so may every later row of that sequence,
  * which attends to it: such rows are counted and printed, not failed. A model with shared
@@ -680,7 +681,7 @@ START_TEST(shared_experts_need_add_gated)
         struct cinfer_model_load_options load_opts = {.show_progress = 0};
         ck_assert_msg(cinfer_model_load(mc->path, &load_opts, &model, &err) == 0, "%s: %s", mc->name, err.message);
         int shared = model->config.n_experts > 0 && model->config.shared_expert_intermediate_size > 0;
-        if (model->config.n_experts == 0) {
+        if (model->config.n_experts == 0 || model->config.attn_sinks) { /* gpt-oss needs version 9 anyway */
             cinfer_model_free(&model);
             continue;
         }
@@ -712,6 +713,45 @@ START_TEST(shared_experts_need_add_gated)
 }
 END_TEST
 
+/* A gpt-oss model needs ops version 9's attention sinks and swiglu_oai: a backend
+ * without them is refused by name, not run without them. */
+static void expect_backend_refused(const struct cinfer_model *model, const struct cinfer_backend_ops *ops,
+                                   const char *what)
+{
+    struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 1u << 20, .kv_page_tokens = KV_PAGE_TOKENS,
+                                             .n_threads = 1, .backend = ops};
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_eq(cinfer_runtime_create(model, &rt_opts, &rt, &err), CINFER_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(rt);
+    ck_assert_msg(strstr(err.message, "backend cpu") && strstr(err.message, what), "expected \"%s\" in: %s", what,
+                  err.message);
+    printf("  refused: %s\n", err.message);
+}
+
+START_TEST(gpt_oss_needs_version_9_slots)
+{
+    struct cinfer_model *model = NULL;
+    struct cinfer_error err = {0};
+    struct cinfer_model_load_options load_opts = {.show_progress = 0};
+    ck_assert_msg(cinfer_model_load(CINFER_REFERENCE_DIR "/models/gpt_oss-st-f32", &load_opts, &model, &err) == 0,
+                  "%s", err.message);
+    struct cinfer_backend_ops ops = *cinfer_cpu_backend_ops();
+    ops.version = 8;
+    expect_backend_refused(model, &ops, "has ops version 8; this gpt_oss model needs version 9's attention sinks");
+    ops = *cinfer_cpu_backend_ops();
+    ops.swiglu_oai = NULL;
+    expect_backend_refused(model, &ops, "has no swiglu_oai (NULL slot)");
+    cinfer_model_free(&model);
+    /* the published checkpoints' MXFP4 expert blocks: refused, naming the tensor */
+    ck_assert_int_eq(cinfer_model_load(CINFER_REFERENCE_DIR "/models/gpt_oss-st-mxfp4-blocks", &load_opts, &model, &err),
+                     CINFER_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "tensor model.layers.0.mlp.experts.gate_up_proj_blocks is stored as MXFP4 blocks"),
+                  "%s", err.message);
+    printf("  refused: %s\n", err.message);
+}
+END_TEST
+
 static Suite *suite_model_reference(void)
 {
     Suite *s = suite_create("model_reference");
@@ -721,6 +761,7 @@ static Suite *suite_model_reference(void)
     tcase_add_test(tc, long_prompt_matches_reference);
     tcase_add_test(tc, batched_chunked_shared_matches_reference);
     tcase_add_test(tc, shared_experts_need_add_gated);
+    tcase_add_test(tc, gpt_oss_needs_version_9_slots);
     suite_add_tcase(s, tc);
     return s;
 }

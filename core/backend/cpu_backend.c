@@ -207,7 +207,8 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
 /* Element-wise work split in contiguous row ranges across the pool. Each op is cheap
  * next to the matmuls, but a prefill batch has enough rows that one thread would show. */
 enum rows_op { ROWS_EMBEDDING, ROWS_RMSNORM, ROWS_ROPE, ROWS_SILU_MUL, ROWS_ADD, ROWS_GELU_TANH_MUL, ROWS_SCALE,
-               ROWS_SOFTCAP, ROWS_MOE_ROUTE, ROWS_GATHER, ROWS_SCATTER_ADD, ROWS_ZERO, ROWS_ADD_GATED };
+               ROWS_SOFTCAP, ROWS_MOE_ROUTE, ROWS_GATHER, ROWS_SCATTER_ADD, ROWS_ZERO, ROWS_ADD_GATED,
+               ROWS_SWIGLU_OAI };
 
 struct rows_job {
     enum rows_op op;
@@ -216,7 +217,8 @@ struct rows_job {
     float *y;
     const float *x;
     const float *w;
-    float eps;          /* rmsnorm's epsilon; scale's factor; softcap's cap */
+    float eps;          /* rmsnorm's epsilon; scale's factor; softcap's cap; swiglu_oai's alpha */
+    float limit;        /* swiglu_oai's clamp */
     const struct cinfer_backend_weight *table;
     const int32_t *ids; /* tokens */
     int n_heads, head_dim;
@@ -307,6 +309,10 @@ static void rows_part(void *arg, int part, int thread)
             float g = job->y[i];
             job->y[i] = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * job->x[i];
         }
+        break;
+    case ROWS_SWIGLU_OAI:
+        cinfer_kernel_swiglu_oai(job->y + r0 * len, job->x + r0 * len, (size_t)(r1 - r0) * len, job->eps,
+                                 job->limit);
         break;
     case ROWS_SCALE:
         for (size_t i = (size_t)r0 * len; i < (size_t)r1 * len; i++)
@@ -599,6 +605,14 @@ static void cpu_gelu_tanh_mul(void *state, float *gate, const float *up, size_t 
     run_rows(state, &job);
 }
 
+/* alpha rides in the job's eps field */
+static void cpu_swiglu_oai(void *state, float *gate, const float *up, size_t n, float alpha, float limit)
+{
+    struct rows_job job = {.op = ROWS_SWIGLU_OAI, .n_rows = (int)n, .row_len = 1, .y = gate, .x = up, .eps = alpha,
+                           .limit = limit};
+    run_rows(state, &job);
+}
+
 /* factor rides in the job's eps field */
 static void cpu_scale(void *state, float *x, size_t n, float factor)
 {
@@ -664,7 +678,7 @@ struct attention_job {
     float *out;
     const struct cinfer_backend_attn_seq *seqs;
     int n_seqs, n_heads, n_kv_heads, head_dim;
-    struct cinfer_backend_attn_options opts; /* window, scale and softcap, resolved */
+    struct cinfer_backend_attn_options opts; /* window, scale, softcap and sinks, resolved */
     const int *first_item; /* (n_seqs + 1) */
     float *vt;             /* V transposed: sequence s's KV head h at vt_at[s] + h * head_dim * context */
     const size_t *vt_at;
@@ -754,7 +768,10 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
         if (softcap > 0.0f)
             for (int p = lo; p < valid; p++)
                 row[p] = softcap * tanhf(row[p] / softcap);
-        cinfer_kernel_softmax(row + lo, valid - lo);
+        if (job->opts.sinks) /* gpt-oss: query head h's sink joins the denominator */
+            cinfer_kernel_softmax_sink(row + lo, valid - lo, job->opts.sinks[kv_head * group + (r0 + r) % group]);
+        else
+            cinfer_kernel_softmax(row + lo, valid - lo);
         memset(row, 0, (size_t)lo * sizeof(float));
         memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
     }
@@ -960,6 +977,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .status = cpu_status,
     .upload = cpu_copy,
     .add_gated = cpu_add_gated,
+    .swiglu_oai = cpu_swiglu_oai,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -6,7 +6,8 @@
 #include <string.h>
 
 /* Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config,
- * Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config, Qwen3MoeConfig and MixtralConfig. llama.cpp runs Phi-3
+ * Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config, Qwen3MoeConfig, MixtralConfig
+ * and GptOssConfig. llama.cpp runs Phi-3
  * GGUF files without their sliding window (it disabled Phi SWA), so only HF folders
  * apply Phi-3's sliding_window. */
 static const struct cinfer_arch_traits families[] = {
@@ -43,6 +44,11 @@ static const struct cinfer_arch_traits families[] = {
     {.name = "qwen2_moe", .hf_model_type = "qwen2_moe", .hf_class = "Qwen2MoeForCausalLM", .gguf_arch = "qwen2moe",
      .attention_bias = 1, .sliding = CINFER_SLIDING_FROM_LAYER, .default_sliding_window = 4096,
      .moe = CINFER_MOE_QWEN_SHARED, .default_rope_theta = 10000.0f},
+    /* gpt-oss: GptOssConfig's defaults; its YaRN rope_scaling default is set in hf_config.c */
+    {.name = "gpt_oss", .hf_model_type = "gpt_oss", .hf_class = "GptOssForCausalLM", .gguf_arch = "gpt-oss",
+     .attention_bias = 1, .attn_output_bias = 1, .attn_sinks = 1, .activation = CINFER_ACTIVATION_SWIGLU_OAI,
+     .sliding = CINFER_SLIDING_ALTERNATE, .default_sliding_window = 128, .moe = CINFER_MOE_GPT_OSS,
+     .default_rope_theta = 150000.0f, .gguf_ffn_norm = "post_attention_norm.weight"},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

@@ -25,6 +25,10 @@ enum cinfer_moe_style {
     CINFER_MOE_QWEN_SHARED, /* Qwen2-MoE: as CINFER_MOE_QWEN (with Qwen2MoeConfig's defaults) plus
                              * shared_expert_intermediate_size; mlp.shared_expert.{gate,up,down}_proj
                              * and mlp.shared_expert_gate; GGUF never renormalises */
+    CINFER_MOE_GPT_OSS, /* num_local_experts, intermediate_size per expert, top-k then softmax;
+                         * mlp.router (with bias) and every expert in one mlp.experts.gate_up_proj
+                         * (E, hidden, 2 inter: gate and up interleaved) and down_proj (E, inter, hidden),
+                         * each with its bias */
 };
 
 struct cinfer_arch_traits {
@@ -45,6 +49,10 @@ struct cinfer_arch_traits {
     int embedding_scale_sqrt_hidden; /* embeddings multiplied by sqrt(hidden_size) */
     enum cinfer_sliding_rule sliding;
     enum cinfer_moe_style moe;  /* in Hugging Face folders (GGUF: <arch>.expert_count) */
+    int attn_output_bias;       /* wo has a bias (gpt-oss) */
+    int attn_sinks;             /* a learned logit per query head in every softmax (gpt-oss) */
+    const char *gguf_ffn_norm;  /* the MLP's norm under another GGUF name (gpt-oss: post_attention_norm);
+                                 * NULL: ffn_norm */
     /* transformers' defaults for config.json keys a file leaves out (0: none) */
     int default_sliding_window;
     float default_query_pre_attn_scalar; /* the attention scale is its inverse square root */

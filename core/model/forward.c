@@ -118,6 +118,19 @@ static int sum_over_ranks(struct cinfer_runtime *rt, float *x, size_t n, struct 
     return rt->comm->ops->all_reduce_sum_f32(rt->comm->state, x, n, err);
 }
 
+void cinfer_activate(struct cinfer_runtime *rt, float *gate, const float *up, size_t n)
+{
+    const struct cinfer_model_config *c = &rt->model->config;
+    switch (c->activation) {
+    case CINFER_ACTIVATION_GELU_TANH: rt->ops->gelu_tanh_mul(rt->backend, gate, up, n); return;
+    case CINFER_ACTIVATION_SWIGLU_OAI: /* the slot was checked at runtime creation */
+        rt->ops->swiglu_oai(rt->backend, gate, up, n, c->swiglu_alpha, c->swiglu_limit);
+        return;
+    case CINFER_ACTIVATION_SILU: break;
+    }
+    rt->ops->silu_mul(rt->backend, gate, up, n);
+}
+
 /* One transformer block on the T rows of rt->x. */
 static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, struct cinfer_error *err)
 {
@@ -154,12 +167,13 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     /* every new token's K/V goes in its page first: tokens of a chunk attend to each other */
     ops->kv_write(be, kv, kv_layer, rt->k, rt->v, T, windowed ? rt->window.slots : rt->slots);
     struct cinfer_backend_attn_options attn_opts = {slides ? c->sliding_window : 0, c->attention_scale,
-                                                    c->attn_logit_softcap, NULL};
+                                                    c->attn_logit_softcap, w->sinks}; /* sinks: gpt-oss */
     const struct cinfer_backend_attn_seq *seqs = windowed ? rt->window.seqs : rt->attn_seqs;
     if ((rc = ops->attention_windowed(be, kv, kv_layer, rt->q, rt->attn, seqs, n_seqs, heads, kv_heads, rt->head_dim,
                                       &attn_opts, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    struct cinfer_backend_matmul_out o = {&w->wo, NULL, rt->proj, 0}; /* (T, hidden), this rank's heads' part */
+    /* (T, hidden), this rank's heads' part; wo's bias (gpt-oss) only where MoE refuses tensor parallelism */
+    struct cinfer_backend_matmul_out o = {&w->wo, w->bo, rt->proj, 0};
     if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0 ||
         (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
         return rc;
@@ -181,10 +195,7 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     };
     if ((rc = ops->matmul(be, rt->xn, T, gate_up, 2, err)) < 0)
         return rc;
-    if (c->activation == CINFER_ACTIVATION_GELU_TANH)
-        ops->gelu_tanh_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
-    else
-        ops->silu_mul(be, rt->gate, rt->up, (size_t)T * rt->intermediate);
+    cinfer_activate(rt, rt->gate, rt->up, (size_t)T * rt->intermediate);
     struct cinfer_backend_matmul_out down = {&w->w_down, NULL, rt->proj, 0}; /* (T, hidden), this rank's part */
     if ((rc = ops->matmul(be, rt->gate, T, &down, 1, err)) < 0 ||
         (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)

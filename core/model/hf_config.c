@@ -150,7 +150,7 @@ static int read_rope_factors(json_t *rs, const char *key, const struct cinfer_mo
  * YaRN paper does. The factor is used as given (vLLM and llama.cpp do likewise). */
 static int read_yarn(json_t *rs, struct cinfer_model_config *c, const char *source, struct cinfer_error *err)
 {
-    int rc;
+    int rc, truncate = 1;
     static const char *const deepseek_keys[] = {"mscale", "mscale_all_dim"};
     for (size_t i = 0; i < 2; i++)
         if (get(rs, deepseek_keys[i]))
@@ -163,8 +163,10 @@ static int read_yarn(json_t *rs, struct cinfer_model_config *c, const char *sour
                       &c->rope_scaling.original_max_position_embeddings, source, err)) ||
         (rc = get_float(rs, "beta_fast", 32.0, &c->rope_scaling.beta_fast, source, err)) ||
         (rc = get_float(rs, "beta_slow", 1.0, &c->rope_scaling.beta_slow, source, err)) ||
-        (rc = get_float(rs, "attention_factor", 0.0, &c->rope_scaling.attention_factor, source, err)))
+        (rc = get_float(rs, "attention_factor", 0.0, &c->rope_scaling.attention_factor, source, err)) ||
+        (rc = get_bool(rs, "truncate", 1, &truncate, NULL, source, err)))
         return rc;
+    c->rope_scaling.yarn_no_truncate = !truncate; /* gpt-oss: false */
     if (c->rope_scaling.attention_factor == 0.0f && c->rope_scaling.factor > 1.0f)
         c->rope_scaling.attention_factor = (float)(0.1 * log(c->rope_scaling.factor) + 1.0);
     return CINFER_OK;
@@ -307,7 +309,7 @@ static int read_activation(json_t *root, struct cinfer_model_config *c, const st
     const char *key = get(root, "hidden_activation") ? "hidden_activation" : "hidden_act";
     json_t *act = get(root, key);
     c->activation = traits->activation;
-    if (!act)
+    if (!act || traits->activation == CINFER_ACTIVATION_SWIGLU_OAI) /* gpt-oss's experts ignore hidden_act */
         return CINFER_OK;
     if (!json_is_string(act))
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: key \"%s\" is %s, expected a string", source, key,
@@ -393,6 +395,14 @@ static int read_moe(json_t *root, struct cinfer_model_config *c, const struct ci
             return rc;
         c->moe_intermediate_size = c->intermediate_size;
         c->moe_norm_topk = 1;
+    } else if (traits->moe == CINFER_MOE_GPT_OSS) {
+        /* softmax over the top-k logits = the full softmax's top k renormalised */
+        if ((rc = get_int(root, "num_local_experts", 128, &c->n_experts, source, err)) ||
+            (rc = get_int(root, "num_experts_per_tok", 4, &c->n_experts_used, source, err)))
+            return rc;
+        c->moe_intermediate_size = c->intermediate_size;
+        c->moe_norm_topk = 1;
+        c->moe_biases = 1;
     } else {
         /* Qwen3MoeConfig's defaults, or Qwen2MoeConfig's (60 experts, 4 used, 1408 wide) */
         int shared = traits->moe == CINFER_MOE_QWEN_SHARED;
@@ -437,6 +447,40 @@ static int read_moe(json_t *root, struct cinfer_model_config *c, const struct ci
             c->moe_layers[l / 64] &= ~((uint64_t)1 << (l % 64));
         }
     }
+    return CINFER_OK;
+}
+
+/* gpt-oss (transformers' GptOssConfig and GptOssExperts): its own defaults for
+ * rms_norm_eps, max_position_embeddings and head_dim, a YaRN rope_scaling when the key
+ * is absent (factor 32 over 4096 tokens, truncate false), the clamped SwiGLU
+ * (swiglu_limit, alpha 1.702), biases on every projection and attention sinks. */
+static int read_gpt_oss(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                        const char *source, struct cinfer_error *err)
+{
+    int rc;
+    if (traits->moe != CINFER_MOE_GPT_OSS)
+        return CINFER_OK;
+    if ((rc = get_float(root, "rms_norm_eps", 1e-5, &c->rms_norm_eps, source, err)) ||
+        (rc = get_int(root, "max_position_embeddings", 131072, &c->max_position_embeddings, source, err)) ||
+        (rc = get_int(root, "head_dim", 64, &c->head_dim, source, err)) ||
+        (rc = get_float(root, "swiglu_limit", 7.0, &c->swiglu_limit, source, err)))
+        return rc;
+    c->rotary_dim = c->head_dim;
+    if (!json_object_get(root, "rope_scaling")) {
+        c->rope_scaling.type = CINFER_ROPE_SCALING_YARN;
+        c->rope_scaling.factor = 32.0f;
+        c->rope_scaling.beta_fast = 32.0f;
+        c->rope_scaling.beta_slow = 1.0f;
+        c->rope_scaling.yarn_no_truncate = 1;
+        c->rope_scaling.original_max_position_embeddings = 4096;
+        c->rope_scaling.attention_factor = (float)(0.1 * log(32.0) + 1.0);
+    }
+    if (!(c->swiglu_limit > 0.0f))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: swiglu_limit is %g, expected a positive number", source,
+                                (double)c->swiglu_limit);
+    c->swiglu_alpha = 1.702f;
+    c->attn_output_bias = traits->attn_output_bias;
+    c->attn_sinks = traits->attn_sinks;
     return CINFER_OK;
 }
 
@@ -533,7 +577,8 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
                        source, err)) ||
         (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
         (rc = read_activation(root, c, traits, source, err)) || (rc = read_scales(root, c, traits, source, err)) ||
-        (rc = read_sliding_window(root, c, traits, source, err)) || (rc = read_moe(root, c, traits, source, err)))
+        (rc = read_sliding_window(root, c, traits, source, err)) || (rc = read_moe(root, c, traits, source, err)) ||
+        (rc = read_gpt_oss(root, c, traits, source, err)))
         return rc;
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
     c->attention_bias = traits->attention_bias;

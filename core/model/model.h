@@ -52,6 +52,7 @@ struct cinfer_weight {
 enum cinfer_activation {
     CINFER_ACTIVATION_SILU = 0,      /* Llama, Mistral, Qwen */
     CINFER_ACTIVATION_GELU_TANH = 1, /* Gemma: gelu_pytorch_tanh */
+    CINFER_ACTIVATION_SWIGLU_OAI = 2, /* gpt-oss: clamped gate and up, gate * sigmoid(alpha gate) * (up + 1) */
 };
 
 enum cinfer_rope_scaling_type {
@@ -92,6 +93,8 @@ struct cinfer_model_config {
         int original_max_position_embeddings;
         float beta_fast, beta_slow; /* YaRN's ramp, in rotations over the original context */
         float attention_factor;     /* cos and sin multiplied by it (YaRN, LongRoPE); 0: 1 */
+        int yarn_no_truncate;       /* YaRN's ramp bounds used unrounded (transformers' truncate false:
+                                     * gpt-oss); 0: floor and ceil, as the YaRN paper and llama.cpp */
         int n_factors;              /* LongRoPE: head_dim / 2 divisors of each kind */
         float short_factor[CINFER_MAX_ROPE_FACTORS];
         float long_factor[CINFER_MAX_ROPE_FACTORS];
@@ -125,6 +128,12 @@ struct cinfer_model_config {
     /* Qwen2-MoE: every sparse layer also runs one shared expert of this width on every
      * token, scaled by sigmoid of its own gate (a (1, hidden) linear map); 0: none. */
     int shared_expert_intermediate_size;
+    /* gpt-oss's additions (each zero elsewhere) */
+    int attn_output_bias;    /* the output projection wo has a bias */
+    int attn_sinks;          /* a learned logit per query head joins every attention softmax */
+    int moe_biases;          /* the router and every expert's three projections have biases */
+    float swiglu_alpha;      /* CINFER_ACTIVATION_SWIGLU_OAI's sigmoid slope (1.702) */
+    float swiglu_limit;      /* ... and its clamp (swiglu_limit, 7.0) */
     int bos_token_id;        /* -1 when unknown */
     int eos_token_ids[8];    /* from config/generation_config; n_eos of them */
     int n_eos;
@@ -135,6 +144,10 @@ struct cinfer_expert_weights {
     struct cinfer_weight gate; /* (moe_intermediate, hidden) */
     struct cinfer_weight up;   /* (moe_intermediate, hidden) */
     struct cinfer_weight down; /* (hidden, moe_intermediate) */
+    /* (1, ...) when moe_biases (gpt-oss), else data NULL */
+    struct cinfer_weight gate_bias; /* (1, moe_intermediate) */
+    struct cinfer_weight up_bias;   /* (1, moe_intermediate) */
+    struct cinfer_weight down_bias; /* (1, hidden) */
 };
 
 struct cinfer_layer_weights {
@@ -158,6 +171,10 @@ struct cinfer_layer_weights {
     /* a sparse layer's shared expert when shared_expert_intermediate_size > 0, else data NULL */
     struct cinfer_expert_weights shared_expert; /* (shared_intermediate, hidden) x2, (hidden, shared_intermediate) */
     struct cinfer_weight shared_expert_gate;    /* (1, hidden) */
+    /* gpt-oss (data NULL elsewhere) */
+    struct cinfer_weight bo;          /* (1, hidden) when attn_output_bias */
+    struct cinfer_weight sinks;       /* (1, heads) when attn_sinks */
+    struct cinfer_weight router_bias; /* (1, n_experts) when moe_biases */
 };
 
 struct cinfer_model {

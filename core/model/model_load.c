@@ -42,6 +42,10 @@ const struct cinfer_layer_weight_spec cinfer_layer_weight_specs[] = {
     {"mlp.down_proj.weight", NULL, "ffn_down.weight", LAYER_FIELD(w_down), DIM_HIDDEN, DIM_FFN, PRESENT_ALWAYS},
     {NULL, "post_feedforward_layernorm.weight", "post_ffw_norm.weight", LAYER_FIELD(post_ffn_norm), DIM_ONE,
      DIM_HIDDEN, PRESENT_IF_SANDWICH},
+    /* gpt-oss; its sinks are a bare parameter in HF, a .weight in llama.cpp's files */
+    {"self_attn.o_proj.bias", NULL, "attn_output.bias", LAYER_FIELD(bo), DIM_ONE, DIM_HIDDEN,
+     PRESENT_IF_OUTPUT_BIAS},
+    {"self_attn.sinks", NULL, "attn_sinks.weight", LAYER_FIELD(sinks), DIM_ONE, DIM_HEADS, PRESENT_IF_SINKS},
 };
 const size_t cinfer_layer_weight_spec_count = sizeof cinfer_layer_weight_specs / sizeof cinfer_layer_weight_specs[0];
 
@@ -94,6 +98,8 @@ int cinfer_layer_weight_present(const struct cinfer_layer_weight_spec *spec, con
     case PRESENT_IF_SANDWICH: return c->sandwich_norms;
     case PRESENT_UNLESS_FUSED_QKV: return !c->fused_qkv;
     case PRESENT_UNLESS_FUSED_GATE_UP: return !c->fused_gate_up;
+    case PRESENT_IF_OUTPUT_BIAS: return c->attn_output_bias;
+    case PRESENT_IF_SINKS: return c->attn_sinks;
     }
     return 0;
 }
@@ -153,6 +159,7 @@ int64_t cinfer_layer_dim_size(const struct cinfer_model_config *c, enum cinfer_l
     case DIM_EXPERTS: return c->n_experts;
     case DIM_MOE_FFN: return c->moe_intermediate_size;
     case DIM_SHARED_FFN: return c->shared_expert_intermediate_size;
+    case DIM_HEADS: return c->num_heads;
     case DIM_COUNT: break;
     }
     return 0;
@@ -252,10 +259,14 @@ static void for_each_weight(const struct cinfer_model *m, void (*fn)(struct touc
         for (size_t k = 0; k < cinfer_layer_weight_spec_count; k++)
             fn(t, (const struct cinfer_weight *)((const char *)&m->layers[l] + cinfer_layer_weight_specs[k].offset));
         fn(t, &m->layers[l].router);
+        fn(t, &m->layers[l].router_bias);
         for (int e = 0; m->layers[l].experts && e < m->config.n_experts; e++) {
             fn(t, &m->layers[l].experts[e].gate);
             fn(t, &m->layers[l].experts[e].up);
             fn(t, &m->layers[l].experts[e].down);
+            fn(t, &m->layers[l].experts[e].gate_bias);
+            fn(t, &m->layers[l].experts[e].up_bias);
+            fn(t, &m->layers[l].experts[e].down_bias);
         }
         fn(t, &m->layers[l].shared_expert.gate);
         fn(t, &m->layers[l].shared_expert.up);
@@ -340,7 +351,9 @@ int cinfer_model_load(const char *path, const struct cinfer_model_load_options *
         return rc;
     }
     m->weight_bytes = (size_t)storage->stored_bytes;
-    m->matrices_mapped = 1; /* both loaders bind matrices as views; only vectors are widened into copies */
+    /* both loaders bind matrices as views (only vectors are widened into copies), except
+     * where a layout had to be rearranged: dropping an owned copy's pages would zero them */
+    m->matrices_mapped = !storage->owned_matrices;
     if ((rc = cinfer_model_arrange_partial_rotary(m, err))) {
         cinfer_model_free(&m);
         return rc;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "format/ggml_types.h"
+#include "kernels.h"
 #include "model/arch_traits.h"
 #include "model/model_load_internal.h"
 #include "model/rope_scaling.h"
@@ -304,7 +305,9 @@ static int read_rope_scaling(const struct gguf_source *src, struct cinfer_model_
     return fit_llama3_scaling(src, c, divisors, (int)t->ne[0], err);
 }
 
-/* Gemma 2/3 as llama.cpp runs them: (1 + w) already folded into the norm weights by
+/* gpt-oss's sliding layers (every other one from layer 0, attention.sliding_window) are
+ * read here too, with its activation; nothing else of Gemma applies to it.
+ * Gemma 2/3 as llama.cpp runs them: (1 + w) already folded into the norm weights by
  * its converter; embeddings scaled by sqrt(hidden); gelu-tanh MLP; soft-capping from
  * <arch>.attn_logit_softcapping / final_logit_softcapping; attention scaled by
  * 1/sqrt(head_dim) except for the 27B models (46 layers of Gemma 2, 62 of Gemma 3),
@@ -323,7 +326,7 @@ static int read_gemma_blocks(const struct gguf_source *src, struct cinfer_model_
     c->sliding_window = 0;
     if (traits->sliding != CINFER_SLIDING_ALTERNATE && traits->sliding != CINFER_SLIDING_PATTERN)
         return CINFER_OK; /* llama.cpp runs llama, qwen2 and qwen3 files without a window */
-    int large = c->num_layers == (traits->sliding == CINFER_SLIDING_ALTERNATE ? 46 : 62);
+    int large = traits->sandwich_norms && c->num_layers == (traits->sliding == CINFER_SLIDING_ALTERNATE ? 46 : 62);
     c->attention_scale = 1.0f / sqrtf(large ? (float)c->hidden_size / (float)c->num_heads : (float)c->head_dim);
     int pattern, rc;
     if ((rc = key_f32(src, "attn_logit_softcapping", 0, 0.0f, &c->attn_logit_softcap, err)) ||
@@ -448,6 +451,15 @@ static int read_config(struct gguf_source *src, struct cinfer_model_config *c, s
         return rc;
     if ((rc = cinfer_model_config_check(c, src->path, err)) || (rc = read_rope_scaling(src, c, err)))
         return rc;
+    /* gpt-oss: biases on wo, the router and the experts, sinks, and the clamped SwiGLU with
+     * the constants llama.cpp (and transformers' GptOssExperts) hold fixed */
+    c->attn_output_bias = traits->attn_output_bias;
+    c->attn_sinks = traits->attn_sinks;
+    if (traits->moe == CINFER_MOE_GPT_OSS) {
+        c->moe_biases = c->n_experts > 0;
+        c->swiglu_alpha = 1.702f;
+        c->swiglu_limit = 7.0f;
+    }
     return cinfer_model_config_check(c, src->path, err); /* again, for the scaling found */
 }
 
@@ -591,6 +603,33 @@ static int bind_shared_expert(const struct gguf_source *src, struct cinfer_model
     return bind(src, name, one_dim, DIM_ONE, DIM_HIDDEN, 1, hidden, &layer->shared_expert_gate, err);
 }
 
+/* One bias (gate, up or down) of every expert of layer l (gpt-oss): blk.l.<merged>, ggml
+ * ne = [n, n_experts], viewed as n_experts vectors of n values, each widened to f32. */
+static int bind_expert_bias(const struct gguf_source *src, struct cinfer_model *m, int l, const char *merged,
+                            enum cinfer_layer_dim dim, size_t part_offset, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    int64_t n = cinfer_layer_dim_size(c, dim);
+    char name[128];
+    snprintf(name, sizeof name, "blk.%d.%s", l, merged);
+    struct cinfer_weight all;
+    int rc = bind(src, name, 0, DIM_EXPERTS, dim, c->n_experts, n, &all, err);
+    if (rc)
+        return rc;
+    for (int e = 0; e < c->n_experts; e++) {
+        struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l].experts[e] + part_offset);
+        float *v = malloc((size_t)n * sizeof *v); /* (n) */
+        if (!v)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory widening tensor %s", src->path, name);
+        cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)all.dtype,
+                                     (const uint8_t *)all.data + (size_t)e * all.row_bytes, n, v);
+        if ((rc = cinfer_storage_own(src->storage, v, err)))
+            return rc;
+        *w = (struct cinfer_weight){CINFER_DTYPE_F32, 1, n, v, (size_t)n * sizeof(float)};
+    }
+    return CINFER_OK;
+}
+
 static int bind_experts(const struct gguf_source *src, struct cinfer_model *m, int l, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
@@ -602,12 +641,23 @@ static int bind_experts(const struct gguf_source *src, struct cinfer_model *m, i
         (rc = bind_expert_part(src, m, l, "ffn_gate_exps.weight", "ffn_gate", DIM_MOE_FFN, DIM_HIDDEN,
                                offsetof(struct cinfer_expert_weights, gate), err)) ||
         (rc = bind_expert_part(src, m, l, "ffn_up_exps.weight", "ffn_up", DIM_MOE_FFN, DIM_HIDDEN,
-                               offsetof(struct cinfer_expert_weights, up), err)))
-        return rc;
-    if ((rc = bind_expert_part(src, m, l, "ffn_down_exps.weight", "ffn_down", DIM_HIDDEN, DIM_MOE_FFN,
+                               offsetof(struct cinfer_expert_weights, up), err)) ||
+        (rc = bind_expert_part(src, m, l, "ffn_down_exps.weight", "ffn_down", DIM_HIDDEN, DIM_MOE_FFN,
                                offsetof(struct cinfer_expert_weights, down), err)))
         return rc;
-    return c->shared_expert_intermediate_size > 0 ? bind_shared_expert(src, m, l, err) : CINFER_OK;
+    if (c->shared_expert_intermediate_size > 0 && (rc = bind_shared_expert(src, m, l, err)))
+        return rc;
+    if (!c->moe_biases)
+        return CINFER_OK;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
+    if ((rc = bind(src, name, 1, DIM_ONE, DIM_EXPERTS, 1, c->n_experts, &layer->router_bias, err)) ||
+        (rc = bind_expert_bias(src, m, l, "ffn_gate_exps.bias", DIM_MOE_FFN,
+                               offsetof(struct cinfer_expert_weights, gate_bias), err)) ||
+        (rc = bind_expert_bias(src, m, l, "ffn_up_exps.bias", DIM_MOE_FFN,
+                               offsetof(struct cinfer_expert_weights, up_bias), err)))
+        return rc;
+    return bind_expert_bias(src, m, l, "ffn_down_exps.bias", DIM_HIDDEN,
+                            offsetof(struct cinfer_expert_weights, down_bias), err);
 }
 
 static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struct cinfer_error *err)
@@ -621,7 +671,9 @@ static int bind_all(const struct gguf_source *src, struct cinfer_model *m, struc
             if (!cinfer_layer_weight_in_layer(spec, c, l))
                 continue;
             char name[128];
-            snprintf(name, sizeof name, "blk.%d.%s", l, spec->gguf_name);
+            int own_ffn_norm = spec->offset == offsetof(struct cinfer_layer_weights, ffn_norm) &&
+                               src->traits->gguf_ffn_norm; /* gpt-oss: post_attention_norm */
+            snprintf(name, sizeof name, "blk.%d.%s", l, own_ffn_norm ? src->traits->gguf_ffn_norm : spec->gguf_name);
             struct cinfer_weight *w = (struct cinfer_weight *)((char *)&m->layers[l] + spec->offset);
             rc = bind(src, name, spec->rows == DIM_ONE, spec->rows, spec->cols, cinfer_layer_dim_size(c, spec->rows),
                       cinfer_layer_dim_size(c, spec->cols), w, err);
@@ -675,6 +727,7 @@ int cinfer_model_load_gguf(const char *path, struct cinfer_model *m, struct cinf
              a);
     snprintf(src.dim_names[DIM_FFN2], sizeof src.dim_names[0], "2*%s.feed_forward_length", a);
     snprintf(src.dim_names[DIM_EXPERTS], sizeof src.dim_names[0], "%s.expert_count", a);
+    snprintf(src.dim_names[DIM_HEADS], sizeof src.dim_names[0], "%s.attention.head_count", a);
     char key[128];
     uint32_t width;
     struct cinfer_error ignored;

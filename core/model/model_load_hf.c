@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels.h"
 #include "model/arch_traits.h"
 #include "model/hf_config.h"
 #include "model/model_load_internal.h"
@@ -149,7 +150,7 @@ static const char *const dim_names[DIM_COUNT] = {
     [DIM_ONE] = "1", [DIM_HIDDEN] = "hidden_size", [DIM_Q] = "num_attention_heads*head_dim",
     [DIM_KV] = "num_key_value_heads*head_dim", [DIM_FFN] = "intermediate_size", [DIM_HEAD] = "head_dim",
     [DIM_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim", [DIM_FFN2] = "2*intermediate_size",
-    [DIM_EXPERTS] = "num_experts", [DIM_MOE_FFN] = "moe_intermediate_size",
+    [DIM_EXPERTS] = "num_experts", [DIM_MOE_FFN] = "moe_intermediate_size", [DIM_HEADS] = "num_attention_heads",
     [DIM_SHARED_FFN] = "shared_expert_intermediate_size",
 };
 
@@ -227,6 +228,137 @@ static int bind_experts(const struct hf_weights *hw, struct cinfer_model *m, int
     return bind_shared_expert(hw, m, l, err);
 }
 
+/* A gpt-oss expert tensor as transformers stores it, (E, in, out) for x @ W, turned into
+ * E row-major (out', in) matrices: out' = out / stride outputs starting at output
+ * `first` (gate_up_proj interleaves gate and up: stride 2, first 0 or 1; down_proj:
+ * stride 1). Owned copies of the stored element type (a transposition moves bytes only). */
+static int transpose_experts(const struct hf_weights *hw, const struct cinfer_stored_tensor *t, int n_experts,
+                             int64_t in, int64_t out, int stride, int first, struct cinfer_weight *dst0,
+                             size_t dst_step, struct cinfer_error *err)
+{
+    size_t elem = t->dtype == CINFER_DTYPE_F32 ? 4 : 2;
+    int64_t rows = out / stride;
+    hw->storage->owned_matrices = 1;
+    for (int e = 0; e < n_experts; e++) {
+        uint8_t *m = malloc((size_t)rows * (size_t)in * elem); /* (rows, in) */
+        if (!m)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory transposing %s", t->file, t->name);
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)e * (size_t)in * (size_t)out * elem; /* (in, out) */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < in; i++)
+                memcpy(m + ((size_t)r * (size_t)in + (size_t)i) * elem,
+                       src + ((size_t)i * (size_t)out + (size_t)(r * stride + first)) * elem, elem);
+        int rc = cinfer_storage_own(hw->storage, m, err);
+        if (rc)
+            return rc;
+        struct cinfer_weight *w = (struct cinfer_weight *)((char *)dst0 + (size_t)e * dst_step);
+        *w = (struct cinfer_weight){t->dtype, rows, in, m, (size_t)in * elem};
+    }
+    return CINFER_OK;
+}
+
+/* A gpt-oss expert bias (E, out): every expert's outputs first, first + stride, ...
+ * widened to f32 vectors. */
+static int split_expert_bias(const struct hf_weights *hw, const struct cinfer_stored_tensor *t, int n_experts,
+                             int64_t out, int stride, int first, struct cinfer_weight *dst0, size_t dst_step,
+                             struct cinfer_error *err)
+{
+    int64_t n = out / stride;
+    float value[1]; /* one at a time: the stored type is f32, f16 or bf16 */
+    size_t elem = t->dtype == CINFER_DTYPE_F32 ? 4 : 2;
+    for (int e = 0; e < n_experts; e++) {
+        float *v = malloc((size_t)n * sizeof *v); /* (n) */
+        if (!v)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory widening %s", t->file, t->name);
+        for (int64_t j = 0; j < n; j++) {
+            size_t at = (size_t)e * (size_t)out + (size_t)(j * stride + first);
+            const uint8_t *p = (const uint8_t *)t->data + at * elem;
+            cinfer_kernel_dequantize_row((enum cinfer_kernel_wtype)t->dtype, p, 1, value);
+            v[j] = value[0];
+        }
+        int rc = cinfer_storage_own(hw->storage, v, err);
+        if (rc)
+            return rc;
+        struct cinfer_weight *w = (struct cinfer_weight *)((char *)dst0 + (size_t)e * dst_step);
+        *w = (struct cinfer_weight){CINFER_DTYPE_F32, 1, n, v, (size_t)n * sizeof(float)};
+    }
+    return CINFER_OK;
+}
+
+/* A stored tensor of exactly the given dimensions, in f32, f16 or bf16. */
+static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims, const int64_t *dims,
+                       const char *from, struct cinfer_stored_tensor *t, struct cinfer_error *err)
+{
+    int rc = find_tensor(hw, name, t, err);
+    if (rc == CINFER_ERR_NOT_FOUND) { /* the published checkpoints keep experts as MXFP4 blocks and scales */
+        char blocks[192];
+        struct cinfer_stored_tensor probe;
+        struct cinfer_error ignored;
+        snprintf(blocks, sizeof blocks, "%s_blocks", name);
+        if (find_tensor(hw, blocks, &probe, &ignored) == CINFER_OK)
+            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                    "%s: tensor %s is stored as MXFP4 blocks (with its _scales); cinfer reads "
+                                    "gpt-oss Hugging Face experts in f32, f16 or bf16 only (convert the model to "
+                                    "GGUF, which keeps MXFP4)",
+                                    probe.file, blocks);
+    }
+    if (rc)
+        return rc;
+    int same = t->n_dims == n_dims;
+    for (int d = 0; same && d < n_dims; d++)
+        same = t->dims[d] == dims[d];
+    if (!same)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: tensor %s has %d dimensions, expected (%s) = (%lld, %lld%s",
+                                t->file, name, t->n_dims, from, (long long)dims[0], (long long)dims[1],
+                                n_dims == 3 ? ", ...)" : ")");
+    if (!t->supported)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: tensor %s is stored as %s; expected f32, f16 or bf16",
+                                t->file, name, t->dtype_name);
+    hw->storage->stored_bytes += t->nbytes;
+    return CINFER_OK;
+}
+
+/* gpt-oss: mlp.router (weight and bias) and the experts' fused tensors, split per expert
+ * (gate = gate_up_proj[..., ::2], up = [..., 1::2], as transformers' GptOssExperts reads them). */
+static int bind_gpt_oss_experts(const struct hf_weights *hw, struct cinfer_model *m, int l, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &m->config;
+    struct cinfer_layer_weights *layer = &m->layers[l];
+    int E = c->n_experts;
+    int64_t hidden = c->hidden_size, ffn = c->moe_intermediate_size;
+    char name[160];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", l);
+    int rc = bind(hw, name, 0, E, hidden, "num_local_experts", "hidden_size", &layer->router, err);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", l);
+    if (rc || (rc = bind(hw, name, 1, 1, E, NULL, "num_local_experts", &layer->router_bias, err)) ||
+        (rc = cinfer_layer_experts_alloc(hw->storage, c, layer, err)))
+        return rc;
+    struct cinfer_expert_weights *x = layer->experts;
+    size_t step = sizeof *x;
+    struct cinfer_stored_tensor t;
+    int64_t gate_up_dims[3] = {E, hidden, 2 * ffn}, down_dims[3] = {E, ffn, hidden};
+    int64_t gate_up_bias_dims[2] = {E, 2 * ffn}, down_bias_dims[2] = {E, hidden};
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj", l);
+    if ((rc = find_shaped(hw, name, 3, gate_up_dims, "num_local_experts, hidden_size, 2*intermediate_size", &t,
+                          err)) ||
+        (rc = transpose_experts(hw, &t, E, hidden, 2 * ffn, 2, 0, &x->gate, step, err)) ||
+        (rc = transpose_experts(hw, &t, E, hidden, 2 * ffn, 2, 1, &x->up, step, err)))
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", l);
+    if ((rc = find_shaped(hw, name, 3, down_dims, "num_local_experts, intermediate_size, hidden_size", &t, err)) ||
+        (rc = transpose_experts(hw, &t, E, ffn, hidden, 1, 0, &x->down, step, err)))
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_bias", l);
+    if ((rc = find_shaped(hw, name, 2, gate_up_bias_dims, "num_local_experts, 2*intermediate_size", &t, err)) ||
+        (rc = split_expert_bias(hw, &t, E, 2 * ffn, 2, 0, &x->gate_bias, step, err)) ||
+        (rc = split_expert_bias(hw, &t, E, 2 * ffn, 2, 1, &x->up_bias, step, err)))
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_bias", l);
+    if ((rc = find_shaped(hw, name, 2, down_bias_dims, "num_local_experts, hidden_size", &t, err)))
+        return rc;
+    return split_expert_bias(hw, &t, E, hidden, 1, 0, &x->down_bias, step, err);
+}
+
 static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
@@ -257,7 +389,8 @@ static int bind_layers(const struct hf_weights *hw, struct cinfer_model *m, stru
             cinfer_fused_weight_split(spec, c, &fused, &m->layers[l]);
         }
         if (cinfer_model_layer_sparse(c, l)) {
-            int rc = bind_experts(hw, m, l, err);
+            int gpt_oss = cinfer_arch_by_name(c->architecture)->moe == CINFER_MOE_GPT_OSS;
+            int rc = gpt_oss ? bind_gpt_oss_experts(hw, m, l, err) : bind_experts(hw, m, l, err);
             if (rc)
                 return rc;
         }

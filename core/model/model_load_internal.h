@@ -30,6 +30,8 @@ struct cinfer_model_storage {
     void **owned;
     size_t n_owned, cap_owned;
     uint64_t stored_bytes;      /* of every bound tensor, as stored in the files */
+    int owned_matrices;         /* some matrix is a loader-made copy, not a view of a mapping (HF gpt-oss
+                                 * experts, transposed): the model's matrices_mapped is then 0 */
 };
 
 /* A stored tensor as the binder sees it. dims are in the file's own order: for
@@ -70,6 +72,7 @@ enum cinfer_layer_dim {
     DIM_ONE, DIM_HIDDEN, DIM_Q, DIM_KV, DIM_FFN, DIM_HEAD, DIM_QKV, DIM_FFN2,
     DIM_EXPERTS, DIM_MOE_FFN, /* a sparse layer's expert count and expert intermediate size */
     DIM_SHARED_FFN,           /* its shared expert's intermediate size (Qwen2-MoE) */
+    DIM_HEADS,                /* query heads (gpt-oss's attention sinks: one per head) */
     DIM_COUNT
 };
 enum cinfer_layer_presence {
@@ -79,6 +82,8 @@ enum cinfer_layer_presence {
     PRESENT_IF_SANDWICH,
     PRESENT_UNLESS_FUSED_QKV,     /* wq, wk, wv: views of the fused matrix otherwise */
     PRESENT_UNLESS_FUSED_GATE_UP, /* w_gate, w_up */
+    PRESENT_IF_OUTPUT_BIAS,       /* bo (gpt-oss) */
+    PRESENT_IF_SINKS,             /* attention sinks (gpt-oss) */
 };
 struct cinfer_layer_weight_spec {
     const char *hf_name;       /* after "model.layers.N." */

@@ -1,5 +1,6 @@
 /* core/model/moe_forward.c — the sparse MLP of a mixture-of-experts layer (Mixtral,
- * Qwen3-MoE, Qwen2-MoE).
+ * Qwen3-MoE, Qwen2-MoE with its gated shared expert, gpt-oss: its router and experts have
+ * biases, its activation is clamped).
  *
  * The router scores every token against every expert; each token keeps its top k
  * experts with their softmax weights (renormalised over the k when the model says
@@ -66,6 +67,12 @@ static int shared_finish(struct cinfer_runtime *rt, const struct runtime_layer *
     return 0;
 }
 
+/* Expert e's bias of part (0 gate, 1 up, 2 down), or NULL (only gpt-oss has them). */
+static const float *expert_bias(const struct runtime_layer *w, int e, int part)
+{
+    return w->expert_biases ? w->expert_biases[3 * e + part] : NULL;
+}
+
 /* One token (batch-1 decode): its K experts share one input row, so their gate and up
  * projections are one matmul call of 2K outputs, their activations one call, and their
  * weighted sum one scatter-add of K rows onto row 0; only the down projections, each
@@ -77,23 +84,23 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
     int K = c->n_experts_used, ffn = c->moe_intermediate_size;
-    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED + 3];
+    struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED + 3] = {{0}};
     for (int j = 0; j < K; j++) {
-        const struct cinfer_backend_weight *x = &w->experts[3 * rt->moe_ids[j]]; /* gate, up, down */
-        outs[j] = (struct cinfer_backend_matmul_out){&x[0], NULL, rt->moe_gate + (size_t)j * ffn, 0}; /* (1, ffn) */
-        outs[K + j] = (struct cinfer_backend_matmul_out){&x[1], NULL, rt->moe_up + (size_t)j * ffn, 0};
+        int e = rt->moe_ids[j];
+        const struct cinfer_backend_weight *x = &w->experts[3 * e]; /* gate, up, down */
+        outs[j] = (struct cinfer_backend_matmul_out){&x[0], expert_bias(w, e, 0), rt->moe_gate + (size_t)j * ffn,
+                                                     0}; /* (1, ffn) */
+        outs[K + j] = (struct cinfer_backend_matmul_out){&x[1], expert_bias(w, e, 1), rt->moe_up + (size_t)j * ffn, 0};
         rt->moe_rows[j] = 0;
     }
     int n_shared = shared_outs(rt, w, outs + 2 * K); /* the shared expert's too, in the same call */
     int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K + n_shared, err);
     if (rc < 0)
         return rc;
-    if (c->activation == CINFER_ACTIVATION_GELU_TANH)
-        ops->gelu_tanh_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
-    else
-        ops->silu_mul(be, rt->moe_gate, rt->moe_up, (size_t)K * ffn);
+    cinfer_activate(rt, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
     for (int j = 0; j < K; j++) {
-        struct cinfer_backend_matmul_out down = {&w->experts[3 * rt->moe_ids[j] + 2], NULL,
+        struct cinfer_backend_matmul_out down = {&w->experts[3 * rt->moe_ids[j] + 2],
+                                                 expert_bias(w, rt->moe_ids[j], 2),
                                                  rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
         if ((rc = ops->matmul(be, rt->moe_gate + (size_t)j * ffn, 1, &down, 1, err)) < 0)
             return rc;
@@ -112,7 +119,7 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
     int E = c->n_experts, K = c->n_experts_used, ffn = c->moe_intermediate_size;
 
     /* (T, E); x unrounded: the router's near-ties decide which experts run */
-    struct cinfer_backend_matmul_out router = {w->router, NULL, rt->moe_logits, 1};
+    struct cinfer_backend_matmul_out router = {w->router, w->router_bias, rt->moe_logits, 1};
     int rc = ops->matmul(be, rt->xn, T, &router, 1, err);
     if (rc < 0)
         return rc;
@@ -129,16 +136,13 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
         const struct cinfer_backend_weight *x = &w->experts[3 * e]; /* gate, up, down */
         ops->gather_rows(be, rt->moe_x, rt->xn, rt->moe_rows + first, n, rt->hidden); /* (n, hidden) */
         struct cinfer_backend_matmul_out gate_up[2] = {
-            {&x[0], NULL, rt->moe_gate, 0}, /* (n, ffn) */
-            {&x[1], NULL, rt->moe_up, 0},   /* (n, ffn) */
+            {&x[0], expert_bias(w, e, 0), rt->moe_gate, 0}, /* (n, ffn) */
+            {&x[1], expert_bias(w, e, 1), rt->moe_up, 0},   /* (n, ffn) */
         };
         if ((rc = ops->matmul(be, rt->moe_x, n, gate_up, 2, err)) < 0)
             return rc;
-        if (c->activation == CINFER_ACTIVATION_GELU_TANH)
-            ops->gelu_tanh_mul(be, rt->moe_gate, rt->moe_up, (size_t)n * ffn);
-        else
-            ops->silu_mul(be, rt->moe_gate, rt->moe_up, (size_t)n * ffn);
-        struct cinfer_backend_matmul_out down = {&x[2], NULL, rt->moe_y, 0}; /* (n, hidden) */
+        cinfer_activate(rt, rt->moe_gate, rt->moe_up, (size_t)n * ffn);
+        struct cinfer_backend_matmul_out down = {&x[2], expert_bias(w, e, 2), rt->moe_y, 0}; /* (n, hidden) */
         if ((rc = ops->matmul(be, rt->moe_gate, n, &down, 1, err)) < 0)
             return rc;
         ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows + first, rt->moe_row_weights + first, n,

@@ -39,8 +39,12 @@ static void yarn(const struct cinfer_model_config *c, double theta, double *inv_
     int dim = cinfer_model_rotary_dim(c), half = dim / 2;
     double factor = c->rope_scaling.factor;
     double old_context = c->rope_scaling.original_max_position_embeddings;
-    double low = floor(yarn_correction_dim(c->rope_scaling.beta_fast, dim, theta, old_context));
-    double high = ceil(yarn_correction_dim(c->rope_scaling.beta_slow, dim, theta, old_context));
+    double low = yarn_correction_dim(c->rope_scaling.beta_fast, dim, theta, old_context);
+    double high = yarn_correction_dim(c->rope_scaling.beta_slow, dim, theta, old_context);
+    if (!c->rope_scaling.yarn_no_truncate) { /* transformers' truncate (default true) */
+        low = floor(low);
+        high = ceil(high);
+    }
     if (low < 0)
         low = 0;
     if (high > dim - 1)

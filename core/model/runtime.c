@@ -187,8 +187,27 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
     struct cinfer_backend_weight *router = dst->router = &rt->moe_weights[rt->n_moe_weights];
     rt->moe_sources[rt->n_moe_weights++] = &src->router;
     int rc = bind_matrix(&src->router, "router", l, c->n_experts, rt->hidden, router, err);
-    if (rc < 0)
+    if (rc < 0 ||
+        (rc = widen_vector(&src->router_bias, "router_bias", l, c->n_experts, c->moe_biases, &dst->router_bias,
+                           err)) < 0)
         return rc;
+    if (c->moe_biases) { /* gpt-oss: each expert's gate, up and down biases */
+        int sparse = 0;
+        for (int i = 0; i < l; i++)
+            sparse += cinfer_model_layer_sparse(c, i);
+        if (!rt->moe_biases && !(rt->moe_biases = calloc((size_t)c->num_layers * 3 * (size_t)c->n_experts,
+                                                         sizeof *rt->moe_biases)))
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory for expert biases");
+        dst->expert_biases = rt->moe_biases + (size_t)sparse * 3 * (size_t)c->n_experts;
+        for (int e = 0; e < c->n_experts; e++) {
+            const struct cinfer_expert_weights *x = &src->experts[e];
+            float **b = &dst->expert_biases[3 * e]; /* gate, up, down */
+            if ((rc = widen_vector(&x->gate_bias, "expert gate bias", l, ffn, 1, &b[0], err)) < 0 ||
+                (rc = widen_vector(&x->up_bias, "expert up bias", l, ffn, 1, &b[1], err)) < 0 ||
+                (rc = widen_vector(&x->down_bias, "expert down bias", l, rt->hidden, 1, &b[2], err)) < 0)
+                return rc;
+        }
+    }
     dst->experts = &rt->moe_weights[rt->n_moe_weights];
     for (int e = 0; e < c->n_experts; e++) {
         const struct cinfer_expert_weights *x = &src->experts[e];
@@ -223,28 +242,35 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
     return 0;
 }
 
-/* Every 1-D weight slot of rt with its length, in one order (NULL slots included). */
-#define LAYER_VECTORS 9
+/* Every 1-D weight slot of rt with its length, in one order (NULL slots included);
+ * with slots NULL, only their count. */
+#define LAYER_VECTORS 12
 static int vector_slots(struct cinfer_runtime *rt, float ***slots, int *lens)
 {
+    const struct cinfer_model_config *c = &rt->model->config;
     int n = 0;
-    slots[n] = &rt->output_norm, lens[n++] = rt->hidden;
-    for (int l = 0; l < rt->model->config.num_layers; l++) {
+#define SLOT(p, len) (slots ? (void)(slots[n] = (p), lens[n] = (len)) : (void)0, n++)
+    SLOT(&rt->output_norm, rt->hidden);
+    for (int l = 0; l < c->num_layers; l++) {
         struct runtime_layer *w = &rt->layers[l];
         float **s[LAYER_VECTORS] = {&w->attn_norm, &w->ffn_norm, &w->post_attn_norm, &w->post_ffn_norm,
-                                    &w->q_norm,    &w->k_norm,   &w->bq,             &w->bk, &w->bv};
-        int len[LAYER_VECTORS] = {rt->hidden, rt->hidden, rt->hidden, rt->hidden, rt->head_dim,
-                                  rt->head_dim, rt->q_dim, rt->kv_dim, rt->kv_dim};
+                                    &w->q_norm,    &w->k_norm,   &w->bq,             &w->bk,
+                                    &w->bv,        &w->bo,       &w->sinks,          &w->router_bias};
+        int len[LAYER_VECTORS] = {rt->hidden, rt->hidden, rt->hidden, rt->hidden,   rt->head_dim, rt->head_dim,
+                                  rt->q_dim,  rt->kv_dim, rt->kv_dim, rt->hidden, rt->shard.heads, c->n_experts};
         for (int i = 0; i < LAYER_VECTORS; i++)
-            slots[n] = s[i], lens[n++] = len[i];
+            SLOT(s[i], len[i]);
+        for (int i = 0; w->expert_biases && i < 3 * c->n_experts; i++)
+            SLOT(&w->expert_biases[i], i % 3 == 2 ? rt->hidden : c->moe_intermediate_size);
     }
+#undef SLOT
     return n;
 }
 
 /* Hands every norm and bias to the backend; each slot then points at what it made. */
 static int prepare_vectors(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
-    int cap = 1 + LAYER_VECTORS * rt->model->config.num_layers;
+    int cap = vector_slots(rt, NULL, NULL);
     float ***slots = malloc((size_t)cap * sizeof *slots);
     int *lens = malloc((size_t)cap * sizeof *lens);
     struct runtime_vector *vectors = calloc((size_t)cap, sizeof *vectors);
@@ -320,7 +346,10 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
             (rc = widen_vector(&src->k_norm, "k_norm", l, rt->head_dim, c->qk_norm, &dst->k_norm, err)) < 0 ||
             (rc = widen_slice(&src->bq, "bq", l, q_full, q0, rt->q_dim, c->attention_bias, &dst->bq, err)) < 0 ||
             (rc = widen_slice(&src->bk, "bk", l, kv_full, kv0, rt->kv_dim, c->attention_bias, &dst->bk, err)) < 0 ||
-            (rc = widen_slice(&src->bv, "bv", l, kv_full, kv0, rt->kv_dim, c->attention_bias, &dst->bv, err)) < 0)
+            (rc = widen_slice(&src->bv, "bv", l, kv_full, kv0, rt->kv_dim, c->attention_bias, &dst->bv, err)) < 0 ||
+            (rc = widen_vector(&src->bo, "bo", l, rt->hidden, c->attn_output_bias, &dst->bo, err)) < 0 ||
+            (rc = widen_slice(&src->sinks, "sinks", l, c->num_heads, sh->first_head, sh->heads, c->attn_sinks,
+                              &dst->sinks, err)) < 0)
             return rc;
         if (!c->qk_norm) { /* a stray norm in a model that does not use it stays unused */
             free(dst->q_norm);
@@ -575,6 +604,25 @@ static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_optio
     return 0;
 }
 
+/* gpt-oss needs version 9's attention sinks and swiglu_oai: a backend without them is
+ * refused by name rather than run without (its attention would ignore the sinks). */
+static int check_backend_slots(const struct cinfer_runtime *rt, struct cinfer_error *err)
+{
+    const struct cinfer_model_config *c = &rt->model->config;
+    const struct cinfer_backend_ops *ops = rt->ops;
+    int needs_swiglu = c->activation == CINFER_ACTIVATION_SWIGLU_OAI;
+    if ((c->attn_sinks || needs_swiglu) && ops->version < 9)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "runtime: backend %s has ops version %u; this %s model needs version 9's %s", ops->name,
+                                ops->version, c->architecture,
+                                c->attn_sinks ? "attention sinks (attn_options.sinks)" : "swiglu_oai");
+    if (needs_swiglu && !ops->swiglu_oai)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
+                                "runtime: backend %s has no swiglu_oai (NULL slot); this %s model's experts need it",
+                                ops->name, c->architecture);
+    return 0;
+}
+
 /* On the configured device; the group goes along for a backend that reduces itself. */
 static int create_backend(struct cinfer_runtime *rt, const struct cinfer_runtime_options *o, struct cinfer_error *err)
 {
@@ -636,7 +684,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         return rc;
     }
 
-    if ((rc = bind_weights(rt, err)) < 0)
+    if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;
     rt->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(double));
     if (!rt->inv_freq) {
@@ -751,12 +799,18 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
             free(layer->bq);
             free(layer->bk);
             free(layer->bv);
+            free(layer->bo);
+            free(layer->sinks);
+            free(layer->router_bias);
+            for (int i = 0; layer->expert_biases && i < 3 * rt->model->config.n_experts; i++)
+                free(layer->expert_biases[i]);
         }
         free(rt->layers);
     }
     cinfer_kv_pages_fini(&rt->pages);
     cinfer_kv_window_fini(rt);
     free(rt->slice_copies);
+    free(rt->moe_biases);
     free(rt->plan_out);
     cinfer_tp_plan_free(&rt->plan);
     free(rt->output_norm);

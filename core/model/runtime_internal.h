@@ -33,6 +33,11 @@ struct runtime_layer {
     struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
     struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down; in moe_weights; or NULL */
     struct cinfer_backend_weight *shared_gate; /* (1, hidden) its gate's linear map; in moe_weights; or NULL */
+    /* gpt-oss (NULL elsewhere) */
+    float *bo;                   /* (hidden) wo's bias */
+    float *sinks;                /* (shard heads) one attention-sink logit per query head */
+    float *router_bias;          /* (n_experts) */
+    float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden); in moe_biases */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
@@ -98,6 +103,7 @@ struct cinfer_runtime {
      * runtime_weight's order (runtime.c) */
     struct cinfer_backend_weight *moe_weights;
     const struct cinfer_weight **moe_sources; /* the model's matrix each one is */
+    float **moe_biases;         /* (sparse layers, n_experts, 3) every expert's biases (gpt-oss), or NULL */
     int n_moe_weights;
     struct cinfer_runtime_memory memory;
     struct runtime_vector *vectors; /* (n_vectors) every 1-D weight, once bound */
@@ -171,6 +177,9 @@ int cinfer_kv_window_plan_seq(struct cinfer_runtime *rt, int s, const struct cin
 /* After every sequence's plan_seq: points the attention sequences at their tables. */
 void cinfer_kv_window_plan_done(struct cinfer_runtime *rt, int n_seqs);
 
+/* forward.c: gate (n) = act(gate) * up by the model's activation (SiLU, GELU-tanh, or
+ * gpt-oss's clamped SwiGLU). */
+void cinfer_activate(struct cinfer_runtime *rt, float *gate, const float *up, size_t n);
 /* forward.c: rank 0's (or the only rank's) call, and a follower's on a decoded plan */
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                    struct cinfer_error *err);

@@ -162,6 +162,8 @@ RMS_EPS = 1e-6
 
 
 def random_weights(fam, rng):
+    if fam.get("gpt_oss"):
+        return gpt_oss_weights(fam, rng)
     h, hd, inter = fam["hidden"], fam["head_dim"], fam["inter"]
     q_rows, kv_rows = fam["heads"] * hd, fam["kv_heads"] * hd
 
@@ -366,6 +368,8 @@ def write_hf_folder(folder, fam, weights, wtype, sharded):
                       mlp_only_layers=moe.get("dense_layers", []))
         if moe.get("shared"):
             config["shared_expert_intermediate_size"] = moe["shared"]
+    if fam.get("gpt_oss"):
+        config.update(gpt_oss_config(fam))
     if fam.get("gemma"):
         del config["hidden_act"]
         config["hidden_activation"] = "gelu_pytorch_tanh"
@@ -580,6 +584,8 @@ def moe_tensors(fam, weights, i, wtype, stored):
 
 
 def write_gguf_model(path, name, fam, weights, wtype):
+    if fam.get("gpt_oss"):
+        return write_gguf_gpt_oss(path, name, fam, weights, wtype)
     # llama.cpp converts Mistral with its Llama converter: GGUF architecture "llama"
     arch = ("llama" if fam["model_type"] in ("llama", "mistral", "mixtral")
             else fam.get("gguf_arch", fam["model_type"]))
@@ -652,6 +658,157 @@ def write_gguf_model(path, name, fam, weights, wtype):
 
 
 # --------------------------------------------------------------------------------------
+# gpt-oss: transformers' GptOss names and layouts in HF folders, llama.cpp's in GGUF
+
+
+# 4 layers alternating sliding (window 8, so it cuts in) and full, 8 experts with 2 per
+# token, biases everywhere, attention sinks, YaRN with truncate false (transformers'
+# gpt-oss setting; llama.cpp always rounds YaRN's bounds and holds swiglu_limit at 7, so
+# the GGUF files are another model: gguf_family keeps the f32 cross-check to files of
+# one kind). swiglu_limit 2 in config.json: the clamps bite on about a tenth of the
+# experts' gate values and a fifth of their up values (larger weights that reach 7 make
+# the model too sensitive to bf16 rounding for the test's tolerance)
+FAMILIES["gpt_oss"] = dict(model_type="gpt_oss", arch="GptOssForCausalLM", gguf_arch="gpt-oss", hidden=64, heads=4,
+                           kv_heads=2, head_dim=16, inter=32, layers=4, tied=False, theta=150000.0, gpt_oss=True,
+                           experts=8, used=2, sliding_window=8, swiglu_limit=2.0, gguf_family="gpt_oss_gguf",
+                           gguf_extra_types=("mxfp4",),
+                           rope_scaling=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0,
+                                             truncate=False, original_max_position_embeddings=64))
+
+
+def gpt_oss_weights(fam, rng):
+    """Random weights under transformers' GptOss names: experts stored for x @ W
+    (gate_up_proj (E, hidden, 2 inter) with gate and up interleaved, down_proj
+    (E, inter, hidden)), biases on q/k/v/o, the router and every expert, sinks ~N(0, 1)
+    so they take a visible share of each softmax. Experts' gate/up ~N(0, 1.5^2) per
+    token, which the config's swiglu_limit of 2 clamps in part."""
+    h, hd, inter, n = fam["hidden"], fam["head_dim"], fam["inter"], fam["experts"]
+    q_rows, kv_rows = fam["heads"] * hd, fam["kv_heads"] * hd
+
+    def matrix(rows, cols, gain=1.0):
+        return rng.standard_normal((rows, cols)) * (gain / math.sqrt(cols))
+
+    w = {"model.embed_tokens.weight": rng.standard_normal((VOCAB, h))}
+    for i in range(fam["layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = 1.0 + 0.1 * rng.standard_normal(h)
+        w[p + "self_attn.q_proj.weight"] = matrix(q_rows, h)
+        w[p + "self_attn.k_proj.weight"] = matrix(kv_rows, h)
+        w[p + "self_attn.v_proj.weight"] = matrix(kv_rows, h)
+        w[p + "self_attn.o_proj.weight"] = matrix(h, q_rows, gain=2.0)
+        for x, rows in (("q", q_rows), ("k", kv_rows), ("v", kv_rows), ("o", h)):
+            w[p + f"self_attn.{x}_proj.bias"] = 0.1 * rng.standard_normal(rows)
+        w[p + "self_attn.sinks"] = rng.standard_normal(fam["heads"])
+        w[p + "post_attention_layernorm.weight"] = 1.0 + 0.1 * rng.standard_normal(h)
+        w[p + "mlp.router.weight"] = matrix(n, h, gain=2.0)
+        w[p + "mlp.router.bias"] = 0.3 * rng.standard_normal(n)
+        w[p + "mlp.experts.gate_up_proj"] = rng.standard_normal((n, h, 2 * inter)) * (1.5 / math.sqrt(h))
+        w[p + "mlp.experts.gate_up_proj_bias"] = 0.1 * rng.standard_normal((n, 2 * inter))
+        w[p + "mlp.experts.down_proj"] = rng.standard_normal((n, inter, h)) * (0.5 / math.sqrt(inter))
+        w[p + "mlp.experts.down_proj_bias"] = 0.1 * rng.standard_normal((n, h))
+    w["model.norm.weight"] = 1.0 + 0.1 * rng.standard_normal(h)
+    w["lm_head.weight"] = matrix(VOCAB, h, gain=2.0)
+    return w
+
+
+def gpt_oss_config(fam):
+    """config.json keys of GptOssConfig beyond the Llama ones."""
+    return {"num_local_experts": fam["experts"], "num_experts_per_tok": fam["used"], "experts_per_token": fam["used"],
+            "sliding_window": fam["sliding_window"], "swiglu_limit": fam["swiglu_limit"], "attention_bias": True,
+            "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(fam["layers"])]}
+
+
+def write_gguf_gpt_oss(path, name, fam, weights, wtype):
+    """A gpt-oss GGUF file as llama.cpp's converter (conversion/gpt_oss.py) lays it out:
+    gate_up_proj split into ffn_gate_exps and ffn_up_exps ((E, inter, hidden): transposed,
+    gate the even columns), down_proj transposed into ffn_down_exps, the biases split
+    likewise and kept f32 (1-D and the experts' 2-D ones); sinks as attn_sinks.weight, the
+    MLP's norm as post_attention_norm. Q/K unpermuted (NeoX RoPE). wtype mxfp4: the
+    experts' matrices in MXFP4 (as the published checkpoints and llama-quantize's
+    MXFP4_MOE keep them), every other tensor f32."""
+    arch = fam["gguf_arch"]
+    tokens, scores, types = vocabulary(fam["model_type"])
+    s = fam["rope_scaling"]
+    md = {
+        "general.architecture": arch, "general.name": name, "general.file_type": GGUF_FILE_TYPES[wtype],
+        f"{arch}.vocab_size": VOCAB, f"{arch}.context_length": 256, f"{arch}.embedding_length": fam["hidden"],
+        f"{arch}.block_count": fam["layers"], f"{arch}.feed_forward_length": fam["inter"],
+        f"{arch}.attention.head_count": fam["heads"], f"{arch}.attention.head_count_kv": fam["kv_heads"],
+        f"{arch}.attention.key_length": fam["head_dim"], f"{arch}.attention.value_length": fam["head_dim"],
+        f"{arch}.rope.dimension_count": fam["head_dim"], f"{arch}.rope.freq_base": fam["theta"],
+        f"{arch}.attention.layer_norm_rms_epsilon": RMS_EPS, f"{arch}.expert_count": fam["experts"],
+        f"{arch}.expert_used_count": fam["used"], f"{arch}.expert_feed_forward_length": fam["inter"],
+        f"{arch}.attention.sliding_window": fam["sliding_window"],
+        f"{arch}.rope.scaling.type": "yarn", f"{arch}.rope.scaling.factor": float(s["factor"]),
+        f"{arch}.rope.scaling.original_context_length": s["original_max_position_embeddings"],
+        f"{arch}.rope.scaling.yarn_beta_fast": float(s["beta_fast"]),
+        f"{arch}.rope.scaling.yarn_beta_slow": float(s["beta_slow"]),
+        "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": ("f32[]", scores),
+        "tokenizer.ggml.token_type": ("i32[]", types), "tokenizer.ggml.unknown_token_id": 0,
+        "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+    }
+
+    def stored(array):
+        if wtype == "mxfp4":
+            return "mxfp4" if array.ndim == 3 else "f32"
+        return wtype if array.ndim >= 2 else "f32"
+
+    out = [("token_embd.weight", weights["model.embed_tokens.weight"], stored(weights["model.embed_tokens.weight"]))]
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
+             "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
+             "self_attn.o_proj.bias": "attn_output.bias", "self_attn.sinks": "attn_sinks.weight",
+             "post_attention_layernorm.weight": "post_attention_norm.weight"}
+    for i in range(fam["layers"]):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        for hf_name, gguf_name in names.items():
+            out.append((b + gguf_name, weights[p + hf_name], stored(weights[p + hf_name])))
+        out.append((b + "ffn_gate_inp.weight", weights[p + "mlp.router.weight"], "f32"))
+        out.append((b + "ffn_gate_inp.bias", weights[p + "mlp.router.bias"], "f32"))
+        gate_up = weights[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)  # (E, 2 inter, hidden)
+        bias = weights[p + "mlp.experts.gate_up_proj_bias"]
+        down = weights[p + "mlp.experts.down_proj"].transpose(0, 2, 1)  # (E, hidden, inter)
+        for part, rows, rows_bias in (("gate", gate_up[:, ::2], bias[:, ::2]), ("up", gate_up[:, 1::2], bias[:, 1::2]),
+                                      ("down", down, weights[p + "mlp.experts.down_proj_bias"])):
+            rows = np.ascontiguousarray(rows)
+            out.append((b + f"ffn_{part}_exps.weight", rows, stored(rows)))
+            out.append((b + f"ffn_{part}_exps.bias", np.ascontiguousarray(rows_bias), "f32"))
+    out.append(("output_norm.weight", weights["model.norm.weight"], "f32"))
+    out.append(("output.weight", weights["lm_head.weight"], stored(weights["lm_head.weight"])))
+    write_gguf(path, md, out)
+
+
+def write_gpt_oss_blocks_folder(folder, fam, weights):
+    """An HF folder whose experts are stored as the published gpt-oss checkpoints store
+    them: mlp.experts.{gate_up,down}_proj_blocks (U8, 16 bytes of 32 4-bit values per
+    block) and _scales (U8 exponents) instead of the plain tensors, every other tensor
+    f32. cinfer refuses it naming the tensor (the values here are placeholders: only the
+    layout matters)."""
+    write_hf_folder(folder, fam, weights, "f32", False)
+    plain = {n: t for n, t in weights.items() if not n.endswith(("experts.gate_up_proj", "experts.down_proj"))}
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+
+    def add(name, data, dtype, shape):
+        nonlocal offset
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    for name in sorted(plain):
+        add(name, encode_tensor(plain[name], "f32"), "F32", plain[name].shape)
+    n, h, inter = fam["experts"], fam["hidden"], fam["inter"]
+    for i in range(fam["layers"]):
+        p = f"model.layers.{i}.mlp.experts."
+        for part, rows, cols in (("gate_up_proj", 2 * inter, h), ("down_proj", h, inter)):
+            add(p + part + "_blocks", bytes(n * rows * cols // 2), "U8", (n, rows, cols // 32, 16))
+            add(p + part + "_scales", bytes([127]) * (n * rows * cols // 32), "U8", (n, rows, cols // 32))
+    header_json = json.dumps(header).encode()
+    header_json += b" " * (-len(header_json) % 8)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(header_json)) + header_json + b"".join(blobs))
+
+
+# --------------------------------------------------------------------------------------
 
 
 def main(argv):
@@ -676,11 +833,13 @@ def main(argv):
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
             manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
-        for wtype in GGUF_TYPES if fam.get("gguf", True) else ():
+        if fam.get("gpt_oss"):  # not in the manifest: test_model_reference expects its refusal
+            write_gpt_oss_blocks_folder(os.path.join(out_dir, "models", f"{family}-st-mxfp4-blocks"), fam, weights)
+        for wtype in GGUF_TYPES + fam.get("gguf_extra_types", ()) if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
-                             family))
+                             fam.get("gguf_family", family)))
     for k, (family, fam) in enumerate(FAMILIES_256.items()):
         rng = np.random.default_rng(SEED + 100 + k)
         weights = random_weights(fam, rng)

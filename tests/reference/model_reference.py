@@ -302,7 +302,8 @@ def read_gguf(path):
     emb = g.tensors["token_embd.weight"]
     gemma = arch in ("gemma2", "gemma3")
     n_experts = int(key("expert_count", 0))
-    model_type = {"gemma3": "gemma3_text", "qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}.get(arch, arch)
+    model_type = {"gemma3": "gemma3_text", "qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe",
+                  "gpt-oss": "gpt_oss"}.get(arch, arch)
     if arch == "llama" and n_experts:
         model_type = "mixtral"
     config = {
@@ -362,6 +363,8 @@ def read_gguf(path):
                                   "long_factor": g.tensors["rope_factors_long.weight"].reshape(-1).tolist(),
                                   "original_max_position_embeddings": int(key("rope.scaling.original_context_length")),
                                   "attention_factor": float(key("rope.scaling.attn_factor", 1.0))}
+    if arch == "gpt-oss":
+        return read_gguf_gpt_oss(g, config, key)
     hf = {
         "model.embed_tokens.weight": emb,
         "model.norm.weight": g.tensors["output_norm.weight"],
@@ -422,6 +425,53 @@ def read_gguf(path):
     return config, hf, md
 
 
+def read_gguf_gpt_oss(g, config, key):
+    """A gpt-oss GGUF file as llama.cpp's converter writes it, back to transformers'
+    GptOss names and layouts: the experts' gate and up (ffn_gate_exps, ffn_up_exps:
+    (experts, inter, hidden)) re-interleaved into gate_up_proj (experts, hidden, 2 inter),
+    down_proj transposed to (experts, inter, hidden); the MLP's norm is
+    post_attention_norm; sliding layers every other one from layer 0 (llama.cpp's
+    swa pattern 2); YaRN's bounds rounded (llama.cpp's ggml_rope_yarn_corr_dims)."""
+    md = g.metadata
+    t = g.tensors
+    n = config["num_hidden_layers"]
+    config["num_local_experts"] = config.pop("num_experts")
+    config["intermediate_size"] = config.pop("moe_intermediate_size")
+    config.pop("norm_topk_prob")
+    config["sliding_window"] = int(key("attention.sliding_window"))
+    pattern = int(key("attention.sliding_window_pattern", 2))
+    config["layer_types"] = ["sliding_attention" if i % pattern < pattern - 1 else "full_attention" for i in range(n)]
+    if "rope_scaling" in config:
+        config["rope_scaling"]["truncate"] = True
+    else:
+        config["rope_scaling"] = None
+    config["swiglu_limit"] = 7.0  # llama.cpp's fixed constant
+    hf = {"model.embed_tokens.weight": t["token_embd.weight"], "model.norm.weight": t["output_norm.weight"]}
+    if "output.weight" in t:
+        hf["lm_head.weight"] = t["output.weight"]
+    names = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+             "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
+             "attn_output.weight": "self_attn.o_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
+             "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
+             "attn_output.bias": "self_attn.o_proj.bias", "attn_sinks.weight": "self_attn.sinks",
+             "post_attention_norm.weight": "post_attention_layernorm.weight",
+             "ffn_gate_inp.weight": "mlp.router.weight", "ffn_gate_inp.bias": "mlp.router.bias"}
+    for i in range(n):
+        p = f"model.layers.{i}."
+        for gguf_name, hf_name in names.items():
+            hf[p + hf_name] = t[f"blk.{i}.{gguf_name}"]
+        gate, up = t[f"blk.{i}.ffn_gate_exps.weight"], t[f"blk.{i}.ffn_up_exps.weight"]  # (E, inter, hidden)
+        gate_up = np.empty((gate.shape[0], gate.shape[2], 2 * gate.shape[1]))
+        gate_up[..., ::2], gate_up[..., 1::2] = gate.transpose(0, 2, 1), up.transpose(0, 2, 1)
+        hf[p + "mlp.experts.gate_up_proj"] = gate_up
+        bias = np.empty((gate.shape[0], 2 * gate.shape[1]))
+        bias[:, ::2], bias[:, 1::2] = t[f"blk.{i}.ffn_gate_exps.bias"], t[f"blk.{i}.ffn_up_exps.bias"]
+        hf[p + "mlp.experts.gate_up_proj_bias"] = bias
+        hf[p + "mlp.experts.down_proj"] = t[f"blk.{i}.ffn_down_exps.weight"].transpose(0, 2, 1)
+        hf[p + "mlp.experts.down_proj_bias"] = t[f"blk.{i}.ffn_down_exps.bias"]
+    return config, hf, md
+
+
 # --------------------------------------------------------------------------------------
 # the model
 
@@ -457,6 +507,13 @@ class Model:
         self.final_cap = config["final_logit_softcapping"] if "final_logit_softcapping" in config else final_cap
         self.scaling = (config.get("query_pre_attn_scalar", 256) ** -0.5 if self.gemma
                         else 1.0 / math.sqrt(self.head_dim))
+        self.gpt_oss = family == "gpt_oss"
+        if self.gpt_oss:  # GptOssConfig's defaults
+            self.eps = config.get("rms_norm_eps", 1e-5)
+            self.rope_theta = config.get("rope_theta", 150000.0)
+            if "rope_scaling" not in config:
+                config["rope_scaling"] = GPT_OSS_DEFAULT_YARN
+            self.swiglu_limit = config.get("swiglu_limit", 7.0)
         self.window, self.sliding = self._sliding_layers(family)
         self.inv_freq = self._inv_freq(self.rope_theta, config.get("rope_scaling"))
         self.inv_freq_local = self.inv_freq
@@ -470,6 +527,9 @@ class Model:
         """Per layer: None (a dense MLP) or (HF prefix of router and experts, n, k,
         'mixtral' or 'qwen', renormalise)."""
         c = self.config
+        if family == "gpt_oss":  # every layer; gpt_oss_moe runs them
+            return [("mlp", c.get("num_local_experts", 128), c.get("num_experts_per_tok", 4), "gpt_oss",
+                     True)] * self.n_layers
         if family == "mixtral":
             n, k = c.get("num_local_experts", 8), c.get("num_experts_per_tok", 2)
             if "model.layers.0.mlp.gate.weight" in self.w:  # read from GGUF under Qwen3-MoE names
@@ -482,6 +542,33 @@ class Model:
         step, dense = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers") or []
         return [("mlp", n, k, "qwen", c.get("norm_topk_prob", False))
                 if i not in dense and (i + 1) % step == 0 else None for i in range(self.n_layers)]
+
+    def gpt_oss_moe(self, h, layer):
+        """(n, hidden) output of gpt-oss's MLP (transformers' GptOssTopKRouter and
+        GptOssExperts), token by token: router logits with bias, the top k of them,
+        a softmax over those k; each chosen expert's gate_up = h W + b, gate its even
+        columns and up its odd ones, both clamped, gate * sigmoid(1.702 gate) * (up + 1),
+        then down with its bias, times the expert's weight."""
+        w, p = self.w, f"model.layers.{layer}.mlp."
+        k = self.config.get("num_experts_per_tok", 4)
+        limit, alpha = self.swiglu_limit, 1.702
+        logits = linear(h, w[p + "router.weight"], w[p + "router.bias"])  # (n, experts)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            order = np.argsort(-logits[t], kind="stable")
+            chosen = order[:k]
+            if k < logits.shape[1]:
+                gap = logits[t, order[k - 1]] - logits[t, order[k]]
+                self.min_route_gap = min(self.min_route_gap, gap)
+                self.route_gaps[t] = min(self.route_gaps[t], gap / np.linalg.norm(logits[t]))
+            z = np.exp(logits[t, chosen] - logits[t, chosen].max())
+            for e, wt in zip(chosen, z / z.sum()):
+                gate_up = h[t] @ w[p + "experts.gate_up_proj"][e] + w[p + "experts.gate_up_proj_bias"][e]
+                gate = np.minimum(gate_up[::2], limit)
+                up = np.clip(gate_up[1::2], -limit, limit)
+                act = (up + 1.0) * gate / (1.0 + np.exp(-alpha * gate))
+                out[t] += wt * (act @ w[p + "experts.down_proj"][e] + w[p + "experts.down_proj_bias"][e])
+        return out
 
     def moe_block(self, h, layer):
         """(n, hidden) output of layer's experts, token by token."""
@@ -542,6 +629,7 @@ class Model:
         c = self.config
         n = self.n_layers
         default_window = 4096 if family in ("mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "qwen2_moe") else None
+        default_window = 128 if family == "gpt_oss" else default_window
         window = c["sliding_window"] if "sliding_window" in c else default_window
         if not window:
             return None, [False] * n
@@ -553,7 +641,7 @@ class Model:
             use = c.get("use_sliding_window", False)
             first = c.get("max_window_layers", 28)
             return window, [use and i >= first for i in range(n)]
-        if family == "gemma2":
+        if family in ("gemma2", "gpt_oss"):  # gpt-oss: GptOssConfig's default layer_types
             return window, [i % 2 == 0 for i in range(n)]
         if family == "gemma3_text":
             pattern = c.get("sliding_window_pattern", 6)
@@ -648,18 +736,25 @@ class Model:
             if self.attn_cap:
                 scores = self.attn_cap * np.tanh(scores / self.attn_cap)
             scores = scores + (local_mask if sliding else causal)
+            sinks = w.get(p + "self_attn.sinks")  # gpt-oss: a logit per head in the softmax, with no value
+            if sinks is not None:
+                scores = np.concatenate([scores, np.broadcast_to(sinks[:, None, None], (self.n_heads, n, 1))], -1)
             scores -= scores.max(axis=-1, keepdims=True)
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
+            if sinks is not None:
+                probs = probs[..., :-1]
             attn = (probs @ v).transpose(1, 0, 2).reshape(n, self.n_heads * self.head_dim)
-            out = linear(attn, w[p + "self_attn.o_proj.weight"])
+            out = linear(attn, w[p + "self_attn.o_proj.weight"], w.get(p + "self_attn.o_proj.bias"))
             if self.gemma:
                 x = x + self.norm(out, w[p + "post_attention_layernorm.weight"])
                 h = self.norm(x, w[p + "pre_feedforward_layernorm.weight"])
             else:
                 x = x + out
                 h = self.norm(x, w[p + "post_attention_layernorm.weight"])
-            if self.moe[i]:
+            if self.gpt_oss:
+                out = self.gpt_oss_moe(h, i)
+            elif self.moe[i]:
                 out = self.moe_block(h, i)
             else:
                 gate = linear(h, w[p + "mlp.gate_proj.weight"])
@@ -729,6 +824,9 @@ def apply_rope(x, cos, sin):
 
 
 SERVED_CONTEXT = 1024  # tests/test_model_reference.c serves this context length
+# GptOssConfig's rope_scaling when config.json has none
+GPT_OSS_DEFAULT_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                        "original_max_position_embeddings": 4096}
 
 
 def yarn_inv_freq(base, d, scaling, max_pos):
@@ -739,8 +837,10 @@ def yarn_inv_freq(base, d, scaling, max_pos):
 
     def dim_turning(n_rotations):  # the pair index that turns n_rotations times over old_context
         return d * math.log(old_context / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
-    low = max(math.floor(dim_turning(beta_fast)), 0)
-    high = min(math.ceil(dim_turning(beta_slow)), d - 1)
+    low, high = dim_turning(beta_fast), dim_turning(beta_slow)
+    if scaling.get("truncate", True):  # transformers' _compute_yarn_parameters; gpt-oss says false
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
     if low == high:
         high += 0.001
     ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
