@@ -15,9 +15,10 @@ extern "C" {
 /* x (n) f32 to f16 (round to nearest even) for cuBLAS's products with f16 weights */
 cudaError_t cinfer_cuda_f32_to_f16(cudaStream_t stream, uint16_t *dst, const float *x, size_t n);
 
-/* 1 when cinfer_cuda_gemv_quant, cinfer_cuda_embedding and cinfer_cuda_dequantize_bf16
- * know the stored type (enum cinfer_tensor_type): F32, F16, BF16 and the block types */
-int cinfer_cuda_weight_type_known(uint32_t type);
+/* The bytes of a row of cols values of the stored type (enum cinfer_tensor_type: F32,
+ * F16, BF16 and the block types the weight kernels know), packed; 0 for a type they do
+ * not know or cols that are not whole blocks of it. */
+size_t cinfer_cuda_packed_row_bytes(uint32_t type, int64_t cols);
 
 #ifdef __cplusplus
 }

@@ -125,9 +125,12 @@ bool shape_ok(uint32_t type, int64_t rows_in_grid, int64_t cols)
 
 } // namespace
 
-extern "C" int cinfer_cuda_weight_type_known(uint32_t type)
+extern "C" size_t cinfer_cuda_packed_row_bytes(uint32_t type, int64_t cols)
 {
-    return geometry_of(type).block_values > 0;
+    type_geometry g = geometry_of(type);
+    if (g.block_values == 0 || cols <= 0 || cols % g.block_values != 0)
+        return 0;
+    return (size_t)(cols / g.block_values) * (size_t)g.block_bytes;
 }
 
 extern "C" cudaError_t cinfer_cuda_embedding(cudaStream_t stream, uint32_t type, const void *w, size_t row_bytes,

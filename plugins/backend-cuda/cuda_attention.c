@@ -32,8 +32,13 @@ int cuda_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, v
     struct cuda_kv_storage *s = calloc(1, sizeof *s);
     if (!s)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda backend: out of memory");
-    s->d = (struct cinfer_cuda_kv){NULL,           NULL,           layout->n_layers, layout->n_pages, layout->page_tokens,
-                                   layout->kv_dim, layout->head_dim, layout->dtype,  row_bytes};
+    s->d = (struct cinfer_cuda_kv){.n_layers = layout->n_layers,
+                                   .n_pages = layout->n_pages,
+                                   .page_tokens = layout->page_tokens,
+                                   .kv_dim = layout->kv_dim,
+                                   .head_dim = layout->head_dim,
+                                   .dtype = layout->dtype,
+                                   .row_bytes = row_bytes};
     size_t bytes = (size_t)layout->n_layers * (size_t)layout->n_pages * (size_t)layout->page_tokens * row_bytes;
     char call[128];
     snprintf(call, sizeof call, "cudaMalloc of 2 x %zu bytes for the KV cache", bytes);

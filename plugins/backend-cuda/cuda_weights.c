@@ -16,16 +16,20 @@
 
 #define GEMV_MAX_ROWS 8
 
+/* The stored rows go up packed: a tensor-parallel slice of columns is a view whose rows
+ * are longer than its values (row_bytes of the whole row), and only its values are
+ * copied (cudaMemcpy2D), so nothing past the view's last value is read. */
 int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
                         struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
-    if (!cinfer_cuda_weight_type_known(w->type))
+    size_t packed = cinfer_cuda_packed_row_bytes(w->type, w->cols);
+    if (!packed || packed > w->row_bytes)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "cuda device %d: weight (%lld x %lld) of stored type %u: not a type this backend "
-                                "reads",
-                                be->device, (long long)w->rows, (long long)w->cols, w->type);
-    size_t bytes = (size_t)w->rows * w->row_bytes;
+                                "cuda device %d: weight (%lld x %lld) of stored type %u, rows of %zu bytes: not a "
+                                "type and shape this backend reads (F32, F16, BF16 or a block type of whole blocks)",
+                                be->device, (long long)w->rows, (long long)w->cols, w->type, w->row_bytes);
+    size_t bytes = (size_t)w->rows * packed;
     void *data = NULL;
     char call[128];
     snprintf(call, sizeof call, "cudaMalloc of %zu bytes for a weight", bytes);
@@ -33,8 +37,10 @@ int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, stru
                             : cuda_fail(be, cudaMalloc(&data, bytes ? bytes : 1), call, err);
     if (rc < 0)
         return rc;
-    rc = cuda_fail(be, cudaMemcpyAsync(data, w->data, bytes, cudaMemcpyHostToDevice, be->stream),
-                   "cudaMemcpyAsync (weight upload)", err);
+    if (bytes)
+        rc = cuda_fail(be, cudaMemcpy2DAsync(data, packed, w->data, w->row_bytes, packed, (size_t)w->rows,
+                                             cudaMemcpyHostToDevice, be->stream),
+                       "cudaMemcpy2DAsync (weight upload)", err);
     if (rc == 0)
         rc = cuda_fail(be, cudaStreamSynchronize(be->stream), "cudaStreamSynchronize (weight upload)", err);
     if (rc < 0) {
@@ -43,6 +49,7 @@ int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, stru
     }
     *out = *w;
     out->data = data;
+    out->row_bytes = packed;
     return 0;
 }
 
@@ -124,7 +131,8 @@ static int matmul_one(struct cuda_backend *be, const float *x, int n, const stru
                       CUBLAS_COMPUTE_32F);
     }
     if (!failed && o->bias)
-        failed = cuda_note(be, cinfer_cuda_add_bias(be->stream, o->y, o->bias, n, (int)w->rows), "cinfer_cuda_add_bias");
+        failed = cuda_note(be, cinfer_cuda_add_bias(be->stream, o->y, o->bias, n, (int)w->rows),
+                           "cinfer_cuda_add_bias");
     return failed;
 }
 
@@ -157,7 +165,8 @@ int cuda_matmul(void *state, const float *x, int n, const struct cinfer_backend_
         return cuda_status(be, err);
     if (want_bf16 && cuda_note(be, cinfer_cuda_f32_to_bf16(be->stream, x16, x, values), "cinfer_cuda_f32_to_bf16"))
         return cuda_status(be, err);
-    if (want_f16 && cuda_note(be, cinfer_cuda_f32_to_f16(be->stream, x16 + values, x, values), "cinfer_cuda_f32_to_f16"))
+    if (want_f16 &&
+        cuda_note(be, cinfer_cuda_f32_to_f16(be->stream, x16 + values, x, values), "cinfer_cuda_f32_to_f16"))
         return cuda_status(be, err);
     for (int i = 0; i < n_outs; i++)
         if (matmul_one(be, x, n, &outs[i], x16, x16 ? x16 + values : NULL))
