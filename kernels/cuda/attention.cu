@@ -10,8 +10,10 @@
  * reduced by shuffles, one rescale. The warps' states then merge through shared memory,
  * with the sink's logit joining the denominator only. Everything is f32; nothing is kept
  * per position, so a context of any length needs no scratch. Positions are read through
- * the sequence's page table with kv_format.cuh's functions, which a host test checks
- * against the CPU backend. */
+ * the sequence's page table with kv_format.cuh's functions; the softmax steps are
+ * attention_math.cuh's. tests/test_cuda_kernels_host.c runs both, in this kernel's
+ * order, against the CPU backend. */
+#include "attention_math.cuh"
 #include "cuda_kernels.h"
 #include "kv_format.cuh"
 
@@ -83,13 +85,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                 part_l[warp] = l;
             }
             __syncthreads();
-            /* merge: every thread computes the same max and denominator, in the same order */
-            float big = sinks ? sinks[h] : -INFINITY;
-            for (int w = 0; w < ATTN_WARPS; w++)
-                big = fmaxf(big, part_m[w]);
-            float total = sinks ? expf(sinks[h] - big) : 0.0f; /* the sink: in the denominator, no value */
-            for (int w = 0; w < ATTN_WARPS; w++)
-                total += part_l[w] * expf(part_m[w] - big); /* a warp that saw nothing: l 0, m -inf */
+            float big, total; /* every thread merges alike, in the same order */
+            cinfer_cu_softmax_merge(part_m, part_l, ATTN_WARPS, sinks != NULL, sinks ? sinks[h] : 0.0f, &big, &total);
             float *oh = out + row * q_dim + (size_t)h * head_dim; /* (head_dim) */
             for (int d = threadIdx.x; d < head_dim; d += ATTN_THREADS) {
                 float o = 0.0f;

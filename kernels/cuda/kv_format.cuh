@@ -1,10 +1,10 @@
 /* kernels/cuda/kv_format.cuh — how the CUDA backend encodes, finds and reads KV values:
  * f32 to f16 / bf16 (round to nearest even, NaN kept), q8_0 blocks, a row's byte offset
- * in struct cinfer_cuda_kv and a position's row through a page table. Written in the
- * common subset of C and CUDA C++ so that the kernels (kv_cache.cu, attention.cu) and a
- * host test without a GPU (tests/test_cuda_kernels_host.c, compiled as C) run the very
- * same code; the encoders repeat kernels/convert_scalar.c and kernels/quant.c step by
- * step, so a KV row the device writes is the CPU backend's, byte for byte. */
+ * in struct cinfer_cuda_kv and a position's row through a page table. Host and device
+ * code (host_device.cuh): the kernels (kv_cache.cu, attention.cu) and a host test
+ * without a GPU (tests/test_cuda_kernels_host.c, compiled as C) run the very same code.
+ * The encoders repeat kernels/convert_scalar.c and kernels/quant.c step by step, so a
+ * KV row the device writes is the CPU backend's, byte for byte. */
 #ifndef CINFER_CUDA_KV_FORMAT_CUH
 #define CINFER_CUDA_KV_FORMAT_CUH
 
@@ -13,11 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define CINFER_HD static inline __host__ __device__
-#else
-#define CINFER_HD static inline
-#endif
+#include "host_device.cuh"
 
 #define CINFER_CUDA_Q8_BLOCK 32       /* values of a q8_0 block */
 #define CINFER_CUDA_Q8_BLOCK_BYTES 34 /* f16 d, then 32 int8 */
@@ -177,30 +173,6 @@ CINFER_HD void cinfer_cu_kv_encode_unit(const float *src, uint8_t *dst, uint32_t
                                       dst + (size_t)u * CINFER_CUDA_Q8_BLOCK_BYTES);
         break;
     }
-}
-
-/* Online softmax, one score at a time: the running max m, the sum l of exp(s - m) and
- * the weight to give the value of s (p) and to rescale what was accumulated (corr). */
-CINFER_HD void cinfer_cu_softmax_step(float *m, float *l, float s, float *p, float *corr)
-{
-    float m_new = s > *m ? s : *m;
-    *corr = expf(*m - m_new); /* 0 for the first score (m = -inf) */
-    *p = expf(s - m_new);
-    *l = *l * *corr + *p;
-    *m = m_new;
-}
-
-/* A score after scale and soft-capping (cap 0: none), as the CPU backend's attention. */
-CINFER_HD float cinfer_cu_attn_score(float dot, float scale, float softcap)
-{
-    float s = dot * scale;
-    return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
-}
-
-/* The first position a query at pos sees: (pos - window, pos], all of [0, pos] for window 0. */
-CINFER_HD int cinfer_cu_attn_first(int pos, int window)
-{
-    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 }
 
 #endif
