@@ -24,7 +24,7 @@
 #define ATTN_DIMS_PER_LANE (ATTN_MAX_HEAD_DIM / WARP)
 #define ATTN_MAX_GRID_YZ 65535 /* gridDim.y and gridDim.z limits: more tokens or sequences loop */
 
-__global__ void __launch_bounds__(ATTN_THREADS)
+static __global__ void __launch_bounds__(ATTN_THREADS)
     attention_kernel(struct cinfer_cuda_kv kv, int layer, const float *q, float *out,
                      const struct cinfer_cuda_attn_seq *seqs, const int32_t *page_tables, int n_seqs, int n_heads,
                      int n_kv_heads, int head_dim, int window, float scale, float softcap, const float *sinks)

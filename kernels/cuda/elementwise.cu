@@ -7,7 +7,7 @@
 #include "kv_format.cuh"
 #include "launch.cuh"
 
-__global__ void silu_mul_kernel(float *gate, const float *up, size_t n)
+static __global__ void silu_mul_kernel(float *gate, const float *up, size_t n)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     {
@@ -17,7 +17,7 @@ __global__ void silu_mul_kernel(float *gate, const float *up, size_t n)
 }
 
 /* gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))), the CPU's expression */
-__global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
+static __global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     {
@@ -28,7 +28,7 @@ __global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
 
 /* gpt-oss: g = min(gate, limit), u = clamp(up, -limit, limit), g * sigmoid(alpha g) * (u + 1)
  * (llama.cpp's form: g / (1 + exp(-alpha g))) */
-__global__ void swiglu_oai_kernel(float *gate, const float *up, size_t n, float alpha, float limit)
+static __global__ void swiglu_oai_kernel(float *gate, const float *up, size_t n, float alpha, float limit)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     {
@@ -38,26 +38,26 @@ __global__ void swiglu_oai_kernel(float *gate, const float *up, size_t n, float 
     }
 }
 
-__global__ void add_kernel(float *y, const float *x, size_t n)
+static __global__ void add_kernel(float *y, const float *x, size_t n)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     y[i] += x[i];
 }
 
-__global__ void scale_kernel(float *x, size_t n, float factor)
+static __global__ void scale_kernel(float *x, size_t n, float factor)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     x[i] *= factor;
 }
 
-__global__ void softcap_kernel(float *x, size_t n, float cap)
+static __global__ void softcap_kernel(float *x, size_t n, float cap)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     x[i] = cap * tanhf(x[i] / cap);
 }
 
 /* y (n, dim) += sigmoid(gate[i]) * x (n, dim) row by row */
-__global__ void add_gated_kernel(float *y, const float *x, const float *gate, size_t n_values, int dim)
+static __global__ void add_gated_kernel(float *y, const float *x, const float *gate, size_t n_values, int dim)
 {
     CINFER_CUDA_FOR_EACH(i, n_values)
     {
@@ -67,13 +67,13 @@ __global__ void add_gated_kernel(float *y, const float *x, const float *gate, si
 }
 
 /* y (n, dim) += bias (dim) */
-__global__ void add_bias_kernel(float *y, const float *bias, size_t n_values, int dim)
+static __global__ void add_bias_kernel(float *y, const float *bias, size_t n_values, int dim)
 {
     CINFER_CUDA_FOR_EACH(i, n_values)
     y[i] += bias[i % (size_t)dim];
 }
 
-__global__ void f32_to_bf16_kernel(uint16_t *dst, const float *x, size_t n)
+static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *x, size_t n)
 {
     CINFER_CUDA_FOR_EACH(i, n)
     dst[i] = cinfer_cu_f32_to_bf16(x[i]);

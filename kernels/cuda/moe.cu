@@ -8,8 +8,8 @@
 #include "moe_route.cuh"
 
 /* logits (n, n_experts) -> ids, weights (n, k); one thread per row */
-__global__ void moe_route_kernel(const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
-                                 float *weights)
+static __global__ void moe_route_kernel(const float *logits, int n, int n_experts, int k, int normalize,
+                                        int32_t *ids, float *weights)
 {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r < n)
@@ -18,7 +18,8 @@ __global__ void moe_route_kernel(const float *logits, int n, int n_experts, int 
 }
 
 /* out (n, dim) = x rows rows[i] */
-__global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, size_t n_values, int dim)
+static __global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, size_t n_values,
+                                          int dim)
 {
     CINFER_CUDA_FOR_EACH(i, n_values)
     {
@@ -28,8 +29,8 @@ __global__ void gather_rows_kernel(float *out, const float *x, const int32_t *ro
 }
 
 /* y rows rows[i] += weights[i] * x row i (x (n, dim)); one thread per column c */
-__global__ void scatter_add_rows_kernel(float *y, const float *x, const int32_t *rows, const float *weights, int n,
-                                        int dim)
+static __global__ void scatter_add_rows_kernel(float *y, const float *x, const int32_t *rows, const float *weights,
+                                               int n, int dim)
 {
     CINFER_CUDA_FOR_EACH(c, (size_t)dim)
     {

@@ -4,8 +4,8 @@
 #include "launch.cuh"
 
 /* x (n_tokens, n_heads * head_dim); cos, sin (n_tokens, head_dim / 2) */
-__global__ void rope_kernel(float *x, int n_heads, int head_dim, const float *cos_table, const float *sin_table,
-                            int interleaved, size_t n_pairs)
+static __global__ void rope_kernel(float *x, int n_heads, int head_dim, const float *cos_table,
+                                   const float *sin_table, int interleaved, size_t n_pairs)
 {
     int half = head_dim / 2;
     CINFER_CUDA_FOR_EACH(pair, n_pairs)
