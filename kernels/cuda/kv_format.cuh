@@ -100,7 +100,9 @@ CINFER_HD float cinfer_cu_bf16_to_f32(uint16_t b)
 
 /* One q8_0 block of x (32) into out (34 bytes), as kernels/quant.c's
  * cinfer_kernel_quantize_q8_0: d = max|x| / 127 in f32, q = roundf(x * (1 / d)) with
- * that unrounded d (ties away from zero), then d stored rounded to f16. */
+ * that unrounded d (ties away from zero), then d stored rounded to f16. (A block whose
+ * max|x| is below about 1e-36 makes 1 / d overflow; the CPU then converts inf to int8,
+ * which C leaves undefined, and the two sides need not agree there.) */
 CINFER_HD void cinfer_cu_quantize_q8_0_block(const float *x, uint8_t *out)
 {
     float amax = 0.0f;
