@@ -1,15 +1,15 @@
 /* The CUDA kernels' host-and-device code, checked without a GPU: the .cuh headers of
- * kernels/cuda are written in the common subset of C and CUDA C++, and the kernels call exactly these
- * functions, so what is proved here holds for them on the device up to the device's own
- * rounding (fused multiply-adds, the order of a warp's sums).
+ * kernels/cuda are written in the common subset of C and CUDA C++, and the kernels call
+ * exactly these functions, so what is proved here holds for them on the device up to
+ * the device's own rounding (fused multiply-adds, the order of a warp's sums).
  *   - f16 and bf16 narrowing (round to nearest even, NaN kept) give the CPU's bits on
  *     every f16 / bf16 value, every tie between neighbours and a bit either side, and
  *     random bit patterns; f16 widening on all 65536 values.
  *   - q8_0 KV blocks are the CPU backend's bytes (kernels/quant.c), ties included.
  *   - Paged attention as attention.cu runs it (KV written unit by unit as kv_cache.cu
- *     does, positions walked through shuffled page tables, 4 warps of 32 lanes each with
- *     its online softmax, the lanes' dot product summed in the shuffle tree's order,
- *     then the warps merged) against the CPU backend's attention_windowed on every KV
+ *     does, positions walked through shuffled page tables, 4, 8 or 16 warps of 32 lanes
+ *     each with its online softmax, the lanes' dot product summed in the shuffle tree's
+ *     order, then the warps merged) against the CPU backend's attention_windowed on every KV
  *     type, window, scale and soft-cap, a prefill chunk and decode steps, layer 1 of 2;
  *     with attention sinks (which the CPU backend lacks) against a float64 loop.
  *   - The router row (moe.cu's) against the CPU backend's moe_route, bit for bit.
@@ -185,21 +185,21 @@ static void host_kv_write(const struct cinfer_cuda_kv *kv, int layer, const floa
     }
 }
 
-enum { WARPS = 4, LANES = 32 };
+enum { MAX_WARPS = 16, LANES = 32 };
 
-/* One (sequence, token, head) block of attention_kernel, lane by lane: out (head_dim). */
-static void host_attention_block(const struct cinfer_cuda_kv *kv, int layer, const float *qh, const int32_t *pages,
-                                 int pos, int kv_head, int head_dim, int window, float scale, float softcap,
-                                 const float *sink, float *out)
+/* One (sequence, token, head) block of attention_kernel<warps>, lane by lane: out (head_dim). */
+static void host_attention_block(int warps, const struct cinfer_cuda_kv *kv, int layer, const float *qh,
+                                 const int32_t *pages, int pos, int kv_head, int head_dim, int window, float scale,
+                                 float softcap, const float *sink, float *out)
 {
-    static float acc[WARPS][AT_MAX_HD];
-    float m[WARPS], l[WARPS];
+    static float acc[MAX_WARPS][AT_MAX_HD];
+    float m[MAX_WARPS], l[MAX_WARPS];
     int head_first = kv_head * head_dim;
-    for (int w = 0; w < WARPS; w++) {
+    for (int w = 0; w < warps; w++) {
         m[w] = -INFINITY;
         l[w] = 0.0f;
         memset(acc[w], 0, sizeof acc[w]);
-        for (int p = cinfer_cu_attn_first(pos, window) + w; p <= pos; p += WARPS) {
+        for (int p = cinfer_cu_attn_first(pos, window) + w; p <= pos; p += warps) {
             int page, offset;
             cinfer_cu_kv_position(pages, kv->page_tokens, p, &page, &offset);
             size_t at = cinfer_cu_kv_row_at(kv->n_pages, kv->page_tokens, kv->row_bytes, layer, page, offset);
@@ -222,10 +222,10 @@ static void host_attention_block(const struct cinfer_cuda_kv *kv, int layer, con
         }
     }
     float big, total;
-    cinfer_cu_softmax_merge(m, l, WARPS, sink != NULL, sink ? *sink : 0.0f, &big, &total);
+    cinfer_cu_softmax_merge(m, l, warps, sink != NULL, sink ? *sink : 0.0f, &big, &total);
     for (int d = 0; d < head_dim; d++) {
         float o = 0.0f;
-        for (int w = 0; w < WARPS; w++)
+        for (int w = 0; w < warps; w++)
             o += acc[w][d] * expf(m[w] - big);
         out[d] = o / total;
     }
@@ -362,14 +362,16 @@ START_TEST(paged_attention_steps_match_the_cpu_backend)
             for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++)
                 for (int with_sinks = 0; with_sinks < 2; with_sinks++) {
                     float scale = opts[o].scale > 0.0f ? opts[o].scale : 1.0f / sqrtf((float)a.head_dim);
+                    /* the kernel's three block sizes, each on many cases */
+                    int warps = 4 << (sh + dtype + o + (size_t)with_sinks) % 3;
                     for (int s = 0; s < AT_SEQS; s++)
                         for (int t = 0; t < at_lens[s]; t++)
                             for (int h = 0; h < a.n_heads; h++) {
                                 size_t at = (size_t)(seqs[s].row + t) * q_dim + (size_t)h * a.head_dim;
                                 const float *sink = with_sinks ? &sinks[h] : NULL;
-                                host_attention_block(&dev, 1, q + at, seqs[s].page_table, at_starts[s] + t, h / group,
-                                                     a.head_dim, opts[o].window, scale, opts[o].softcap, sink,
-                                                     got + at);
+                                host_attention_block(warps, &dev, 1, q + at, seqs[s].page_table, at_starts[s] + t,
+                                                     h / group, a.head_dim, opts[o].window, scale, opts[o].softcap,
+                                                     sink, got + at);
                                 attention_f64(q + at, kr + (size_t)s * max_ctx * kv_dim,
                                               vr + (size_t)s * max_ctx * kv_dim, at_starts[s] + t, kv_dim, h / group,
                                               a.head_dim, opts[o].window, scale, opts[o].softcap, sink, want + at);
