@@ -10,8 +10,7 @@
 static __global__ void kv_write_kernel(struct cinfer_cuda_kv kv, int layer, const float *k, const float *v,
                                        const int32_t *slots, int units, size_t n_items)
 {
-    CINFER_CUDA_FOR_EACH(item, n_items)
-    {
+    CINFER_CUDA_FOR_EACH(item, n_items) {
         int u = (int)(item % (size_t)units);
         size_t token_which = item / (size_t)units;
         int which = (int)(token_which % 2); /* 0: K, 1: V */

@@ -21,8 +21,7 @@ static __global__ void moe_route_kernel(const float *logits, int n, int n_expert
 static __global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, size_t n_values,
                                           int dim)
 {
-    CINFER_CUDA_FOR_EACH(i, n_values)
-    {
+    CINFER_CUDA_FOR_EACH(i, n_values) {
         size_t r = i / (size_t)dim, c = i % (size_t)dim;
         out[i] = x[(size_t)rows[r] * (size_t)dim + c];
     }
@@ -32,8 +31,7 @@ static __global__ void gather_rows_kernel(float *out, const float *x, const int3
 static __global__ void scatter_add_rows_kernel(float *y, const float *x, const int32_t *rows, const float *weights,
                                                int n, int dim)
 {
-    CINFER_CUDA_FOR_EACH(c, (size_t)dim)
-    {
+    CINFER_CUDA_FOR_EACH(c, (size_t)dim) {
         for (int i = 0; i < n; i++)
             y[(size_t)rows[i] * (size_t)dim + c] += weights[i] * x[(size_t)i * (size_t)dim + c];
     }
