@@ -7,20 +7,18 @@
 #include "kv_format.cuh"
 #include "launch.cuh"
 
-__global__ void silu_mul_kernel(float *gate, const float *up, size_t n)
+static __global__ void silu_mul_kernel(float *gate, const float *up, size_t n)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    {
+    CINFER_CUDA_FOR_EACH(i, n) {
         float g = gate[i];
         gate[i] = g / (1.0f + expf(-g)) * up[i];
     }
 }
 
 /* gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))), the CPU's expression */
-__global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
+static __global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    {
+    CINFER_CUDA_FOR_EACH(i, n) {
         float g = gate[i];
         gate[i] = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * up[i];
     }
@@ -28,55 +26,58 @@ __global__ void gelu_tanh_mul_kernel(float *gate, const float *up, size_t n)
 
 /* gpt-oss: g = min(gate, limit), u = clamp(up, -limit, limit), g * sigmoid(alpha g) * (u + 1)
  * (llama.cpp's form: g / (1 + exp(-alpha g))) */
-__global__ void swiglu_oai_kernel(float *gate, const float *up, size_t n, float alpha, float limit)
+static __global__ void swiglu_oai_kernel(float *gate, const float *up, size_t n, float alpha, float limit)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    {
+    CINFER_CUDA_FOR_EACH(i, n) {
         float g = fminf(gate[i], limit);
         float u = fminf(fmaxf(up[i], -limit), limit);
         gate[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
     }
 }
 
-__global__ void add_kernel(float *y, const float *x, size_t n)
+static __global__ void add_kernel(float *y, const float *x, size_t n)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    y[i] += x[i];
+    CINFER_CUDA_FOR_EACH(i, n) {
+        y[i] += x[i];
+    }
 }
 
-__global__ void scale_kernel(float *x, size_t n, float factor)
+static __global__ void scale_kernel(float *x, size_t n, float factor)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    x[i] *= factor;
+    CINFER_CUDA_FOR_EACH(i, n) {
+        x[i] *= factor;
+    }
 }
 
-__global__ void softcap_kernel(float *x, size_t n, float cap)
+static __global__ void softcap_kernel(float *x, size_t n, float cap)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    x[i] = cap * tanhf(x[i] / cap);
+    CINFER_CUDA_FOR_EACH(i, n) {
+        x[i] = cap * tanhf(x[i] / cap);
+    }
 }
 
 /* y (n, dim) += sigmoid(gate[i]) * x (n, dim) row by row */
-__global__ void add_gated_kernel(float *y, const float *x, const float *gate, size_t n_values, int dim)
+static __global__ void add_gated_kernel(float *y, const float *x, const float *gate, size_t n_values, int dim)
 {
-    CINFER_CUDA_FOR_EACH(i, n_values)
-    {
+    CINFER_CUDA_FOR_EACH(i, n_values) {
         float g = 1.0f / (1.0f + expf(-gate[i / (size_t)dim]));
         y[i] += g * x[i];
     }
 }
 
 /* y (n, dim) += bias (dim) */
-__global__ void add_bias_kernel(float *y, const float *bias, size_t n_values, int dim)
+static __global__ void add_bias_kernel(float *y, const float *bias, size_t n_values, int dim)
 {
-    CINFER_CUDA_FOR_EACH(i, n_values)
-    y[i] += bias[i % (size_t)dim];
+    CINFER_CUDA_FOR_EACH(i, n_values) {
+        y[i] += bias[i % (size_t)dim];
+    }
 }
 
-__global__ void f32_to_bf16_kernel(uint16_t *dst, const float *x, size_t n)
+static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *x, size_t n)
 {
-    CINFER_CUDA_FOR_EACH(i, n)
-    dst[i] = cinfer_cu_f32_to_bf16(x[i]);
+    CINFER_CUDA_FOR_EACH(i, n) {
+        dst[i] = cinfer_cu_f32_to_bf16(x[i]);
+    }
 }
 
 extern "C" cudaError_t cinfer_cuda_silu_mul(cudaStream_t stream, float *gate, const float *up, size_t n)

@@ -7,11 +7,10 @@
 #include "launch.cuh"
 
 /* k, v (n, kv_dim) f32 -> rows slots[i] of layer; one item per (token, K or V, unit) */
-__global__ void kv_write_kernel(struct cinfer_cuda_kv kv, int layer, const float *k, const float *v,
-                                const int32_t *slots, int units, size_t n_items)
+static __global__ void kv_write_kernel(struct cinfer_cuda_kv kv, int layer, const float *k, const float *v,
+                                       const int32_t *slots, int units, size_t n_items)
 {
-    CINFER_CUDA_FOR_EACH(item, n_items)
-    {
+    CINFER_CUDA_FOR_EACH(item, n_items) {
         int u = (int)(item % (size_t)units);
         size_t token_which = item / (size_t)units;
         int which = (int)(token_which % 2); /* 0: K, 1: V */

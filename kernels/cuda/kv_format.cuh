@@ -1,10 +1,10 @@
 /* kernels/cuda/kv_format.cuh — how the CUDA backend encodes, finds and reads KV values:
  * f32 to f16 / bf16 (round to nearest even, NaN kept), q8_0 blocks, a row's byte offset
- * in struct cinfer_cuda_kv and a position's row through a page table. Written in the
- * common subset of C and CUDA C++ so that the kernels (kv_cache.cu, attention.cu) and a
- * host test without a GPU (tests/test_cuda_kernels_host.c, compiled as C) run the very
- * same code; the encoders repeat kernels/convert_scalar.c and kernels/quant.c step by
- * step, so a KV row the device writes is the CPU backend's, byte for byte. */
+ * in struct cinfer_cuda_kv and a position's row through a page table. Host and device
+ * code (host_device.cuh): the kernels (kv_cache.cu, attention.cu) and a host test
+ * without a GPU (tests/test_cuda_kernels_host.c, compiled as C) run the very same code.
+ * The encoders repeat kernels/convert_scalar.c and kernels/quant.c step by step, so a
+ * KV row the device writes is the CPU backend's, byte for byte. */
 #ifndef CINFER_CUDA_KV_FORMAT_CUH
 #define CINFER_CUDA_KV_FORMAT_CUH
 
@@ -13,11 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define CINFER_HD static inline __host__ __device__
-#else
-#define CINFER_HD static inline
-#endif
+#include "host_device.cuh"
 
 #define CINFER_CUDA_Q8_BLOCK 32       /* values of a q8_0 block */
 #define CINFER_CUDA_Q8_BLOCK_BYTES 34 /* f16 d, then 32 int8 */
@@ -104,7 +100,9 @@ CINFER_HD float cinfer_cu_bf16_to_f32(uint16_t b)
 
 /* One q8_0 block of x (32) into out (34 bytes), as kernels/quant.c's
  * cinfer_kernel_quantize_q8_0: d = max|x| / 127 in f32, q = roundf(x * (1 / d)) with
- * that unrounded d (ties away from zero), then d stored rounded to f16. */
+ * that unrounded d (ties away from zero), then d stored rounded to f16. (A block whose
+ * max|x| is below about 1e-36 makes 1 / d overflow; the CPU then converts inf to int8,
+ * which C leaves undefined, and the two sides need not agree there.) */
 CINFER_HD void cinfer_cu_quantize_q8_0_block(const float *x, uint8_t *out)
 {
     float amax = 0.0f;
@@ -177,30 +175,6 @@ CINFER_HD void cinfer_cu_kv_encode_unit(const float *src, uint8_t *dst, uint32_t
                                       dst + (size_t)u * CINFER_CUDA_Q8_BLOCK_BYTES);
         break;
     }
-}
-
-/* Online softmax, one score at a time: the running max m, the sum l of exp(s - m) and
- * the weight to give the value of s (p) and to rescale what was accumulated (corr). */
-CINFER_HD void cinfer_cu_softmax_step(float *m, float *l, float s, float *p, float *corr)
-{
-    float m_new = s > *m ? s : *m;
-    *corr = expf(*m - m_new); /* 0 for the first score (m = -inf) */
-    *p = expf(s - m_new);
-    *l = *l * *corr + *p;
-    *m = m_new;
-}
-
-/* A score after scale and soft-capping (cap 0: none), as the CPU backend's attention. */
-CINFER_HD float cinfer_cu_attn_score(float dot, float scale, float softcap)
-{
-    float s = dot * scale;
-    return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
-}
-
-/* The first position a query at pos sees: (pos - window, pos], all of [0, pos] for window 0. */
-CINFER_HD int cinfer_cu_attn_first(int pos, int window)
-{
-    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 }
 
 #endif

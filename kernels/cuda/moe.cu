@@ -1,65 +1,37 @@
 /* kernels/cuda/moe.cu — the mixture-of-experts ops on the device. The router runs one
- * thread per token row with the CPU backend's route_row (core/backend/cpu_backend.c)
- * line for line, in double as there, so choices and weights match it. The scatter-add
- * runs one thread per output column, looping over the rows to add in order: a row that
- * repeats is added in the CPU's order, with no atomics, so results are deterministic. */
+ * thread per token row with moe_route.cuh's copy of the CPU backend's route_row. The
+ * scatter-add runs one thread per output column, looping over the rows to add in order:
+ * a row that repeats is added in the CPU's order, with no atomics, so results are
+ * deterministic. */
 #include "cuda_kernels.h"
 #include "launch.cuh"
+#include "moe_route.cuh"
 
-/* logits (n, n_experts) -> ids, weights (n, k) */
-__global__ void moe_route_kernel(const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids_out,
-                                 float *weights_out)
+/* logits (n, n_experts) -> ids, weights (n, k); one thread per row */
+static __global__ void moe_route_kernel(const float *logits, int n, int n_experts, int k, int normalize,
+                                        int32_t *ids, float *weights)
 {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n)
-        return;
-    const float *lg = logits + (size_t)r * n_experts; /* (n_experts) */
-    int32_t *ids = ids_out + (size_t)r * k;            /* (k) kept sorted, largest first */
-    float *weights = weights_out + (size_t)r * k;      /* (k) */
-    float max = lg[0];
-    for (int e = 1; e < n_experts; e++)
-        max = lg[e] > max ? lg[e] : max;
-    double sum = 0.0;
-    for (int e = 0; e < n_experts; e++)
-        sum += exp((double)lg[e] - max);
-    int found = 0; /* insertion into the sorted ids: a later equal logit goes after (lower id first) */
-    for (int e = 0; e < n_experts; e++) {
-        int at = found < k ? found : k;
-        while (at > 0 && lg[ids[at - 1]] < lg[e])
-            at--;
-        if (at >= k)
-            continue;
-        for (int j = (found < k ? found : k - 1); j > at; j--)
-            ids[j] = ids[j - 1];
-        ids[at] = e;
-        if (found < k)
-            found++;
-    }
-    double kept = 0.0;
-    for (int j = 0; j < k; j++)
-        kept += exp((double)lg[ids[j]] - max) / sum;
-    for (int j = 0; j < k; j++) {
-        double p = exp((double)lg[ids[j]] - max) / sum;
-        weights[j] = (float)(normalize ? p / kept : p);
-    }
+    if (r < n)
+        cinfer_cu_route_row(logits + (size_t)r * n_experts, n_experts, k, normalize, ids + (size_t)r * k,
+                            weights + (size_t)r * k);
 }
 
 /* out (n, dim) = x rows rows[i] */
-__global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, size_t n_values, int dim)
+static __global__ void gather_rows_kernel(float *out, const float *x, const int32_t *rows, size_t n_values,
+                                          int dim)
 {
-    CINFER_CUDA_FOR_EACH(i, n_values)
-    {
+    CINFER_CUDA_FOR_EACH(i, n_values) {
         size_t r = i / (size_t)dim, c = i % (size_t)dim;
         out[i] = x[(size_t)rows[r] * (size_t)dim + c];
     }
 }
 
 /* y rows rows[i] += weights[i] * x row i (x (n, dim)); one thread per column c */
-__global__ void scatter_add_rows_kernel(float *y, const float *x, const int32_t *rows, const float *weights, int n,
-                                        int dim)
+static __global__ void scatter_add_rows_kernel(float *y, const float *x, const int32_t *rows, const float *weights,
+                                               int n, int dim)
 {
-    CINFER_CUDA_FOR_EACH(c, (size_t)dim)
-    {
+    CINFER_CUDA_FOR_EACH(c, (size_t)dim) {
         for (int i = 0; i < n; i++)
             y[(size_t)rows[i] * (size_t)dim + c] += weights[i] * x[(size_t)i * (size_t)dim + c];
     }

@@ -8,7 +8,7 @@
 #define WARP 32
 
 /* y (n_rows, dim) = x * rsqrt(mean(x²) + eps) * w (dim); y and x are not restrict: they may alias */
-__global__ void rmsnorm_kernel(float *y, const float *x, int dim, const float *w, float eps)
+static __global__ void rmsnorm_kernel(float *y, const float *x, int dim, const float *w, float eps)
 {
     __shared__ float warp_sums[RMSNORM_THREADS / WARP];
     const float *xr = x + (size_t)blockIdx.x * (size_t)dim; /* (dim) */

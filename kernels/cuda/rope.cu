@@ -4,12 +4,11 @@
 #include "launch.cuh"
 
 /* x (n_tokens, n_heads * head_dim); cos, sin (n_tokens, head_dim / 2) */
-__global__ void rope_kernel(float *x, int n_heads, int head_dim, const float *cos_table, const float *sin_table,
-                            int interleaved, size_t n_pairs)
+static __global__ void rope_kernel(float *x, int n_heads, int head_dim, const float *cos_table,
+                                   const float *sin_table, int interleaved, size_t n_pairs)
 {
     int half = head_dim / 2;
-    CINFER_CUDA_FOR_EACH(pair, n_pairs)
-    {
+    CINFER_CUDA_FOR_EACH(pair, n_pairs) {
         int i = (int)(pair % (size_t)half);
         size_t head_row = pair / (size_t)half; /* token * n_heads + head */
         size_t token = head_row / (size_t)n_heads;
