@@ -31,7 +31,12 @@
  *   bench_model --models a.gguf,b.gguf [--threads 2] [--prompt-tokens 512]
  *               [--prefill-reps 3] [--decode-steps 32] [--batches 1,8,32]
  *               [--bandwidth-mib 1024] [--peer build-bench/bin/llama_cpp_peer]
- *               [--node node] [--rounds 1] [--json out.json]
+ *               [--node node] [--rounds 1] [--json out.json] [--device cpu|cuda|NAME]
+ *               [--plugin-path DIR]
+ * --device runs cinfer's side on that compute backend (as engine.device chooses it;
+ * plugins from --plugin-path, then the default places); on a device the paired floor
+ * (host reads) is not measured, and the floor column still uses the host's bandwidth:
+ * scripts/gpu-check sets decode against the device's own peak.
  * The node peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
 #include <errno.h>
 #include <immintrin.h>
@@ -49,6 +54,8 @@
 #include <unistd.h>
 
 #include "cinfer/error.h"
+#include "backend/backend_select.h"
+#include "cinfer/plugins.h"
 #include "kernels.h" /* cinfer_kernel_argmax: the greedy pick, as the sampler makes it */
 #include "model/model.h"
 #include "model/runtime.h"
@@ -76,6 +83,8 @@ struct options {
     const char *json_path;
     uint32_t seed;
     int rounds; /* each side measured this many times, alternating; best figures kept */
+    const char *device;      /* NULL: the built-in CPU backend */
+    const char *plugin_path; /* where --device's plugin is looked for first */
 };
 
 /* What one side measured on one model. */
@@ -503,10 +512,16 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
 {
     struct cinfer_model *m = NULL;
     struct cinfer_runtime *rt = NULL;
+    struct cinfer_plugin *backend = NULL;
     struct cinfer_model_load_options lo = {.show_progress = 0};
-    int rc = cinfer_model_load(path, &lo, &m, err);
+    int rc = o->device ? cinfer_backend_select(o->device, o->plugin_path, &backend, err) : 0;
     if (rc < 0)
         return rc;
+    rc = cinfer_model_load(path, &lo, &m, err);
+    if (rc < 0) {
+        cinfer_plugin_close(&backend);
+        return rc;
+    }
     const struct cinfer_model_config *c = &m->config;
     f->weight_bytes_per_token = decode_bytes_per_token(m);
     f->vocab_size = c->vocab_size;
@@ -530,6 +545,7 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
         .kv_page_tokens = page_tokens,
         .n_threads = o->n_threads,
         .max_batch_tokens = o->prompt_tokens > max_batch ? o->prompt_tokens : max_batch,
+        .backend = backend ? cinfer_plugin_vtable(backend) : NULL,
     };
 
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o->prompt_tokens); /* (prompt_tokens) */
@@ -555,7 +571,7 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
-    if (rc == 0)
+    if (rc == 0 && !backend) /* host reads: the CPU's floor only */
         rc = cinfer_paired_floor(rt, o, f->weight_bytes_per_token, prompt[0], c->vocab_size, logits, pages,
                                  &r->paired_floor_fraction, err);
 out:
@@ -565,6 +581,7 @@ out:
     free(prompt);
     free(logits);
     cinfer_model_free(&m);
+    cinfer_plugin_close(&backend);
     if (rc == 0)
         r->ok = 1;
     return rc;
@@ -852,6 +869,10 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->json_path = value;
         } else if (!strcmp(flag, "--rounds")) {
             o->rounds = parse_positive(flag, value, 20);
+        } else if (!strcmp(flag, "--device")) {
+            o->device = value;
+        } else if (!strcmp(flag, "--plugin-path")) {
+            o->plugin_path = value;
         } else if (!strcmp(flag, "--seed")) {
             o->seed = (uint32_t)parse_positive(flag, value, 1 << 30);
         } else {

@@ -44,6 +44,14 @@ from gguf_writer import GGMLType, GGUFWriter, ValueType  # noqa: E402  (tools/gg
 
 SHAPE = dict(vocab=49152, hidden=576, intermediate=1536, layers=30, heads=9, kv_heads=3,
              context=2048, rope_theta=10000.0, rms_eps=1e-5)
+# --shape: the files' name prefix and shape. llama-3.2-1b (scripts/gpu-check's benchmark):
+# Llama-3.2-1B's matrices (hidden 2048, 16 layers, 32 heads, 8 KV heads, ffn 8192,
+# vocabulary 128256, tied embeddings) with the same random values and vocabulary scheme.
+SHAPES = {
+    "smollm-135m": ("smollm-shaped", SHAPE),
+    "llama-3.2-1b": ("llama1b-shaped", dict(vocab=128256, hidden=2048, intermediate=8192, layers=16, heads=32,
+                                            kv_heads=8, context=8192, rope_theta=500000.0, rms_eps=1e-5)),
+}
 
 # general.file_type values (llama.cpp's enum llama_ftype)
 FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}
@@ -109,7 +117,7 @@ def write_model(path, wtype, shape):
     u32 = ValueType.UINT32
     w = GGUFWriter()
     w.add("general.architecture", "llama")
-    w.add("general.name", f"smollm-135m-shaped random {wtype}")
+    w.add("general.name", f"{shape.get('name', 'smollm-135m')}-shaped random {wtype}")
     w.add("general.file_type", FILE_TYPE[wtype], u32)
     w.add("llama.context_length", shape["context"], u32)
     w.add("llama.embedding_length", shape["hidden"], u32)
@@ -142,26 +150,32 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--types", default="f32,f16,bf16,q8_0")
-    ap.add_argument("--layers", type=int, default=SHAPE["layers"],
-                    help="fewer layers for quick checks (default 30, as SmolLM-135M)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="smollm-135m",
+                    help="the model shape (default smollm-135m; llama-3.2-1b names files llama1b-shaped-*)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="fewer layers for quick checks (default the shape's: 30 for SmolLM-135M)")
     ap.add_argument("--llama-quantize", default=None, help="llama.cpp's llama-quantize, for Q4_K_M and the like")
-    ap.add_argument("--heads", type=int, default=SHAPE["heads"], help="attention heads (default 9)")
-    ap.add_argument("--kv-heads", type=int, default=SHAPE["kv_heads"], help="key-value heads (default 3)")
+    ap.add_argument("--heads", type=int, default=None, help="attention heads (default the shape's: 9)")
+    ap.add_argument("--kv-heads", type=int, default=None, help="key-value heads (default the shape's: 3)")
     args = ap.parse_args()
-    if SHAPE["hidden"] % args.heads or args.heads % args.kv_heads or (SHAPE["hidden"] // args.heads) % 2:
-        sys.exit(f"make_smollm_shaped: {args.heads} heads and {args.kv_heads} KV heads do not fit hidden "
-                 f"{SHAPE['hidden']} (head_dim must be a whole even number, heads a multiple of KV heads)")
-    shape = dict(SHAPE, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads)
+    prefix, base = SHAPES[args.shape]
+    layers = args.layers if args.layers is not None else base["layers"]
+    heads = args.heads if args.heads is not None else base["heads"]
+    kv_heads = args.kv_heads if args.kv_heads is not None else base["kv_heads"]
+    if base["hidden"] % heads or heads % kv_heads or (base["hidden"] // heads) % 2:
+        sys.exit(f"make_smollm_shaped: {heads} heads and {kv_heads} KV heads do not fit hidden "
+                 f"{base['hidden']} (head_dim must be a whole even number, heads a multiple of KV heads)")
+    shape = dict(base, layers=layers, heads=heads, kv_heads=kv_heads, name=args.shape)
     os.makedirs(args.out_dir, exist_ok=True)
-    suffix = "" if args.layers == SHAPE["layers"] else f"-{args.layers}l"
-    if (args.heads, args.kv_heads) != (SHAPE["heads"], SHAPE["kv_heads"]):
-        suffix += f"-h{args.heads}kv{args.kv_heads}"
+    suffix = "" if layers == base["layers"] else f"-{layers}l"
+    if (heads, kv_heads) != (base["heads"], base["kv_heads"]):
+        suffix += f"-h{heads}kv{kv_heads}"
     types = args.types.split(",")
     quantized = [t for t in types if t not in FILE_TYPE]
     if quantized and "f32" not in types:
         types.insert(0, "f32")  # what llama-quantize starts from
     for t in types:
-        path = os.path.join(args.out_dir, f"smollm-shaped{suffix}-{t}.gguf")
+        path = os.path.join(args.out_dir, f"{prefix}{suffix}-{t}.gguf")
         if os.path.exists(path):
             print(f"{path}: exists, kept")
             continue
@@ -171,7 +185,7 @@ def main():
             if not args.llama_quantize:
                 sys.exit(f"make_smollm_shaped: type '{t}' is made by llama-quantize: give --llama-quantize PATH "
                          f"(or one of {', '.join(FILE_TYPE)})")
-            source = os.path.join(args.out_dir, f"smollm-shaped{suffix}-f32.gguf")
+            source = os.path.join(args.out_dir, f"{prefix}{suffix}-f32.gguf")
             done = subprocess.run([args.llama_quantize, source, path + ".tmp", t], capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"make_smollm_shaped: llama-quantize {t} failed:\n{done.stderr[-2000:]}")

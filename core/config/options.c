@@ -136,8 +136,10 @@ const struct option cinfer_options[] = {
     {.section = "scheduler", .name = "mem_fraction_static", .flag = "--mem-fraction-static",
      .type = OPTION_DOUBLE, .offset = FIELD(mem_fraction_static), .min_double = 0.01, .max_double = 0.99,
      .default_double = 0.8, .value_name = "FRACTION",
-     .help = "Fraction of the device's memory (on the CPU, the memory available at start) for the "
-             "weights and the KV cache together; used when kv_cache_bytes is 0."},
+     .help = "Fraction of the device's memory for the weights and the KV cache together (as SGLang): on "
+             "a GPU the KV cache gets fraction x total minus what is in use once the weights are loaded; on "
+             "the CPU, this fraction of the memory available at start. Used when kv_cache_bytes and "
+             "max_total_tokens are 0."},
     {.section = "scheduler", .name = "page_size", .flag = "--page-size",
      .type = OPTION_INT, .offset = FIELD(page_size), .min = 1, .max = 4096, .default_int = 16,
      .value_name = "TOKENS", .help = "Tokens per KV cache page."},

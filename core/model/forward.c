@@ -115,6 +115,8 @@ static int sum_over_ranks(struct cinfer_runtime *rt, float *x, size_t n, struct 
 {
     if (rt->shard.size == 1)
         return 0;
+    if (rt->backend_reduces) /* device buffers: the backend's own collective (NCCL) */
+        return rt->ops->all_reduce_sum(rt->backend, x, n, err);
     return rt->comm->ops->all_reduce_sum_f32(rt->comm->state, x, n, err);
 }
 
@@ -206,9 +208,35 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     return 0;
 }
 
+/* Vocabulary-parallel logits when the backend's buffers are device memory the
+ * communicator cannot read: this rank's block (n, its vocabulary rows) comes down to the
+ * host, the ranks gather there, and every asked row is put together in logits_dst. */
+static int gather_logits_on_host(struct cinfer_runtime *rt, int n, int first, size_t block, struct cinfer_error *err)
+{
+    const struct runtime_shard *sh = &rt->shard;
+    rt->ops->download(rt->backend, rt->logits_host, rt->logits, block * sizeof(float));
+    int rc = rt->comm->ops->all_gather(rt->comm->state, rt->logits_host, block * sizeof(float),
+                                       rt->logits_gather_host, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        float *dst = rt->logits_dst[first + i];
+        if (!dst)
+            continue;
+        for (int r = 0; r < sh->size; r++) {
+            int v0 = r * sh->vocab_stride;
+            int rows = rt->vocab - v0 < sh->vocab_stride ? rt->vocab - v0 : sh->vocab_stride;
+            memcpy(dst + v0, rt->logits_gather_host + (size_t)r * block + (size_t)i * rows,
+                   (size_t)rows * sizeof(float));
+        }
+    }
+    return 0;
+}
+
 /* Final norm and lm_head for the asked rows only, a block of rows per matmul. With
  * several ranks each computes its vocabulary rows and the gather makes them whole;
  * a follower keeps none. */
+
 static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
@@ -239,6 +267,12 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
         }
         /* rank r's block of the gather is its (n, vocab rows of r) logits, packed */
         size_t block = (size_t)n * sh->vocab_stride;
+        if (rt->backend_reduces) {
+            rc = gather_logits_on_host(rt, n, first, block, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
         rc = rt->comm->ops->all_gather(rt->comm->state, rt->logits, block * sizeof(float), rt->logits_gather, err);
         if (rc < 0)
             return rc;

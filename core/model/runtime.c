@@ -7,6 +7,7 @@
 #include "model/runtime.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -551,6 +552,13 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
                                     "runtime: cannot allocate %zu bytes of scratch for max_batch_tokens %d",
                                     bufs[i].floats * sizeof(float), rt->max_batch_tokens);
     }
+    if (rt->backend_reduces && rt->shard.size > 1) {
+        size_t block = (size_t)CINFER_LOGITS_BLOCK_ROWS * rt->shard.vocab_stride;
+        rt->logits_host = malloc(block * sizeof(float));
+        rt->logits_gather_host = malloc((size_t)rt->shard.size * block * sizeof(float));
+        if (!rt->logits_host || !rt->logits_gather_host)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory for the logits' host gather");
+    }
     rt->tokens = calloc(t, sizeof *rt->tokens);
     rt->rope_cos = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_cos);
     rt->rope_sin = calloc(t * (size_t)(rt->head_dim / 2), sizeof *rt->rope_sin);
@@ -641,6 +649,45 @@ static int create_backend(struct cinfer_runtime *rt, const struct cinfer_runtime
     return rc;
 }
 
+/* tensor-parallel ranks whose device budgets device_kv_budget gathers */
+#define CINFER_RUNTIME_MAX_TP_RANKS_FOR_BUDGET 256
+
+/* --mem-fraction-static on a backend that measures its device: opts->kv_cache_bytes
+ * becomes min(it, fraction x total - (total - free)), free measured now, after the
+ * weights; the ranks of a group take the smallest (they must agree on the pages). */
+static int device_kv_budget(struct cinfer_runtime *rt, struct cinfer_runtime_options *opts, struct cinfer_error *err)
+{
+    const struct cinfer_backend_ops *ops = rt->ops;
+    if (!(opts->mem_fraction_static > 0.0) || ops->version < 9 ||
+        ops->struct_size < offsetof(struct cinfer_backend_ops, memory_info) + sizeof ops->memory_info ||
+        !ops->memory_info)
+        return 0;
+    size_t free_bytes = 0, total_bytes = 0;
+    int rc = ops->memory_info(rt->backend, &free_bytes, &total_bytes, err);
+    if (rc < 0)
+        return cinfer_error_prefix(err, "runtime: backend %s: measuring the device memory", ops->name);
+    double used = (double)total_bytes - (double)free_bytes;
+    double budget = opts->mem_fraction_static * (double)total_bytes - used;
+    if (budget < 1.0)
+        return cinfer_error_set(err, CINFER_ERR_RANGE,
+                                "runtime: backend %s: scheduler.mem_fraction_static (--mem-fraction-static) %.2f of "
+                                "%zu bytes leaves nothing for the KV cache: %.0f bytes are in use after the weights",
+                                ops->name, opts->mem_fraction_static, total_bytes, used);
+    uint64_t mine = budget < (double)opts->kv_cache_bytes ? (uint64_t)budget : (uint64_t)opts->kv_cache_bytes;
+    if (rt->shard.size > 1) {
+        uint64_t all[CINFER_RUNTIME_MAX_TP_RANKS_FOR_BUDGET];
+        if (rt->shard.size > CINFER_RUNTIME_MAX_TP_RANKS_FOR_BUDGET)
+            return cinfer_error_set(err, CINFER_ERR_RANGE, "runtime: %d ranks: at most %d can agree on a KV budget",
+                                    rt->shard.size, CINFER_RUNTIME_MAX_TP_RANKS_FOR_BUDGET);
+        if ((rc = rt->comm->ops->all_gather(rt->comm->state, &mine, sizeof mine, all, err)) < 0)
+            return cinfer_error_prefix(err, "runtime: agreeing on the device KV budget");
+        for (int r = 0; r < rt->shard.size; r++)
+            mine = all[r] < mine ? all[r] : mine;
+    }
+    opts->kv_cache_bytes = (size_t)mine;
+    return 0;
+}
+
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err)
 {
@@ -683,6 +730,10 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         free(rt);
         return rc;
     }
+    rt->backend_reduces = rt->ops->version >= 9 &&
+                          rt->ops->struct_size >= offsetof(struct cinfer_backend_ops, all_reduce_sum) +
+                                                      sizeof rt->ops->all_reduce_sum &&
+                          rt->ops->all_reduce_sum != NULL;
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -717,6 +768,13 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                               c->head_dim);
         goto fail;
     }
+    if ((rc = create_backend(rt, &opts, err)) < 0)
+        goto fail;
+    if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0 || (rc = prepare_vectors(rt, err)) < 0)
+        goto fail;
+    /* the device's budget is known once the weights are on it */
+    if ((rc = device_kv_budget(rt, &opts, err)) < 0)
+        goto fail;
     /* a rank's pages hold its KV heads only: every rank gets the same count */
     int n_pages = 0, n_window_pages = 0;
     cinfer_kv_window_plan(rt, opts.kv_cache_bytes, page_tokens, opts.keep_window_pages, &n_pages, &n_window_pages);
@@ -732,10 +790,6 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->memory.kv_cache_bytes = cinfer_kv_window_bytes(rt, n_pages, n_window_pages, page_tokens);
     if ((rc = cinfer_kv_pages_init(&rt->pages, n_pages, page_tokens, err)) < 0 ||
         (rc = cinfer_kv_window_init(rt, n_pages, n_window_pages, err)) < 0)
-        goto fail;
-    if ((rc = create_backend(rt, &opts, err)) < 0)
-        goto fail;
-    if ((rc = prepare_weights(rt, opts.keep_stored_weights, err)) < 0 || (rc = prepare_vectors(rt, err)) < 0)
         goto fail;
     int full_layers = c->num_layers - rt->window.n_layers;
     struct cinfer_backend_kv_layout layout = {full_layers, n_pages, page_tokens, rt->kv_dim, rt->head_dim,
@@ -824,6 +878,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     free(rt->slots);
     free(rt->attn_seqs);
     free(rt->logits_dst);
+    free(rt->logits_host);
+    free(rt->logits_gather_host);
     free(rt->logits_rows);
     free(rt->moe_ids);
     free(rt->moe_weights_tk);

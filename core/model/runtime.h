@@ -71,6 +71,12 @@ struct cinfer_runtime_options {
      * (default): a model with sliding layers keeps those layers' pages in their own pool
      * and the scheduler releases what no window reaches any more (kv_window.c). */
     int keep_window_pages;
+    /* --mem-fraction-static on a device: > 0 and a backend with memory_info, the KV
+     * budget is fraction x total - (total - free after the weights are on the device),
+     * as SGLang sizes it, capped by kv_cache_bytes (what every running request at full
+     * context needs); under tensor parallelism the smallest budget of the ranks. 0, or a
+     * backend without memory_info (the CPU): kv_cache_bytes as given. */
+    double mem_fraction_static;
 };
 
 /* Bytes one token's K and V take in every layer of model config c with KV type kv_dtype

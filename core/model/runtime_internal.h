@@ -137,6 +137,11 @@ struct cinfer_runtime {
     float *logits;   /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) this rank's vocabulary rows */
     float *logits_gather; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) every rank's
                            * rows; NULL when shard.size is 1 */
+    /* 1: the backend all-reduces its own buffers (ops->all_reduce_sum: NCCL on device
+     * memory), which the communicator cannot read; the logits then go through the host */
+    int backend_reduces;
+    float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
+    float *logits_gather_host; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host, likewise */
 
     /* host arrays describing one call, T of each */
     int32_t *tokens;    /* (T) rows of this rank's tok_embeddings; -1: another rank's */

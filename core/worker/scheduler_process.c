@@ -12,6 +12,7 @@
  * (followers) batch nothing: they run each plan with rank 0, answer RPCs and heartbeat. */
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +55,12 @@ struct scheduler_process {
 
 /* The KV budget of one rank: the configured tokens or bytes, else mem_fraction_static
  * of the memory that is available, but never more than every running request at full
- * context needs. A token counts the bytes of the chosen KV type (scheduler.kv_cache_dtype)
- * for the KV heads a rank holds (a shared head where tp_size exceeds them). */
+ * context needs. device_measures: the backend measures its device once the weights are
+ * on it (the runtime's mem_fraction_static), so this is that cap alone. A token counts
+ * the bytes of the chosen KV type (scheduler.kv_cache_dtype) for the KV heads a rank
+ * holds (a shared head where tp_size exceeds them). */
 static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struct cinfer_model *m, int context,
-                              int max_running, int tp_size)
+                              int max_running, int tp_size, int device_measures)
 {
     const struct cinfer_model_config *c = &m->config;
     int kv_heads = tp_size > 1 ? (c->num_kv_heads >= tp_size ? c->num_kv_heads / tp_size : 1) : c->num_kv_heads;
@@ -69,10 +72,12 @@ static size_t kv_budget_bytes(const struct cinfer_server_args *args, const struc
         return (size_t)args->max_total_tokens * per_token;
     if (args->kv_cache_bytes > 0)
         return (size_t)args->kv_cache_bytes;
+    double needed = (double)per_token * (double)context * (double)max_running;
+    if (device_measures)
+        return (size_t)needed;
     long pages = sysconf(_SC_AVPHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
     double available = pages > 0 && page_bytes > 0 ? (double)pages * (double)page_bytes : 1e9;
     double budget = available * (args->mem_fraction_static > 0 ? args->mem_fraction_static : 0.1);
-    double needed = (double)per_token * (double)context * (double)max_running;
     return (size_t)fmin(budget, needed);
 }
 
@@ -205,8 +210,15 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
     if (context <= 1)
         context = 2048;
     int max_running = args->max_running_requests > 0 ? args->max_running_requests : 64;
+    const struct cinfer_backend_ops *bops = cinfer_plugin_vtable(sp->backend);
+    /* a device backend sizes the KV cache from its own memory (SGLang's rule) */
+    int device_measures = args->max_total_tokens == 0 && args->kv_cache_bytes == 0 && bops->version >= 9 &&
+                          bops->struct_size >= offsetof(struct cinfer_backend_ops, memory_info) +
+                                                   sizeof bops->memory_info &&
+                          bops->memory_info != NULL;
     struct cinfer_runtime_options ro = {
-        .kv_cache_bytes = kv_budget_bytes(args, sp->model, context, max_running, sp->tp_size),
+        .kv_cache_bytes = kv_budget_bytes(args, sp->model, context, max_running, sp->tp_size, device_measures),
+        .mem_fraction_static = device_measures ? args->mem_fraction_static : 0.0,
         .kv_page_tokens = args->page_size,
         .n_threads = args->num_threads,
         .max_batch_tokens = 0,
@@ -219,7 +231,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .comm = sp->comm,
         .publish_plan = sp->tp_size > 1 && sp->tp_rank == 0 ? publish_plan : NULL,
         .publish_ctx = sp,
-        .backend = cinfer_plugin_vtable(sp->backend),
+        .backend = bops,
         .device = sp->device,
     };
     int chunk = args->chunked_prefill_size > 0 ? args->chunked_prefill_size : 0;

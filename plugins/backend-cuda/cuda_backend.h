@@ -1,0 +1,133 @@
+/* plugins/backend-cuda/cuda_backend.h — the CUDA backend's state and the helpers its
+ * files share. One backend is one device, one stream (every op is queued on it in
+ * order) and one cuBLAS handle on that stream. An op's CUDA error is kept (the first
+ * one) and reported by status(), which the runtime calls after every forward step: the
+ * void ops of backend.h cannot return it. */
+#ifndef CINFER_CUDA_BACKEND_H
+#define CINFER_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include "cinfer/backend.h"
+#include "cuda_kernels.h"
+
+#define CINFER_CUDA_PLUGIN_NAME "backend-cuda"
+
+/* Growing device scratch (freed and allocated again, larger, when too small). */
+struct cuda_scratch {
+    void *data;
+    size_t bytes;
+};
+
+struct cuda_backend {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    /* pinned host ring the small host arrays (tokens, slots, page tables, cos/sin) go
+     * through on their way to the device, so the copy is asynchronous; ring_at is where
+     * the next one goes (the ring waits for the stream when it wraps) */
+    uint8_t *ring;
+    size_t ring_bytes;
+    size_t ring_at;
+    struct cuda_scratch packed;   /* the device side of the ring's copies (one op at a time) */
+    struct cuda_scratch x16;      /* x as bf16 / f16 for cuBLAS */
+    struct cuda_scratch w16;      /* a quantized weight dequantized to bf16 (prefill) */
+    struct cuda_scratch moe;      /* moe_route's ids and weights before they go to the host */
+    int failed;                   /* first_error holds an error status() has not reported */
+    struct cinfer_error first_error;
+    void *nccl;                   /* ncclComm_t when tensor parallel (cuda_nccl.c) */
+    int tp_size;
+};
+
+/* A KV storage (kv_create). */
+struct cuda_kv_storage {
+    struct cinfer_cuda_kv d; /* k and v (n_layers, n_pages, page_tokens, row_bytes) device */
+};
+
+/* Keeps the first error: "cuda device D: CALL failed: NAME (words)". Returns 1 when rc
+ * is an error (and clears CUDA's last-error slot so a later launch check does not
+ * report it again), 0 otherwise. */
+int cuda_note(struct cuda_backend *be, cudaError_t rc, const char *call);
+int cuda_note_cublas(struct cuda_backend *be, cublasStatus_t rc, const char *call);
+/* Like cuda_note, then fills err with the same words and returns its code (0 when rc
+ * is not an error). For the ops that return an error. */
+int cuda_fail(struct cuda_backend *be, cudaError_t rc, const char *call, struct cinfer_error *err);
+/* Keeps a non-CUDA failure (a size beyond what the kernels take, ...) as the first error. */
+void cuda_note_message(struct cuda_backend *be, int code, const char *message);
+
+/* Makes be's device current for the calling thread (the runtime may call ops from
+ * another thread than the one that created the backend); 0 or 1 as cuda_note. */
+int cuda_enter(struct cuda_backend *be);
+
+/* scratch at least bytes long; NULL (error noted) when it cannot be allocated. */
+void *cuda_scratch_get(struct cuda_backend *be, struct cuda_scratch *s, size_t bytes, const char *what);
+void cuda_scratch_free(struct cuda_scratch *s);
+
+/* Copies n_parts host arrays to device memory, each at a 16-byte aligned offset of one
+ * device buffer, through the pinned ring (asynchronous: the host arrays may be reused
+ * at once). dev[i] gets part i's device address. Returns 0, or 1 with the error noted.
+ * The device copies live until the next call (ops use them at once). */
+struct cuda_host_part {
+    const void *data;
+    size_t bytes;
+};
+int cuda_stage_parts(struct cuda_backend *be, const struct cuda_host_part *parts, int n_parts, void **dev);
+int cuda_staging_init(struct cuda_backend *be, struct cinfer_error *err);
+void cuda_staging_free(struct cuda_backend *be);
+
+/* cuda_nccl.c: the tensor-parallel group on NCCL (a no-op without a group or NCCL). */
+int cuda_nccl_init(struct cuda_backend *be, struct cinfer_comm *comm, struct cinfer_error *err);
+void cuda_nccl_free(struct cuda_backend *be);
+int cuda_all_reduce_sum(void *state, float *x, size_t n, struct cinfer_error *err);
+
+/* The ops, by file. */
+int cuda_query(struct cinfer_backend_answer *answer);
+int cuda_create_on(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err);
+int cuda_create(int n_threads, void **state, struct cinfer_error *err);
+void cuda_destroy(void *state);
+int cuda_status(void *state, struct cinfer_error *err);
+void *cuda_buffer_alloc(void *state, size_t bytes);
+void cuda_buffer_free(void *state, void *buffer);
+void cuda_copy(void *state, void *dst, const void *src, size_t bytes);
+void cuda_download(void *state, void *host_dst, const void *src, size_t bytes);
+void cuda_upload(void *state, void *dst, const void *host_src, size_t bytes);
+int cuda_memory_info(void *state, size_t *free_bytes, size_t *total_bytes, struct cinfer_error *err);
+
+int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, struct cinfer_backend_weight *out,
+                        struct cinfer_error *err);
+void cuda_weight_release(void *state, const struct cinfer_backend_weight *w);
+void cuda_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n, float *out);
+int cuda_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
+                struct cinfer_error *err);
+
+void cuda_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps);
+void cuda_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const struct cinfer_backend_rope *rope);
+void cuda_silu_mul(void *state, float *gate, const float *up, size_t n);
+void cuda_gelu_tanh_mul(void *state, float *gate, const float *up, size_t n);
+void cuda_swiglu_oai(void *state, float *gate, const float *up, size_t n, float alpha, float limit);
+void cuda_add(void *state, float *y, const float *x, size_t n);
+void cuda_scale(void *state, float *x, size_t n, float factor);
+void cuda_softcap(void *state, float *x, size_t n, float cap);
+void cuda_add_gated(void *state, float *y, const float *x, const float *gate, int n, int dim);
+void cuda_zero(void *state, float *x, size_t n);
+void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
+                    float *weights);
+void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim);
+void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
+                           int dim);
+
+int cuda_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **kv, struct cinfer_error *err);
+void cuda_kv_destroy(void *state, void *kv);
+void cuda_kv_write(void *state, void *kv, int layer, const float *k, const float *v, int n, const int32_t *slots);
+int cuda_attention(void *state, void *kv, int layer, const float *q, float *out,
+                   const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads, int head_dim,
+                   struct cinfer_error *err);
+int cuda_attention_windowed(void *state, void *kv, int layer, const float *q, float *out,
+                            const struct cinfer_backend_attn_seq *seqs, int n_seqs, int n_heads, int n_kv_heads,
+                            int head_dim, const struct cinfer_backend_attn_options *opts, struct cinfer_error *err);
+
+#endif

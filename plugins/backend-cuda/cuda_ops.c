@@ -1,0 +1,129 @@
+/* backend-cuda: the row and elementwise ops and mixture-of-experts routing, each one
+ * kernel launch of kernels/cuda on the backend's stream (host arrays staged first). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+
+/* Launch a kernel call and keep its error under its own name. */
+#define LAUNCH(be, call) ((void)(!cuda_enter(be) && cuda_note((be), (call), #call)))
+
+void cuda_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_rmsnorm(be->stream, y, x, n_rows, dim, w, eps));
+}
+
+void cuda_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const struct cinfer_backend_rope *rope)
+{
+    struct cuda_backend *be = state;
+    if (n_tokens <= 0 || cuda_enter(be))
+        return;
+    size_t bytes = (size_t)n_tokens * (size_t)(head_dim / 2) * sizeof(float);
+    struct cuda_host_part parts[2] = {{rope->cos, bytes}, {rope->sin, bytes}};
+    void *dev[2];
+    if (cuda_stage_parts(be, parts, 2, dev))
+        return;
+    cuda_note(be, cinfer_cuda_rope(be->stream, x, n_tokens, n_heads, head_dim, dev[0], dev[1], rope->interleaved),
+              "cinfer_cuda_rope");
+}
+
+void cuda_silu_mul(void *state, float *gate, const float *up, size_t n)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_silu_mul(be->stream, gate, up, n));
+}
+
+void cuda_gelu_tanh_mul(void *state, float *gate, const float *up, size_t n)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_gelu_tanh_mul(be->stream, gate, up, n));
+}
+
+void cuda_swiglu_oai(void *state, float *gate, const float *up, size_t n, float alpha, float limit)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_swiglu_oai(be->stream, gate, up, n, alpha, limit));
+}
+
+void cuda_add(void *state, float *y, const float *x, size_t n)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_add(be->stream, y, x, n));
+}
+
+void cuda_scale(void *state, float *x, size_t n, float factor)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_scale(be->stream, x, n, factor));
+}
+
+void cuda_softcap(void *state, float *x, size_t n, float cap)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_softcap(be->stream, x, n, cap));
+}
+
+void cuda_add_gated(void *state, float *y, const float *x, const float *gate, int n, int dim)
+{
+    struct cuda_backend *be = state;
+    LAUNCH(be, cinfer_cuda_add_gated(be->stream, y, x, gate, n, dim));
+}
+
+void cuda_zero(void *state, float *x, size_t n)
+{
+    struct cuda_backend *be = state;
+    if (n)
+        LAUNCH(be, cudaMemsetAsync(x, 0, n * sizeof(float), be->stream));
+}
+
+/* The router runs on the device; its choices come back to the host (backend.h), so
+ * this op waits for the stream. */
+void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
+                    float *weights)
+{
+    struct cuda_backend *be = state;
+    if (n <= 0 || k <= 0 || cuda_enter(be))
+        return;
+    size_t each = (size_t)n * (size_t)k;
+    uint8_t *dev = cuda_scratch_get(be, &be->moe, each * (sizeof(int32_t) + sizeof(float)), "moe_route's choices");
+    if (!dev)
+        return;
+    int32_t *dev_ids = (int32_t *)dev;
+    float *dev_weights = (float *)(dev + each * sizeof(int32_t));
+    if (cuda_note(be, cinfer_cuda_moe_route(be->stream, logits, n, n_experts, k, normalize, dev_ids, dev_weights),
+                  "cinfer_cuda_moe_route") ||
+        cuda_note(be, cudaMemcpyAsync(ids, dev_ids, each * sizeof(int32_t), cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (moe_route ids to host)") ||
+        cuda_note(be, cudaMemcpyAsync(weights, dev_weights, each * sizeof(float), cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (moe_route weights to host)") ||
+        cuda_note(be, cudaStreamSynchronize(be->stream), "cudaStreamSynchronize (moe_route)")) {
+        /* the host must not group tokens by garbage: every token to expert 0 with weight 0 */
+        memset(ids, 0, each * sizeof(int32_t));
+        memset(weights, 0, each * sizeof(float));
+    }
+}
+
+void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim)
+{
+    struct cuda_backend *be = state;
+    if (n <= 0 || cuda_enter(be))
+        return;
+    struct cuda_host_part part = {rows, (size_t)n * sizeof(int32_t)};
+    void *dev_rows;
+    if (!cuda_stage_parts(be, &part, 1, &dev_rows))
+        cuda_note(be, cinfer_cuda_gather_rows(be->stream, out, x, dev_rows, n, dim), "cinfer_cuda_gather_rows");
+}
+
+void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
+                           int dim)
+{
+    struct cuda_backend *be = state;
+    if (n <= 0 || cuda_enter(be))
+        return;
+    struct cuda_host_part parts[2] = {{rows, (size_t)n * sizeof(int32_t)}, {weights, (size_t)n * sizeof(float)}};
+    void *dev[2];
+    if (!cuda_stage_parts(be, parts, 2, dev))
+        cuda_note(be, cinfer_cuda_scatter_add_rows(be->stream, y, x, dev[0], dev[1], n, dim),
+                  "cinfer_cuda_scatter_add_rows");
+}
