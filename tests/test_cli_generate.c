@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cinfer/config.h"
 #include "cinfer/engine.h"
@@ -240,18 +241,23 @@ START_TEST(bad_values_name_the_flag_and_range)
 }
 END_TEST
 
-/* Settings that cannot be honoured are refused, not ignored: no CUDA backend plugin is
- * built here, so --device cuda fails before any worker starts, naming the setting, the
- * plugin it looked for and where. */
+/* Settings that cannot be honoured are refused, not ignored: --device cuda fails before
+ * any worker starts, naming the setting, the plugin it looked for and where, and why:
+ * no CUDA backend plugin built, or (built where the toolkit is) no usable device here. */
 START_TEST(device_cuda_is_refused)
 {
     char cmd[1024], out[4096];
     snprintf(cmd, sizeof cmd, "%s/bin/cinfer generate --model %s --device cuda hello 2>&1", CINFER_BINARY_DIR,
              model);
+    int built = access(CINFER_BINARY_DIR "/lib/cinfer/plugins/backend-cuda.so", R_OK) == 0;
     int status = cinfer_test_run(cmd, out, sizeof out);
+    if (built && status == 0) { /* a machine with a usable NVIDIA GPU: it ran there */
+        printf("--device cuda ran on this machine's GPU: %s\n", out);
+        return;
+    }
     ck_assert_msg(status != 0, "exited 0: %s", out);
-    ck_assert_msg(strstr(out, "engine.device (--device) \"cuda\"") && strstr(out, "no CUDA backend plugin") &&
-                      strstr(out, "backend-cuda.so"),
+    ck_assert_msg(strstr(out, "engine.device (--device) \"cuda\"") && strstr(out, "backend-cuda") &&
+                      strstr(out, built ? "is not usable here: " : "no CUDA backend plugin"),
                   "printed: %s", out);
     ck_assert_msg(!strstr(out, "hello"), "generated anyway: %s", out);
 }
