@@ -1,8 +1,8 @@
 /* Sliding layers' KV pages released behind the window (core/model/kv_window.c and the
  * scheduler's release_passed_windows), on the committed random Gemma 2 (alternating
  * local and global layers) and Gemma 3 (five local to one global) files of
- * tests/data/models/architectures and a Mistral whose every layer slides, all with
- * windows of 32 tokens.
+ * tests/data/models/architectures and a Mistral whose every layer slides (windows of
+ * 32 tokens), and gpt-oss (a window of 8 on alternate layers, attention sinks).
  *
  * What a user would see: the same greedy tokens and the same log-probabilities, bit for
  * bit, as the runtime that keeps every page (the path test_model_reference holds to the
@@ -30,7 +30,8 @@
  * full-attention layer at all: the main pages then hold no K/V) as the Hugging Face
  * folder test_model_reference's fixture writes. */
 static const char *const files[] = {ARCH_DIR "gemma2.gguf", ARCH_DIR "gemma3.gguf",
-                                    CINFER_REFERENCE_DIR "/models/mistral_swa-st-f32"};
+                                    CINFER_REFERENCE_DIR "/models/mistral_swa-st-f32", ARCH_DIR "gpt_oss.gguf"};
+static const int windows[] = {32, 32, 32, 8};
 
 struct run {
     int n;
@@ -50,13 +51,14 @@ struct fixture {
     struct cinfer_scheduler *s;
 };
 
-static void fixture_open(struct fixture *f, const char *file, int keep_window_pages)
+static void fixture_open(struct fixture *f, const char *file, int window, int keep_window_pages)
 {
     struct cinfer_model_load_options lo = {0};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_model_load(file, &lo, &f->model, &err) == 0, "%s", err.message);
     const struct cinfer_model_config *c = &f->model->config;
-    ck_assert_msg(c->sliding_window == 32, "%s: sliding_window %d, expected the files' 32", file, c->sliding_window);
+    ck_assert_msg(c->sliding_window == window, "%s: sliding_window %d, expected the file's %d", file,
+                  c->sliding_window, window);
     struct cinfer_runtime_options ro = {
         .kv_cache_bytes = 4096 * cinfer_runtime_kv_token_bytes(c, CINFER_KV_CACHE_DTYPE_F32),
         .kv_page_tokens = PAGE_TOKENS,
@@ -66,7 +68,7 @@ static void fixture_open(struct fixture *f, const char *file, int keep_window_pa
         .keep_window_pages = keep_window_pages,
     };
     ck_assert_msg(cinfer_runtime_create(f->model, &ro, &f->rt, &err) == 0, "%s", err.message);
-    ck_assert_int_eq(cinfer_runtime_kv_window_tokens(f->rt), keep_window_pages ? 0 : 32);
+    ck_assert_int_eq(cinfer_runtime_kv_window_tokens(f->rt), keep_window_pages ? 0 : window);
     struct cinfer_scheduler_options so = {
         .max_running_requests = MAX_REQUESTS,
         .max_queued_requests = 16,
@@ -168,7 +170,7 @@ START_TEST(released_windows_give_the_same_outputs_and_bounded_pages)
     int64_t capacity[2];
     for (int mode = 0; mode < 2; mode++) {
         struct fixture f = {0};
-        fixture_open(&f, file, mode == 0);
+        fixture_open(&f, file, windows[_i], mode == 0);
         capacity[mode] = cinfer_scheduler_max_total_tokens(f.s);
         struct run *w = mode == 0 ? kept : released;
         prompts(w, MAX_REQUESTS, f.model->config.vocab_size, MAX_PROMPT, 12345u);
@@ -180,7 +182,8 @@ START_TEST(released_windows_give_the_same_outputs_and_bounded_pages)
             int total, used;
             cinfer_runtime_kv_window_usage(f.rt, &total, &used);
             /* its window and chunk, and its prompt's last window (kept for the prefix cache) */
-            int per_sequence = (32 + CHUNK + PAGE_TOKENS - 1) / PAGE_TOKENS + 2 + 32 / PAGE_TOKENS + 1;
+            int W = windows[_i];
+            int per_sequence = (W + CHUNK + PAGE_TOKENS - 1) / PAGE_TOKENS + 2 + W / PAGE_TOKENS + 1;
             int context_pages = (MAX_PROMPT + MAX_NEW + PAGE_TOKENS - 1) / PAGE_TOKENS;
             printf("%s: sliding layers held at most %d window pages for %d sequences of up to %d tokens "
                    "(%d pages each if kept; bound %d per sequence); %d held by the prefix cache after; pool %d\n",
