@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu_weights.h"
+#include "cuda/moe_route.cuh" /* one router row, host and device alike */
 #include "kernels.h"
 #include "util/thread_pool.h"
 
@@ -232,39 +233,6 @@ struct rows_job {
     int n_parts;
 };
 
-/* One router row: the k largest of logits (n), largest first, with their softmax
- * weights over all n (renormalised over the k when normalize). */
-static void route_row(const float *logits, int n, int k, int normalize, int32_t *ids, float *weights)
-{
-    float max = logits[0];
-    for (int e = 1; e < n; e++)
-        max = logits[e] > max ? logits[e] : max;
-    double sum = 0.0;
-    for (int e = 0; e < n; e++)
-        sum += exp((double)logits[e] - max);
-    /* insertion into a sorted list of k: k is small (2..8) next to n (8..128) */
-    int found = 0;
-    for (int e = 0; e < n; e++) {
-        int at = found < k ? found : k;
-        while (at > 0 && logits[ids[at - 1]] < logits[e])
-            at--;
-        if (at >= k)
-            continue;
-        for (int j = (found < k ? found : k - 1); j > at; j--)
-            ids[j] = ids[j - 1];
-        ids[at] = e;
-        if (found < k)
-            found++;
-    }
-    double kept = 0.0;
-    for (int j = 0; j < k; j++)
-        kept += exp((double)logits[ids[j]] - max) / sum;
-    for (int j = 0; j < k; j++) {
-        double p = exp((double)logits[ids[j]] - max) / sum;
-        weights[j] = (float)(normalize ? p / kept : p);
-    }
-}
-
 /* Floats of work below which splitting costs more than it saves. */
 #define MIN_FLOATS_PER_THREAD 4096
 
@@ -324,8 +292,8 @@ static void rows_part(void *arg, int part, int thread)
         break;
     case ROWS_MOE_ROUTE: /* x (n_rows, row_len) logits */
         for (int r = r0; r < r1; r++)
-            route_row(job->x + r * len, (int)len, job->top_k, job->normalize, job->ids_out + (size_t)r * job->top_k,
-                      job->weights_out + (size_t)r * job->top_k);
+            cinfer_cu_route_row(job->x + r * len, (int)len, job->top_k, job->normalize,
+                                job->ids_out + (size_t)r * job->top_k, job->weights_out + (size_t)r * job->top_k);
         break;
     case ROWS_GATHER:
         for (int r = r0; r < r1; r++)

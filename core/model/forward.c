@@ -208,17 +208,13 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     return 0;
 }
 
-/* Vocabulary-parallel logits when the backend's buffers are device memory the
- * communicator cannot read: this rank's block (n, its vocabulary rows) comes down to the
- * host, the ranks gather there, and every asked row is put together in logits_dst. */
-static int gather_logits_on_host(struct cinfer_runtime *rt, int n, int first, size_t block, struct cinfer_error *err)
+/* Puts every asked row of a logits gather together in logits_dst: rank r's block of
+ * gathered (size, block) is its (n, vocab rows of r) logits, packed. gathered is host
+ * memory (on_host) or a backend buffer, which each piece is downloaded from. */
+static void assemble_gathered_logits(struct cinfer_runtime *rt, int n, int first, size_t block, const float *gathered,
+                                     int on_host)
 {
     const struct runtime_shard *sh = &rt->shard;
-    rt->ops->download(rt->backend, rt->logits_host, rt->logits, block * sizeof(float));
-    int rc = rt->comm->ops->all_gather(rt->comm->state, rt->logits_host, block * sizeof(float),
-                                       rt->logits_gather_host, err);
-    if (rc < 0)
-        return rc;
     for (int i = 0; i < n; i++) {
         float *dst = rt->logits_dst[first + i];
         if (!dst)
@@ -226,17 +222,39 @@ static int gather_logits_on_host(struct cinfer_runtime *rt, int n, int first, si
         for (int r = 0; r < sh->size; r++) {
             int v0 = r * sh->vocab_stride;
             int rows = rt->vocab - v0 < sh->vocab_stride ? rt->vocab - v0 : sh->vocab_stride;
-            memcpy(dst + v0, rt->logits_gather_host + (size_t)r * block + (size_t)i * rows,
-                   (size_t)rows * sizeof(float));
+            const float *src = gathered + (size_t)r * block + (size_t)i * rows;
+            if (on_host)
+                memcpy(dst + v0, src, (size_t)rows * sizeof(float));
+            else
+                rt->ops->download(rt->backend, dst + v0, src, (size_t)rows * sizeof(float));
         }
     }
+}
+
+/* Vocabulary-parallel logits of n asked rows from first: every rank's (n, its vocabulary
+ * rows) gathered, then put together. Where the backend's buffers are device memory the
+ * communicator cannot read (a backend that all-reduces itself), this rank's block comes
+ * down to the host first and the ranks gather there. */
+static int gather_logits(struct cinfer_runtime *rt, int n, int first, struct cinfer_error *err)
+{
+    size_t block = (size_t)n * rt->shard.vocab_stride;
+    const float *mine = rt->logits;
+    float *gathered = rt->logits_gather;
+    if (rt->backend_reduces) {
+        rt->ops->download(rt->backend, rt->logits_host, rt->logits, block * sizeof(float));
+        mine = rt->logits_host;
+        gathered = rt->logits_gather_host;
+    }
+    int rc = rt->comm->ops->all_gather(rt->comm->state, mine, block * sizeof(float), gathered, err);
+    if (rc < 0)
+        return rc;
+    assemble_gathered_logits(rt, n, first, block, gathered, rt->backend_reduces);
     return 0;
 }
 
 /* Final norm and lm_head for the asked rows only, a block of rows per matmul. With
  * several ranks each computes its vocabulary rows and the gather makes them whole;
  * a follower keeps none. */
-
 static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
@@ -265,28 +283,8 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
                               (size_t)rt->vocab * sizeof(float));
             continue;
         }
-        /* rank r's block of the gather is its (n, vocab rows of r) logits, packed */
-        size_t block = (size_t)n * sh->vocab_stride;
-        if (rt->backend_reduces) {
-            rc = gather_logits_on_host(rt, n, first, block, err);
-            if (rc < 0)
-                return rc;
-            continue;
-        }
-        rc = rt->comm->ops->all_gather(rt->comm->state, rt->logits, block * sizeof(float), rt->logits_gather, err);
-        if (rc < 0)
+        if ((rc = gather_logits(rt, n, first, err)) < 0)
             return rc;
-        for (int i = 0; i < n; i++) {
-            float *dst = rt->logits_dst[first + i];
-            if (!dst)
-                continue;
-            for (int r = 0; r < sh->size; r++) {
-                int v0 = r * sh->vocab_stride, rows = rt->vocab - v0 < sh->vocab_stride ? rt->vocab - v0
-                                                                                         : sh->vocab_stride;
-                ops->download(be, dst + v0, rt->logits_gather + (size_t)r * block + (size_t)i * rows,
-                              (size_t)rows * sizeof(float));
-            }
-        }
     }
     return 0;
 }

@@ -1,7 +1,8 @@
-/* kernels/cuda/moe_route.cuh — one router row: the CPU backend's route_row
- * (core/backend/cpu_backend.c) line for line, in double as there, so that the device's
- * choices and weights are the CPU's. Host and device code (host_device.cuh): moe.cu's
- * kernel runs it per token, tests/test_cuda_kernels_host.c against the CPU backend. */
+/* kernels/cuda/moe_route.cuh — one router row, in double, defined once: the CPU
+ * backend's moe_route (core/backend/cpu_backend.c) and moe.cu's kernel both run it, so
+ * the device's choices and weights are the CPU's. Host and device code
+ * (host_device.cuh, plain C on the host); tests/test_cuda_kernels_host.c checks the
+ * CPU backend's op against it. */
 #ifndef CINFER_CUDA_MOE_ROUTE_CUH
 #define CINFER_CUDA_MOE_ROUTE_CUH
 
