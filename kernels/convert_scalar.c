@@ -90,6 +90,16 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     }
 }
 
+void cinfer_kernel_row_from_f32(const float *x, int is_bf16, int k, uint16_t *out)
+{
+    if (cinfer_kernels_level() >= CINFER_KERNEL_AVX2) {
+        cinfer_narrow_row_avx2(x, is_bf16, k, out);
+        return;
+    }
+    for (int i = 0; i < k; i++)
+        out[i] = is_bf16 ? cinfer_kernel_f32_to_bf16(x[i]) : cinfer_kernel_f32_to_f16(x[i]);
+}
+
 void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out)
 {
     const uint8_t *p = row;

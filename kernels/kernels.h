@@ -203,6 +203,9 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k);
 /* out (k) = one row of type wtype widened to f32 (embedding lookup, 1-D weights); not
  * for Q8_0 panels, whose rows are not contiguous: see the next function. */
 void cinfer_kernel_row_to_f32(const void *row, enum cinfer_kernel_wtype wtype, int k, float *out);
+/* out (k) = x (k) narrowed to f16 (is_bf16 0) or bf16, each value as cinfer_kernel_f32_to_f16 /
+ * cinfer_kernel_f32_to_bf16 gives it (a KV cache row as a step writes it). */
+void cinfer_kernel_row_from_f32(const float *x, int is_bf16, int k, uint16_t *out);
 /* out (k) = row `row` of the weight matrix w of type wtype (any, panels too), with
  * w_row_bytes from one row to the next (ignored for panels), widened to f32. */
 void cinfer_kernel_weight_row_to_f32(const void *w, enum cinfer_kernel_wtype wtype, size_t w_row_bytes, int64_t row,

@@ -107,6 +107,9 @@ void cinfer_quantize_xq256_avx512(const float *x, int k, struct cinfer_kernel_xq
 
 /* f16 / bf16 row widening with F16C (vector_avx2.c): the scalar conversions' values. */
 void cinfer_widen_row_avx2(const void *row, int is_bf16, int k, float *out);
+/* ... and narrowing, with F16C's rounding (nearest even, subnormals kept) and NaN made the
+ * scalar conversions' quiet NaN. */
+void cinfer_narrow_row_avx2(const float *x, int is_bf16, int k, uint16_t *out);
 
 /* Rows of x handled together by one SIMD tile, and the block of activations rows kept
  * hot in cache while weight rows stream past. */

@@ -106,3 +106,36 @@ void cinfer_widen_row_avx2(const void *row, int is_bf16, int k, float *out)
     for (; i < k; i++)
         out[i] = is_bf16 ? cinfer_kernel_bf16_to_f32(p[i]) : cinfer_kernel_f16_to_f32(p[i]);
 }
+
+/* 8 values narrowed: f16 by vcvtps2ph (nearest even, subnormals and overflow to infinity
+ * as the scalar conversion), bf16 by the scalar's integer rounding; a NaN becomes the
+ * scalar's quiet NaN (sign | 0x7e00 for f16, the high half | 0x40 for bf16). */
+static __m128i narrow8(__m256 f, int is_bf16)
+{
+    __m256i bits = _mm256_castps_si256(f);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)); /* all ones where NaN */
+    __m256i high = _mm256_srli_epi32(bits, 16);
+    __m256i out32;
+    if (is_bf16) {
+        __m256i odd = _mm256_and_si256(high, _mm256_set1_epi32(1));
+        __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+        __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+        out32 = _mm256_blendv_epi8(rounded, quiet, nan);
+    } else {
+        __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i quiet = _mm256_or_si256(_mm256_and_si256(high, _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x7e00));
+        out32 = _mm256_blendv_epi8(_mm256_cvtepu16_epi32(h), quiet, nan);
+    }
+    /* the low halves of the 8 lanes, in order */
+    __m256i packed = _mm256_packus_epi32(_mm256_and_si256(out32, _mm256_set1_epi32(0xffff)), _mm256_setzero_si256());
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+void cinfer_narrow_row_avx2(const float *x, int is_bf16, int k, uint16_t *out)
+{
+    int i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(out + i), narrow8(_mm256_loadu_ps(x + i), is_bf16));
+    for (; i < k; i++)
+        out[i] = is_bf16 ? cinfer_kernel_f32_to_bf16(x[i]) : cinfer_kernel_f32_to_f16(x[i]);
+}

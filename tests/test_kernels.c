@@ -581,6 +581,41 @@ START_TEST(row_widening)
 }
 END_TEST
 
+/* f32 rows narrowed to f16 and bf16 (a KV cache row as a step writes it) give, at every
+ * level, the scalar conversions' bits: ties, subnormals, overflow, infinities and NaN
+ * (signaling, quiet, with payload: the scalar's one quiet NaN) among 2^20 patterns that
+ * step through every exponent. */
+START_TEST(row_narrowing)
+{
+    enum { N = (1 << 20) + 5 }; /* + 5: a tail past the vector width */
+    static float src[N];
+    static uint16_t out[N];
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t bits = i * 4093u + (i << 20); /* every exponent, with low and high mantissa bits */
+        if (i % 7 == 0)
+            bits = (bits & 0xffff0000u) | (i % 3 == 0 ? 0x8000u : 0x7fffu); /* bf16 ties and near ties */
+        if (i % 11 == 0)
+            bits = (bits & 0x80000000u) | ((112u + i % 14) << 23) | (bits & 0x7fffffu); /* f16 range edges */
+        memcpy(&src[i], &bits, 4);
+    }
+    const float specials[] = {65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, -0x1p-14f, 0.0f};
+    memcpy(src, specials, sizeof specials);
+    for (int bf = 0; bf < 2; bf++)
+        FOR_EACH_LEVEL(level)
+        {
+            cinfer_kernel_row_from_f32(src, bf, N, out);
+            for (uint32_t i = 0; i < N; i++) {
+                uint16_t want = bf ? cinfer_kernel_f32_to_bf16(src[i]) : cinfer_kernel_f32_to_f16(src[i]);
+                uint32_t bits;
+                memcpy(&bits, &src[i], 4);
+                ck_assert_msg(out[i] == want, "%s, %s of 0x%08x: 0x%04x, expected 0x%04x",
+                              cinfer_kernels_level_name(level), bf ? "bf16" : "f16", bits, out[i], want);
+            }
+        }
+    restore_level();
+}
+END_TEST
+
 /* Double-precision x_row · w_row over the numbers the kernel multiplies (dequantized
  * weights; for Q8_0 the prepared activation blocks) and the sum of |products|. */
 static void exact_dot(enum cinfer_kernel_wtype type, int x_as_bf16, const float *x,
@@ -889,6 +924,7 @@ static Suite *suite_kernels(void)
     tcase_add_test(tc, accumulate_rows_equals_axpy_steps);
     tcase_add_test(tc, rope_both_pairings);
     tcase_add_test(tc, row_widening);
+    tcase_add_test(tc, row_narrowing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -192,12 +192,8 @@ static void cpu_kv_write(void *state, void *kv_, int layer, const float *k, cons
             switch (kv->layout.dtype) {
             case CINFER_KV_F32: memcpy(dst, src, (size_t)kv_dim * sizeof(float)); break;
             case CINFER_KV_F16:
-            case CINFER_KV_BF16:
-                for (int d = 0; d < kv_dim; d++) {
-                    uint16_t h = kv->layout.dtype == CINFER_KV_F16 ? cinfer_kernel_f32_to_f16(src[d])
-                                                                   : cinfer_kernel_f32_to_bf16(src[d]);
-                    memcpy(dst + 2 * (size_t)d, &h, 2);
-                }
+            case CINFER_KV_BF16: /* rows are 2-byte aligned: row_bytes is 2 * kv_dim */
+                cinfer_kernel_row_from_f32(src, kv->layout.dtype == CINFER_KV_BF16, kv_dim, (uint16_t *)(void *)dst);
                 break;
             case CINFER_KV_Q8_0: cinfer_kernel_quantize_q8_0(src, kv_dim, dst); break;
             }
