@@ -152,11 +152,19 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
     struct cinfer_error err;
     printf("paired: plain read of the buffer, then n = %d over (%d, %d) matrices; %s\n", n, rows_per, k,
            n == 1 ? "read time / matmul time" : "GFLOP/s of the matmuls");
-    for (int type = 0; type < 4 && ratios; type++) {
-        enum cinfer_kernel_wtype wtype = (enum cinfer_kernel_wtype)type;
+    /* the float types, Q8_0, and the block-quantized types a Q4_K_M / Q6_K / Q4_0 file holds */
+    static const enum cinfer_kernel_wtype types[] = {CINFER_KW_F32,  CINFER_KW_F16,  CINFER_KW_BF16,
+                                                     CINFER_KW_Q8_0, CINFER_KW_Q4_0, CINFER_KW_Q5_0,
+                                                     CINFER_KW_Q4_K, CINFER_KW_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0] && ratios; t++) {
+        enum cinfer_kernel_wtype wtype = types[t];
+        const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(wtype);
+        int block = info ? info->block_values : 1;
+        int type = (int)wtype;
+        const char *name = info ? info->name : type_names[type];
         size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
         int matrices = m / rows_per;
-        if ((wtype == CINFER_KW_Q8_0 && k % CINFER_KERNEL_Q8_BLOCK) || matrices < 1)
+        if (k % block || matrices < 1)
             continue;
         size_t matrix_bytes = row_bytes * (size_t)rows_per;
         rj->words = matrix_bytes * (size_t)matrices / 8; /* the read covers what the matmuls read */
@@ -189,10 +197,10 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
         qsort(ratios, (size_t)pairs, sizeof *ratios, compare_doubles);
         if (n == 1)
             printf("%-4s %d matrices, %.1f MB: median %.0f%% (quartiles %.0f%%, %.0f%%) of the read's rate\n",
-                   type_names[type], matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
+                   name, matrices, matrix_bytes * (double)matrices / 1e6, 100 * ratios[pairs / 2],
                    100 * ratios[pairs / 4], 100 * ratios[3 * pairs / 4]);
         else
-            printf("%-4s %d matrices, %.1f MB: median %.1f GFLOP/s (quartiles %.1f, %.1f)\n", type_names[type],
+            printf("%-4s %d matrices, %.1f MB: median %.1f GFLOP/s (quartiles %.1f, %.1f)\n", name,
                    matrices, matrix_bytes * (double)matrices / 1e6, ratios[pairs / 2], ratios[pairs / 4],
                    ratios[3 * pairs / 4]);
     }
