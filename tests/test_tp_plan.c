@@ -34,9 +34,9 @@ static uint8_t *encode(uint64_t step, size_t *bytes)
 {
     struct cinfer_seq_chunk seqs[3];
     int n = make_seqs(seqs);
-    *bytes = cinfer_tp_plan_bytes(seqs, n, limits.page_tokens);
+    *bytes = cinfer_tp_plan_bytes(seqs, n, &limits);
     uint8_t *plan = malloc(*bytes);
-    cinfer_tp_plan_encode(step, &limits, seqs, n, plan);
+    cinfer_tp_plan_encode(step, &limits, seqs, n, NULL, plan);
     return plan;
 }
 
@@ -44,8 +44,8 @@ START_TEST(a_plan_decodes_to_the_sequences_it_encodes)
 {
     size_t bytes;
     uint8_t *plan = encode(0x100000007ull, &bytes);
-    /* header 40, A 16 + 4 * (10 + 4 pages), B 16 + 4 * (1 + 6), C 16 + 4 * (3 + 1) */
-    ck_assert_uint_eq(bytes, 40 + 72 + 44 + 32);
+    /* header 44, A 16 + 4 * (10 + 4 pages), B 16 + 4 * (1 + 6), C 16 + 4 * (3 + 1) */
+    ck_assert_uint_eq(bytes, 44 + 72 + 44 + 32);
     struct cinfer_tp_plan p = {0};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_tp_plan_decode(plan, bytes, &limits, &p, &err) == 0, "%s", err.message);
@@ -64,6 +64,7 @@ START_TEST(a_plan_decodes_to_the_sequences_it_encodes)
         ck_assert_int_eq(got->n_pages, used_pages[s]);
         ck_assert_int_eq(memcmp(got->tokens, want[s].tokens, sizeof(int32_t) * (size_t)got->n_tokens), 0);
         ck_assert_int_eq(memcmp(got->page_table, want[s].page_table, sizeof(int32_t) * (size_t)got->n_pages), 0);
+        ck_assert_ptr_null(p.window_of[s]); /* no sliding-window pool */
     }
     /* decoding again reuses the arrays */
     ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &limits, &p, &err), 0);
@@ -96,10 +97,10 @@ static void expect_refused_at(size_t offset, uint32_t value, const char *want)
 
 START_TEST(malformed_plans_are_refused_naming_the_field)
 {
-    size_t a = 40, b = 40 + 72, c = 40 + 72 + 44; /* where each sequence's fields start */
+    size_t a = 44, b = 44 + 72, c = 44 + 72 + 44; /* where each sequence's fields start */
     expect_refused_at(0, 0x50505444, "magic is 44 54 50 50, expected \"CTPP\"");
-    expect_refused_at(4, 2, "plan: version 2, this build reads 1");
-    expect_refused_at(8, 999, "plan: total bytes says 999, 188 were given");
+    expect_refused_at(4, 1, "plan: version 1, this build reads 2");
+    expect_refused_at(8, 999, "plan: total bytes says 999, 192 were given");
     expect_refused_at(12, 0, "plan: n_seqs 0, expected 1 to n_tokens 14");
     expect_refused_at(12, 4, "sequence 3's fields run past the end");
     expect_refused_at(24, 0, "plan: n_tokens 0, expected 1 to max_batch_tokens 64");
@@ -108,6 +109,7 @@ START_TEST(malformed_plans_are_refused_naming_the_field)
     expect_refused_at(28, 32, "plan: kv_pages 32 of page_tokens 4, this rank's cache has 64 pages of 4 tokens");
     expect_refused_at(32, 16, "this rank's cache has 64 pages of 4 tokens");
     expect_refused_at(36, 32000, "plan: vocab 32000, this rank's model has 272");
+    expect_refused_at(40, 8, "plan: window_pages 8, this rank's sliding-window pool has 0 pages");
     expect_refused_at(a + 4, 0x7fffffff, "sequence 0 start_pos 2147483647 is past any context");
     expect_refused_at(a + 8, 5, "sequence 0 n_pages 5, its positions [0, 14) take 4 pages of 4 tokens");
     expect_refused_at(b + 12, 3, "sequence 1 logits mode 3, expected 0, 1 or 2");
@@ -119,7 +121,7 @@ START_TEST(malformed_plans_are_refused_naming_the_field)
     struct cinfer_tp_plan p = {0};
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_tp_plan_decode("CTPP", 4, &limits, &p, &err), CINFER_ERR_PARSE);
-    ck_assert_msg(strstr(err.message, "plan: 4 bytes, shorter than the 40-byte header") != NULL, "%s", err.message);
+    ck_assert_msg(strstr(err.message, "plan: 4 bytes, shorter than the 44-byte header") != NULL, "%s", err.message);
     ck_assert_int_eq(cinfer_tp_plan_decode(NULL, 0, &limits, &p, &err), CINFER_ERR_PARSE);
     /* bytes after the last sequence, with total bytes saying so */
     size_t bytes;
@@ -160,8 +162,8 @@ START_TEST(no_truncation_or_flipped_byte_slips_through)
             if (rc == 0) { /* then it is a valid plan, and says exactly these bytes */
                 accepted++;
                 uint8_t *again = malloc(bytes);
-                ck_assert_uint_eq(cinfer_tp_plan_bytes(p.seqs, p.n_seqs, limits.page_tokens), bytes);
-                cinfer_tp_plan_encode(p.step, &limits, p.seqs, p.n_seqs, again);
+                ck_assert_uint_eq(cinfer_tp_plan_bytes(p.seqs, p.n_seqs, &limits), bytes);
+                cinfer_tp_plan_encode(p.step, &limits, p.seqs, p.n_seqs, NULL, again);
                 ck_assert_msg(memcmp(again, plan, bytes) == 0, "byte %zu bit %d: decoded and encoded differ", i, bit);
                 free(again);
             } else {
@@ -176,6 +178,49 @@ START_TEST(no_truncation_or_flipped_byte_slips_through)
 }
 END_TEST
 
+/* With a sliding-window pool (kv_window.c) the plan carries each page's window page, so a
+ * follower maps pages as rank 0 did; one out of the pool, or a pool of another size, is
+ * refused. */
+START_TEST(window_pages_travel_with_the_pages)
+{
+    struct cinfer_tp_plan_limits windowed = limits;
+    windowed.window_pages = 10;
+    int32_t window_of[64];
+    for (int i = 0; i < 64; i++)
+        window_of[i] = i % 10;
+    window_of[9] = -1; /* its window part released */
+    struct cinfer_seq_chunk seqs[3];
+    int n = make_seqs(seqs);
+    size_t bytes = cinfer_tp_plan_bytes(seqs, n, &windowed);
+    ck_assert_uint_eq(bytes, 44 + 72 + 44 + 32 + 4 * (4 + 6 + 1)); /* a window page per page */
+    uint8_t *plan = malloc(bytes);
+    cinfer_tp_plan_encode(3, &windowed, seqs, n, window_of, plan);
+    struct cinfer_tp_plan p = {0};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_tp_plan_decode(plan, bytes, &windowed, &p, &err) == 0, "%s", err.message);
+    for (int s = 0; s < n; s++)
+        for (int i = 0; i < p.seqs[s].n_pages; i++)
+            ck_assert_int_eq(p.window_of[s][i], window_of[p.seqs[s].page_table[i]]);
+    ck_assert_int_eq(p.window_of[1][5], 6);  /* page 16 */
+    ck_assert_int_eq(p.window_of[0][2], -1); /* page 9 */
+    /* a rank without the pool, or with another size, refuses it */
+    ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &limits, &p, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "plan: window_pages 10, this rank's sliding-window pool has 0 pages") != NULL,
+                  "%s", err.message);
+    /* a window page outside the pool */
+    size_t at = 44 + 16 + 4 * (10 + 4) + 4 * 1; /* sequence 0's second window page */
+    put_u32(plan + at, 10);
+    ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &windowed, &p, &err), CINFER_ERR_PARSE);
+    ck_assert_msg(strstr(err.message, "plan: sequence 0 page 1's window page is 10, expected -1 (released) or one of "
+                                      "[0, 10)") != NULL,
+                  "%s", err.message);
+    put_u32(plan + at, (uint32_t)-2);
+    ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &windowed, &p, &err), CINFER_ERR_PARSE);
+    cinfer_tp_plan_free(&p);
+    free(plan);
+}
+END_TEST
+
 static Suite *suite_tp_plan(void)
 {
     Suite *s = suite_create("tp_plan");
@@ -183,6 +228,7 @@ static Suite *suite_tp_plan(void)
     tcase_add_test(tc, a_plan_decodes_to_the_sequences_it_encodes);
     tcase_add_test(tc, malformed_plans_are_refused_naming_the_field);
     tcase_add_test(tc, no_truncation_or_flipped_byte_slips_through);
+    tcase_add_test(tc, window_pages_travel_with_the_pages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -320,6 +320,14 @@ static int fail_group(struct cinfer_runtime *rt, int rc, struct cinfer_error *er
     return rc;
 }
 
+/* What every rank's plans must agree with: its cache (and sliding-window pool), vocabulary
+ * and batch size. */
+static struct cinfer_tp_plan_limits plan_limits(const struct cinfer_runtime *rt)
+{
+    return (struct cinfer_tp_plan_limits){rt->vocab, rt->pages.n_pages, rt->pages.page_tokens, rt->max_batch_tokens,
+                                          rt->window.active ? rt->window.pages.n_pages : 0};
+}
+
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                    struct cinfer_error *err)
 {
@@ -332,9 +340,8 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
     if (T < 0)
         return T;
     if (rt->shard.size > 1) {
-        struct cinfer_tp_plan_limits lim = {rt->vocab, rt->pages.n_pages, rt->pages.page_tokens,
-                                            rt->max_batch_tokens};
-        size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, lim.page_tokens);
+        struct cinfer_tp_plan_limits lim = plan_limits(rt);
+        size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, &lim);
         if (bytes > rt->plan_out_bytes) {
             uint8_t *grown = realloc(rt->plan_out, bytes);
             if (!grown) /* nothing published yet: the group is still whole */
@@ -342,7 +349,8 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
             rt->plan_out = grown;
             rt->plan_out_bytes = bytes;
         }
-        cinfer_tp_plan_encode(rt->plan_step, &lim, seqs, n_seqs, rt->plan_out);
+        cinfer_tp_plan_encode(rt->plan_step, &lim, seqs, n_seqs, rt->window.active ? rt->window.of : NULL,
+                              rt->plan_out);
         int rc = rt->publish_plan(rt->publish_ctx, rt->plan_out, bytes, err);
         if (rc < 0) /* some followers may have it */
             return fail_group(rt, rc, err);
@@ -358,13 +366,16 @@ int cinfer_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan
         return cinfer_error_set(err, CINFER_ERR_STATE,
                                 "forward: tp rank %d of %d makes its own plans (cinfer_runtime_forward), it runs none",
                                 rt->shard.rank, rt->shard.size);
-    struct cinfer_tp_plan_limits lim = {rt->vocab, rt->pages.n_pages, rt->pages.page_tokens, rt->max_batch_tokens};
+    struct cinfer_tp_plan_limits lim = plan_limits(rt);
     int rc = cinfer_tp_plan_decode(plan, plan_bytes, &lim, &rt->plan, err);
     if (rc == 0 && rt->plan.step != rt->plan_step)
         rc = cinfer_error_set(err, CINFER_ERR_PARSE, "plan: step %llu, tp rank %d expects %llu (a plan was lost or "
                               "repeated)", (unsigned long long)rt->plan.step, rt->shard.rank,
                               (unsigned long long)rt->plan_step);
     int n_logits = 0, T = rc;
+    for (int s = 0; rc == 0 && rt->window.active && s < rt->plan.n_seqs; s++) /* rank 0's window pages */
+        for (int i = 0; i < rt->plan.seqs[s].n_pages; i++)
+            rt->window.of[rt->plan.seqs[s].page_table[i]] = rt->plan.window_of[s][i];
     if (rc == 0)
         T = rc = plan_batch(rt, rt->plan.seqs, rt->plan.n_seqs, 1, &n_logits, err);
     if (rc >= 0) {

@@ -38,8 +38,9 @@ int cinfer_kv_window_plan(struct cinfer_runtime *rt, size_t budget, int page_tok
     w->active = 0;
     w->n_layers = 0;
     *n_window_pages = 0;
-    /* Tensor parallelism keeps one pool: a follower's plan carries only page ids. */
-    if (keep_window_pages || sliding == 0 || rt->shard.size > 1) {
+    /* Under tensor parallelism every rank sizes the pools alike (same budget, same shard
+     * of KV heads) and a follower maps pages as rank 0's plan says (tp_plan.h). */
+    if (keep_window_pages || sliding == 0) {
         size_t page_bytes = cinfer_kv_token_bytes(c->num_layers, rt->kv_dim, rt->kv_type) * (size_t)page_tokens;
         *n_pages = cinfer_kv_pages_for_budget(budget, page_bytes);
         return 0;

@@ -23,19 +23,20 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-size_t cinfer_tp_plan_bytes(const struct cinfer_seq_chunk *seqs, int n_seqs, int page_tokens)
+size_t cinfer_tp_plan_bytes(const struct cinfer_seq_chunk *seqs, int n_seqs, const struct cinfer_tp_plan_limits *lim)
 {
     size_t bytes = CINFER_TP_PLAN_HEADER_BYTES;
-    for (int s = 0; s < n_seqs; s++)
-        bytes += CINFER_TP_PLAN_SEQ_BYTES +
-                 4 * ((size_t)seqs[s].n_tokens + (size_t)pages_used(seqs[s].start_pos, seqs[s].n_tokens, page_tokens));
+    for (int s = 0; s < n_seqs; s++) {
+        size_t pages = (size_t)pages_used(seqs[s].start_pos, seqs[s].n_tokens, lim->page_tokens);
+        bytes += CINFER_TP_PLAN_SEQ_BYTES + 4 * ((size_t)seqs[s].n_tokens + pages * (lim->window_pages > 0 ? 2 : 1));
+    }
     return bytes;
 }
 
 void cinfer_tp_plan_encode(uint64_t step, const struct cinfer_tp_plan_limits *lim, const struct cinfer_seq_chunk *seqs,
-                           int n_seqs, uint8_t *out)
+                           int n_seqs, const int32_t *window_of, uint8_t *out)
 {
-    size_t total = cinfer_tp_plan_bytes(seqs, n_seqs, lim->page_tokens);
+    size_t total = cinfer_tp_plan_bytes(seqs, n_seqs, lim);
     uint32_t n_tokens = 0;
     for (int s = 0; s < n_seqs; s++)
         n_tokens += (uint32_t)seqs[s].n_tokens;
@@ -49,6 +50,7 @@ void cinfer_tp_plan_encode(uint64_t step, const struct cinfer_tp_plan_limits *li
     put_u32(out + 28, (uint32_t)lim->kv_pages);
     put_u32(out + 32, (uint32_t)lim->page_tokens);
     put_u32(out + 36, (uint32_t)lim->vocab);
+    put_u32(out + 40, (uint32_t)lim->window_pages);
     uint8_t *p = out + CINFER_TP_PLAN_HEADER_BYTES;
     for (int s = 0; s < n_seqs; s++) {
         const struct cinfer_seq_chunk *c = &seqs[s];
@@ -62,6 +64,8 @@ void cinfer_tp_plan_encode(uint64_t step, const struct cinfer_tp_plan_limits *li
             put_u32(p, (uint32_t)c->tokens[t]);
         for (int i = 0; i < n_pages; i++, p += 4)
             put_u32(p, (uint32_t)c->page_table[i]);
+        for (int i = 0; lim->window_pages > 0 && i < n_pages; i++, p += 4)
+            put_u32(p, (uint32_t)window_of[c->page_table[i]]);
     }
 }
 
@@ -70,9 +74,13 @@ static int plan_reserve(struct cinfer_tp_plan *out, size_t n_seqs, size_t n_ints
 {
     if (n_seqs > out->seqs_cap) {
         struct cinfer_seq_chunk *grown = realloc(out->seqs, n_seqs * sizeof *grown);
-        if (!grown)
+        if (grown)
+            out->seqs = grown;
+        const int32_t **window_of = realloc(out->window_of, n_seqs * sizeof *window_of);
+        if (window_of)
+            out->window_of = window_of;
+        if (!grown || !window_of)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "plan: out of memory for %zu sequences", n_seqs);
-        out->seqs = grown;
         out->seqs_cap = n_seqs;
     }
     if (n_ints > out->ints_cap) {
@@ -99,7 +107,7 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
     uint32_t version = get_u32(b + 4), total = get_u32(b + 8), n_seqs = get_u32(b + 12);
     uint64_t step = (uint64_t)get_u32(b + 16) | (uint64_t)get_u32(b + 20) << 32;
     uint32_t n_tokens = get_u32(b + 24), kv_pages = get_u32(b + 28), page_tokens = get_u32(b + 32);
-    uint32_t vocab = get_u32(b + 36);
+    uint32_t vocab = get_u32(b + 36), window_pages = get_u32(b + 40);
     if (version != CINFER_TP_PLAN_VERSION)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "plan: version %u, this build reads %u", version,
                                 CINFER_TP_PLAN_VERSION);
@@ -110,6 +118,11 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
                                 "plan: kv_pages %u of page_tokens %u, this rank's cache has %d pages of %d tokens "
                                 "(every rank must size its cache alike)",
                                 kv_pages, page_tokens, lim->kv_pages, lim->page_tokens);
+    if (window_pages != (uint32_t)lim->window_pages)
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "plan: window_pages %u, this rank's sliding-window pool has %d pages (every rank must "
+                                "size its cache alike)",
+                                window_pages, lim->window_pages);
     if (vocab != (uint32_t)lim->vocab)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "plan: vocab %u, this rank's model has %d", vocab, lim->vocab);
     if (n_tokens < 1 || n_tokens > (uint32_t)lim->max_batch_tokens)
@@ -151,7 +164,8 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
         if (mode > CINFER_LOGITS_ALL)
             return cinfer_error_set(err, CINFER_ERR_PARSE, "plan: sequence %u logits mode %u, expected 0, 1 or 2", s,
                                     mode);
-        if ((size_t)(end - p) / 4 < (size_t)seq_tokens + n_pages)
+        size_t page_ints = (size_t)n_pages * (window_pages > 0 ? 2 : 1);
+        if ((size_t)(end - p) / 4 < (size_t)seq_tokens + page_ints)
             return cinfer_error_set(err, CINFER_ERR_PARSE,
                                     "plan: sequence %u's %u tokens and %u pages run past the end (byte %zu of %zu)", s,
                                     seq_tokens, n_pages, (size_t)(p - b), plan_bytes);
@@ -173,6 +187,16 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
                                         lim->kv_pages);
             *ints++ = page;
         }
+        out->window_of[s] = window_pages > 0 ? ints : NULL;
+        for (uint32_t i = 0; window_pages > 0 && i < n_pages; i++, p += 4) {
+            int32_t wp = (int32_t)get_u32(p);
+            if (wp < -1 || wp >= (int32_t)window_pages)
+                return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                        "plan: sequence %u page %u's window page is %d, expected -1 (released) or "
+                                        "one of [0, %u)",
+                                        s, i, wp, window_pages);
+            *ints++ = wp;
+        }
         out->seqs[s] = (struct cinfer_seq_chunk){tokens, (int)seq_tokens, (int)start_pos, pages, (int)n_pages,
                                                  (enum cinfer_logits_mode)mode, NULL};
         tokens_seen += seq_tokens;
@@ -191,6 +215,7 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
 void cinfer_tp_plan_free(struct cinfer_tp_plan *p)
 {
     free(p->seqs);
+    free(p->window_of);
     free(p->ints);
     memset(p, 0, sizeof *p);
 }

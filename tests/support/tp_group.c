@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm/comm_shm.h"
+#include "model/tp_plan.h"
 #include "support/random_model.h"
 #include "support/smaps.h"
 
@@ -73,13 +74,13 @@ static int publish(void *ctx, const void *plan, size_t plan_bytes, struct cinfer
 {
     const struct tp_group *g = ctx;
     uint8_t *copy = NULL;
-    if (g->corrupt_plan) { /* the first sequence's first page id: header 40 bytes, its fields 16, then tokens */
+    if (g->corrupt_plan) { /* the first sequence's first page id: after the header, its fields 16, then tokens */
         copy = malloc(plan_bytes);
         memcpy(copy, plan, plan_bytes);
         uint32_t n_tokens;
-        memcpy(&n_tokens, copy + 40, 4);
+        memcpy(&n_tokens, copy + CINFER_TP_PLAN_HEADER_BYTES, 4);
         uint32_t bad = 0x7fffffff;
-        memcpy(copy + 40 + 16 + 4 * (size_t)n_tokens, &bad, 4);
+        memcpy(copy + CINFER_TP_PLAN_HEADER_BYTES + 16 + 4 * (size_t)n_tokens, &bad, 4);
         plan = copy;
     }
     for (int r = 1; r < g->tp_size; r++)
@@ -304,7 +305,9 @@ static int rank_main(int rank, int n_ranks, void *arg, char *why, size_t why_byt
         snprintf(why, why_bytes, "runtime: %s", err.message);
         goto out;
     }
-    if (rank == 0) {
+    if (rank == 0 && g->rank0_body) {
+        rc = g->rank0_body(rt, g->rank0_ctx, why, why_bytes);
+    } else if (rank == 0) {
         rc = run_scenario(rt, &g->scenario, &g->shared->record, model->config.vocab_size, why, why_bytes);
         if (rc != 0 && g->corrupt_plan) { /* the failure was the point: keep its words */
             snprintf(g->shared->error, sizeof g->shared->error, "%s", why);

@@ -67,6 +67,10 @@ struct tp_group {
     struct cinfer_runtime_options options; /* kv, pages, threads, batch: the tp fields are set per rank */
     struct tp_scenario scenario;
     int corrupt_plan; /* rank 0 sends a plan whose first page id is out of range */
+    /* rank 0 runs this instead of the scenario where set (threads: ctx is shared memory
+     * as is); returns 0 or fails with words in why */
+    int (*rank0_body)(struct cinfer_runtime *rt, void *ctx, char *why, size_t why_bytes);
+    void *rank0_ctx;
     /* filled by tp_group_run */
     char shm_name[128];
     int plan_pipes[TP_GROUP_MAX_RANKS][2];
