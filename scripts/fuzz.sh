@@ -154,6 +154,16 @@ header = json.dumps({"__metadata__": {"format": "pt"},
                      "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
                      "b": {"dtype": "BF16", "shape": [4], "data_offsets": [16, 24]}}).encode()
 write("safetensors", "two.safetensors", struct.pack("<Q", len(header)) + header + bytes(24))
+# ... and one gpt-oss expert as the published checkpoints store it: MXFP4 U8 _blocks
+# (experts, rows, cols/32, 16) and _scales (experts, rows, cols/32), a BF16 bias
+p = "model.layers.0.mlp.experts.down_proj"
+header = json.dumps({"__metadata__": {"format": "pt"},
+                     p + "_blocks": {"dtype": "U8", "shape": [1, 2, 1, 16], "data_offsets": [0, 32]},
+                     p + "_scales": {"dtype": "U8", "shape": [1, 2, 1], "data_offsets": [32, 34]},
+                     p + "_bias": {"dtype": "BF16", "shape": [1, 2], "data_offsets": [34, 38]}}).encode()
+header += b" " * (-len(header) % 8)  # as writers pad it, so the BF16 bias is aligned
+write("safetensors", "mxfp4-experts.safetensors",
+      struct.pack("<Q", len(header)) + header + bytes(range(32)) + bytes([126, 127]) + bytes(4))
 
 # Text: strings of the tokenizer parity corpus (short ones keep the fuzzer fast).
 import make_corpus

@@ -603,6 +603,51 @@ START_TEST(hf_config_qwen2_moe_keys)
 }
 END_TEST
 
+/* quantization_config: gpt-oss's mxfp4 (transformers' Mxfp4Config) is read, any other
+ * method refused naming config.json and the field; the published gpt-oss-20b config.json
+ * (fuzz/seeds/fuzz_hf_config/gpt_oss_20b_mxfp4.json) parses. */
+START_TEST(hf_config_quantization)
+{
+    struct cinfer_hf_config hc;
+    struct cinfer_error err = {0};
+    static const char mxfp4[] = "\"quantization_config\": {\"quant_method\": \"mxfp4\", \"modules_to_not_convert\": "
+                                "[\"model.layers.*.self_attn\", \"model.layers.*.mlp.router\", \"lm_head\"]}";
+    ck_assert_msg(parse_config("gpt_oss", mxfp4, &hc, &err) == 0, "%s", err.message);
+    static const struct {
+        const char *model_type, *extra;
+        int code;
+        const char *want;
+    } refused[] = {
+        {"gpt_oss", "\"quantization_config\": {\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true}",
+         CINFER_ERR_UNSUPPORTED, "config.json: quantization_config.quant_method is \"bitsandbytes\"; cinfer reads "
+                                 "\"mxfp4\" only"},
+        {"llama", "\"quantization_config\": {\"quant_method\": \"mxfp4\"}", CINFER_ERR_UNSUPPORTED,
+         "config.json: quantization_config.quant_method \"mxfp4\" is read for gpt-oss experts only; this model is "
+         "llama"},
+        {"gpt_oss", "\"quantization_config\": {\"bits\": 4}", CINFER_ERR_CONFIG,
+         "config.json: quantization_config.quant_method is absent, expected a string"},
+        {"gpt_oss", "\"quantization_config\": \"mxfp4\"", CINFER_ERR_CONFIG,
+         "config.json: quantization_config is a string, expected an object"},
+        {"gpt_oss",
+         "\"quantization_config\": {\"quant_method\": \"mxfp4\", \"modules_to_not_convert\": [\"lm_head\", 3]}",
+         CINFER_ERR_CONFIG, "quantization_config.modules_to_not_convert[1] is an integer, expected a module name"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ck_assert_int_eq(parse_config(refused[i].model_type, refused[i].extra, &hc, &err), refused[i].code);
+        ck_assert_msg(strstr(err.message, refused[i].want), "expected \"%s\" in: %s", refused[i].want, err.message);
+    }
+    FILE *f = fopen(CINFER_SOURCE_DIR "/fuzz/seeds/fuzz_hf_config/gpt_oss_20b_mxfp4.json", "rb");
+    ck_assert_ptr_nonnull(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    ck_assert_msg(cinfer_hf_config_parse(text, n, "gpt-oss-20b/config.json", &hc, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(hc.model.n_experts, 32);
+    ck_assert_int_eq(hc.model.n_experts_used, 4);
+    ck_assert_int_eq(hc.model.hidden_size, 2880);
+}
+END_TEST
+
 static void expect_refused(const char *path, int code, const char *want)
 {
     struct cinfer_model *m = NULL;
@@ -1296,6 +1341,7 @@ static Suite *suite_model_load(void)
     tcase_add_test(tc, hf_errors_name_the_problem);
     tcase_add_test(tc, hf_config_sliding_windows_and_gemma_keys);
     tcase_add_test(tc, hf_config_qwen2_moe_keys);
+    tcase_add_test(tc, hf_config_quantization);
     tcase_add_test(tc, hf_unsupported_dtype);
     tcase_add_test(tc, gguf_families_and_types);
     tcase_add_test(tc, split_gguf_loads_from_its_first_part);

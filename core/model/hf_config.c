@@ -484,6 +484,43 @@ static int read_gpt_oss(json_t *root, struct cinfer_model_config *c, const struc
     return CINFER_OK;
 }
 
+/* quantization_config: the only scheme read is the published gpt-oss checkpoints' mxfp4
+ * (transformers' Mxfp4Config), which quantizes the experts alone (stored as _blocks and
+ * _scales, model_load_hf.c); modules_to_not_convert then lists float modules, which are
+ * read as stored whatever it says, so only its form is checked. */
+static int read_quantization(json_t *root, const struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
+                             const char *source, struct cinfer_error *err)
+{
+    json_t *q = get(root, "quantization_config");
+    if (!q)
+        return CINFER_OK;
+    if (!json_is_object(q))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: quantization_config is %s, expected an object", source,
+                                json_kind(q));
+    json_t *method = get(q, "quant_method");
+    if (!json_is_string(method))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: quantization_config.quant_method is %s, expected a string "
+                                "(cinfer reads \"mxfp4\")", source, method ? json_kind(method) : "absent");
+    if (strcmp(json_string_value(method), "mxfp4") != 0)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: quantization_config.quant_method is \"%s\"; cinfer "
+                                "reads \"mxfp4\" only (gpt-oss's experts), or unquantized checkpoints", source,
+                                json_string_value(method));
+    if (traits->moe != CINFER_MOE_GPT_OSS)
+        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED, "%s: quantization_config.quant_method \"mxfp4\" is read "
+                                "for gpt-oss experts only; this model is %s", source, c->architecture);
+    json_t *keep = get(q, "modules_to_not_convert");
+    size_t i;
+    json_t *module;
+    if (keep && !json_is_array(keep))
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: quantization_config.modules_to_not_convert is %s, "
+                                "expected an array of module names", source, json_kind(keep));
+    json_array_foreach(keep, i, module)
+        if (!json_is_string(module))
+            return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s: quantization_config.modules_to_not_convert[%zu] is "
+                                    "%s, expected a module name", source, i, json_kind(module));
+    return CINFER_OK;
+}
+
 /* Which layers slide and by how much, by the family's rule (arch_traits.h). */
 static int read_sliding_window(json_t *root, struct cinfer_model_config *c, const struct cinfer_arch_traits *traits,
                                const char *source, struct cinfer_error *err)
@@ -578,7 +615,7 @@ static int parse_root(json_t *root, const char *source, struct cinfer_hf_config 
         (rc = read_special_ids(root, c, source, err)) || (rc = refuse_unsupported(root, c, source, err)) ||
         (rc = read_activation(root, c, traits, source, err)) || (rc = read_scales(root, c, traits, source, err)) ||
         (rc = read_sliding_window(root, c, traits, source, err)) || (rc = read_moe(root, c, traits, source, err)) ||
-        (rc = read_gpt_oss(root, c, traits, source, err)))
+        (rc = read_gpt_oss(root, c, traits, source, err)) || (rc = read_quantization(root, c, traits, source, err)))
         return rc;
     c->rope_interleaved = 0; /* Hugging Face checkpoints use rotate_half pairing */
     c->attention_bias = traits->attention_bias;

@@ -290,18 +290,6 @@ static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims
                        const char *from, struct cinfer_stored_tensor *t, struct cinfer_error *err)
 {
     int rc = find_tensor(hw, name, t, err);
-    if (rc == CINFER_ERR_NOT_FOUND) { /* the published checkpoints keep experts as MXFP4 blocks and scales */
-        char blocks[192];
-        struct cinfer_stored_tensor probe;
-        struct cinfer_error ignored;
-        snprintf(blocks, sizeof blocks, "%s_blocks", name);
-        if (find_tensor(hw, blocks, &probe, &ignored) == CINFER_OK)
-            return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                    "%s: tensor %s is stored as MXFP4 blocks (with its _scales); cinfer reads "
-                                    "gpt-oss Hugging Face experts in f32, f16 or bf16 only (convert the model to "
-                                    "GGUF, which keeps MXFP4)",
-                                    probe.file, blocks);
-    }
     if (rc)
         return rc;
     int same = t->n_dims == n_dims;
@@ -318,8 +306,127 @@ static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims
     return CINFER_OK;
 }
 
+/* "(a, b, c)": a stored tensor's dimensions, for messages. */
+static const char *shape_text(const struct cinfer_stored_tensor *t, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < t->n_dims && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+    if (used < size)
+        snprintf(buf + used, size - used, ")");
+    return buf;
+}
+
+/* A U8 tensor of exactly the given dimensions (an MXFP4 _blocks or _scales tensor). */
+static int find_u8_shaped(const struct hf_weights *hw, const char *name, int n_dims, const int64_t *dims,
+                          const char *from, struct cinfer_stored_tensor *t, struct cinfer_error *err)
+{
+    int rc = find_tensor(hw, name, t, err);
+    if (rc)
+        return rc;
+    char found[128], want[128];
+    struct cinfer_stored_tensor expected = {.n_dims = n_dims};
+    for (int d = 0; d < n_dims; d++)
+        expected.dims[d] = dims[d];
+    int same = t->n_dims == n_dims;
+    for (int d = 0; same && d < n_dims; d++)
+        same = t->dims[d] == dims[d];
+    if (!same)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: MXFP4 tensor %s has shape %s, expected (%s) = %s", t->file,
+                                name, shape_text(t, found, sizeof found), from,
+                                shape_text(&expected, want, sizeof want));
+    if (strcmp(t->dtype_name, "U8") != 0)
+        return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: MXFP4 tensor %s is stored as %s, expected U8", t->file,
+                                name, t->dtype_name);
+    hw->storage->stored_bytes += t->nbytes;
+    return CINFER_OK;
+}
+
+/* A gpt-oss expert tensor as the published checkpoints store it: name_blocks (E, out,
+ * in/32, 16) and name_scales (E, out, in/32), rows being output features (already
+ * cinfer's row-major (out, in), no transposition). Each expert's rows first, first +
+ * stride, ... (gate_up_proj: gate the even rows, up the odd ones, as for the float
+ * layout's columns) are repacked into owned MXFP4 matrices: 4.25 bits a value, as stored. */
+static int bind_mxfp4_experts(const struct hf_weights *hw, const char *name, int n_experts, int64_t in,
+                              int64_t out, const char *from, int stride, struct cinfer_weight *dst[2], size_t dst_step,
+                              struct cinfer_error *err)
+{
+    char blocks_name[192], scales_name[192], blocks_from[192], scales_from[192];
+    snprintf(blocks_name, sizeof blocks_name, "%s_blocks", name);
+    snprintf(scales_name, sizeof scales_name, "%s_scales", name);
+    const char *in_name = stride == 2 ? "hidden_size" : "intermediate_size";
+    if (in % CINFER_MXFP4_BLOCK != 0)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG, "%s/config.json: %s is %lld, not a multiple of 32 (the MXFP4 "
+                                "block that %s is stored in)", hw->folder, in_name, (long long)in, blocks_name);
+    int64_t n_blocks = in / CINFER_MXFP4_BLOCK;
+    int64_t blocks_dims[4] = {n_experts, out, n_blocks, 16}, scales_dims[3] = {n_experts, out, n_blocks};
+    snprintf(blocks_from, sizeof blocks_from, "%s, %s/32, 16", from, in_name);
+    snprintf(scales_from, sizeof scales_from, "%s, %s/32", from, in_name);
+    struct cinfer_stored_tensor blocks, scales;
+    int rc = find_u8_shaped(hw, blocks_name, 4, blocks_dims, blocks_from, &blocks, err);
+    if (rc)
+        return rc;
+    struct cinfer_error scales_err = {0};
+    rc = find_u8_shaped(hw, scales_name, 3, scales_dims, scales_from, &scales, &scales_err);
+    if (rc == CINFER_ERR_NOT_FOUND)
+        return cinfer_error_set(err, CINFER_ERR_NOT_FOUND, "%s: tensor %s has no %s (its MXFP4 exponents): %s",
+                                blocks.file, blocks_name, scales_name, scales_err.message);
+    if (rc) {
+        *err = scales_err;
+        return rc;
+    }
+    int64_t rows = out / stride;
+    size_t row_bytes = (size_t)n_blocks * CINFER_MXFP4_BLOCK_BYTES;
+    hw->storage->owned_matrices = 1;
+    for (int part = 0; part < stride; part++)
+        for (int e = 0; e < n_experts; e++) {
+            uint8_t *m = malloc((size_t)rows * row_bytes); /* (rows, in) in MXFP4 blocks */
+            if (!m)
+                return cinfer_error_set(err, CINFER_ERR_NOMEM, "%s: out of memory repacking %s", blocks.file,
+                                        blocks_name);
+            for (int64_t r = 0; r < rows; r++) {
+                size_t src_row = (size_t)e * (size_t)out + (size_t)(r * stride + part);
+                cinfer_mxfp4_repack_row((const uint8_t *)blocks.data + src_row * (size_t)n_blocks * 16,
+                                        (const uint8_t *)scales.data + src_row * (size_t)n_blocks, n_blocks,
+                                        m + (size_t)r * row_bytes);
+            }
+            if ((rc = cinfer_storage_own(hw->storage, m, err)))
+                return rc;
+            struct cinfer_weight *w = (struct cinfer_weight *)((char *)dst[part] + (size_t)e * dst_step);
+            *w = (struct cinfer_weight){CINFER_DTYPE_MXFP4, rows, in, m, row_bytes};
+        }
+    return CINFER_OK;
+}
+
+/* An expert tensor in the float layout (transposed and split) or, when that is absent
+ * and name_blocks is present, in the published MXFP4 layout. */
+static int bind_expert_tensor(const struct hf_weights *hw, const char *name, int n_experts, int64_t in, int64_t out,
+                              const char *from, int stride, struct cinfer_weight *dst[2], size_t dst_step,
+                              struct cinfer_error *err)
+{
+    struct cinfer_stored_tensor t, probe;
+    struct cinfer_error ignored;
+    char blocks[192], float_from[192];
+    snprintf(blocks, sizeof blocks, "%s_blocks", name);
+    int rc = find_tensor(hw, name, &t, err);
+    if (rc == CINFER_ERR_NOT_FOUND && find_tensor(hw, blocks, &probe, &ignored) == CINFER_OK)
+        return bind_mxfp4_experts(hw, name, n_experts, in, out, from, stride, dst, dst_step, err);
+    if (rc)
+        return rc;
+    int64_t dims[3] = {n_experts, in, out};
+    snprintf(float_from, sizeof float_from, "num_local_experts, %s, %s",
+             stride == 2 ? "hidden_size" : "intermediate_size", stride == 2 ? "2*intermediate_size" : "hidden_size");
+    if ((rc = find_shaped(hw, name, 3, dims, float_from, &t, err)))
+        return rc;
+    for (int part = 0; part < stride; part++)
+        if ((rc = transpose_experts(hw, &t, n_experts, in, out, stride, part, dst[part], dst_step, err)))
+            return rc;
+    return CINFER_OK;
+}
+
 /* gpt-oss: mlp.router (weight and bias) and the experts' fused tensors, split per expert
- * (gate = gate_up_proj[..., ::2], up = [..., 1::2], as transformers' GptOssExperts reads them). */
+ * (gate = gate_up_proj[..., ::2], up = [..., 1::2], as transformers' GptOssExperts reads them),
+ * stored in a float type or, as published, in MXFP4 blocks (kept MXFP4). */
 static int bind_gpt_oss_experts(const struct hf_weights *hw, struct cinfer_model *m, int l, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
@@ -336,17 +443,14 @@ static int bind_gpt_oss_experts(const struct hf_weights *hw, struct cinfer_model
     struct cinfer_expert_weights *x = layer->experts;
     size_t step = sizeof *x;
     struct cinfer_stored_tensor t;
-    int64_t gate_up_dims[3] = {E, hidden, 2 * ffn}, down_dims[3] = {E, ffn, hidden};
     int64_t gate_up_bias_dims[2] = {E, 2 * ffn}, down_bias_dims[2] = {E, hidden};
+    struct cinfer_weight *gate_up[2] = {&x->gate, &x->up}, *down[2] = {&x->down, NULL};
     snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj", l);
-    if ((rc = find_shaped(hw, name, 3, gate_up_dims, "num_local_experts, hidden_size, 2*intermediate_size", &t,
-                          err)) ||
-        (rc = transpose_experts(hw, &t, E, hidden, 2 * ffn, 2, 0, &x->gate, step, err)) ||
-        (rc = transpose_experts(hw, &t, E, hidden, 2 * ffn, 2, 1, &x->up, step, err)))
+    if ((rc = bind_expert_tensor(hw, name, E, hidden, 2 * ffn, "num_local_experts, 2*intermediate_size", 2, gate_up,
+                                 step, err)))
         return rc;
     snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", l);
-    if ((rc = find_shaped(hw, name, 3, down_dims, "num_local_experts, intermediate_size, hidden_size", &t, err)) ||
-        (rc = transpose_experts(hw, &t, E, ffn, hidden, 1, 0, &x->down, step, err)))
+    if ((rc = bind_expert_tensor(hw, name, E, ffn, hidden, "num_local_experts, hidden_size", 1, down, step, err)))
         return rc;
     snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_bias", l);
     if ((rc = find_shaped(hw, name, 2, gate_up_bias_dims, "num_local_experts, 2*intermediate_size", &t, err)) ||

@@ -14,6 +14,13 @@
 
 #define CINFER_Q8_0_BLOCK 32
 #define CINFER_Q8_0_BLOCK_BYTES 34
+#define CINFER_MXFP4_BLOCK 32
+#define CINFER_MXFP4_BLOCK_BYTES 17
+
+/* One row of n_blocks MXFP4 blocks as the published gpt-oss checkpoints store them
+ * (blocks: (n_blocks, 16) nibble pairs, scales: (n_blocks) e8m0 exponents) into cinfer's
+ * MXFP4 row (n_blocks * 17 bytes), the same values (mxfp4_repack.c). */
+void cinfer_mxfp4_repack_row(const uint8_t *blocks, const uint8_t *scales, int64_t n_blocks, uint8_t *out);
 
 size_t cinfer_dtype_row_bytes(enum cinfer_dtype t, int64_t cols);
 float cinfer_f16_to_f32(uint16_t h);
@@ -31,7 +38,7 @@ struct cinfer_model_storage {
     size_t n_owned, cap_owned;
     uint64_t stored_bytes;      /* of every bound tensor, as stored in the files */
     int owned_matrices;         /* some matrix is a loader-made copy, not a view of a mapping (HF gpt-oss
-                                 * experts, transposed): the model's matrices_mapped is then 0 */
+                                 * experts, transposed or repacked): the model's matrices_mapped is then 0 */
 };
 
 /* A stored tensor as the binder sees it. dims are in the file's own order: for

@@ -435,18 +435,18 @@ def gguf_value(v):
 
 
 def write_gguf(path, metadata, tensors):
-    """tensors: list of (name, float array, storage type)."""
+    """tensors: list of (name, float array, storage type[, its bytes already encoded])."""
     header = bytearray(b"GGUF")
     header += struct.pack("<IQQ", 3, len(tensors), len(metadata))
     for key, value in metadata.items():
         vtype, payload = gguf_value(value)
         header += gguf_string(key) + struct.pack("<I", vtype) + payload
     blobs, offset = [], 0
-    for name, array, wtype in tensors:
+    for name, array, wtype, *raw in tensors:
         header += gguf_string(name) + struct.pack("<I", array.ndim)
         header += b"".join(struct.pack("<Q", n) for n in reversed(array.shape))  # ne[0] innermost
         header += struct.pack("<IQ", GGML_TYPES[wtype], offset)
-        data = encode_tensor(array, wtype)
+        data = raw[0] if raw else encode_tensor(array, wtype)
         data += b"\0" * (-len(data) % GGUF_ALIGNMENT)
         blobs.append(data)
         offset += len(data)
@@ -724,8 +724,9 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
     gate the even columns), down_proj transposed into ffn_down_exps, the biases split
     likewise and kept f32 (1-D and the experts' 2-D ones); sinks as attn_sinks.weight, the
     MLP's norm as post_attention_norm. Q/K unpermuted (NeoX RoPE). wtype mxfp4: the
-    experts' matrices in MXFP4 (as the published checkpoints and llama-quantize's
-    MXFP4_MOE keep them), every other tensor f32."""
+    experts' matrices in MXFP4, converted from the published layout's blocks as
+    llama.cpp's converter does (so the blocks are those of the gpt_oss-st-mxfp4 folder),
+    every other tensor f32."""
     arch = fam["gguf_arch"]
     tokens, scores, types = vocabulary(fam["model_type"])
     s = fam["rope_scaling"]
@@ -766,46 +767,151 @@ def write_gguf_gpt_oss(path, name, fam, weights, wtype):
             out.append((b + gguf_name, weights[p + hf_name], stored(weights[p + hf_name])))
         out.append((b + "ffn_gate_inp.weight", weights[p + "mlp.router.weight"], "f32"))
         out.append((b + "ffn_gate_inp.bias", weights[p + "mlp.router.bias"], "f32"))
+        published = published_expert_tensors(fam, weights, i)
+        gu_blocks, gu_scales = published[p + "mlp.experts.gate_up_proj"]
+        converted = {"gate": gguf_mxfp4_from_published(gu_blocks[:, ::2], gu_scales[:, ::2]),
+                     "up": gguf_mxfp4_from_published(gu_blocks[:, 1::2], gu_scales[:, 1::2]),
+                     "down": gguf_mxfp4_from_published(*published[p + "mlp.experts.down_proj"])}
         gate_up = weights[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)  # (E, 2 inter, hidden)
         bias = weights[p + "mlp.experts.gate_up_proj_bias"]
         down = weights[p + "mlp.experts.down_proj"].transpose(0, 2, 1)  # (E, hidden, inter)
         for part, rows, rows_bias in (("gate", gate_up[:, ::2], bias[:, ::2]), ("up", gate_up[:, 1::2], bias[:, 1::2]),
                                       ("down", down, weights[p + "mlp.experts.down_proj_bias"])):
             rows = np.ascontiguousarray(rows)
-            out.append((b + f"ffn_{part}_exps.weight", rows, stored(rows)))
+            if wtype == "mxfp4":  # what llama.cpp's converter makes of the published checkpoint's blocks
+                out.append((b + f"ffn_{part}_exps.weight", rows, "mxfp4", converted[part].tobytes()))
+            else:
+                out.append((b + f"ffn_{part}_exps.weight", rows, stored(rows)))
             out.append((b + f"ffn_{part}_exps.bias", np.ascontiguousarray(rows_bias), "f32"))
     out.append(("output_norm.weight", weights["model.norm.weight"], "f32"))
     out.append(("output.weight", weights["lm_head.weight"], stored(weights["lm_head.weight"])))
     write_gguf(path, md, out)
 
 
-def write_gpt_oss_blocks_folder(folder, fam, weights):
-    """An HF folder whose experts are stored as the published gpt-oss checkpoints store
-    them: mlp.experts.{gate_up,down}_proj_blocks (U8, 16 bytes of 32 4-bit values per
-    block) and _scales (U8 exponents) instead of the plain tensors, every other tensor
-    f32. cinfer refuses it naming the tensor (the values here are placeholders: only the
-    layout matters)."""
-    write_hf_folder(folder, fam, weights, "f32", False)
-    plain = {n: t for n, t in weights.items() if not n.endswith(("experts.gate_up_proj", "experts.down_proj"))}
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+# FP4 e2m1 magnitudes by code 0-7 (OCP Microscaling Formats v1.0, section 5.3.3)
+E2M1_MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
-    def add(name, data, dtype, shape):
-        nonlocal offset
+
+def quantize_mxfp4_published(w):
+    """(E, out, in) floats, rows the output features, to the published gpt-oss checkpoints'
+    MXFP4 tensors: blocks (E, out, in/32, 16) U8 and scales (E, out, in/32) U8. From the
+    OCP MX v1.0 spec (section 6.3): per block of 32 values along a row, the shared exponent
+    X = floor(log2(max |v|)) - 2 (2: e2m1's largest exponent), stored as X + 127 (E8M0),
+    and each v / 2^X rounded to the nearest e2m1 value, ties to the even code, beyond 6
+    saturated to 6; the sign is the code's bit 3. transformers' nibble order: value 2k of
+    a block in the low nibble of byte k, value 2k + 1 in the high one."""
+    e, rows, cols = w.shape
+    v = np.asarray(w, dtype=np.float64).reshape(e, rows, cols // 32, 32)
+    amax = np.abs(v).max(axis=-1)
+    x = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - 2, -127)
+    x = np.clip(x, -127, 127)
+    scaled = np.abs(v) / np.exp2(x)[..., None]
+    dist = np.abs(scaled[..., None] - E2M1_MAGNITUDES)  # (..., 32, 8)
+    # ties to even: among equally near codes prefer the even one (a tiny penalty on odd codes)
+    code = np.argmin(dist + 1e-12 * (np.arange(8) % 2), axis=-1).astype(np.uint8)
+    code |= np.where(v < 0, 8, 0).astype(np.uint8)
+    blocks = code[..., 0::2] | (code[..., 1::2] << 4)  # (E, out, in/32, 16)
+    scales = (x + 127).astype(np.uint8)
+    return np.ascontiguousarray(blocks, dtype=np.uint8), np.ascontiguousarray(scales)
+
+
+def published_expert_tensors(fam, weights, i):
+    """Layer i's experts as published: {name: (blocks, scales)} for gate_up_proj (rows:
+    its 2 inter output features, gate and up interleaved as in the float layout's columns)
+    and down_proj (rows: hidden)."""
+    p = f"model.layers.{i}.mlp.experts."
+    return {p + part: quantize_mxfp4_published(weights[p + part].transpose(0, 2, 1))
+            for part in ("gate_up_proj", "down_proj")}
+
+
+def gguf_mxfp4_from_published(blocks, scales):
+    """llama.cpp's convert_hf_to_gguf.py (conversion/gpt_oss.py repack_mxfp4 and
+    transform_nibble_layout) in numpy: (..., n, 16) published blocks and (..., n) exponents
+    to block_mxfp4 bytes (..., n * 17): the exponent, then value j in the low nibble of byte
+    j and value j + 16 in the high one. Ported step by step, nibble swaps included."""
+    t = blocks.astype(np.uint8)
+    t = ((t & 0x0F) << 4) | ((t & 0xF0) >> 4)  # swap nibbles
+    blk_a, blk_b = t[..., :8], t[..., 8:]
+    a = np.stack([blk_a & 0xF0, (blk_a << 4) & 0xFF], axis=-1).reshape(t.shape)
+    b = np.stack([blk_b >> 4, blk_b & 0x0F], axis=-1).reshape(t.shape)
+    out = (a | b).astype(np.uint8)
+    out = ((out & 0xF0) >> 4) | ((out & 0x0F) << 4)  # swap once more
+    return np.concatenate([scales[..., None], out.astype(np.uint8)], axis=-1).reshape(*scales.shape[:-1], -1)
+
+
+def write_raw_safetensors(path, tensors):
+    """tensors: {name: (dtype, shape, bytes)}, written in name order."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        dtype, shape, data = tensors[name]
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    for name in sorted(plain):
-        add(name, encode_tensor(plain[name], "f32"), "F32", plain[name].shape)
-    n, h, inter = fam["experts"], fam["hidden"], fam["inter"]
-    for i in range(fam["layers"]):
-        p = f"model.layers.{i}.mlp.experts."
-        for part, rows, cols in (("gate_up_proj", 2 * inter, h), ("down_proj", h, inter)):
-            add(p + part + "_blocks", bytes(n * rows * cols // 2), "U8", (n, rows, cols // 32, 16))
-            add(p + part + "_scales", bytes([127]) * (n * rows * cols // 32), "U8", (n, rows, cols // 32))
     header_json = json.dumps(header).encode()
     header_json += b" " * (-len(header_json) % 8)
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(header_json)) + header_json + b"".join(blobs))
+    return offset
+
+
+PUBLISHED_QUANTIZATION = {"quant_method": "mxfp4", "modules_to_not_convert": [
+    "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+
+
+def published_tensors(fam, weights):
+    """Every tensor as the published gpt-oss checkpoints hold them: experts as MXFP4 U8
+    blocks and scales, everything else (biases included) bf16."""
+    out = {n: ("BF16", t.shape, encode_tensor(t, "bf16")) for n, t in weights.items()
+           if not n.endswith(("experts.gate_up_proj", "experts.down_proj"))}
+    for i in range(fam["layers"]):
+        for name, (blocks, scales) in published_expert_tensors(fam, weights, i).items():
+            out[name + "_blocks"] = ("U8", blocks.shape, blocks.tobytes())
+            out[name + "_scales"] = ("U8", scales.shape, scales.tobytes())
+    return out
+
+
+def write_gpt_oss_published_folder(folder, fam, weights, tensors=None, quantization=None, sharded=True):
+    """An HF folder in the published gpt-oss layout (openai/gpt-oss-20b): config.json with
+    quantization_config mxfp4, tensors sharded over two files with an index. tensors and
+    quantization replace the published ones (the malformed variants)."""
+    write_hf_folder(folder, fam, weights, "bf16", False)
+    os.remove(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = quantization or PUBLISHED_QUANTIZATION
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    tensors = tensors if tensors is not None else published_tensors(fam, weights)
+    if not sharded:
+        write_raw_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        return
+    names = sorted(tensors)
+    halves = [names[: len(names) // 2], names[len(names) // 2 :]]
+    weight_map, total = {}, 0
+    for k, part in enumerate(halves):
+        shard = f"model-{k + 1:05d}-of-{len(halves):05d}.safetensors"
+        total += write_raw_safetensors(os.path.join(folder, shard), {n: tensors[n] for n in part})
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+def write_gpt_oss_malformed_folders(models_dir, fam, weights):
+    """The published layout with one thing wrong each, for test_model_reference's refusals
+    (not in the manifest): a _blocks tensor of the wrong shape, one whose _scales is
+    missing, one stored as I8, and a quantization_config of another method."""
+    good = published_tensors(fam, weights)
+    name = "model.layers.1.mlp.experts.gate_up_proj_blocks"
+    dtype, shape, data = good[name]
+    variants = {
+        "bad-shape": ({**good, name: (dtype, (shape[0], shape[1], shape[2] * 2, 8), data)}, None),
+        "no-scales": ({n: t for n, t in good.items() if n != "model.layers.1.mlp.experts.down_proj_scales"}, None),
+        "i8-blocks": ({**good, name: ("I8", shape, data)}, None),
+        "gptq": (good, {"quant_method": "gptq", "bits": 4}),
+    }
+    for suffix, (tensors, quantization) in variants.items():
+        write_gpt_oss_published_folder(os.path.join(models_dir, f"gpt_oss-st-mxfp4-{suffix}"), fam, weights,
+                                       tensors, quantization, sharded=False)
 
 
 # --------------------------------------------------------------------------------------
@@ -833,8 +939,12 @@ def main(argv):
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
             manifest.append((name, f"models/{name}", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),
                              family))
-        if fam.get("gpt_oss"):  # not in the manifest: test_model_reference expects its refusal
-            write_gpt_oss_blocks_folder(os.path.join(out_dir, "models", f"{family}-st-mxfp4-blocks"), fam, weights)
+        if fam.get("gpt_oss"):  # the published layout (MXFP4 experts), and malformed copies of it
+            name = f"{family}-st-mxfp4"
+            write_gpt_oss_published_folder(os.path.join(out_dir, "models", name), fam, weights)
+            manifest.append((name, f"models/{name}", "mxfp4", f"{name}.ref", str(N_NEW), prompts_for("mxfp4"),
+                             family))
+            write_gpt_oss_malformed_folders(os.path.join(out_dir, "models"), fam, weights)
         for wtype in GGUF_TYPES + fam.get("gguf_extra_types", ()) if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)

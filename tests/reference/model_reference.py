@@ -41,7 +41,9 @@ blk.N.ffn_gate_inp; llama.cpp renormalises the k weights for qwen3moe and for Mi
 It reads the two formats itself:
 
 - Hugging Face folders: config.json and *.safetensors (single file, or sharded with
-  model.safetensors.index.json); f32, f16 and bf16 tensors.
+  model.safetensors.index.json); f32, f16 and bf16 tensors, and gpt-oss experts as the
+  published checkpoints store them (quantization_config mxfp4: U8 _blocks and _scales,
+  dequantized here from the OCP MX spec and transformers' convert_moe_packed_tensors).
 - GGUF v2/v3 files: f32, f16, bf16 and Q8_0 tensors. For llama-arch files, llama.cpp's
   converter permuted the Q and K rows so its RoPE can rotate interleaved pairs; this
   reference un-permutes them back to Hugging Face order and uses rotate_half, so it
@@ -96,7 +98,25 @@ import ggml_quants  # noqa: E402  (the block-quantized types, from their layouts
 # safetensors
 
 
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": "bf16", "F64": np.float64}
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": "bf16", "F64": np.float64, "U8": "u8"}
+
+# FP4 e2m1 (OCP Microscaling Formats v1.0, section 5.3.3): 1 sign bit, 2 exponent bits
+# (bias 1), 1 mantissa bit; codes 0-7 are +0, +0.5, +1, +1.5, +2, +3, +4, +6, codes 8-15
+# the same with the sign set
+E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def dequantize_published_mxfp4(blocks, scales):
+    """The published gpt-oss checkpoints' experts (transformers' Mxfp4 layout:
+    convert_moe_packed_tensors) back to transformers' float layout: blocks (E, out, in/32,
+    16) bytes holding value 2k of a block in the low nibble of byte k and value 2k + 1 in
+    the high one, scales (E, out, in/32) E8M0 exponents (value 2^(s - 127)); rows are
+    output features, so the float (E, in, out) tensor for x @ W is the transpose."""
+    blocks = blocks.astype(np.uint8)
+    codes = np.stack([blocks & 0x0F, blocks >> 4], axis=-1)  # (E, out, in/32, 16, 2): value 2k, 2k + 1
+    values = E2M1_VALUES[codes].reshape(*blocks.shape[:3], 32)
+    values = values * np.exp2(scales.astype(np.float64) - 127.0)[..., None]
+    return values.reshape(blocks.shape[0], blocks.shape[1], -1).transpose(0, 2, 1)
 
 
 def bf16_bits_to_f64(bits):
@@ -127,6 +147,8 @@ def read_safetensors(path):
         shape = tuple(info["shape"])
         if dtype == "bf16":
             arr = bf16_bits_to_f64(np.frombuffer(raw, dtype="<u2"))
+        elif dtype == "u8":  # MXFP4 blocks and exponents: kept as bytes
+            arr = np.frombuffer(raw, dtype=np.uint8)
         else:
             arr = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(np.float64)
         expected = int(np.prod(shape)) if shape else 1
@@ -151,6 +173,12 @@ def read_hf_folder(folder):
             raise ValueError(f"{index_path}: tensors missing from their shards: {sorted(missing)}")
     else:
         tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    if method not in (None, "mxfp4"):
+        raise ValueError(f"{folder}/config.json: quantization_config.quant_method {method!r} not supported")
+    for name in [n for n in tensors if n.endswith("_blocks")]:  # gpt-oss experts as published
+        base = name[: -len("_blocks")]
+        tensors[base] = dequantize_published_mxfp4(tensors.pop(name), tensors.pop(base + "_scales"))
     return config, tensors
 
 
