@@ -12,7 +12,8 @@
 #
 # Seeds, per target, from whichever exist: fuzz/seeds/<target>/, tests/data/fuzz/<target>/,
 # and seeds made here by kind of input: small GGUF files written with tools/gguf_writer.py
-# (targets named *gguf*), small safetensors files (*safetensors*), the test tokenizers'
+# (targets named *gguf*), small safetensors files (*safetensors*), tiny Hugging Face
+# folders packed into one input (*hf_model*), the test tokenizers'
 # tokenizer.json files (*tokenizer_json*), and strings of the tokenizer parity corpus
 # (tests/reference/make_corpus.py) for every other target.
 # With node and npm present, the parity test's real tokenizers (GPT-2, Llama 3, Qwen3,
@@ -128,6 +129,33 @@ try:
 except ImportError as e:
     print(f"fuzz.sh: no mixture-of-experts GGUF seeds ({e})")
 
+# Hugging Face folders (fuzz_hf_model: u32 length, config.json, model.safetensors), tiny
+# random models of the layouts the loader binds: plain, Phi-3's fused weights, Gemma 2,
+# per-expert Qwen3-MoE, and gpt-oss as published (MXFP4 _blocks/_scales experts).
+try:
+    import tempfile
+    import numpy as np
+    import make_random_models as mrm
+    small = dict(hidden=32, heads=2, kv_heads=1, head_dim=16, layers=1, inter=32)
+    for family, wtype in (("llama", "bf16"), ("phi3", "f16"), ("gemma2", "bf16"), ("qwen3_moe", "bf16"),
+                          ("gpt_oss", "published")):
+        fam = dict(mrm.FAMILIES[family], **small)
+        if "moe" in fam:
+            fam["moe"] = dict(fam["moe"], experts=4, inter=32)
+        if family == "gpt_oss":
+            fam["experts"] = 4
+        rng = np.random.default_rng(1)
+        with tempfile.TemporaryDirectory() as folder:
+            if family == "gpt_oss":
+                mrm.write_gpt_oss_published_folder(folder, fam, mrm.gpt_oss_weights(fam, rng), sharded=False)
+            else:
+                mrm.write_hf_folder(folder, fam, mrm.random_weights(fam, rng), wtype, False)
+            config = open(os.path.join(folder, "config.json"), "rb").read()
+            tensors = open(os.path.join(folder, "model.safetensors"), "rb").read()
+        write("hf-model", f"{family}-{wtype}", struct.pack("<I", len(config)) + config + tensors)
+except ImportError as e:
+    print(f"fuzz.sh: no Hugging Face model seeds ({e})")
+
 # Real quantized models (q4_K, q5_K, q6_K, q4_0, iq4_xs and the fallbacks q5_0, q5_1, q8_0,
 # iq4_nl, f16) and the first part of a split one, made by llama.cpp's own tools.
 import glob, shutil
@@ -181,6 +209,7 @@ seed_dirs_for() {  # seed_dirs_for TARGET -> the seed folders that exist
         *gguf_split*) kind=gguf-split ;;
         *gguf*) kind=gguf ;;
         *safetensors*) kind=safetensors ;;
+        *hf_model*) kind=hf-model ;;
         *tokenizer_json*) kind=tokenizer-json ;;
     esac
     for d in "$root/fuzz/seeds/$t" "$root/tests/data/fuzz/$t" "$seeds/$kind"; do
