@@ -46,6 +46,8 @@ struct runtime_shard {
     int heads, first_head;       /* query heads [first_head, first_head + heads) */
     int kv_heads, first_kv_head; /* KV heads, several ranks sharing one where size > KV heads */
     int ffn, first_ffn;          /* intermediate columns of the MLP */
+    int moe_ffn, first_moe_ffn;  /* intermediate columns of every expert (0 without experts) */
+    int shared_ffn, first_shared_ffn; /* of the shared expert (Qwen2-MoE; else 0) */
     int vocab_rows, first_vocab; /* rows of tok_embeddings and lm_head */
     int vocab_stride;            /* rows per rank in the logits gather: ceil(vocab / size) */
 };
@@ -74,6 +76,7 @@ struct cinfer_runtime {
     /* sizes as this rank computes them: q_dim = shard.heads * head_dim, kv_dim =
      * shard.kv_heads * head_dim, intermediate = shard.ffn; hidden and vocab whole */
     int hidden, q_dim, kv_dim, head_dim, intermediate, vocab;
+    int moe_ffn, shared_ffn; /* shard.moe_ffn, shard.shared_ffn: an expert's, the shared expert's width here */
     int max_batch_tokens;
 
     /* tensor parallelism (NULL / unused when shard.size is 1) */
