@@ -30,14 +30,17 @@ struct runtime_layer {
     float *bk, *bv;              /* (kv_dim) or NULL */
     /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
     struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
-    struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
-    struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down; in moe_weights; or NULL */
+    struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down, this rank's share of each expert's
+                                            * width (runtime_shard.c); in moe_weights; else NULL */
+    struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down (its share); in moe_weights;
+                                            * or NULL */
     struct cinfer_backend_weight *shared_gate; /* (1, hidden) its gate's linear map; in moe_weights; or NULL */
     /* gpt-oss (NULL elsewhere) */
-    float *bo;                   /* (hidden) wo's bias */
+    float *bo;                   /* (hidden) wo's bias; rank 0's only under tensor parallelism (NULL elsewhere) */
     float *sinks;                /* (shard heads) one attention-sink logit per query head */
     float *router_bias;          /* (n_experts) */
-    float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden); in moe_biases */
+    float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden; rank 0's only,
+                                  * else NULL); in moe_biases */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
