@@ -420,7 +420,7 @@ END_TEST
 /* An expert width that does not split in whole blocks: qwen3_moe's Q8_0 experts are 32
  * wide, one block, so tp_size 2 would leave a rank half a block of down's columns. The
  * check and the runtime refuse it, naming the model, the tensor, the width, tp_size and
- * the block; tp_size 1 runs. */
+ * the block; tp_size 1 passes the check. Likewise a shared expert's width. */
 START_TEST(moe_expert_width_that_does_not_split_is_refused)
 {
     const char *path = CINFER_REFERENCE_DIR "/models/qwen3_moe-gguf-q8_0.gguf";
@@ -445,6 +445,25 @@ START_TEST(moe_expert_width_that_does_not_split_is_refused)
     ck_assert_msg(failed > 0 && strstr(why, "expert down is q8_0") && strstr(why, "width 32"),
                   "tp_size 2 ran, or failed for another reason: %s", why);
     tp_group_free(&g);
+
+    /* Qwen2-MoE's shared expert is checked on its own: with the routed experts' down
+     * taken as f32 (any width splits) and the shared width said to be 32 (one Q8_0 block),
+     * the check names the shared expert. Only the check reads these; nothing runs. */
+    const char *qwen2 = CINFER_REFERENCE_DIR "/models/qwen2_moe-gguf-q8_0.gguf";
+    ck_assert_msg(cinfer_model_load(qwen2, &lo, &model, &err) == 0, "%s: %s", qwen2, err.message);
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) != 0 && strstr(err.message, "expert down is q8_0"),
+                  "%s at tp_size 2: %s", qwen2, err.message);
+    for (int l = 0; l < model->config.num_layers; l++)
+        for (int e = 0; model->layers[l].experts && e < model->config.n_experts; e++)
+            model->layers[l].experts[e].down.dtype = CINFER_DTYPE_F32;
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) == 0, "%s, routed experts as f32: %s", qwen2, err.message);
+    model->config.shared_expert_intermediate_size = 32;
+    ck_assert_int_ne(cinfer_runtime_tp_check(model, 2, &err), 0);
+    printf("  shared expert 32 wide at tp_size 2: %s\n", err.message);
+    ck_assert_msg(strstr(err.message, "shared expert down is q8_0") && strstr(err.message, "width 32") &&
+                      strstr(err.message, qwen2),
+                  "expected the shared expert named: %s", err.message);
+    cinfer_model_free(&model);
 }
 END_TEST
 
