@@ -337,7 +337,8 @@ static int scenario_rows(const struct tp_scenario *sc, int page_tokens, int *seq
 /* Every f32 mixture of experts at tp_size 1, 2 (processes) and 4 (threads) on the float64
  * reference's own prompts A and B, decode steps fed its tokens: every logits row within
  * the f32 bound (1e-4 relative, as test_model_reference holds tp_size 1 to it) and every
- * greedy choice the reference's. */
+ * greedy choice the reference's. Each rank keeps its expert slices as views of the stored
+ * weights (the CPU reads f32 as stored), at least 1/tp_size of the experts in place. */
 START_TEST(moe_models_under_tp_match_the_float64_reference)
 {
     static struct model_case cases[MAX_MODELS];
@@ -351,8 +352,15 @@ START_TEST(moe_models_under_tp_match_the_float64_reference)
         struct cinfer_error err = {0};
         struct cinfer_model_load_options lo = {.no_prefault = 1};
         ck_assert_msg(cinfer_model_load(mc->path, &lo, &model, &err) == 0, "%s: %s", mc->name, err.message);
-        int vocab = model->config.vocab_size, moe = model->config.n_experts > 0;
+        const struct cinfer_model_config *c = &model->config;
+        int vocab = c->vocab_size, moe = c->n_experts > 0;
         int splits4 = cinfer_runtime_tp_check(model, 4, &err) == 0;
+        int n_sparse = 0;
+        for (int l = 0; l < c->num_layers; l++)
+            n_sparse += cinfer_model_layer_sparse(c, l);
+        /* f32 bytes of every routed expert's gate, up and down at full width */
+        size_t expert_bytes = (size_t)n_sparse * (size_t)c->n_experts * 3 * (size_t)c->hidden_size *
+                              (size_t)c->moe_intermediate_size * sizeof(float);
         cinfer_model_free(&model);
         if (!moe)
             continue;
@@ -404,6 +412,19 @@ START_TEST(moe_models_under_tp_match_the_float64_reference)
                           mc->name, tps[k], worst, seq[worst_row] ? "B" : "A", pos[worst_row], TOLERANCE_F32);
             ck_assert_msg(differ == 0, "%s tp_size %d: %d greedy tokens differ from the float64 reference's",
                           mc->name, tps[k], differ);
+            /* the experts' slices stay views of the stored f32 experts (read in place), while
+             * the dense slices are copied: each rank reads at least 1/tp_size of the experts in place */
+            for (int r = 0; tps[k] > 1 && r < tps[k]; r++) {
+                const struct cinfer_runtime_memory *mem = &g.shared->ranks[r].memory;
+                if (r == 0)
+                    printf("    rank 0 of %d: %.1f KiB of weights copied, %.1f KiB read in place (the experts' "
+                           "share: %.1f KiB)\n",
+                           tps[k], mem->weight_copy_bytes / 1024.0, mem->weight_in_place_bytes / 1024.0,
+                           expert_bytes / (double)tps[k] / 1024.0);
+                ck_assert_msg(g.shared->ranks[r].set && mem->weight_in_place_bytes >= expert_bytes / (size_t)tps[k],
+                              "%s tp_size %d rank %d: %zu bytes read in place, the experts' share is %zu", mc->name,
+                              tps[k], r, mem->weight_in_place_bytes, expert_bytes / (size_t)tps[k]);
+            }
             n_run += tps[k] > 1;
             tp_group_free(&g);
         }
