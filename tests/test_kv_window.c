@@ -315,8 +315,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, released_windows_give_the_same_outputs_and_bounded_pages, 0,
                         (int)(sizeof files / sizeof files[0]));
-    /* gpt-oss (a mixture of experts) is left out while tensor parallelism refuses MoE models */
-    tcase_add_loop_test(tc, tensor_parallel_ranks_map_window_pages_as_rank_0, 0, 3);
+    tcase_add_loop_test(tc, tensor_parallel_ranks_map_window_pages_as_rank_0, 0, (int)(sizeof files / sizeof files[0]));
     suite_add_tcase(s, tc);
     return cinfer_test_run_suite(s);
 }

@@ -17,10 +17,18 @@
  * for 256. A shape that does not split (a block-typed wo or w_down whose per-rank columns
  * are not whole blocks) must be refused by cinfer_runtime_tp_check and by the runtime,
  * with the numbers (llamak's 256-column wo does not split the K-quants; llamakw, 1024
- * columns, splits them over 2 and 4 ranks). A second case runs each family's f32 file
+ * columns, splits them over 2 and 4 ranks). The mixtures of experts (qwen3_moe,
+ * qwen3_moe_mixed, mixtral, qwen2_moe and qwen2_moe_mixed with the gated shared expert,
+ * gpt_oss with biases, sinks and the clamped SwiGLU) run the same way, every expert's
+ * width split over the ranks; where a Q8_0 expert's down columns leave a rank no whole
+ * block (qwen3_moe's 32 at tp_size 2, mixtral's 64 at 4) the refusal names the model, the
+ * tensor, the width, tp_size and the block. A second case runs each family's f32 file
  * at tp_size 2 with f16, bf16 and q8_0 KV against tp_size 1 with the same KV type. A
- * mixture-of-experts model (qwen3_moe, mixtral) must be refused, naming it. */
+ * third holds every f32 mixture of experts at tp_size 2 and 4 to the float64 numpy
+ * reference itself (its prompts, its greedy tokens, the f32 bound), and a fourth checks
+ * the refusal of an expert width that does not split in whole blocks on its own. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +67,7 @@ struct model_case {
     char name[96];
     char path[PATH_MAX];
     char wtype[16];
+    char ref_path[PATH_MAX]; /* the float64 reference's .ref (model_reference.py documents it) */
 };
 
 static int manifest_read(struct model_case *cases, int max_cases)
@@ -70,16 +79,17 @@ static int manifest_read(struct model_case *cases, int max_cases)
     int n = 0;
     while (fgets(line, sizeof line, f)) {
         char *save = NULL;
-        const char *fields[3];
+        const char *fields[4];
         int k = 0;
-        for (char *tok = strtok_r(line, "\t\n", &save); tok && k < 3; tok = strtok_r(NULL, "\t\n", &save))
+        for (char *tok = strtok_r(line, "\t\n", &save); tok && k < 4; tok = strtok_r(NULL, "\t\n", &save))
             fields[k++] = tok;
         if (k == 0)
             continue;
-        ck_assert_msg(k == 3 && n < max_cases, "%s: line %d is not name, path, type", manifest, n + 1);
+        ck_assert_msg(k == 4 && n < max_cases, "%s: line %d is not name, path, type, .ref path", manifest, n + 1);
         snprintf(cases[n].name, sizeof cases[n].name, "%s", fields[0]);
         snprintf(cases[n].path, sizeof cases[n].path, "%s/%s", CINFER_REFERENCE_DIR, fields[1]);
         snprintf(cases[n].wtype, sizeof cases[n].wtype, "%s", fields[2]);
+        snprintf(cases[n].ref_path, sizeof cases[n].ref_path, "%s/%s", CINFER_REFERENCE_DIR, fields[3]);
         n++;
     }
     fclose(f);
@@ -143,20 +153,16 @@ START_TEST(reference_models_match_tp1_at_2_and_4_ranks)
             }
             if (cinfer_runtime_tp_check(model, runs[k].tp, &err) != 0) {
                 printf("  %-24s %-5s tp_size %d: refused: %s\n", mc->name, mc->wtype, runs[k].tp, err.message);
-                /* a mixture of experts is refused whole, naming the model */
-                const char *moe_why = "mixture of experts";
-                int moe = model->config.n_experts > 0;
-                ck_assert_msg(moe ? strstr(err.message, moe_why) && strstr(err.message, mc->path)
-                                  : strcmp(mc->wtype, "f32") && strcmp(mc->wtype, "f16") && strcmp(mc->wtype, "bf16") &&
-                                        (strstr(err.message, "not whole blocks of") ||
-                                         strstr(err.message, "in blocks of")),
+                /* only block types refuse: whole blocks of wo's, w_down's or an expert's down columns */
+                ck_assert_msg(strcmp(mc->wtype, "f32") && strcmp(mc->wtype, "f16") && strcmp(mc->wtype, "bf16") &&
+                                  (strstr(err.message, "not whole blocks of") || strstr(err.message, "in blocks of") ||
+                                   (strstr(err.message, "expert down is") && strstr(err.message, mc->path))),
                               "%s tp_size %d refused for another reason: %s", mc->name, runs[k].tp, err.message);
                 /* the runtime refuses it the same way */
                 int failed = tp_group_run(&g, why, sizeof why);
-                ck_assert_msg(failed > 0 && (moe ? strstr(why, moe_why) != NULL
-                                                 : strstr(why, "not whole blocks of") || strstr(why, "in blocks of")),
-                              "%s tp_size %d ran: %s", mc->name,
-                              runs[k].tp, why);
+                ck_assert_msg(failed > 0 && (strstr(why, "not whole blocks of") || strstr(why, "in blocks of") ||
+                                             strstr(why, "whole blocks of")),
+                              "%s tp_size %d ran: %s", mc->name, runs[k].tp, why);
                 n_refused++;
                 tp_group_free(&g);
                 continue;
@@ -217,7 +223,7 @@ START_TEST(kv_types_under_tp_match_tp1_with_the_same_kv)
         struct cinfer_model_load_options lo = {.no_prefault = 1};
         ck_assert_msg(cinfer_model_load(mc->path, &lo, &model, &err) == 0, "%s: %s", mc->name, err.message);
         int vocab = model->config.vocab_size, head_dim = model->config.head_dim;
-        int splits = cinfer_runtime_tp_check(model, 2, &err) == 0; /* mixtures of experts do not split yet */
+        int splits = cinfer_runtime_tp_check(model, 2, &err) == 0;
         cinfer_model_free(&model);
         if (!splits)
             continue;
@@ -255,6 +261,233 @@ START_TEST(kv_types_under_tp_match_tp1_with_the_same_kv)
 }
 END_TEST
 
+/* ---- the float64 reference itself -------------------------------------------------- */
+
+/* One sequence of a .ref file: the prompt and the reference's greedy continuation, and
+ * the logits row after each token but the last. */
+struct ref_seq {
+    int n_prompt, n_gen;
+    int32_t *tokens; /* (n_prompt + n_gen) */
+    double *logits;  /* (n_prompt + n_gen - 1, vocab) */
+};
+
+/* Reads sequences A and B of a .ref file (model_reference.py write_ref: "CINFREF1", u32
+ * vocab, u32 n_seqs, then per sequence u32 n_prompt, u32 n_gen, i32 tokens, f64 logits). */
+static void ref_read(const char *path, int vocab, struct ref_seq seqs[2])
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    char magic[8];
+    uint32_t header[2];
+    ck_assert_msg(fread(magic, 1, 8, f) == 8 && memcmp(magic, "CINFREF1", 8) == 0, "%s: magic is not CINFREF1", path);
+    ck_assert_msg(fread(header, 4, 2, f) == 2 && (int)header[0] == vocab && header[1] >= 2,
+                  "%s: vocab %u and %u sequences, expected vocab %d and at least 2", path, header[0], header[1], vocab);
+    for (int s = 0; s < 2; s++) {
+        uint32_t counts[2];
+        ck_assert_msg(fread(counts, 4, 2, f) == 2 && counts[0] > 1 && counts[0] <= TP_MAX_PROMPT && counts[1] > 1 &&
+                          counts[1] <= TP_MAX_GEN,
+                      "%s: sequence %d's counts are unreadable or out of the scenario's range", path, s);
+        struct ref_seq *q = &seqs[s];
+        q->n_prompt = (int)counts[0];
+        q->n_gen = (int)counts[1];
+        size_t n_tokens = (size_t)(q->n_prompt + q->n_gen), n_logits = (n_tokens - 1) * (size_t)vocab;
+        q->tokens = malloc(n_tokens * sizeof *q->tokens);
+        q->logits = malloc(n_logits * sizeof *q->logits);
+        ck_assert(q->tokens && q->logits);
+        ck_assert_msg(fread(q->tokens, sizeof *q->tokens, n_tokens, f) == n_tokens &&
+                          fread(q->logits, sizeof *q->logits, n_logits, f) == n_logits,
+                      "%s: sequence %d is truncated", path, s);
+    }
+    fclose(f);
+}
+
+/* |got - want| / |want| over one row (test_model_reference's measure). */
+static double relative_error(const float *got, const double *want, int n)
+{
+    double diff2 = 0, want2 = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        diff2 += d * d;
+        want2 += want[i] * want[i];
+    }
+    return sqrt(diff2 / want2);
+}
+
+/* Which reference row (sequence 0 = A, 1 = B; position) each row of a tp_group record is,
+ * in the order support/tp_group.c's scenario asks them: A's second prefill part, B's last
+ * prompt row, then per decode step A's row (at the first step C's rows, A's positions from
+ * its first shared page on), then B's. Returns the count. */
+static int scenario_rows(const struct tp_scenario *sc, int page_tokens, int *seq, int *pos, int cap)
+{
+    int n = 0, split = sc->na / 2, shared = (sc->na - 1) / page_tokens * page_tokens;
+#define ROW(s, p) (n < cap ? (void)(seq[n] = (s), pos[n] = (p)) : (void)0, n++)
+    for (int p = split; p < sc->na; p++)
+        ROW(0, p);
+    ROW(1, sc->nb - 1);
+    for (int j = 0; j < sc->n_gen; j++) {
+        ROW(0, sc->na + j);
+        for (int p = shared; j == 0 && p < sc->na; p++)
+            ROW(0, p);
+        ROW(1, sc->nb + j);
+    }
+#undef ROW
+    return n;
+}
+
+/* Every f32 mixture of experts at tp_size 1, 2 (processes) and 4 (threads) on the float64
+ * reference's own prompts A and B, decode steps fed its tokens: every logits row within
+ * the f32 bound (1e-4 relative, as test_model_reference holds tp_size 1 to it) and every
+ * greedy choice the reference's. Each rank keeps its expert slices as views of the stored
+ * weights (the CPU reads f32 as stored), at least 1/tp_size of the experts in place. */
+START_TEST(moe_models_under_tp_match_the_float64_reference)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    int n_run = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        if (strcmp(mc->wtype, "f32"))
+            continue;
+        struct cinfer_model *model = NULL;
+        struct cinfer_error err = {0};
+        struct cinfer_model_load_options lo = {.no_prefault = 1};
+        ck_assert_msg(cinfer_model_load(mc->path, &lo, &model, &err) == 0, "%s: %s", mc->name, err.message);
+        const struct cinfer_model_config *c = &model->config;
+        int vocab = c->vocab_size, moe = c->n_experts > 0;
+        int splits4 = cinfer_runtime_tp_check(model, 4, &err) == 0;
+        int n_sparse = 0;
+        for (int l = 0; l < c->num_layers; l++)
+            n_sparse += cinfer_model_layer_sparse(c, l);
+        /* f32 bytes of every routed expert's gate, up and down at full width */
+        size_t expert_bytes = (size_t)n_sparse * (size_t)c->n_experts * 3 * (size_t)c->hidden_size *
+                              (size_t)c->moe_intermediate_size * sizeof(float);
+        cinfer_model_free(&model);
+        if (!moe)
+            continue;
+        struct ref_seq ref[2];
+        ref_read(mc->ref_path, vocab, ref);
+        const int tps[] = {1, 2, 4};
+        for (size_t k = 0; k < sizeof tps / sizeof tps[0]; k++) {
+            if (tps[k] == 4 && !splits4)
+                continue;
+            struct tp_group g;
+            reference_group(&g, mc->path, tps[k], tps[k] == 2 ? CINFER_TEST_RANKS_PROCESSES : CINFER_TEST_RANKS_THREADS,
+                            vocab);
+            struct tp_scenario *sc = &g.scenario;
+            sc->na = ref[0].n_prompt;
+            sc->nb = ref[1].n_prompt;
+            memcpy(sc->prompt_a, ref[0].tokens, sizeof(int32_t) * (size_t)sc->na);
+            memcpy(sc->prompt_b, ref[1].tokens, sizeof(int32_t) * (size_t)sc->nb);
+            sc->n_gen = (ref[0].n_gen < ref[1].n_gen ? ref[0].n_gen : ref[1].n_gen) - 1;
+            sc->n_forced = 2 * (sc->n_gen + 1); /* A's and B's reference tokens, step by step */
+            for (int t = 0; t <= sc->n_gen; t++) {
+                sc->forced[2 * t] = ref[0].tokens[ref[0].n_prompt + t];
+                sc->forced[2 * t + 1] = ref[1].tokens[ref[1].n_prompt + t];
+            }
+            char why[1024];
+            ck_assert_msg(tp_group_run(&g, why, sizeof why) == 0, "%s tp_size %d: %s", mc->name, tps[k], why);
+            const struct tp_record *rec = &g.shared->record;
+            int seq[256], pos[256];
+            int n_rows = scenario_rows(sc, g.options.kv_page_tokens, seq, pos, 256);
+            ck_assert_msg(n_rows == rec->n_rows && n_rows <= 256, "%s: the scenario asked %d rows, %d were recorded",
+                          mc->name, n_rows, rec->n_rows);
+            double worst = 0;
+            int worst_row = 0;
+            for (int r = 0; r < n_rows; r++) {
+                const struct ref_seq *q = &ref[seq[r]];
+                double e = relative_error(rec->logits + (size_t)r * vocab, q->logits + (size_t)pos[r] * vocab, vocab);
+                if (!(e <= worst)) { /* NaN too */
+                    worst = e;
+                    worst_row = r;
+                }
+            }
+            int differ = 0;
+            for (int t = 0; t < rec->n_tokens; t++)
+                differ += rec->tokens[t] != sc->forced[t];
+            printf("  %-24s tp_size %d against float64: %d rows, worst relative error %.3g (bound %.0e, %s pos %d), "
+                   "%d of %d greedy tokens differ from the reference's\n",
+                   mc->name, tps[k], n_rows, worst, TOLERANCE_F32, seq[worst_row] ? "B" : "A", pos[worst_row],
+                   differ, rec->n_tokens);
+            ck_assert_msg(worst <= TOLERANCE_F32, "%s tp_size %d: relative error %.3g at %s pos %d, bound %.0e",
+                          mc->name, tps[k], worst, seq[worst_row] ? "B" : "A", pos[worst_row], TOLERANCE_F32);
+            ck_assert_msg(differ == 0, "%s tp_size %d: %d greedy tokens differ from the float64 reference's",
+                          mc->name, tps[k], differ);
+            /* the experts' slices stay views of the stored f32 experts (read in place), while
+             * the dense slices are copied: each rank reads at least 1/tp_size of the experts in place */
+            for (int r = 0; tps[k] > 1 && r < tps[k]; r++) {
+                const struct cinfer_runtime_memory *mem = &g.shared->ranks[r].memory;
+                if (r == 0)
+                    printf("    rank 0 of %d: %.1f KiB of weights copied, %.1f KiB read in place (the experts' "
+                           "share: %.1f KiB)\n",
+                           tps[k], mem->weight_copy_bytes / 1024.0, mem->weight_in_place_bytes / 1024.0,
+                           expert_bytes / (double)tps[k] / 1024.0);
+                ck_assert_msg(g.shared->ranks[r].set && mem->weight_in_place_bytes >= expert_bytes / (size_t)tps[k],
+                              "%s tp_size %d rank %d: %zu bytes read in place, the experts' share is %zu", mc->name,
+                              tps[k], r, mem->weight_in_place_bytes, expert_bytes / (size_t)tps[k]);
+            }
+            n_run += tps[k] > 1;
+            tp_group_free(&g);
+        }
+        for (int s = 0; s < 2; s++) {
+            free(ref[s].tokens);
+            free(ref[s].logits);
+        }
+    }
+    printf("%d tensor-parallel runs of mixtures of experts matched the float64 reference\n", n_run);
+    ck_assert_int_gt(n_run, 10);
+}
+END_TEST
+
+/* An expert width that does not split in whole blocks: qwen3_moe's Q8_0 experts are 32
+ * wide, one block, so tp_size 2 would leave a rank half a block of down's columns. The
+ * check and the runtime refuse it, naming the model, the tensor, the width, tp_size and
+ * the block; tp_size 1 passes the check. Likewise a shared expert's width. */
+START_TEST(moe_expert_width_that_does_not_split_is_refused)
+{
+    const char *path = CINFER_REFERENCE_DIR "/models/qwen3_moe-gguf-q8_0.gguf";
+    struct cinfer_model *model = NULL;
+    struct cinfer_error err = {0};
+    struct cinfer_model_load_options lo = {.no_prefault = 1};
+    ck_assert_msg(cinfer_model_load(path, &lo, &model, &err) == 0, "%s: %s", path, err.message);
+    ck_assert_int_eq(model->config.moe_intermediate_size, 32);
+    ck_assert_msg(cinfer_runtime_tp_check(model, 1, &err) == 0, "tp_size 1: %s", err.message);
+    ck_assert_int_ne(cinfer_runtime_tp_check(model, 2, &err), 0);
+    printf("  tp_size 2: %s\n", err.message);
+    const char *expect[] = {path, "expert down is q8_0", "whole blocks of 32", "width 32", "tp_size 2"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg(strstr(err.message, expect[i]) != NULL, "\"%s\" missing from: %s", expect[i], err.message);
+    int vocab = model->config.vocab_size;
+    cinfer_model_free(&model);
+    char why[1024];
+    struct tp_group g;
+    reference_group(&g, path, 2, CINFER_TEST_RANKS_THREADS, vocab);
+    int failed = tp_group_run(&g, why, sizeof why);
+    printf("  the runtime at tp_size 2: %d ranks failed: %s\n", failed, why);
+    ck_assert_msg(failed > 0 && strstr(why, "expert down is q8_0") && strstr(why, "width 32"),
+                  "tp_size 2 ran, or failed for another reason: %s", why);
+    tp_group_free(&g);
+
+    /* Qwen2-MoE's shared expert is checked on its own: with the routed experts' down
+     * taken as f32 (any width splits) and the shared width said to be 32 (one Q8_0 block),
+     * the check names the shared expert. Only the check reads these; nothing runs. */
+    const char *qwen2 = CINFER_REFERENCE_DIR "/models/qwen2_moe-gguf-q8_0.gguf";
+    ck_assert_msg(cinfer_model_load(qwen2, &lo, &model, &err) == 0, "%s: %s", qwen2, err.message);
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) != 0 && strstr(err.message, "expert down is q8_0"),
+                  "%s at tp_size 2: %s", qwen2, err.message);
+    for (int l = 0; l < model->config.num_layers; l++)
+        for (int e = 0; model->layers[l].experts && e < model->config.n_experts; e++)
+            model->layers[l].experts[e].down.dtype = CINFER_DTYPE_F32;
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) == 0, "%s, routed experts as f32: %s", qwen2, err.message);
+    model->config.shared_expert_intermediate_size = 32;
+    ck_assert_int_ne(cinfer_runtime_tp_check(model, 2, &err), 0);
+    printf("  shared expert 32 wide at tp_size 2: %s\n", err.message);
+    ck_assert_msg(strstr(err.message, "shared expert down is q8_0") && strstr(err.message, "width 32") &&
+                      strstr(err.message, qwen2),
+                  "expected the shared expert named: %s", err.message);
+    cinfer_model_free(&model);
+}
+END_TEST
+
 static Suite *suite_tensor_parallel_reference(void)
 {
     Suite *s = suite_create("tensor_parallel_reference");
@@ -262,6 +495,8 @@ static Suite *suite_tensor_parallel_reference(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, reference_models_match_tp1_at_2_and_4_ranks);
     tcase_add_test(tc, kv_types_under_tp_match_tp1_with_the_same_kv);
+    tcase_add_test(tc, moe_models_under_tp_match_the_float64_reference);
+    tcase_add_test(tc, moe_expert_width_that_does_not_split_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

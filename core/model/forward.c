@@ -174,7 +174,7 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
     if ((rc = ops->attention_windowed(be, kv, kv_layer, rt->q, rt->attn, seqs, n_seqs, heads, kv_heads, rt->head_dim,
                                       &attn_opts, err)) < 0) /* (T, heads * head_dim) */
         return rc;
-    /* (T, hidden), this rank's heads' part; wo's bias (gpt-oss) only where MoE refuses tensor parallelism */
+    /* (T, hidden), this rank's heads' part; wo's bias (gpt-oss) on rank 0 only, so the sum has it once */
     struct cinfer_backend_matmul_out o = {&w->wo, w->bo, rt->proj, 0};
     if ((rc = ops->matmul(be, rt->attn, T, &o, 1, err)) < 0 ||
         (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
@@ -185,8 +185,9 @@ static int layer_forward(struct cinfer_runtime *rt, int l, int T, int n_seqs, st
 
     /* gated MLP: SwiGLU, or GELU-tanh (Gemma); or the experts a router picks (moe_forward.c) */
     ops->rmsnorm(be, rt->xn, rt->x, T, rt->hidden, w->ffn_norm, c->rms_norm_eps);
-    if (w->experts) { /* (T, hidden) into proj; tensor parallelism refuses MoE models */
-        if ((rc = cinfer_moe_forward(rt, l, T, err)) < 0)
+    if (w->experts) { /* (T, hidden) into proj, this rank's share of every chosen expert */
+        if ((rc = cinfer_moe_forward(rt, l, T, err)) < 0 ||
+            (rc = sum_over_ranks(rt, rt->proj, (size_t)T * rt->hidden, err)) < 0)
             return rc;
         ops->add(be, rt->x, rt->proj, (size_t)T * rt->hidden);
         return 0;

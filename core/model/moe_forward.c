@@ -9,7 +9,12 @@
  * scatter-add the rows back, each scaled by its router weight. An expert no token
  * chose is never read, so a decode step at batch 1 reads k experts' weights only.
  * Qwen2-MoE adds a shared expert that every token runs, its output scaled by
- * sigmoid(shared_expert_gate · x) before joining the routed experts' sum. */
+ * sigmoid(shared_expert_gate · x) before joining the routed experts' sum.
+ *
+ * Under tensor parallelism every rank routes alike (the router is whole on each) and
+ * runs the chosen experts on its share of their intermediate width (rt->moe_ffn,
+ * rt->shared_ffn: runtime_shard.c), so proj holds this rank's part of the sum; the
+ * forward pass's all-reduce after the MLP makes it whole. */
 #include <string.h>
 
 #include "model/runtime_internal.h"
@@ -36,7 +41,7 @@ static void group_by_expert(struct cinfer_runtime *rt, int T, int E, int K)
     first[0] = 0;
 }
 
-/* The shared expert's matmul outputs for rows xn: gate and up (T, shared_ffn) and its
+/* The shared expert's matmul outputs for rows xn: gate and up (T, rt->shared_ffn) and its
  * gate's logit (T), appended at outs (3 of them), so batch 1 can join them to the
  * routed experts' one call. */
 static int shared_outs(struct cinfer_runtime *rt, const struct runtime_layer *w, struct cinfer_backend_matmul_out *outs)
@@ -54,7 +59,7 @@ static int shared_outs(struct cinfer_runtime *rt, const struct runtime_layer *w,
 static int shared_finish(struct cinfer_runtime *rt, const struct runtime_layer *w, int T, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
-    size_t n = (size_t)T * (size_t)rt->model->config.shared_expert_intermediate_size;
+    size_t n = (size_t)T * (size_t)rt->shared_ffn; /* this rank's share of the width */
     if (rt->model->config.activation == CINFER_ACTIVATION_GELU_TANH)
         ops->gelu_tanh_mul(rt->backend, rt->moe_shared_gate, rt->moe_shared_up, n);
     else
@@ -83,7 +88,7 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     const struct cinfer_backend_ops *ops = rt->ops;
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
-    int K = c->n_experts_used, ffn = c->moe_intermediate_size;
+    int K = c->n_experts_used, ffn = rt->moe_ffn; /* this rank's share of each expert's width */
     struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED + 3] = {{0}};
     for (int j = 0; j < K; j++) {
         int e = rt->moe_ids[j];
@@ -116,7 +121,7 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
     const struct runtime_layer *w = &rt->layers[l];
-    int E = c->n_experts, K = c->n_experts_used, ffn = c->moe_intermediate_size;
+    int E = c->n_experts, K = c->n_experts_used, ffn = rt->moe_ffn;
 
     /* (T, E); x unrounded: the router's near-ties decide which experts run */
     struct cinfer_backend_matmul_out router = {w->router, w->router_bias, rt->moe_logits, 1};

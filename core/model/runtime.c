@@ -163,8 +163,10 @@ static int bind_slice(const struct cinfer_weight *w, const char *name, int layer
     return 0;
 }
 
-/* A sparse layer's router and experts (whole: tensor parallelism refuses MoE models),
- * appended to rt->moe_weights. */
+/* A sparse layer's router (whole on every rank) and this rank's share of its experts
+ * (runtime_shard.c: gate and up by rows, down by columns; a gpt-oss expert's gate and up
+ * biases sliced alike, its down bias on rank 0 only, as it adds to a row-parallel output
+ * the all-reduce sums), appended to rt->moe_weights. */
 static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &rt->model->config;
@@ -184,7 +186,8 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         if (!rt->moe_weights || !rt->moe_sources)
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory for %zu expert weights", n);
     }
-    int64_t ffn = c->moe_intermediate_size;
+    const struct runtime_shard *sh = &rt->shard;
+    int64_t ffn = c->moe_intermediate_size, f0 = sh->first_moe_ffn, nf = sh->moe_ffn;
     struct cinfer_backend_weight *router = dst->router = &rt->moe_weights[rt->n_moe_weights];
     rt->moe_sources[rt->n_moe_weights++] = &src->router;
     int rc = bind_matrix(&src->router, "router", l, c->n_experts, rt->hidden, router, err);
@@ -203,10 +206,14 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         for (int e = 0; e < c->n_experts; e++) {
             const struct cinfer_expert_weights *x = &src->experts[e];
             float **b = &dst->expert_biases[3 * e]; /* gate, up, down */
-            if ((rc = widen_vector(&x->gate_bias, "expert gate bias", l, ffn, 1, &b[0], err)) < 0 ||
-                (rc = widen_vector(&x->up_bias, "expert up bias", l, ffn, 1, &b[1], err)) < 0 ||
+            if ((rc = widen_slice(&x->gate_bias, "expert gate bias", l, ffn, f0, nf, 1, &b[0], err)) < 0 ||
+                (rc = widen_slice(&x->up_bias, "expert up bias", l, ffn, f0, nf, 1, &b[1], err)) < 0 ||
                 (rc = widen_vector(&x->down_bias, "expert down bias", l, rt->hidden, 1, &b[2], err)) < 0)
                 return rc;
+            if (sh->rank != 0) { /* checked above; rank 0 adds it to the sum */
+                free(b[2]);
+                b[2] = NULL;
+            }
         }
     }
     dst->experts = &rt->moe_weights[rt->n_moe_weights];
@@ -217,15 +224,17 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         for (int p = 0; p < 3; p++) {
             int down = p == 2;
             rt->moe_sources[rt->n_moe_weights] = parts[p];
-            if ((rc = bind_matrix(parts[p], names[p], l, down ? rt->hidden : ffn, down ? ffn : rt->hidden,
-                                  &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
+            if ((rc = bind_slice(parts[p], names[p], l, down ? rt->hidden : ffn, down ? ffn : rt->hidden, down, f0,
+                                 nf, &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
                 return rc;
         }
     }
     if (c->shared_expert_intermediate_size <= 0)
         return 0;
-    /* Qwen2-MoE's shared expert, then its gate's (1, hidden) map */
+    /* Qwen2-MoE's shared expert (split as the dense MLP), then its gate's (1, hidden) map (whole) */
     int64_t shared_ffn = c->shared_expert_intermediate_size;
+    int64_t first[4] = {sh->first_shared_ffn, sh->first_shared_ffn, sh->first_shared_ffn, 0};
+    int64_t count[4] = {sh->shared_ffn, sh->shared_ffn, sh->shared_ffn, 1};
     const struct cinfer_weight *shared[4] = {&src->shared_expert.gate, &src->shared_expert.up,
                                              &src->shared_expert.down, &src->shared_expert_gate};
     static const char *const shared_names[4] = {"shared expert gate", "shared expert up", "shared expert down",
@@ -236,8 +245,8 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
     dst->shared_gate = dst->shared + 3;
     for (int p = 0; p < 4; p++) {
         rt->moe_sources[rt->n_moe_weights] = shared[p];
-        if ((rc = bind_matrix(shared[p], shared_names[p], l, rows[p], cols[p], &rt->moe_weights[rt->n_moe_weights++],
-                              err)) < 0)
+        if ((rc = bind_slice(shared[p], shared_names[p], l, rows[p], cols[p], p == 2, first[p], count[p],
+                             &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
             return rc;
     }
     return 0;
@@ -262,7 +271,7 @@ static int vector_slots(struct cinfer_runtime *rt, float ***slots, int *lens)
         for (int i = 0; i < LAYER_VECTORS; i++)
             SLOT(s[i], len[i]);
         for (int i = 0; w->expert_biases && i < 3 * c->n_experts; i++)
-            SLOT(&w->expert_biases[i], i % 3 == 2 ? rt->hidden : c->moe_intermediate_size);
+            SLOT(&w->expert_biases[i], i % 3 == 2 ? rt->hidden : rt->moe_ffn);
     }
 #undef SLOT
     return n;
@@ -352,6 +361,10 @@ static int bind_weights(struct cinfer_runtime *rt, struct cinfer_error *err)
             (rc = widen_slice(&src->sinks, "sinks", l, c->num_heads, sh->first_head, sh->heads, c->attn_sinks,
                               &dst->sinks, err)) < 0)
             return rc;
+        if (sh->rank != 0) { /* wo's bias adds to a row-parallel output: rank 0 adds it to the sum */
+            free(dst->bo);
+            dst->bo = NULL;
+        }
         if (!c->qk_norm) { /* a stray norm in a model that does not use it stays unused */
             free(dst->q_norm);
             free(dst->k_norm);
@@ -447,7 +460,12 @@ static int copy_slice(struct cinfer_backend_weight *w, void **copy, struct cinfe
  * given, the runtime keeps a compact copy of it instead (a column slice is strided
  * across every page of the matrix, and the file's pages would be shared with the
  * other ranks' parts). Either way the whole matrix's file pages then leave this
- * process, so a rank holds about 1/tp_size of the weights, and never two copies. */
+ * process, so a rank holds about 1/tp_size of the weights, and never two copies.
+ * The experts' slices are the exception: they stay views of the stored experts, as at
+ * tp_size 1. An expert is read only when a token picks it, so a copy would fault in
+ * every expert's pages at load for nothing; gate and up's row slices are this rank's
+ * own pages, and down's column slices (strided, read through the view's row stride) share
+ * file pages with the other ranks' columns, which the page cache holds once. */
 static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct cinfer_error *err)
 {
     rt->lm_head_tied = rt->lm_head.data == rt->tok_embeddings.data;
@@ -481,7 +499,8 @@ static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct ci
                 return rc;
         }
         rt->n_prepared++;
-        if (sliced && w->data == stored.data) { /* the backend reads it as given: it made nothing */
+        int expert = i >= moe_weight_base(rt);
+        if (sliced && w->data == stored.data && !expert) { /* the backend reads it as given: it made nothing */
             if (!keep_stored)
                 rt->ops->weight_release(rt->backend, w);
             int rc = copy_slice(w, &rt->slice_copies[i], err);
@@ -492,8 +511,9 @@ static int prepare_weights(struct cinfer_runtime *rt, int keep_stored, struct ci
             const struct cinfer_weight *whole = model_weight(rt, i);
             cinfer_model_drop_stored(rt->model, whole->data, (size_t)whole->rows * whole->row_bytes);
             rt->memory.weight_copy_bytes += (size_t)w->rows * w->row_bytes;
-        } else {
-            rt->memory.weight_in_place_bytes += (size_t)w->rows * w->row_bytes;
+        } else { /* a column view's own bytes, not its row stride's */
+            rt->memory.weight_in_place_bytes +=
+                (size_t)w->rows * cinfer_kernel_row_bytes((enum cinfer_kernel_wtype)w->type, w->cols);
         }
     }
     return 0;
@@ -514,9 +534,9 @@ static void release_weights(struct cinfer_runtime *rt)
 static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
 {
     size_t t = (size_t)rt->max_batch_tokens;
-    size_t n_experts = (size_t)rt->model->config.n_experts, moe_ffn = (size_t)rt->model->config.moe_intermediate_size;
+    size_t n_experts = (size_t)rt->model->config.n_experts, moe_ffn = (size_t)rt->moe_ffn;
     size_t top_k = (size_t)rt->model->config.n_experts_used;
-    size_t shared_ffn = n_experts ? (size_t)rt->model->config.shared_expert_intermediate_size : 0;
+    size_t shared_ffn = (size_t)rt->shared_ffn; /* 0 without a shared expert */
     struct {
         float **buf;
         size_t floats;
@@ -717,6 +737,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->q_dim = rt->shard.heads * c->head_dim;
     rt->kv_dim = rt->shard.kv_heads * c->head_dim;
     rt->intermediate = rt->shard.ffn;
+    rt->moe_ffn = rt->shard.moe_ffn;
+    rt->shared_ffn = rt->shard.shared_ffn;
     rt->vocab = c->vocab_size;
     rt->max_batch_tokens = opts.max_batch_tokens ? opts.max_batch_tokens : DEFAULT_MAX_BATCH_TOKENS;
     int page_tokens = opts.kv_page_tokens ? opts.kv_page_tokens : DEFAULT_PAGE_TOKENS;

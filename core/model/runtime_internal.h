@@ -30,14 +30,17 @@ struct runtime_layer {
     float *bk, *bv;              /* (kv_dim) or NULL */
     /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
     struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
-    struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down; in moe_weights; else NULL */
-    struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down; in moe_weights; or NULL */
+    struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down, this rank's share of each expert's
+                                            * width (runtime_shard.c); in moe_weights; else NULL */
+    struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down (its share); in moe_weights;
+                                            * or NULL */
     struct cinfer_backend_weight *shared_gate; /* (1, hidden) its gate's linear map; in moe_weights; or NULL */
     /* gpt-oss (NULL elsewhere) */
-    float *bo;                   /* (hidden) wo's bias */
+    float *bo;                   /* (hidden) wo's bias; rank 0's only under tensor parallelism (NULL elsewhere) */
     float *sinks;                /* (shard heads) one attention-sink logit per query head */
     float *router_bias;          /* (n_experts) */
-    float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden); in moe_biases */
+    float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden; rank 0's only,
+                                  * else NULL); in moe_biases */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
@@ -46,6 +49,8 @@ struct runtime_shard {
     int heads, first_head;       /* query heads [first_head, first_head + heads) */
     int kv_heads, first_kv_head; /* KV heads, several ranks sharing one where size > KV heads */
     int ffn, first_ffn;          /* intermediate columns of the MLP */
+    int moe_ffn, first_moe_ffn;  /* intermediate columns of every expert (0 without experts) */
+    int shared_ffn, first_shared_ffn; /* of the shared expert (Qwen2-MoE; else 0) */
     int vocab_rows, first_vocab; /* rows of tok_embeddings and lm_head */
     int vocab_stride;            /* rows per rank in the logits gather: ceil(vocab / size) */
 };
@@ -74,6 +79,7 @@ struct cinfer_runtime {
     /* sizes as this rank computes them: q_dim = shard.heads * head_dim, kv_dim =
      * shard.kv_heads * head_dim, intermediate = shard.ffn; hidden and vocab whole */
     int hidden, q_dim, kv_dim, head_dim, intermediate, vocab;
+    int moe_ffn, shared_ffn; /* shard.moe_ffn, shard.shared_ffn: an expert's, the shared expert's width here */
     int max_batch_tokens;
 
     /* tensor parallelism (NULL / unused when shard.size is 1) */

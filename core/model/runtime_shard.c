@@ -10,8 +10,14 @@
  *    ranks gives 21 or 22 each;
  *  - vocabulary: tok_embeddings and lm_head by rows, ceil(vocab / N) per rank (the
  *    last rank fewer): a rank embeds only its tokens (zeros for the others') and
- *    computes only its logits; an all-reduce and an all-gather make them whole.
- * wo's and w_down's partial outputs are summed across ranks by an all-reduce. */
+ *    computes only its logits; an all-reduce and an all-gather make them whole;
+ *  - a mixture of experts (SGLang's and vLLM's default TP MoE): the router whole on
+ *    every rank (each computes the same top k), every expert's intermediate width split
+ *    like the dense MLP's (gate and up by rows, down by columns, in whole blocks of the
+ *    down type), so each rank runs every chosen expert on its share; Qwen2-MoE's shared
+ *    expert splits likewise, its (1, hidden) gate map stays whole. Biases that add to a
+ *    row-parallel output (wo's, the experts' down) are added by rank 0 only.
+ * wo's, w_down's and the experts' partial outputs are summed across ranks by an all-reduce. */
 #include <stdio.h>
 
 #include "kernels.h"
@@ -35,6 +41,48 @@ static int cols_granule(const struct cinfer_model *m, int which_down, const char
     return granule;
 }
 
+/* The block granule of the columns of every sparse layer's expert down matrices
+ * (shared 0: the routed experts', 1: the shared expert's), as cols_granule. */
+static int expert_cols_granule(const struct cinfer_model *m, int shared, const char **name)
+{
+    const struct cinfer_model_config *c = &m->config;
+    int granule = 1;
+    *name = "columns";
+    for (int l = 0; l < c->num_layers; l++) {
+        const struct cinfer_layer_weights *src = &m->layers[l];
+        if (!cinfer_model_layer_sparse(c, l) || !src->experts)
+            continue;
+        for (int e = 0; e < (shared ? 1 : c->n_experts); e++) {
+            const struct cinfer_weight *w = shared ? &src->shared_expert.down : &src->experts[e].down;
+            const struct cinfer_kernel_type_info *info =
+                cinfer_kernel_type_info((enum cinfer_kernel_wtype)w->dtype);
+            if (w->data && info && info->block_values > granule) {
+                granule = info->block_values;
+                *name = info->name;
+            }
+        }
+    }
+    return granule;
+}
+
+/* Rank `rank`'s share [*first, *first + *count) of an intermediate width in whole granules
+ * (as even as they allow), or a refusal naming the model, the tensor and the numbers. */
+static int split_width(const struct cinfer_model *m, const char *tensor, int width, int granule, const char *type,
+                       int rank, int size, int *first, int *count, struct cinfer_error *err)
+{
+    int granules = width / granule;
+    if (width % granule != 0 || granules < size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model %s: %s is %s and splits by columns in whole blocks of %d: its width %d is %d "
+                                "block%s, which does not give each of tp_size %d ranks a share (at most tp_size %d)",
+                                m->path ? m->path : "(in memory)", tensor, type, granule, width, granules,
+                                granules == 1 ? "" : "s", size, granules > 0 ? granules : 1);
+    int64_t g0 = (int64_t)granules * rank / size, g1 = (int64_t)granules * (rank + 1) / size;
+    *first = (int)g0 * granule;
+    *count = (int)(g1 - g0) * granule;
+    return CINFER_OK;
+}
+
 int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, struct runtime_shard *out,
                               struct cinfer_error *err)
 {
@@ -51,11 +99,6 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
                                 "model: %d key-value heads do not split over tp_size %d, nor tp_size %d into them (a "
                                 "rank keeps whole KV heads, or shares one with tp_size / kv_heads ranks)",
                                 c->num_kv_heads, size, size);
-    if (size > 1 && c->n_experts > 0)
-        return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
-                                "model %s: a mixture of experts (%s, %d experts) does not split over tp_size %d yet; "
-                                "run it with tp_size 1",
-                                m->path ? m->path : "(in memory)", c->architecture, c->n_experts, size);
     int stride = (int)(((int64_t)c->vocab_size + size - 1) / size);
     if ((int64_t)stride * (size - 1) >= c->vocab_size)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
@@ -89,6 +132,18 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
         sh.first_kv_head = rank / (size / c->num_kv_heads);
     }
     sh.vocab_rows = c->vocab_size - sh.first_vocab < stride ? c->vocab_size - sh.first_vocab : stride;
+    if (c->n_experts > 0) { /* every expert's width, and the shared expert's, split like the dense MLP's */
+        const char *type = "columns";
+        int rc, g = size > 1 ? expert_cols_granule(m, 0, &type) : 1;
+        if ((rc = split_width(m, "expert down", c->moe_intermediate_size, g, type, rank, size, &sh.first_moe_ffn,
+                              &sh.moe_ffn, err)) < 0)
+            return rc;
+        g = size > 1 ? expert_cols_granule(m, 1, &type) : 1;
+        if (c->shared_expert_intermediate_size > 0 &&
+            (rc = split_width(m, "shared expert down", c->shared_expert_intermediate_size, g, type, rank, size,
+                              &sh.first_shared_ffn, &sh.shared_ffn, err)) < 0)
+            return rc;
+    }
     *out = sh;
     return CINFER_OK;
 }
