@@ -52,6 +52,7 @@
 #include "backend/cpu_backend.h"
 #include "model/model.h"
 #include "model/runtime.h"
+#include "support/relative_error.h"
 #include "support/runner.h"
 
 #define SKIP_EXIT_CODE 77
@@ -297,22 +298,10 @@ __attribute__((format(printf, 2, 3))) static void score_fail(struct score *sc, c
     }
 }
 
-/* |got - want| / |want| over one position's logits. NaN stays NaN (and fails). */
-static double relative_error(const float *got, const double *want, int n)
-{
-    double diff2 = 0, want2 = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        diff2 += d * d;
-        want2 += want[i] * want[i];
-    }
-    return sqrt(diff2 / want2);
-}
-
 static void score_logits(struct score *sc, const char *seq, int pos, const float *got,
                          const double *want, int vocab)
 {
-    double err = relative_error(got, want, vocab);
+    double err = cinfer_test_relative_error(got, want, vocab);
     char where[64];
     snprintf(where, sizeof where, "%s pos %d", seq, pos);
     if (!isnan(sc->worst) && (isnan(err) || err > sc->worst)) {

@@ -36,6 +36,7 @@
 #include "kernels.h"
 #include "model/model.h"
 #include "model/runtime.h"
+#include "support/relative_error.h"
 #include "support/runner.h"
 #include "support/tp_group.h"
 
@@ -301,18 +302,6 @@ static void ref_read(const char *path, int vocab, struct ref_seq seqs[2])
     fclose(f);
 }
 
-/* |got - want| / |want| over one row (test_model_reference's measure). */
-static double relative_error(const float *got, const double *want, int n)
-{
-    double diff2 = 0, want2 = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        diff2 += d * d;
-        want2 += want[i] * want[i];
-    }
-    return sqrt(diff2 / want2);
-}
-
 /* Which reference row (sequence 0 = A, 1 = B; position) each row of a tp_group record is,
  * in the order support/tp_group.c's scenario asks them: A's second prefill part, B's last
  * prompt row, then per decode step A's row (at the first step C's rows, A's positions from
@@ -395,7 +384,7 @@ START_TEST(moe_models_under_tp_match_the_float64_reference)
             int worst_row = 0;
             for (int r = 0; r < n_rows; r++) {
                 const struct ref_seq *q = &ref[seq[r]];
-                double e = relative_error(rec->logits + (size_t)r * vocab, q->logits + (size_t)pos[r] * vocab, vocab);
+                double e = cinfer_test_relative_error(rec->logits + (size_t)r * vocab, q->logits + (size_t)pos[r] * vocab, vocab);
                 if (!(e <= worst)) { /* NaN too */
                     worst = e;
                     worst_row = r;
