@@ -89,7 +89,25 @@ echo "loopback 127.0.0.1 -" >>"$dir/hosts"
 # Namespace hosts: a veth pair each, 10.X.I.1 on this side, 10.X.I.2 inside. Hosts
 # reach each other through this machine (MPI ranks talk directly), so it forwards
 # while they exist; down puts the setting back.
+# A run that was killed before its "down" leaves its namespaces and veths behind; a
+# later run whose X were the same would route to them and find no sshd. So X is one no
+# address here uses yet, and leftovers are removed: namespaces of ours with no process
+# left in them (a live one runs its sshd) made over a minute ago (not one another run is
+# setting up right now).
+now=$(date +%s)
+for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(cinfer-[0-9]*-[0-9]*\).*/\1/p'); do
+    made=$(stat -c %Y "/run/netns/$ns" 2>/dev/null || echo "$now")
+    if [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && [ $((now - made)) -gt 60 ]; then
+        ip netns del "$ns" 2>/dev/null || true
+        ip link del "v${ns#cinfer-}" 2>/dev/null || true
+    fi
+done
 subnet=$((100 + $$ % 100))
+tries=0
+while ip -4 addr 2>/dev/null | grep -q "inet 10\.$subnet\." && [ "$tries" -lt 100 ]; do
+    subnet=$((100 + (subnet - 99) % 100))
+    tries=$((tries + 1))
+done
 i=1
 : >"$dir/namespaces"
 while [ "$i" -le "$n" ]; do
