@@ -285,6 +285,15 @@ static int split_expert_bias(const struct hf_weights *hw, const struct cinfer_st
     return CINFER_OK;
 }
 
+/* 1 when t has exactly the n_dims dimensions dims. */
+static int dims_equal(const struct cinfer_stored_tensor *t, int n_dims, const int64_t *dims)
+{
+    int same = t->n_dims == n_dims;
+    for (int d = 0; same && d < n_dims; d++)
+        same = t->dims[d] == dims[d];
+    return same;
+}
+
 /* A stored tensor of exactly the given dimensions, in f32, f16 or bf16. */
 static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims, const int64_t *dims,
                        const char *from, struct cinfer_stored_tensor *t, struct cinfer_error *err)
@@ -292,10 +301,7 @@ static int find_shaped(const struct hf_weights *hw, const char *name, int n_dims
     int rc = find_tensor(hw, name, t, err);
     if (rc)
         return rc;
-    int same = t->n_dims == n_dims;
-    for (int d = 0; same && d < n_dims; d++)
-        same = t->dims[d] == dims[d];
-    if (!same)
+    if (!dims_equal(t, n_dims, dims))
         return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: tensor %s has %d dimensions, expected (%s) = (%lld, %lld%s",
                                 t->file, name, t->n_dims, from, (long long)dims[0], (long long)dims[1],
                                 n_dims == 3 ? ", ...)" : ")");
@@ -328,10 +334,7 @@ static int find_u8_shaped(const struct hf_weights *hw, const char *name, int n_d
     struct cinfer_stored_tensor expected = {.n_dims = n_dims};
     for (int d = 0; d < n_dims; d++)
         expected.dims[d] = dims[d];
-    int same = t->n_dims == n_dims;
-    for (int d = 0; same && d < n_dims; d++)
-        same = t->dims[d] == dims[d];
-    if (!same)
+    if (!dims_equal(t, n_dims, dims))
         return cinfer_error_set(err, CINFER_ERR_PARSE, "%s: MXFP4 tensor %s has shape %s, expected (%s) = %s", t->file,
                                 name, shape_text(t, found, sizeof found), from,
                                 shape_text(&expected, want, sizeof want));
