@@ -12,6 +12,7 @@
  * 77 (ctest's skip); one the loader refuses fails. Exit 1 names every comparison beyond
  * its tolerance. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,6 +504,95 @@ static void suite_add_gated(const struct side *test, const struct side *refs, in
     }
 }
 
+/* ---- matmul_grouped (version 10): products with inputs of their own, in one call ---- */
+
+enum { GROUP_OUTS = 3, GROUP_ROWS = 40, GROUP_COLS = 256, GROUP_COLS_F32 = 96 };
+
+static int has_matmul_grouped(const struct side *s)
+{
+    return s->ops->version >= 10 &&
+           s->ops->struct_size >= offsetof(struct cinfer_backend_ops, matmul_grouped) + sizeof s->ops->matmul_grouped &&
+           s->ops->matmul_grouped;
+}
+
+/* outs o (n, GROUP_ROWS) = xs[o] · w[o]ᵀ (+ bias on output 0): as one matmul_grouped call
+ * (grouped 1) or one matmul per output (grouped 0: what the core does without the slot). */
+static void run_matmul_grouped(const struct side *s, const struct cinfer_backend_weight *const *w,
+                               const float *const *xs, const float *bias, int n, int grouped, float *const *ys)
+{
+    struct cinfer_backend_weight p[GROUP_OUTS];
+    struct cinfer_backend_matmul_out outs[GROUP_OUTS];
+    const float *bx[GROUP_OUTS];
+    float *bias_b = to_backend(s, bias, GROUP_ROWS);
+    for (int o = 0; o < GROUP_OUTS; o++) {
+        p[o] = prepare(s, w[o]);
+        bx[o] = to_backend(s, xs[o], (size_t)n * w[o]->cols);
+        outs[o] = (struct cinfer_backend_matmul_out){&p[o], o == 0 ? bias_b : NULL,
+                                                     to_backend(s, ys[o], (size_t)n * GROUP_ROWS), 0};
+    }
+    struct cinfer_error err = {0};
+    int rc = grouped ? s->ops->matmul_grouped(s->state, bx, n, outs, GROUP_OUTS, &err) : 0;
+    for (int o = 0; !grouped && o < GROUP_OUTS && rc == 0; o++)
+        rc = s->ops->matmul(s->state, bx[o], n, &outs[o], 1, &err);
+    if (rc != 0) {
+        fprintf(stderr, "%s: matmul%s: %s\n", s->label, grouped ? "_grouped" : "", err.message);
+        exit(1);
+    }
+    check_status(s, grouped ? "matmul_grouped" : "matmul");
+    for (int o = 0; o < GROUP_OUTS; o++) {
+        to_host(s, ys[o], outs[o].y, (size_t)n * GROUP_ROWS);
+        s->ops->buffer_free(s->state, (void *)bx[o]);
+        s->ops->weight_release(s->state, w[o]);
+    }
+    s->ops->buffer_free(s->state, bias_b);
+}
+
+/* Each weight type twice (two experts' down projections) and an f32 weight of other
+ * columns in the same call: the backend must keep every output on its own input. */
+static void suite_matmul_grouped(const struct side *test, const struct side *refs, int n_refs)
+{
+    if (!has_matmul_grouped(test)) {
+        printf("%-44s %s: not offered (ops version %u); the core calls matmul once per output\n", "matmul_grouped",
+               test->label, test->ops->version);
+        return;
+    }
+    for (size_t t = 0; t < sizeof weight_types / sizeof weight_types[0]; t++) {
+        const struct weight_type *wt = &weight_types[t];
+        struct cinfer_backend_weight w[GROUP_OUTS] = {make_weight(wt->type, GROUP_ROWS, GROUP_COLS),
+                                                      make_weight(wt->type, GROUP_ROWS, GROUP_COLS),
+                                                      make_weight(CINFER_TENSOR_F32, GROUP_ROWS, GROUP_COLS_F32)};
+        const struct cinfer_backend_weight *wp[GROUP_OUTS] = {&w[0], &w[1], &w[2]};
+        static const int ns[] = {1, 5};
+        for (int ni = 0; ni < 2; ni++) {
+            int n = ns[ni];
+            float bias[GROUP_ROWS], *xs[GROUP_OUTS], *got[GROUP_OUTS], *want[GROUP_OUTS];
+            fill(bias, GROUP_ROWS, 0.5f);
+            for (int o = 0; o < GROUP_OUTS; o++) {
+                xs[o] = malloc(sizeof(float) * (size_t)n * w[o].cols);
+                fill(xs[o], (size_t)n * w[o].cols, 1.0f);
+                got[o] = calloc((size_t)n * GROUP_ROWS, sizeof(float));
+                want[o] = calloc((size_t)n * GROUP_ROWS, sizeof(float));
+            }
+            enter(test);
+            run_matmul_grouped(test, wp, (const float *const *)xs, bias, n, 1, got);
+            for (int r = 0; r < n_refs; r++) {
+                enter(&refs[r]);
+                run_matmul_grouped(&refs[r], wp, (const float *const *)xs, bias, n, 0, want);
+                for (int o = 0; o < GROUP_OUTS; o++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "matmul_grouped %s n=%d out %d (%s)", wt->name, n, o,
+                             o < 2 ? wt->name : "f32");
+                    compare(what, refs[r].label, got[o], want[o], (size_t)n * GROUP_ROWS, o < 2 ? wt->tol : 1e-5);
+                }
+            }
+            for (int o = 0; o < GROUP_OUTS; o++)
+                free(xs[o]), free(got[o]), free(want[o]);
+        }
+        for (int o = 0; o < GROUP_OUTS; o++)
+            free((void *)w[o].data);
+    }
+}
+
 /* --perturb: the backend under test with rmsnorm and matmul outputs off by 0.1 %, to
  * show that the suite notices (ctest expects that run to fail). */
 static struct cinfer_backend_ops perturbed;
@@ -598,6 +688,7 @@ int main(int argc, char **argv)
     suite_attention(&test, refs, 2);
     suite_moe(&test, refs, 2);
     suite_add_gated(&test, refs, 2);
+    suite_matmul_grouped(&test, refs, 2);
 
     test.ops->destroy(test.state);
     refs[0].ops->destroy(refs[0].state);

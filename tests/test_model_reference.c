@@ -710,6 +710,88 @@ START_TEST(shared_experts_need_add_gated)
 }
 END_TEST
 
+static struct cinfer_model *load_or_fail(const char *path);
+
+/* Decodes sequence A of mc teacher-forced (its prompt, then one token a call) on ops
+ * with 2 threads; step_logits (n_gen - 1, vocab) gets every decode step's logits. */
+static void decode_logits(const struct model_case *mc, const struct cinfer_model *model, const struct ref_seq *a,
+                          const struct cinfer_backend_ops *ops, float *step_logits)
+{
+    struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 4u << 20, .kv_page_tokens = KV_PAGE_TOKENS,
+                                             .n_threads = 2, .max_batch_tokens = MAX_BATCH_TOKENS,
+                                             .kv_dtype = CINFER_KV_CACHE_DTYPE_F32, .context_length = 1024,
+                                             .backend = ops};
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(model, &rt_opts, &rt, &err) == 0, "%s on %s: %s", mc->name, ops->name,
+                  err.message);
+    int vocab = model->config.vocab_size;
+    float *prompt_out = malloc(sizeof(float) * (size_t)vocab);
+    struct seq_pages sp = {.n = 0};
+    pages_cover(rt, &sp, a->n_prompt);
+    struct cinfer_seq_chunk c = chunk_of(a->tokens, a->n_prompt, 0, &sp, CINFER_LOGITS_LAST, prompt_out);
+    forward_or_fail(rt, &c, 1, mc->name);
+    for (int j = 0; j + 1 < a->n_gen; j++) {
+        int pos = a->n_prompt + j;
+        pages_cover(rt, &sp, pos + 1);
+        c = chunk_of(&a->tokens[pos], 1, pos, &sp, CINFER_LOGITS_LAST, step_logits + (size_t)j * vocab);
+        forward_or_fail(rt, &c, 1, mc->name);
+    }
+    pages_release(rt, &sp);
+    free(prompt_out);
+    cinfer_runtime_destroy(&rt);
+}
+
+/* A decode step runs its chosen experts' down projections as one matmul_grouped call
+ * (ops version 10); on a backend without the slot (NULL, or a version-9 table) the
+ * runtime calls matmul once per expert. Both must give the same logits, bit for bit,
+ * for every mixture of experts and weight type in the manifest. */
+START_TEST(moe_decode_same_without_matmul_grouped)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    struct cinfer_backend_ops no_slot = *cinfer_cpu_backend_ops(), version_9 = *cinfer_cpu_backend_ops();
+    no_slot.name = "cpu-without-matmul_grouped";
+    no_slot.matmul_grouped = NULL;
+    version_9.name = "cpu-as-version-9";
+    version_9.version = 9;
+    const struct cinfer_backend_ops *sides[3] = {cinfer_cpu_backend_ops(), &no_slot, &version_9};
+    int n_models = 0, n_steps = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        struct cinfer_model *model = load_or_fail(mc->path);
+        if (model->config.n_experts == 0) {
+            cinfer_model_free(&model);
+            continue;
+        }
+        struct ref_file ref = {0};
+        ref_file_read(mc->ref_path, &ref);
+        const struct ref_seq *a = &ref.seqs[0];
+        size_t n = (size_t)(a->n_gen - 1) * (size_t)ref.vocab;
+        float *got[3];
+        for (int s = 0; s < 3; s++) {
+            got[s] = malloc(sizeof(float) * n);
+            decode_logits(mc, model, a, sides[s], got[s]);
+        }
+        for (int s = 1; s < 3; s++)
+            ck_assert_msg(memcmp(got[0], got[s], sizeof(float) * n) == 0,
+                          "%s: decode logits on %s differ from the grouped down projections'", mc->name,
+                          sides[s]->name);
+        printf("  %-24s %-6s %d decode steps: logits bit-identical grouped and one matmul per expert\n", mc->name,
+               mc->wtype, a->n_gen - 1);
+        n_models++;
+        n_steps += a->n_gen - 1;
+        for (int s = 0; s < 3; s++)
+            free(got[s]);
+        ref_file_free(&ref);
+        cinfer_model_free(&model);
+    }
+    printf("%d mixtures of experts, %d decode steps: matmul_grouped and its fallback agree bit for bit\n", n_models,
+           n_steps);
+    ck_assert_int_gt(n_models, 0);
+}
+END_TEST
+
 /* A gpt-oss model needs ops version 9's attention sinks and swiglu_oai: a backend
  * without them is refused by name, not run without them. */
 static void expect_backend_refused(const struct cinfer_model *model, const struct cinfer_backend_ops *ops,
@@ -887,6 +969,7 @@ static Suite *suite_model_reference(void)
     tcase_add_test(tc, batched_chunked_shared_matches_reference);
     tcase_add_test(tc, shared_experts_need_add_gated);
     tcase_add_test(tc, gpt_oss_needs_version_9_slots);
+    tcase_add_test(tc, moe_decode_same_without_matmul_grouped);
     tcase_add_test(tc, gpt_oss_published_mxfp4_matches_gguf);
     tcase_add_test(tc, gpt_oss_published_mxfp4_malformed_refused);
     suite_add_tcase(s, tc);

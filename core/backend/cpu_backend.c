@@ -349,7 +349,7 @@ static void cpu_embedding(void *state, const struct cinfer_backend_weight *w, co
  * the threads' spinning at the joins was about 7% of an f16 step's samples under perf,
  * with shrinking ones about 3.5%. */
 #define MATMUL_CHUNKS_PER_THREAD 8
-#define MATMUL_MAX_OUTS 8
+#define MATMUL_MAX_OUTS 32 /* a MoE decode step's gate and up of 8 experts and a shared expert's 3 */
 #define MATMUL_MAX_REGIONS 64
 #define MATMUL_GROUP_ROWS 16 /* chunks are whole groups of rows (the kernels' tiles) */
 #define MATMUL_SHRINK_DIVISOR 4 /* a decode chunk is this fraction of its region's rest */
@@ -365,8 +365,12 @@ struct matmul_chunk {
 };
 
 struct matmul_job {
-    const float *x; /* (n, k) */
-    const void *prepared; /* x as the weights want it (cinfer_kernel_prepare_rows), or NULL */
+    const float *x;         /* (n, k) every output's input, or NULL when xs is set */
+    const float *const *xs; /* (n_outs) each output's own input (n, k) (matmul_grouped), or NULL */
+    /* the inputs as the weights want them (cinfer_kernel_prepare_rows), or NULL: input i's at
+     * i * prepared_stride bytes (one input: stride 0) */
+    const void *prepared;
+    size_t prepared_stride;
     enum cinfer_kernel_wtype wtype; /* of every output's weight */
     int n, k;
     const struct cinfer_backend_matmul_out *outs;
@@ -382,7 +386,10 @@ static void matmul_chunk(const struct matmul_job *job, int chunk)
     const struct matmul_chunk *c = &job->chunks[chunk];
     const struct cinfer_backend_matmul_out *out = &job->outs[c->out];
     int m = (int)out->w->rows;
-    cinfer_kernel_matmul(job->x, job->prepared, job->n, job->k, out->w->data, (enum cinfer_kernel_wtype)out->w->type,
+    const float *x = job->xs ? job->xs[c->out] : job->x;
+    const void *prepared =
+        job->prepared ? (const uint8_t *)job->prepared + (size_t)c->out * job->prepared_stride : NULL;
+    cinfer_kernel_matmul(x, prepared, job->n, job->k, out->w->data, (enum cinfer_kernel_wtype)out->w->type,
                          out->w->row_bytes, c->j0, c->j1, out->y, m);
     if (out->bias)
         for (int i = 0; i < job->n; i++)
@@ -460,19 +467,24 @@ static void plan_chunks(struct matmul_job *job, int chunk_rows, struct matmul_ch
     }
 }
 
+/* Part `part` of n_prepare_parts: rows of one input (n_prepare_parts / inputs parts each). */
 static void prepare_part(void *arg, int part, int thread)
 {
     const struct matmul_job *job = arg;
-    int i0, i1;
-    cinfer_split_range(job->n, 1, part, job->n_prepare_parts, &i0, &i1);
-    cinfer_kernel_prepare_rows(job->wtype, job->x, job->k, i0, i1, (void *)job->prepared);
+    (void)thread;
+    int inputs = job->xs ? job->n_outs : 1, per_input = job->n_prepare_parts / inputs;
+    int input = part / per_input, i0, i1;
+    cinfer_split_range(job->n, 1, part % per_input, per_input, &i0, &i1);
+    cinfer_kernel_prepare_rows(job->wtype, job->xs ? job->xs[input] : job->x, job->k, i0, i1,
+                               (uint8_t *)job->prepared + (size_t)input * job->prepared_stride);
 }
 
-static int matmul_outs(struct cpu_backend *be, const float *x, int n, const struct cinfer_backend_matmul_out *outs,
-                       int n_outs, struct cinfer_error *err)
+/* outs from x (n, k), or each out o from its own xs[o] (xs non-NULL), in one job. */
+static int matmul_outs(struct cpu_backend *be, const float *x, const float *const *xs, int n,
+                       const struct cinfer_backend_matmul_out *outs, int n_outs, struct cinfer_error *err)
 {
     int n_threads = cinfer_thread_pool_size(be->pool);
-    struct matmul_job job = {.x = x, .n = n, .k = (int)outs[0].w->cols, .outs = outs, .n_outs = n_outs};
+    struct matmul_job job = {.x = x, .xs = xs, .n = n, .k = (int)outs[0].w->cols, .outs = outs, .n_outs = n_outs};
     int total_rows = 0;
     for (int o = 0; o < n_outs; o++)
         total_rows += (int)outs[o].w->rows;
@@ -494,16 +506,19 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
             ? 0
             : cinfer_kernel_prepared_bytes(job.wtype, n, job.k);
     if (bytes > 0) {
-        if (bytes > be->prepared_bytes) {
-            void *grown = realloc(be->prepared, bytes);
+        int inputs = xs ? n_outs : 1;
+        job.prepared_stride = xs ? (bytes + BUFFER_ALIGN_BYTES - 1) / BUFFER_ALIGN_BYTES * BUFFER_ALIGN_BYTES : 0;
+        size_t all = xs ? job.prepared_stride * (size_t)inputs : bytes;
+        if (all > be->prepared_bytes) {
+            void *grown = realloc(be->prepared, all);
             if (!grown)
                 return cinfer_error_set(err, CINFER_ERR_NOMEM,
-                                        "cpu backend: cannot allocate %zu bytes of prepared activations", bytes);
+                                        "cpu backend: cannot allocate %zu bytes of prepared activations", all);
             be->prepared = grown;
-            be->prepared_bytes = bytes;
+            be->prepared_bytes = all;
         }
         job.prepared = be->prepared;
-        job.n_prepare_parts = n >= 4 * n_threads ? 4 * n_threads : 1;
+        job.n_prepare_parts = inputs * (n >= 4 * n_threads ? 4 * n_threads : 1);
         cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
     }
     /* a region per thread, as long as there are groups of rows for it */
@@ -525,21 +540,34 @@ static int matmul_outs(struct cpu_backend *be, const float *x, int n, const stru
     return 0;
 }
 
-static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
-                      struct cinfer_error *err)
+/* One job per run of outputs with the same weight type, columns and exact_x: they share
+ * the preparation of their inputs' layout. */
+static int matmul_runs(struct cpu_backend *be, const float *x, const float *const *xs, int n,
+                       const struct cinfer_backend_matmul_out *outs, int n_outs, struct cinfer_error *err)
 {
-    /* one call per run of outputs with the same weight type and exact_x: they share x's
-     * preparation */
     for (int first = 0, count; first < n_outs; first += count) {
+        const struct cinfer_backend_matmul_out *o = outs + first;
         count = 1;
-        while (first + count < n_outs && count < MATMUL_MAX_OUTS &&
-               outs[first + count].w->type == outs[first].w->type && outs[first + count].exact_x == outs[first].exact_x)
+        while (first + count < n_outs && count < MATMUL_MAX_OUTS && o[count].w->type == o[0].w->type &&
+               o[count].w->cols == o[0].w->cols && o[count].exact_x == o[0].exact_x)
             count++;
-        int rc = matmul_outs(state, x, n, outs + first, count, err);
+        int rc = matmul_outs(be, x, xs ? xs + first : NULL, n, o, count, err);
         if (rc < 0)
             return rc;
     }
     return 0;
+}
+
+static int cpu_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
+                      struct cinfer_error *err)
+{
+    return matmul_runs(state, x, NULL, n, outs, n_outs, err);
+}
+
+static int cpu_matmul_grouped(void *state, const float *const *xs, int n, const struct cinfer_backend_matmul_out *outs,
+                              int n_outs, struct cinfer_error *err)
+{
+    return matmul_runs(state, NULL, xs, n, outs, n_outs, err);
 }
 
 static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
@@ -942,6 +970,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .upload = cpu_copy,
     .add_gated = cpu_add_gated,
     .swiglu_oai = cpu_swiglu_oai,
+    .matmul_grouped = cpu_matmul_grouped,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

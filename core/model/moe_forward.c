@@ -79,10 +79,11 @@ static const float *expert_bias(const struct runtime_layer *w, int e, int part)
 }
 
 /* One token (batch-1 decode): its K experts share one input row, so their gate and up
- * projections are one matmul call of 2K outputs, their activations one call, and their
- * weighted sum one scatter-add of K rows onto row 0; only the down projections, each
- * on its own expert's row, are K calls. Fewer calls than a group per expert: at batch 1
- * a step reads little, and each call's dispatch weighs. */
+ * projections are one matmul call of 2K outputs, their activations one call, their down
+ * projections (each on its own expert's row) one grouped call (K calls where the
+ * backend has no matmul_grouped), and their weighted sum one scatter-add of K rows onto
+ * row 0. Fewer calls than a group per expert: at batch 1 a step reads little, and each
+ * call's dispatch and join weigh. */
 static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
@@ -103,13 +104,20 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     if (rc < 0)
         return rc;
     cinfer_activate(rt, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
+    struct cinfer_backend_matmul_out *downs = outs; /* the gate/up outputs are spent */
+    const float *down_x[CINFER_MOE_MAX_USED];
     for (int j = 0; j < K; j++) {
-        struct cinfer_backend_matmul_out down = {&w->experts[3 * rt->moe_ids[j] + 2],
-                                                 expert_bias(w, rt->moe_ids[j], 2),
-                                                 rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
-        if ((rc = ops->matmul(be, rt->moe_gate + (size_t)j * ffn, 1, &down, 1, err)) < 0)
-            return rc;
+        downs[j] = (struct cinfer_backend_matmul_out){&w->experts[3 * rt->moe_ids[j] + 2],
+                                                      expert_bias(w, rt->moe_ids[j], 2),
+                                                      rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
+        down_x[j] = rt->moe_gate + (size_t)j * ffn; /* (1, ffn) */
     }
+    if (rt->backend_groups)
+        rc = ops->matmul_grouped(be, down_x, 1, downs, K, err);
+    for (int j = 0; !rt->backend_groups && j < K && rc >= 0; j++)
+        rc = ops->matmul(be, down_x[j], 1, &downs[j], 1, err);
+    if (rc < 0)
+        return rc;
     ops->zero(be, rt->proj, (size_t)rt->hidden);
     ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K, rt->hidden); /* (1, hidden) */
     return n_shared ? shared_finish(rt, w, 1, err) : 0;

@@ -756,6 +756,10 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
                           rt->ops->struct_size >= offsetof(struct cinfer_backend_ops, all_reduce_sum) +
                                                       sizeof rt->ops->all_reduce_sum &&
                           rt->ops->all_reduce_sum != NULL;
+    rt->backend_groups = rt->ops->version >= 10 &&
+                         rt->ops->struct_size >= offsetof(struct cinfer_backend_ops, matmul_grouped) +
+                                                     sizeof rt->ops->matmul_grouped &&
+                         rt->ops->matmul_grouped != NULL;
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;

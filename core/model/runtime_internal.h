@@ -146,6 +146,8 @@ struct cinfer_runtime {
     /* 1: the backend all-reduces its own buffers (ops->all_reduce_sum: NCCL on device
      * memory), which the communicator cannot read; the logits then go through the host */
     int backend_reduces;
+    /* 1: the backend runs products with inputs of their own as one call (ops->matmul_grouped) */
+    int backend_groups;
     float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
     float *logits_gather_host; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host, likewise */
 

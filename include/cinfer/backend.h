@@ -43,8 +43,11 @@ extern "C" {
  *    clamped gate), add_gated (Qwen2-MoE's gated shared expert), all_reduce_sum (a
  *    device backend's own all-reduce, NCCL) and memory_info (--mem-fraction-static).
  *    Every version-9 slot may be NULL; the core refuses a model that needs one the
- *    backend lacks, naming the backend and the slot. */
-#define CINFER_BACKEND_OPS_VERSION 9u
+ *    backend lacks, naming the backend and the slot.
+ * 10: matmul_grouped (products that each have their own input, as one call: a decode
+ *    step's expert down projections). May be NULL: the core then calls matmul once per
+ *    product. */
+#define CINFER_BACKEND_OPS_VERSION 10u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
@@ -288,6 +291,14 @@ struct cinfer_backend_ops {
     /* The device memory free and in all, in bytes (the KV budget of
      * --mem-fraction-static). NULL: host memory, which the core measures itself. */
     int (*memory_info)(void *state, size_t *free_bytes, size_t *total_bytes, struct cinfer_error *err);
+
+    /* Since version 10; may be NULL (the core then calls matmul once per output). */
+    /* For each output o: outs[o].y (n, w.rows) = xs[o] (n, w.cols) · wᵀ (+ bias), every
+     * product in one call, so that a decode step's independent small products (the
+     * chosen experts' down projections, each on its own expert's activations) cost one
+     * dispatch and one join, not one each. xs is host memory holding backend buffers. */
+    int (*matmul_grouped)(void *state, const float *const *xs, int n, const struct cinfer_backend_matmul_out *outs,
+                          int n_outs, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus
