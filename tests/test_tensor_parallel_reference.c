@@ -26,7 +26,14 @@
  * at tp_size 2 with f16, bf16 and q8_0 KV against tp_size 1 with the same KV type. A
  * third holds every f32 mixture of experts at tp_size 2 and 4 to the float64 numpy
  * reference itself (its prompts, its greedy tokens, the f32 bound), and a fourth checks
- * the refusal of an expert width that does not split in whole blocks on its own. */
+ * the refusal of an expert width that does not split in whole blocks on its own. A fifth
+ * holds an expert width that splits unevenly (qwen3_moe_uneven's 3 Q8_0 blocks over 2
+ * ranks: 32 and 64 columns) to tp_size 1 and the float64 reference. Then expert
+ * parallelism (ep_size == tp_size: whole experts per rank): every mixture of experts at
+ * ep_size 2 and 4, decode batched and batch 1, each rank's model stripped of the experts it
+ * does not own, against tp_size 1 and (f32) the float64 reference, with what each rank
+ * reads in place; and the refusals of an ep_size other than 1 or tp_size and of fewer
+ * experts than ranks. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -500,6 +507,84 @@ START_TEST(moe_expert_width_that_does_not_split_is_refused)
 }
 END_TEST
 
+/* An expert width that does not split evenly: qwen3_moe_uneven's experts are 96 wide, 3
+ * Q8_0 blocks of 32, so tp_size 2 gives rank 0 one block of every expert's columns and rank
+ * 1 two. On the float64 reference's prompts with its tokens fed, tp_size 2's logits must
+ * match tp_size 1's and the reference's (computed on the dequantized Q8_0 weights) within
+ * the Q8_0 bound (x in int16 steps), the greedy tokens tp_size 1's; rank 1 holds more of
+ * the experts than rank 0. tp_size 4 would leave a rank no block: refused with the numbers. */
+START_TEST(uneven_expert_width_matches_tp1_and_the_float64_reference)
+{
+    const char *name = "qwen3_moe_uneven-gguf-q8_0";
+    const char *path = CINFER_REFERENCE_DIR "/models/qwen3_moe_uneven-gguf-q8_0.gguf";
+    const char *ref_path = CINFER_REFERENCE_DIR "/qwen3_moe_uneven-gguf-q8_0.ref";
+    struct cinfer_model *model = NULL;
+    struct cinfer_error err = {0};
+    struct cinfer_model_load_options lo = {.no_prefault = 1};
+    ck_assert_msg(cinfer_model_load(path, &lo, &model, &err) == 0, "%s: %s", path, err.message);
+    ck_assert_int_eq(model->config.moe_intermediate_size, 96);
+    ck_assert_int_eq(model->layers[0].experts[0].down.dtype, CINFER_DTYPE_Q8_0);
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) == 0, "tp_size 2: %s", err.message);
+    ck_assert_int_ne(cinfer_runtime_tp_check(model, 4, &err), 0);
+    printf("  %s tp_size 4: %s\n", name, err.message);
+    ck_assert_msg(strstr(err.message, "width 96 is 3 blocks") && strstr(err.message, "tp_size 4"), "%s", err.message);
+    int vocab = model->config.vocab_size, hidden = model->config.hidden_size, n_experts = model->config.n_experts;
+    int n_sparse = 0;
+    for (int l = 0; l < model->config.num_layers; l++)
+        n_sparse += cinfer_model_layer_sparse(&model->config, l);
+    cinfer_model_free(&model);
+    struct ref_seq ref[2];
+    ref_read(ref_path, vocab, ref);
+    struct tp_group g[2]; /* tp_size 1, 2 */
+    double worst[2];
+    int differ[2];
+    for (int k = 0; k < 2; k++) {
+        char why[1024];
+        reference_group(&g[k], path, k + 1, k ? CINFER_TEST_RANKS_PROCESSES : CINFER_TEST_RANKS_THREADS, vocab);
+        scenario_from_reference(&g[k], ref);
+        ck_assert_msg(tp_group_run(&g[k], why, sizeof why) == 0, "%s tp_size %d: %s", name, k + 1, why);
+        int worst_seq, worst_pos;
+        worst[k] = error_against_reference(&g[k], ref, vocab, name, &worst_seq, &worst_pos, &differ[k]);
+        printf("  %s tp_size %d against float64: %d rows, worst relative error %.3g (bound %.0e, %s pos %d), %d of "
+               "%d greedy tokens differ from the reference's\n",
+               name, k + 1, g[k].shared->record.n_rows, worst[k], TOLERANCE_Q8_X, worst_seq ? "B" : "A", worst_pos,
+               differ[k], g[k].shared->record.n_tokens);
+        ck_assert_msg(worst[k] <= TOLERANCE_Q8_X, "%s tp_size %d: relative error %.3g against float64, bound %.0e",
+                      name, k + 1, worst[k], TOLERANCE_Q8_X);
+    }
+    char why[1024];
+    double rel, abs_diff;
+    int bad = tp_record_compare(&g[0].shared->record, &g[1].shared->record, TOLERANCE_Q8_X, &rel, &abs_diff, why,
+                                sizeof why);
+    printf("  %s tp_size 2 against tp_size 1: worst relative error %.3g (bound %.0e), largest |diff| %.3g, greedy %s\n",
+           name, rel, TOLERANCE_Q8_X, abs_diff, bad ? why : "the same");
+    ck_assert_msg(!bad, "%s tp_size 2 against tp_size 1: %s", name, why);
+    ck_assert_int_eq(differ[1], differ[0]);
+    size_t held[2];
+    for (int r = 0; r < 2; r++) {
+        const struct cinfer_runtime_memory *mem = &g[1].shared->ranks[r].memory;
+        held[r] = mem->weight_copy_bytes + mem->weight_in_place_bytes;
+        printf("    rank %d of 2: %.1f KiB of weights copied, %.1f KiB read in place\n", r,
+               mem->weight_copy_bytes / 1024.0, mem->weight_in_place_bytes / 1024.0);
+    }
+    /* one Q8_0 block of every expert's columns more: gate and up 32 rows of hidden, down hidden rows of 32 */
+    size_t block_share = (size_t)n_sparse * (size_t)n_experts *
+                         (2 * 32 * cinfer_kernel_row_bytes(CINFER_KW_Q8_0, hidden) +
+                          (size_t)hidden * cinfer_kernel_row_bytes(CINFER_KW_Q8_0, 32));
+    printf("    rank 1 holds %.1f KiB more: one 32-column block of every expert, %.1f KiB\n",
+           (double)(held[1] - held[0]) / 1024.0, block_share / 1024.0);
+    ck_assert_msg(held[1] == held[0] + block_share,
+                  "rank 1 (64 of every expert's 96 columns) holds %zu bytes, rank 0 (32) %zu: not one block apart",
+                  held[1], held[0]);
+    for (int k = 0; k < 2; k++)
+        tp_group_free(&g[k]);
+    for (int s = 0; s < 2; s++) {
+        free(ref[s].tokens);
+        free(ref[s].logits);
+    }
+}
+END_TEST
+
 /* ---- expert parallelism ------------------------------------------------------------- */
 
 /* Rank `rank` of n's experts under expert parallelism, as vLLM's and SGLang's expert map
@@ -727,6 +812,7 @@ static Suite *suite_tensor_parallel_reference(void)
     tcase_add_test(tc, kv_types_under_tp_match_tp1_with_the_same_kv);
     tcase_add_test(tc, moe_models_under_tp_match_the_float64_reference);
     tcase_add_test(tc, moe_expert_width_that_does_not_split_is_refused);
+    tcase_add_test(tc, uneven_expert_width_matches_tp1_and_the_float64_reference);
     tcase_add_test(tc, moe_models_under_ep_match_tp1_and_the_float64_reference);
     tcase_add_test(tc, ep_sizes_that_do_not_fit_are_refused);
     suite_add_tcase(s, tc);
