@@ -43,6 +43,7 @@
 #include "kernels.h"
 #include "model/model.h"
 #include "model/runtime.h"
+#include "model/runtime_internal.h"
 #include "support/relative_error.h"
 #include "support/runner.h"
 #include "support/tp_group.h"
@@ -743,7 +744,8 @@ START_TEST(moe_models_under_ep_match_tp1_and_the_float64_reference)
 END_TEST
 
 /* ep_size other than 1 or tp_size, and more expert-parallel ranks than experts, are
- * refused naming the numbers, by the check and by the runtime; a dense model takes
+ * refused naming the numbers, by the check and by the runtime; experts that do not divide
+ * by the ranks split as evenly as they go, the first ranks one more; a dense model takes
  * ep_size == tp_size as moot. */
 START_TEST(ep_sizes_that_do_not_fit_are_refused)
 {
@@ -767,6 +769,26 @@ START_TEST(ep_sizes_that_do_not_fit_are_refused)
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         ck_assert_msg(strstr(err.message, expect[i]) != NULL, "\"%s\" missing from: %s", expect[i], err.message);
     ck_assert_int_eq(cinfer_runtime_parallel_check(model, 4, 1, &err), 0); /* their width splits instead */
+    /* experts that do not divide: 3 ranks (the config says 3 heads, 1 KV head; nothing runs)
+     * get 3/3/2 of 8 and 43/43/42 of 128, contiguous, the first ranks one more */
+    model->config.num_heads = 3;
+    model->config.num_kv_heads = 1;
+    const struct {
+        int n_experts, first[3], count[3];
+    } splits[] = {{8, {0, 3, 6}, {3, 3, 2}}, {128, {0, 43, 86}, {43, 43, 42}}};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        model->config.n_experts = splits[i].n_experts;
+        for (int r = 0; r < 3; r++) {
+            struct runtime_shard sh;
+            ck_assert_msg(cinfer_runtime_shard_plan(model, r, 3, 3, &sh, &err) == 0, "%s", err.message);
+            ck_assert_msg(sh.ep && sh.first_expert == splits[i].first[r] && sh.experts == splits[i].count[r] &&
+                              sh.moe_ffn == model->config.moe_intermediate_size,
+                          "%d experts, rank %d of 3: [%d, +%d), expected [%d, +%d)", splits[i].n_experts, r,
+                          sh.first_expert, sh.experts, splits[i].first[r], splits[i].count[r]);
+        }
+        printf("  %d experts over ep_size 3: %d/%d/%d\n", splits[i].n_experts, splits[i].count[0],
+               splits[i].count[1], splits[i].count[2]);
+    }
     cinfer_model_free(&model);
 
     /* the runtime refuses ep_size 4 at tp_size 2 on every rank */
