@@ -769,8 +769,9 @@ START_TEST(ep_sizes_that_do_not_fit_are_refused)
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         ck_assert_msg(strstr(err.message, expect[i]) != NULL, "\"%s\" missing from: %s", expect[i], err.message);
     ck_assert_int_eq(cinfer_runtime_parallel_check(model, 4, 1, &err), 0); /* their width splits instead */
-    /* experts that do not divide: 3 ranks (the config says 3 heads, 1 KV head; nothing runs)
-     * get 3/3/2 of 8 and 43/43/42 of 128, contiguous, the first ranks one more */
+    /* experts that do not divide: 3 ranks (the config says 3 heads, 1 KV head, and 128
+     * experts for the second; only the plan reads them, and under EP it reads no expert's
+     * weights; nothing runs) get 3/3/2 of 8 and 43/43/42 of 128, the first ranks one more */
     model->config.num_heads = 3;
     model->config.num_kv_heads = 1;
     const struct {

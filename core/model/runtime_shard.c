@@ -165,7 +165,7 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
     sh.vocab_rows = c->vocab_size - sh.first_vocab < stride ? c->vocab_size - sh.first_vocab : stride;
     if (c->n_experts > 0) { /* every expert's width (or whole experts), the shared expert's split like the MLP's */
         const char *type = "columns";
-        int rc, g = size > 1 ? expert_cols_granule(m, 0, &type) : 1;
+        int rc, g = size > 1 && ep_size <= 1 ? expert_cols_granule(m, 0, &type) : 1; /* EP: experts whole */
         if (ep_size > 1 ? (rc = split_experts(m, rank, size, &sh, err)) < 0
                         : (rc = split_width(m, "expert down", c->moe_intermediate_size, g, type, rank, size,
                                             &sh.first_moe_ffn, &sh.moe_ffn, err)) < 0)
