@@ -3,8 +3,10 @@
  * the very same bytes, so every field was read and none guessed, and every token and
  * page lies within the limits) or is refused with a message; nothing may crash, leak or
  * read out of bounds. A plan whose header says a sliding-window pool of 8 pages is read
- * against limits with that pool, any other against limits without one. Seeds:
- * fuzz/seeds/fuzz_tp_plan/, plans made for these limits (the *_window ones with a pool). */
+ * against limits with that pool, any other against limits without one; likewise one whose
+ * header says ep_size 2 against a rank of that expert split. Seeds:
+ * fuzz/seeds/fuzz_tp_plan/, plans made for these limits (the *_window ones with a pool,
+ * *_ep at ep_size 2). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define WINDOW_PAGES 8
+#define EP_SIZE 2
 
 static int32_t window_of[64]; /* (kv_pages) as rank 0 holds it, rebuilt from each plan */
 
@@ -25,6 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size >= CINFER_TP_PLAN_HEADER_BYTES &&
         (data[40] | data[41] << 8 | data[42] << 16 | (uint32_t)data[43] << 24) == WINDOW_PAGES)
         limits.window_pages = WINDOW_PAGES;
+    if (size >= CINFER_TP_PLAN_HEADER_BYTES &&
+        (data[44] | data[45] << 8 | data[46] << 16 | (uint32_t)data[47] << 24) == EP_SIZE)
+        limits.ep_size = EP_SIZE;
     if (cinfer_tp_plan_decode(data, size, &limits, &plan, &err) != CINFER_OK) {
         if (!err.message[0])
             abort(); /* a refusal must say why */

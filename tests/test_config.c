@@ -622,6 +622,12 @@ START_TEST(validation)
     expect_invalid("launcher = { hosts = [ \"a\", \"b\", \"c\" ]; dp_size = 2; tp_size = 2; };",
                    "launcher.hosts (--hosts) lists 3 hosts but launcher.dp_size (--dp-size) is 2 and tp_size 2: list "
                    "one host per replica (2) or one per rank (4); a host may be listed twice");
+    expect_invalid("launcher = { tp_size = 4; ep_size = 2; };",
+                   "launcher.ep_size (--ep-size) is 2 but launcher.tp_size (--tp-size) is 4: expert parallelism uses "
+                   "the tensor-parallel ranks as its group, so ep_size is 1 or equal to tp_size");
+    expect_invalid("launcher = { ep_size = 2; };",
+                   "launcher.ep_size (--ep-size) is 2 but launcher.tp_size (--tp-size) is 1: expert parallelism uses "
+                   "the tensor-parallel ranks as its group, so ep_size is 1 or equal to tp_size");
     expect_invalid("scheduler = { kv_cache_bytes = \"1G\"; mem_fraction_static = 0.5; };",
                    "scheduler.kv_cache_bytes (--kv-cache-bytes) is 1G and scheduler.mem_fraction_static "
                    "(--mem-fraction-static) is 0.5: both size the KV cache, set only one");
@@ -644,6 +650,7 @@ START_TEST(validation)
     const char *valid[] = {
         "launcher = { plugin = \"ssh\"; hosts = [ \"a\", \"a\" ]; dp_size = 2; };",
         "launcher = { plugin = \"/opt/launch-slurm.so\"; hosts = [ \"a\" ]; };",
+        "launcher = { tp_size = 4; ep_size = 4; };", /* SGLang's rule: the MoE layers' group is the TP group */
         "scheduler = { kv_cache_bytes = \"1G\"; };",
         "scheduler = { kv_cache_bytes = \"1G\"; mem_fraction_static = 0.8; };", /* the default: not a second budget */
         "scheduler = { kv_cache_bytes = 0; mem_fraction_static = 0.5; };",

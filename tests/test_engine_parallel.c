@@ -12,7 +12,10 @@
  *    greedy text and ids of TP=1 with logprobs within the f32 bound, on stories260K and
  *    the default model; each rank holds about 1/N of the weights (its copies plus the
  *    model file's resident pages, from /proc/<pid>/smaps); kill -9 of tp1 fails the
- *    caller within 2 s naming it and leaves nothing running. */
+ *    caller within 2 s naming it and leaves nothing running;
+ *  - expert parallelism: launcher.ep_size equal to tp_size (2 and 4) on the reference
+ *    fixture's qwen3_moe gives TP=1's answers, and runs the Q8_0 file whose one-block
+ *    experts plain TP=2 refuses. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -479,6 +482,79 @@ START_TEST(tp_gives_tp1_s_answers_with_a_shard_per_rank)
 }
 END_TEST
 
+/* Expert parallelism through the engine: launcher.ep_size reaches every worker's runtime.
+ * The reference fixture's qwen3_moe (8 experts, each 32 wide) at tp_size 2 and 4 with
+ * ep_size equal gives TP=1's greedy text and ids; the f32 file's logprobs within 1e-4 of
+ * TP=1's. Its Q8_0 file, whose experts are one block wide, is refused at tp_size 2 alone
+ * (naming the expert width) but runs with ep_size 2, each rank holding 4 whole experts. */
+START_TEST(ep_gives_tp1_s_answers_with_whole_experts_per_rank)
+{
+    if (access(CINFER_REFERENCE_DIR "/SKIP", F_OK) == 0) {
+        printf("ep: skipped, the reference models were not made (%s/SKIP)\n", CINFER_REFERENCE_DIR);
+        return;
+    }
+    static const char *const prompts[] = {"the cat", "in the beginning", "a and to", "it was he"};
+    const char *files[] = {CINFER_REFERENCE_DIR "/models/qwen3_moe-gguf-f32.gguf",
+                           CINFER_REFERENCE_DIR "/models/qwen3_moe-gguf-q8_0.gguf"};
+    for (int m = 0; m < 2; m++) {
+        struct tp_answer base[4], got[4];
+        static const struct { int tp, ep; } shapes[] = {{1, 1}, {2, 2}, {4, 4}};
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            struct cinfer_server_args args;
+            cinfer_test_engine_args(&args, files[m]);
+            args.tp_size = shapes[s].tp;
+            args.ep_size = shapes[s].ep;
+            args.context_length = 256;
+            args.kv_cache_dtype = CINFER_KV_CACHE_DTYPE_F32;
+            struct cinfer_engine *e = NULL;
+            struct cinfer_error err = {0};
+            ck_assert_msg(cinfer_engine_create(&args, NULL, &e, &err) == 0, "%s tp%d ep%d: %s", files[m],
+                          shapes[s].tp, shapes[s].ep, err.message);
+            cinfer_server_args_free(&args);
+            double worst = 0;
+            for (int p = 0; p < 4; p++) {
+                answer(e, prompts[p], s == 0 ? &base[p] : &got[p]);
+                if (s == 0)
+                    continue;
+                char what[160];
+                snprintf(what, sizeof what, "%s tp%d ep%d prompt %d", files[m], shapes[s].tp, shapes[s].ep, p);
+                if (m == 0) {
+                    double d = compare_answers(&base[p], &got[p], what);
+                    worst = d > worst ? d : worst;
+                } else { /* Q8_0 rounds x: the same tokens, logprobs within the kernels' rounding */
+                    ck_assert_msg(base[p].r.n_output_ids == got[p].r.n_output_ids &&
+                                      !memcmp(base[p].r.output_ids, got[p].r.output_ids,
+                                              base[p].r.n_output_ids * sizeof *base[p].r.output_ids),
+                                  "%s: other token ids than TP=1's", what);
+                }
+                cinfer_generate_result_free(&got[p].r);
+            }
+            if (m == 0)
+                printf("ep: qwen3_moe f32 tp%d ep%d: greedy text and ids of TP=1 on 4 prompts, logprobs within %.2g\n",
+                       shapes[s].tp, shapes[s].ep, worst);
+            else
+                printf("ep: qwen3_moe q8_0 tp%d ep%d: the token ids of TP=1 on 4 prompts\n", shapes[s].tp,
+                       shapes[s].ep);
+            cinfer_engine_shutdown(&e, 1000);
+            if (m == 1 && s == 1) /* the Q8_0 file stops at ep_size 2 here */
+                break;
+        }
+        for (int p = 0; p < 4; p++)
+            cinfer_generate_result_free(&base[p].r);
+    }
+    /* without ep_size the Q8_0 file's one-block experts do not split over 2 ranks */
+    struct cinfer_server_args args;
+    cinfer_test_engine_args(&args, files[1]);
+    args.tp_size = 2;
+    struct cinfer_engine *e = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_int_ne(cinfer_engine_create(&args, NULL, &e, &err), 0);
+    cinfer_server_args_free(&args);
+    printf("ep: qwen3_moe q8_0 tp2 ep1: %s\n", err.message);
+    ck_assert_msg(strstr(err.message, "expert down is q8_0") && strstr(err.message, "width 32"), "%s", err.message);
+}
+END_TEST
+
 START_TEST(killing_a_tp_rank_fails_the_caller_naming_it)
 {
     struct cinfer_engine *e = start_engine_on(model, 1, 2, 0);
@@ -520,6 +596,7 @@ static Suite *suite_engine_parallel(void)
     tcase_add_checked_fixture(tp, setup, NULL);
     tcase_add_test(tp, tp_gives_tp1_s_answers_with_a_shard_per_rank);
     tcase_add_test(tp, killing_a_tp_rank_fails_the_caller_naming_it);
+    tcase_add_test(tp, ep_gives_tp1_s_answers_with_whole_experts_per_rank);
     suite_add_tcase(s, tp);
     return s;
 }

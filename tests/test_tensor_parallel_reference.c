@@ -26,7 +26,14 @@
  * at tp_size 2 with f16, bf16 and q8_0 KV against tp_size 1 with the same KV type. A
  * third holds every f32 mixture of experts at tp_size 2 and 4 to the float64 numpy
  * reference itself (its prompts, its greedy tokens, the f32 bound), and a fourth checks
- * the refusal of an expert width that does not split in whole blocks on its own. */
+ * the refusal of an expert width that does not split in whole blocks on its own. A fifth
+ * holds an expert width that splits unevenly (qwen3_moe_uneven's 3 Q8_0 blocks over 2
+ * ranks: 32 and 64 columns) to tp_size 1 and the float64 reference. Then expert
+ * parallelism (ep_size == tp_size: whole experts per rank): every mixture of experts at
+ * ep_size 2 and 4, decode batched and batch 1, each rank's model stripped of the experts it
+ * does not own, against tp_size 1 and (f32) the float64 reference, with what each rank
+ * reads in place; and the refusals of an ep_size other than 1 or tp_size and of fewer
+ * experts than ranks. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +43,7 @@
 #include "kernels.h"
 #include "model/model.h"
 #include "model/runtime.h"
+#include "model/runtime_internal.h"
 #include "support/relative_error.h"
 #include "support/runner.h"
 #include "support/tp_group.h"
@@ -323,6 +331,54 @@ static int scenario_rows(const struct tp_scenario *sc, int page_tokens, int *seq
     return n;
 }
 
+/* g's scenario on the float64 reference's own prompts A and B, every decode step fed the
+ * reference's tokens. */
+static void scenario_from_reference(struct tp_group *g, const struct ref_seq ref[2])
+{
+    struct tp_scenario *sc = &g->scenario;
+    sc->na = ref[0].n_prompt;
+    sc->nb = ref[1].n_prompt;
+    memcpy(sc->prompt_a, ref[0].tokens, sizeof(int32_t) * (size_t)sc->na);
+    memcpy(sc->prompt_b, ref[1].tokens, sizeof(int32_t) * (size_t)sc->nb);
+    sc->n_gen = (ref[0].n_gen < ref[1].n_gen ? ref[0].n_gen : ref[1].n_gen) - 1;
+    sc->n_forced = 2 * (sc->n_gen + 1); /* A's and B's reference tokens, step by step */
+    for (int t = 0; t <= sc->n_gen; t++) {
+        sc->forced[2 * t] = ref[0].tokens[ref[0].n_prompt + t];
+        sc->forced[2 * t + 1] = ref[1].tokens[ref[1].n_prompt + t];
+    }
+}
+
+/* How far a run of scenario_from_reference's scenario is from the reference: the worst
+ * relative error of a logits row (NaN counts as worst) and which row it is (*worst_seq 0
+ * A, 1 B; *worst_pos), and in *differ how many greedy tokens are not the reference's. */
+static double error_against_reference(const struct tp_group *g, const struct ref_seq ref[2], int vocab,
+                                      const char *name, int *worst_seq, int *worst_pos, int *differ)
+{
+    const struct tp_record *rec = &g->shared->record;
+    const struct tp_scenario *sc = &g->scenario;
+    int seq[256], pos[256];
+    int n_rows = scenario_rows(sc, g->options.kv_page_tokens, seq, pos, 256);
+    ck_assert_msg(n_rows == rec->n_rows && n_rows <= 256, "%s: the scenario asked %d rows, %d were recorded", name,
+                  n_rows, rec->n_rows);
+    double worst = 0;
+    int worst_row = 0;
+    for (int r = 0; r < n_rows; r++) {
+        const struct ref_seq *q = &ref[seq[r]];
+        double e = cinfer_test_relative_error(rec->logits + (size_t)r * vocab, q->logits + (size_t)pos[r] * vocab,
+                                              vocab);
+        if (!(e <= worst)) { /* NaN too */
+            worst = e;
+            worst_row = r;
+        }
+    }
+    *differ = 0;
+    for (int t = 0; t < rec->n_tokens; t++)
+        *differ += rec->tokens[t] != sc->forced[t];
+    *worst_seq = seq[worst_row];
+    *worst_pos = pos[worst_row];
+    return worst;
+}
+
 /* Every f32 mixture of experts at tp_size 1, 2 (processes) and 4 (threads) on the float64
  * reference's own prompts A and B, decode steps fed its tokens: every logits row within
  * the f32 bound (1e-4 relative, as test_model_reference holds tp_size 1 to it) and every
@@ -362,43 +418,18 @@ START_TEST(moe_models_under_tp_match_the_float64_reference)
             struct tp_group g;
             reference_group(&g, mc->path, tps[k], tps[k] == 2 ? CINFER_TEST_RANKS_PROCESSES : CINFER_TEST_RANKS_THREADS,
                             vocab);
-            struct tp_scenario *sc = &g.scenario;
-            sc->na = ref[0].n_prompt;
-            sc->nb = ref[1].n_prompt;
-            memcpy(sc->prompt_a, ref[0].tokens, sizeof(int32_t) * (size_t)sc->na);
-            memcpy(sc->prompt_b, ref[1].tokens, sizeof(int32_t) * (size_t)sc->nb);
-            sc->n_gen = (ref[0].n_gen < ref[1].n_gen ? ref[0].n_gen : ref[1].n_gen) - 1;
-            sc->n_forced = 2 * (sc->n_gen + 1); /* A's and B's reference tokens, step by step */
-            for (int t = 0; t <= sc->n_gen; t++) {
-                sc->forced[2 * t] = ref[0].tokens[ref[0].n_prompt + t];
-                sc->forced[2 * t + 1] = ref[1].tokens[ref[1].n_prompt + t];
-            }
+            scenario_from_reference(&g, ref);
             char why[1024];
             ck_assert_msg(tp_group_run(&g, why, sizeof why) == 0, "%s tp_size %d: %s", mc->name, tps[k], why);
             const struct tp_record *rec = &g.shared->record;
-            int seq[256], pos[256];
-            int n_rows = scenario_rows(sc, g.options.kv_page_tokens, seq, pos, 256);
-            ck_assert_msg(n_rows == rec->n_rows && n_rows <= 256, "%s: the scenario asked %d rows, %d were recorded",
-                          mc->name, n_rows, rec->n_rows);
-            double worst = 0;
-            int worst_row = 0;
-            for (int r = 0; r < n_rows; r++) {
-                const struct ref_seq *q = &ref[seq[r]];
-                double e = cinfer_test_relative_error(rec->logits + (size_t)r * vocab, q->logits + (size_t)pos[r] * vocab, vocab);
-                if (!(e <= worst)) { /* NaN too */
-                    worst = e;
-                    worst_row = r;
-                }
-            }
-            int differ = 0;
-            for (int t = 0; t < rec->n_tokens; t++)
-                differ += rec->tokens[t] != sc->forced[t];
+            int worst_seq, worst_pos, differ;
+            double worst = error_against_reference(&g, ref, vocab, mc->name, &worst_seq, &worst_pos, &differ);
             printf("  %-24s tp_size %d against float64: %d rows, worst relative error %.3g (bound %.0e, %s pos %d), "
                    "%d of %d greedy tokens differ from the reference's\n",
-                   mc->name, tps[k], n_rows, worst, TOLERANCE_F32, seq[worst_row] ? "B" : "A", pos[worst_row],
-                   differ, rec->n_tokens);
+                   mc->name, tps[k], rec->n_rows, worst, TOLERANCE_F32, worst_seq ? "B" : "A", worst_pos, differ,
+                   rec->n_tokens);
             ck_assert_msg(worst <= TOLERANCE_F32, "%s tp_size %d: relative error %.3g at %s pos %d, bound %.0e",
-                          mc->name, tps[k], worst, seq[worst_row] ? "B" : "A", pos[worst_row], TOLERANCE_F32);
+                          mc->name, tps[k], worst, worst_seq ? "B" : "A", worst_pos, TOLERANCE_F32);
             ck_assert_msg(differ == 0, "%s tp_size %d: %d greedy tokens differ from the float64 reference's",
                           mc->name, tps[k], differ);
             /* the experts' slices stay views of the stored f32 experts (read in place), while
@@ -477,6 +508,321 @@ START_TEST(moe_expert_width_that_does_not_split_is_refused)
 }
 END_TEST
 
+/* An expert width that does not split evenly: qwen3_moe_uneven's experts are 96 wide, 3
+ * Q8_0 blocks of 32, so tp_size 2 gives rank 0 one block of every expert's columns and rank
+ * 1 two. On the float64 reference's prompts with its tokens fed, tp_size 2's logits must
+ * match tp_size 1's and the reference's (computed on the dequantized Q8_0 weights) within
+ * the Q8_0 bound (x in int16 steps), the greedy tokens tp_size 1's; rank 1 holds more of
+ * the experts than rank 0. tp_size 4 would leave a rank no block: refused with the numbers. */
+START_TEST(uneven_expert_width_matches_tp1_and_the_float64_reference)
+{
+    const char *name = "qwen3_moe_uneven-gguf-q8_0";
+    const char *path = CINFER_REFERENCE_DIR "/models/qwen3_moe_uneven-gguf-q8_0.gguf";
+    const char *ref_path = CINFER_REFERENCE_DIR "/qwen3_moe_uneven-gguf-q8_0.ref";
+    struct cinfer_model *model = NULL;
+    struct cinfer_error err = {0};
+    struct cinfer_model_load_options lo = {.no_prefault = 1};
+    ck_assert_msg(cinfer_model_load(path, &lo, &model, &err) == 0, "%s: %s", path, err.message);
+    ck_assert_int_eq(model->config.moe_intermediate_size, 96);
+    ck_assert_int_eq(model->layers[0].experts[0].down.dtype, CINFER_DTYPE_Q8_0);
+    ck_assert_msg(cinfer_runtime_tp_check(model, 2, &err) == 0, "tp_size 2: %s", err.message);
+    ck_assert_int_ne(cinfer_runtime_tp_check(model, 4, &err), 0);
+    printf("  %s tp_size 4: %s\n", name, err.message);
+    ck_assert_msg(strstr(err.message, "width 96 is 3 blocks") && strstr(err.message, "tp_size 4"), "%s", err.message);
+    int vocab = model->config.vocab_size, hidden = model->config.hidden_size, n_experts = model->config.n_experts;
+    int n_sparse = 0;
+    for (int l = 0; l < model->config.num_layers; l++)
+        n_sparse += cinfer_model_layer_sparse(&model->config, l);
+    cinfer_model_free(&model);
+    struct ref_seq ref[2];
+    ref_read(ref_path, vocab, ref);
+    struct tp_group g[2]; /* tp_size 1, 2 */
+    double worst[2];
+    int differ[2];
+    for (int k = 0; k < 2; k++) {
+        char why[1024];
+        reference_group(&g[k], path, k + 1, k ? CINFER_TEST_RANKS_PROCESSES : CINFER_TEST_RANKS_THREADS, vocab);
+        scenario_from_reference(&g[k], ref);
+        ck_assert_msg(tp_group_run(&g[k], why, sizeof why) == 0, "%s tp_size %d: %s", name, k + 1, why);
+        int worst_seq, worst_pos;
+        worst[k] = error_against_reference(&g[k], ref, vocab, name, &worst_seq, &worst_pos, &differ[k]);
+        printf("  %s tp_size %d against float64: %d rows, worst relative error %.3g (bound %.0e, %s pos %d), %d of "
+               "%d greedy tokens differ from the reference's\n",
+               name, k + 1, g[k].shared->record.n_rows, worst[k], TOLERANCE_Q8_X, worst_seq ? "B" : "A", worst_pos,
+               differ[k], g[k].shared->record.n_tokens);
+        ck_assert_msg(worst[k] <= TOLERANCE_Q8_X, "%s tp_size %d: relative error %.3g against float64, bound %.0e",
+                      name, k + 1, worst[k], TOLERANCE_Q8_X);
+    }
+    char why[1024];
+    double rel, abs_diff;
+    int bad = tp_record_compare(&g[0].shared->record, &g[1].shared->record, TOLERANCE_Q8_X, &rel, &abs_diff, why,
+                                sizeof why);
+    printf("  %s tp_size 2 against tp_size 1: worst relative error %.3g (bound %.0e), largest |diff| %.3g, greedy %s\n",
+           name, rel, TOLERANCE_Q8_X, abs_diff, bad ? why : "the same");
+    ck_assert_msg(!bad, "%s tp_size 2 against tp_size 1: %s", name, why);
+    ck_assert_int_eq(differ[1], differ[0]);
+    size_t held[2];
+    for (int r = 0; r < 2; r++) {
+        const struct cinfer_runtime_memory *mem = &g[1].shared->ranks[r].memory;
+        held[r] = mem->weight_copy_bytes + mem->weight_in_place_bytes;
+        printf("    rank %d of 2: %.1f KiB of weights copied, %.1f KiB read in place\n", r,
+               mem->weight_copy_bytes / 1024.0, mem->weight_in_place_bytes / 1024.0);
+    }
+    /* one Q8_0 block of every expert's columns more: gate and up 32 rows of hidden, down hidden rows of 32 */
+    size_t block_share = (size_t)n_sparse * (size_t)n_experts *
+                         (2 * 32 * cinfer_kernel_row_bytes(CINFER_KW_Q8_0, hidden) +
+                          (size_t)hidden * cinfer_kernel_row_bytes(CINFER_KW_Q8_0, 32));
+    printf("    rank 1 holds %.1f KiB more: one 32-column block of every expert, %.1f KiB\n",
+           (double)(held[1] - held[0]) / 1024.0, block_share / 1024.0);
+    ck_assert_msg(held[1] == held[0] + block_share,
+                  "rank 1 (64 of every expert's 96 columns) holds %zu bytes, rank 0 (32) %zu: not one block apart",
+                  held[1], held[0]);
+    for (int k = 0; k < 2; k++)
+        tp_group_free(&g[k]);
+    for (int s = 0; s < 2; s++) {
+        free(ref[s].tokens);
+        free(ref[s].logits);
+    }
+}
+END_TEST
+
+/* ---- expert parallelism ------------------------------------------------------------- */
+
+/* Rank `rank` of n's experts under expert parallelism, as vLLM's and SGLang's expert map
+ * gives them: [*first, *first + count), the first E % n ranks one more. */
+static int owned_experts(int n_experts, int rank, int n, int *first)
+{
+    int base = n_experts / n, extra = n_experts % n;
+    *first = rank * base + (rank < extra ? rank : extra);
+    return base + (rank < extra);
+}
+
+/* Bytes of an f32 model's expert weights rank `rank` of n reads in place under expert
+ * parallelism: in every sparse layer the router (whole), its own experts whole, and its
+ * share of a shared expert's width with the shared gate's map; nothing of the other
+ * ranks' experts. *own_bytes: its experts' part, *all_bytes: every expert's. */
+static size_t ep_in_place_bytes(const struct cinfer_model_config *c, int rank, int n, size_t *own_bytes,
+                                size_t *all_bytes)
+{
+    size_t h = (size_t)c->hidden_size, expert = 3 * h * (size_t)c->moe_intermediate_size * sizeof(float);
+    int first, owned = owned_experts(c->n_experts, rank, n, &first);
+    int shared = c->shared_expert_intermediate_size;
+    int64_t s0 = (int64_t)shared * rank / n, s1 = (int64_t)shared * (rank + 1) / n; /* f32: granules of 1 */
+    size_t bytes = 0;
+    *own_bytes = *all_bytes = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        if (!cinfer_model_layer_sparse(c, l))
+            continue;
+        *own_bytes += (size_t)owned * expert;
+        *all_bytes += (size_t)c->n_experts * expert;
+        bytes += (size_t)c->n_experts * h * sizeof(float) + (size_t)owned * expert;
+        if (shared > 0)
+            bytes += (3 * (size_t)(s1 - s0) + 1) * h * sizeof(float);
+    }
+    return bytes;
+}
+
+/* Expert parallelism (ep_size == tp_size) on every mixture of experts, float and quantized:
+ * at ep_size 2 (processes) with the decode steps batched, and at 4 (threads) with each in a
+ * call of its own (batch-1 decode; a rank then often holds none of a token's experts; at 2
+ * where 4 is refused), the prefill batched in both, on the float64 reference's prompts with its tokens fed,
+ * rank 0's logits must equal tp_size 1's (the bounds of the first test; where the kernels
+ * round x, Q8_0, bf16 with AVX512_BF16 and the block types, a greedy choice may flip only
+ * at a near tie, every row within the bound, counted) and for f32 files the float64
+ * reference's within the f32 bound with its greedy tokens. Each rank's model has lost every
+ * expert the rank does not own before its runtime is made (data NULL), so a rank that bound
+ * or read one would fail; and what an f32 rank reads in place is exactly its routers, its own
+ * experts and its shared-expert share. A shape refused at ep_size 4 must be the attention's
+ * block split (wo in Q8_0 blocks of 32, one head of 16 per rank), not the experts'. */
+START_TEST(moe_models_under_ep_match_tp1_and_the_float64_reference)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    int n_run = 0, n_refused = 0, n_float64 = 0;
+    double worst_tp1 = 0, worst_float64 = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        struct cinfer_model *model = NULL;
+        struct cinfer_error err = {0};
+        struct cinfer_model_load_options lo = {.no_prefault = 1};
+        ck_assert_msg(cinfer_model_load(mc->path, &lo, &model, &err) == 0, "%s: %s", mc->name, err.message);
+        if (model->config.n_experts == 0) {
+            cinfer_model_free(&model);
+            continue;
+        }
+        struct cinfer_model_config c = model->config;
+        int vocab = c.vocab_size, f32 = !strcmp(mc->wtype, "f32");
+        double tolerance = tolerance_of(mc->wtype);
+        int rounds_x = tolerance > TOLERANCE_F32; /* x rounded (int16, bf16, int8 blocks): flips at near ties */
+        struct ref_seq ref[2];
+        ref_read(mc->ref_path, vocab, ref);
+        char why[1024];
+        struct tp_group base[2]; /* tp_size 1, decode steps batched (0) and apart (1) */
+        for (int apart = 0; apart < 2; apart++) {
+            reference_group(&base[apart], mc->path, 1, CINFER_TEST_RANKS_THREADS, vocab);
+            scenario_from_reference(&base[apart], ref);
+            base[apart].scenario.decode_apart = apart;
+            ck_assert_msg(tp_group_run(&base[apart], why, sizeof why) == 0, "%s tp_size 1: %s", mc->name, why);
+        }
+        const struct {
+            int ep, apart;
+        } runs[] = {{2, 0}, {4, 1}};
+        for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+            int ep = runs[k].ep, apart = runs[k].apart;
+            if (cinfer_runtime_parallel_check(model, ep, ep, &err) != 0) {
+                printf("  %-24s %-5s ep_size %d: refused: %s\n", mc->name, mc->wtype, ep, err.message);
+                ck_assert_msg(!f32 && strstr(err.message, "wo is") && strstr(err.message, "not whole blocks of"),
+                              "%s ep_size %d refused for another reason than wo's blocks: %s", mc->name, ep,
+                              err.message);
+                n_refused++;
+                ep = 2; /* batch-1 decode at ep_size 2 instead */
+            }
+            struct tp_group g;
+            reference_group(&g, mc->path, ep, ep == 2 ? CINFER_TEST_RANKS_PROCESSES : CINFER_TEST_RANKS_THREADS, vocab);
+            g.ep_size = ep;
+            g.drop_unowned_experts = 1;
+            scenario_from_reference(&g, ref);
+            g.scenario.decode_apart = apart;
+            ck_assert_msg(tp_group_run(&g, why, sizeof why) == 0, "%s ep_size %d: %s", mc->name, ep, why);
+            const struct tp_record *b = &base[apart].shared->record, *rec = &g.shared->record;
+            double rel, abs_diff;
+            int bad = tp_record_compare(b, rec, tolerance, &rel, &abs_diff, why, sizeof why);
+            int flips = 0;
+            for (int t = 0; t < b->n_tokens; t++)
+                flips += b->tokens[t] != rec->tokens[t];
+            if (rounds_x && bad && flips > 0 && !strncmp(why, "greedy token", 12))
+                bad = 0; /* every row within the bound: the flips are near ties (counted below) */
+            printf("  %-24s %-5s ep_size %d, decode %s: %d rows, against tp_size 1 worst relative error %.3g (bound "
+                   "%.0e), greedy %s (%d of %d tokens differ)",
+                   mc->name, mc->wtype, ep, apart ? "batch 1" : "batched", rec->n_rows, rel, tolerance,
+                   bad ? "DIFFERENT" : flips ? "flips at near ties" : "the same", flips, b->n_tokens);
+            ck_assert_msg(!bad, "%s ep_size %d against tp_size 1: %s", mc->name, ep, why);
+            worst_tp1 = rel > worst_tp1 ? rel : worst_tp1;
+            if (f32) {
+                int worst_seq, worst_pos, differ;
+                double worst = error_against_reference(&g, ref, vocab, mc->name, &worst_seq, &worst_pos, &differ);
+                printf("; against float64 %.3g (bound %.0e), %d greedy tokens differ", worst, TOLERANCE_F32,
+                       differ);
+                ck_assert_msg(worst <= TOLERANCE_F32 && differ == 0,
+                              "%s ep_size %d: relative error %.3g at %s pos %d (bound %.0e), %d greedy tokens differ "
+                              "from the float64 reference's",
+                              mc->name, ep, worst, worst_seq ? "B" : "A", worst_pos, TOLERANCE_F32, differ);
+                worst_float64 = worst > worst_float64 ? worst : worst_float64;
+                n_float64++;
+            }
+            printf("\n");
+            for (int r = 0; f32 && r < ep; r++) { /* what each rank reads in place: its own experts only */
+                const struct cinfer_runtime_memory *mem = &g.shared->ranks[r].memory;
+                size_t own, all, expected = ep_in_place_bytes(&c, r, ep, &own, &all);
+                int first, owned = owned_experts(c.n_experts, r, ep, &first);
+                printf("    rank %d of %d: experts [%d, %d), %.1f KiB read in place (its experts %.1f KiB of "
+                           "the %.1f KiB of all; the rest routers and shared-expert share), %.1f KiB copied\n",
+                           r, ep, first, first + owned, mem->weight_in_place_bytes / 1024.0, own / 1024.0,
+                           all / 1024.0, mem->weight_copy_bytes / 1024.0);
+                ck_assert_msg(g.shared->ranks[r].set && mem->weight_in_place_bytes == expected,
+                              "%s ep_size %d rank %d: %zu bytes read in place, expected %zu (routers, experts [%d, "
+                              "%d) whole, shared-expert share)",
+                              mc->name, ep, r, mem->weight_in_place_bytes, expected, first, first + owned);
+            }
+            n_run++;
+            tp_group_free(&g);
+        }
+        tp_group_free(&base[0]);
+        tp_group_free(&base[1]);
+        for (int s = 0; s < 2; s++) {
+            free(ref[s].tokens);
+            free(ref[s].logits);
+        }
+        cinfer_model_free(&model);
+    }
+    printf("%d expert-parallel runs matched tp_size 1 (worst relative error %.3g), %d of them f32 runs the float64 "
+           "reference (worst %.3g, bound %.0e); %d shapes refused (wo's blocks)\n",
+           n_run, worst_tp1, n_float64, worst_float64, TOLERANCE_F32, n_refused);
+    ck_assert_int_gt(n_run, 60);
+    ck_assert_int_gt(n_float64, 20);
+}
+END_TEST
+
+/* ep_size other than 1 or tp_size, and more expert-parallel ranks than experts, are
+ * refused naming the numbers, by the check and by the runtime; experts that do not divide
+ * by the ranks split as evenly as they go, the first ranks one more; a dense model takes
+ * ep_size == tp_size as moot. */
+START_TEST(ep_sizes_that_do_not_fit_are_refused)
+{
+    const char *path = CINFER_REFERENCE_DIR "/models/qwen3_moe-gguf-f32.gguf";
+    struct cinfer_model *model = NULL;
+    struct cinfer_error err = {0};
+    struct cinfer_model_load_options lo = {.no_prefault = 1};
+    ck_assert_msg(cinfer_model_load(path, &lo, &model, &err) == 0, "%s: %s", path, err.message);
+    int vocab = model->config.vocab_size;
+    ck_assert_int_eq(cinfer_runtime_parallel_check(model, 2, 2, &err), 0);
+    ck_assert_int_eq(cinfer_runtime_parallel_check(model, 4, 2, &err), CINFER_ERR_CONFIG);
+    printf("  tp_size 4, ep_size 2: %s\n", err.message);
+    ck_assert_msg(strstr(err.message, "ep_size 2 with tp_size 4") != NULL, "%s", err.message);
+    ck_assert_int_eq(cinfer_runtime_parallel_check(model, 1, 2, &err), CINFER_ERR_CONFIG);
+    ck_assert_msg(strstr(err.message, "ep_size 2 with tp_size 1") != NULL, "%s", err.message);
+    /* fewer experts than ranks: the config says 3 (only the check reads it; nothing runs) */
+    model->config.n_experts = 3;
+    ck_assert_int_eq(cinfer_runtime_parallel_check(model, 4, 4, &err), CINFER_ERR_CONFIG);
+    printf("  3 experts at ep_size 4: %s\n", err.message);
+    const char *expect[] = {path, "n_experts 3", "ep_size 4"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg(strstr(err.message, expect[i]) != NULL, "\"%s\" missing from: %s", expect[i], err.message);
+    ck_assert_int_eq(cinfer_runtime_parallel_check(model, 4, 1, &err), 0); /* their width splits instead */
+    /* experts that do not divide: 3 ranks (the config says 3 heads, 1 KV head, and 128
+     * experts for the second; only the plan reads them, and under EP it reads no expert's
+     * weights; nothing runs) get 3/3/2 of 8 and 43/43/42 of 128, the first ranks one more */
+    model->config.num_heads = 3;
+    model->config.num_kv_heads = 1;
+    const struct {
+        int n_experts, first[3], count[3];
+    } splits[] = {{8, {0, 3, 6}, {3, 3, 2}}, {128, {0, 43, 86}, {43, 43, 42}}};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        model->config.n_experts = splits[i].n_experts;
+        for (int r = 0; r < 3; r++) {
+            struct runtime_shard sh;
+            ck_assert_msg(cinfer_runtime_shard_plan(model, r, 3, 3, &sh, &err) == 0, "%s", err.message);
+            ck_assert_msg(sh.ep && sh.first_expert == splits[i].first[r] && sh.experts == splits[i].count[r] &&
+                              sh.moe_ffn == model->config.moe_intermediate_size,
+                          "%d experts, rank %d of 3: [%d, +%d), expected [%d, +%d)", splits[i].n_experts, r,
+                          sh.first_expert, sh.experts, splits[i].first[r], splits[i].count[r]);
+        }
+        printf("  %d experts over ep_size 3: %d/%d/%d\n", splits[i].n_experts, splits[i].count[0],
+               splits[i].count[1], splits[i].count[2]);
+    }
+    cinfer_model_free(&model);
+
+    /* the runtime refuses ep_size 4 at tp_size 2 on every rank */
+    char why[1024];
+    struct tp_group g;
+    reference_group(&g, path, 2, CINFER_TEST_RANKS_THREADS, vocab);
+    g.ep_size = 4;
+    int failed = tp_group_run(&g, why, sizeof why);
+    printf("  the runtime at tp_size 2, ep_size 4: %d ranks failed: %s\n", failed, why);
+    ck_assert_msg(failed == 2 && strstr(why, "ep_size 4 with tp_size 2"), "ran, or failed otherwise: %s", why);
+    tp_group_free(&g);
+
+    /* a dense model: ep_size is moot, and the run equals plain tensor parallelism's */
+    const char *dense = CINFER_REFERENCE_DIR "/models/llama-gguf-f32.gguf";
+    ck_assert_msg(cinfer_model_load(dense, &lo, &model, &err) == 0, "%s: %s", dense, err.message);
+    ck_assert_msg(cinfer_runtime_parallel_check(model, 2, 2, &err) == 0, "%s: %s", dense, err.message);
+    vocab = model->config.vocab_size;
+    cinfer_model_free(&model);
+    struct tp_group tp, ep;
+    reference_group(&tp, dense, 2, CINFER_TEST_RANKS_THREADS, vocab);
+    reference_group(&ep, dense, 2, CINFER_TEST_RANKS_THREADS, vocab);
+    ep.ep_size = 2;
+    ck_assert_msg(tp_group_run(&tp, why, sizeof why) == 0, "%s tp_size 2: %s", dense, why);
+    ck_assert_msg(tp_group_run(&ep, why, sizeof why) == 0, "%s ep_size 2: %s", dense, why);
+    ck_assert_int_eq(tp.shared->record.n_rows, ep.shared->record.n_rows);
+    ck_assert_msg(memcmp(tp.shared->record.logits, ep.shared->record.logits,
+                         sizeof(float) * (size_t)tp.shared->record.n_rows * (size_t)vocab) == 0,
+                  "a dense model at ep_size 2 differs from tp_size 2");
+    tp_group_free(&tp);
+    tp_group_free(&ep);
+}
+END_TEST
+
 static Suite *suite_tensor_parallel_reference(void)
 {
     Suite *s = suite_create("tensor_parallel_reference");
@@ -486,6 +832,9 @@ static Suite *suite_tensor_parallel_reference(void)
     tcase_add_test(tc, kv_types_under_tp_match_tp1_with_the_same_kv);
     tcase_add_test(tc, moe_models_under_tp_match_the_float64_reference);
     tcase_add_test(tc, moe_expert_width_that_does_not_split_is_refused);
+    tcase_add_test(tc, uneven_expert_width_matches_tp1_and_the_float64_reference);
+    tcase_add_test(tc, moe_models_under_ep_match_tp1_and_the_float64_reference);
+    tcase_add_test(tc, ep_sizes_that_do_not_fit_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }

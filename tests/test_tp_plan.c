@@ -44,8 +44,8 @@ START_TEST(a_plan_decodes_to_the_sequences_it_encodes)
 {
     size_t bytes;
     uint8_t *plan = encode(0x100000007ull, &bytes);
-    /* header 44, A 16 + 4 * (10 + 4 pages), B 16 + 4 * (1 + 6), C 16 + 4 * (3 + 1) */
-    ck_assert_uint_eq(bytes, 44 + 72 + 44 + 32);
+    /* header 48, A 16 + 4 * (10 + 4 pages), B 16 + 4 * (1 + 6), C 16 + 4 * (3 + 1) */
+    ck_assert_uint_eq(bytes, 48 + 72 + 44 + 32);
     struct cinfer_tp_plan p = {0};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_tp_plan_decode(plan, bytes, &limits, &p, &err) == 0, "%s", err.message);
@@ -97,10 +97,10 @@ static void expect_refused_at(size_t offset, uint32_t value, const char *want)
 
 START_TEST(malformed_plans_are_refused_naming_the_field)
 {
-    size_t a = 44, b = 44 + 72, c = 44 + 72 + 44; /* where each sequence's fields start */
+    size_t a = 48, b = 48 + 72, c = 48 + 72 + 44; /* where each sequence's fields start */
     expect_refused_at(0, 0x50505444, "magic is 44 54 50 50, expected \"CTPP\"");
-    expect_refused_at(4, 1, "plan: version 1, this build reads 2");
-    expect_refused_at(8, 999, "plan: total bytes says 999, 192 were given");
+    expect_refused_at(4, 2, "plan: version 2, this build reads 3");
+    expect_refused_at(8, 999, "plan: total bytes says 999, 196 were given");
     expect_refused_at(12, 0, "plan: n_seqs 0, expected 1 to n_tokens 14");
     expect_refused_at(12, 4, "sequence 3's fields run past the end");
     expect_refused_at(24, 0, "plan: n_tokens 0, expected 1 to max_batch_tokens 64");
@@ -110,6 +110,8 @@ START_TEST(malformed_plans_are_refused_naming_the_field)
     expect_refused_at(32, 16, "this rank's cache has 64 pages of 4 tokens");
     expect_refused_at(36, 32000, "plan: vocab 32000, this rank's model has 272");
     expect_refused_at(40, 8, "plan: window_pages 8, this rank's sliding-window pool has 0 pages");
+    expect_refused_at(44, 2, "plan: ep_size 2, this rank runs ep_size 1 (every rank must split the experts alike)");
+    expect_refused_at(44, 0, "plan: ep_size 0, this rank runs ep_size 1");
     expect_refused_at(a + 4, 0x7fffffff, "sequence 0 start_pos 2147483647 is past any context");
     expect_refused_at(a + 8, 5, "sequence 0 n_pages 5, its positions [0, 14) take 4 pages of 4 tokens");
     expect_refused_at(b + 12, 3, "sequence 1 logits mode 3, expected 0, 1 or 2");
@@ -121,7 +123,7 @@ START_TEST(malformed_plans_are_refused_naming_the_field)
     struct cinfer_tp_plan p = {0};
     struct cinfer_error err = {0};
     ck_assert_int_eq(cinfer_tp_plan_decode("CTPP", 4, &limits, &p, &err), CINFER_ERR_PARSE);
-    ck_assert_msg(strstr(err.message, "plan: 4 bytes, shorter than the 44-byte header") != NULL, "%s", err.message);
+    ck_assert_msg(strstr(err.message, "plan: 4 bytes, shorter than the 48-byte header") != NULL, "%s", err.message);
     ck_assert_int_eq(cinfer_tp_plan_decode(NULL, 0, &limits, &p, &err), CINFER_ERR_PARSE);
     /* bytes after the last sequence, with total bytes saying so */
     size_t bytes;
@@ -192,7 +194,7 @@ START_TEST(window_pages_travel_with_the_pages)
     struct cinfer_seq_chunk seqs[3];
     int n = make_seqs(seqs);
     size_t bytes = cinfer_tp_plan_bytes(seqs, n, &windowed);
-    ck_assert_uint_eq(bytes, 44 + 72 + 44 + 32 + 4 * (4 + 6 + 1)); /* a window page per page */
+    ck_assert_uint_eq(bytes, 48 + 72 + 44 + 32 + 4 * (4 + 6 + 1)); /* a window page per page */
     uint8_t *plan = malloc(bytes);
     cinfer_tp_plan_encode(3, &windowed, seqs, n, window_of, plan);
     struct cinfer_tp_plan p = {0};
@@ -208,7 +210,7 @@ START_TEST(window_pages_travel_with_the_pages)
     ck_assert_msg(strstr(err.message, "plan: window_pages 10, this rank's sliding-window pool has 0 pages") != NULL,
                   "%s", err.message);
     /* a window page outside the pool */
-    size_t at = 44 + 16 + 4 * (10 + 4) + 4 * 1; /* sequence 0's second window page */
+    size_t at = 48 + 16 + 4 * (10 + 4) + 4 * 1; /* sequence 0's second window page */
     put_u32(plan + at, 10);
     ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &windowed, &p, &err), CINFER_ERR_PARSE);
     ck_assert_msg(strstr(err.message, "plan: sequence 0 page 1's window page is 10, expected -1 (released) or one of "
@@ -216,6 +218,50 @@ START_TEST(window_pages_travel_with_the_pages)
                   "%s", err.message);
     put_u32(plan + at, (uint32_t)-2);
     ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &windowed, &p, &err), CINFER_ERR_PARSE);
+    cinfer_tp_plan_free(&p);
+    free(plan);
+}
+END_TEST
+
+/* Expert parallelism (ep_size == tp_size): the plan says how rank 0 splits the experts,
+ * and a follower that splits them otherwise (whole experts against slices of every
+ * expert's width, or another group size) refuses it rather than summing a mix; 0 and 1
+ * both mean none. */
+START_TEST(a_follower_with_another_expert_split_refuses_the_plan)
+{
+    struct cinfer_tp_plan_limits ep4 = limits;
+    ep4.ep_size = 4;
+    struct cinfer_seq_chunk seqs[3];
+    int n = make_seqs(seqs);
+    size_t bytes = cinfer_tp_plan_bytes(seqs, n, &ep4);
+    ck_assert_uint_eq(bytes, 48 + 72 + 44 + 32); /* the split is in the header only */
+    uint8_t *plan = malloc(bytes);
+    cinfer_tp_plan_encode(9, &ep4, seqs, n, NULL, plan);
+    ck_assert_uint_eq(plan[44] | plan[45] << 8, 4);
+    struct cinfer_tp_plan p = {0};
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_tp_plan_decode(plan, bytes, &ep4, &p, &err) == 0, "%s", err.message);
+    ck_assert_int_eq(p.n_tokens, 14);
+    const int others[] = {0, 1, 2};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        struct cinfer_tp_plan_limits follower = limits;
+        follower.ep_size = others[i];
+        ck_assert_int_eq(cinfer_tp_plan_decode(plan, bytes, &follower, &p, &err), CINFER_ERR_PARSE);
+        printf("  follower at ep_size %d: %s\n", others[i], err.message);
+        char want[96];
+        snprintf(want, sizeof want, "plan: ep_size 4, this rank runs ep_size %d", others[i] > 1 ? others[i] : 1);
+        ck_assert_msg(strstr(err.message, want) != NULL, "\"%s\" lacks \"%s\"", err.message, want);
+    }
+    /* ep_size 0 and 1 write the same plan */
+    struct cinfer_tp_plan_limits one = limits;
+    one.ep_size = 1;
+    uint8_t *plan0 = malloc(bytes), *plan1 = malloc(bytes);
+    cinfer_tp_plan_encode(9, &limits, seqs, n, NULL, plan0);
+    cinfer_tp_plan_encode(9, &one, seqs, n, NULL, plan1);
+    ck_assert_int_eq(memcmp(plan0, plan1, bytes), 0);
+    ck_assert_int_eq(cinfer_tp_plan_decode(plan0, bytes, &one, &p, &err), 0);
+    free(plan0);
+    free(plan1);
     cinfer_tp_plan_free(&p);
     free(plan);
 }
@@ -229,6 +275,7 @@ static Suite *suite_tp_plan(void)
     tcase_add_test(tc, malformed_plans_are_refused_naming_the_field);
     tcase_add_test(tc, no_truncation_or_flipped_byte_slips_through);
     tcase_add_test(tc, window_pages_travel_with_the_pages);
+    tcase_add_test(tc, a_follower_with_another_expert_split_refuses_the_plan);
     suite_add_tcase(s, tc);
     return s;
 }

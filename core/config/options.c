@@ -98,6 +98,13 @@ const struct option cinfer_options[] = {
     {.section = "launcher", .name = "tp_size", .flag = "--tp-size",
      .type = OPTION_INT, .offset = FIELD(tp_size), .min = 1, .max = 1024, .default_int = 1, .value_name = "N",
      .help = "Tensor-parallel ranks: scheduler processes that each hold a slice of every layer."},
+    {.section = "launcher", .name = "ep_size", .flag = "--ep-size",
+     .type = OPTION_INT, .offset = FIELD(ep_size), .min = 1, .max = 1024, .default_int = 1, .value_name = "N",
+     .help = "Expert-parallel ranks of a mixture-of-experts model (as SGLang's --ep-size): 1 splits every "
+             "expert's intermediate width over the tensor-parallel ranks; equal to tp_size, each rank holds "
+             "whole experts (its contiguous share of them) and runs only the chosen ones it holds, the router "
+             "whole on every rank, while attention, dense layers and a shared expert keep the tensor-parallel "
+             "split. Any other value is refused. Moot for a dense model."},
     {.section = "launcher", .name = "dp_size", .flag = "--dp-size",
      .type = OPTION_INT, .offset = FIELD(dp_size), .min = 1, .max = 1024, .default_int = 1, .value_name = "N",
      .help = "Data-parallel replicas: independent copies of the model serving requests side by side."},

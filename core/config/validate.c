@@ -17,6 +17,12 @@ static int check_launcher(const struct cinfer_server_args *args, struct cinfer_e
         return cinfer_error_set(err, CINFER_ERR_CONFIG,
                                 "launcher.plugin is \"ssh\" but launcher.hosts (--hosts) is empty: the ssh "
                                 "launcher needs one host per data-parallel replica");
+    if (args->ep_size != 1 && args->ep_size != args->tp_size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "launcher.ep_size (--ep-size) is %d but launcher.tp_size (--tp-size) is %d: expert "
+                                "parallelism uses the tensor-parallel ranks as its group, so ep_size is 1 or equal "
+                                "to tp_size",
+                                args->ep_size, args->tp_size);
     int ranks = args->dp_size * args->tp_size;
     if (args->hosts.count > 0 && args->hosts.count != args->dp_size && args->hosts.count != ranks)
         return cinfer_error_set(err, CINFER_ERR_CONFIG,

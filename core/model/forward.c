@@ -321,12 +321,13 @@ static int fail_group(struct cinfer_runtime *rt, int rc, struct cinfer_error *er
     return rc;
 }
 
-/* What every rank's plans must agree with: its cache (and sliding-window pool), vocabulary
- * and batch size. */
+/* What every rank's plans must agree with: its cache (and sliding-window pool), vocabulary,
+ * batch size and expert split. */
 static struct cinfer_tp_plan_limits plan_limits(const struct cinfer_runtime *rt)
 {
     return (struct cinfer_tp_plan_limits){rt->vocab, rt->pages.n_pages, rt->pages.page_tokens, rt->max_batch_tokens,
-                                          rt->window.active ? rt->window.pages.n_pages : 0};
+                                          rt->window.active ? rt->window.pages.n_pages : 0,
+                                          rt->shard.ep ? rt->shard.size : 1};
 }
 
 int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,

@@ -14,7 +14,9 @@
  * Under tensor parallelism every rank routes alike (the router is whole on each) and
  * runs the chosen experts on its share of their intermediate width (rt->moe_ffn,
  * rt->shared_ffn: runtime_shard.c), so proj holds this rank's part of the sum; the
- * forward pass's all-reduce after the MLP makes it whole. */
+ * forward pass's all-reduce after the MLP makes it whole. Under expert parallelism a
+ * rank runs only the chosen experts it holds, whole (proj stays zero where it holds
+ * none of them), and the same all-reduce sums the ranks' experts. */
 #include <string.h>
 
 #include "model/runtime_internal.h"
@@ -89,7 +91,12 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
     const struct cinfer_backend_ops *ops = rt->ops;
     void *be = rt->backend;
     const struct cinfer_model_config *c = &rt->model->config;
-    int K = c->n_experts_used, ffn = rt->moe_ffn; /* this rank's share of each expert's width */
+    int K = 0, ffn = rt->moe_ffn; /* this rank's share of each expert's width (whole under EP) */
+    for (int j = 0; j < c->n_experts_used; j++) /* the chosen experts this rank holds (all but under EP) */
+        if (cinfer_shard_owns_expert(&rt->shard, rt->moe_ids[j])) {
+            rt->moe_ids[K] = rt->moe_ids[j];
+            rt->moe_weights_tk[K++] = rt->moe_weights_tk[j];
+        }
     struct cinfer_backend_matmul_out outs[2 * CINFER_MOE_MAX_USED + 3] = {{0}};
     for (int j = 0; j < K; j++) {
         int e = rt->moe_ids[j];
@@ -100,26 +107,31 @@ static int one_token(struct cinfer_runtime *rt, const struct runtime_layer *w, s
         rt->moe_rows[j] = 0;
     }
     int n_shared = shared_outs(rt, w, outs + 2 * K); /* the shared expert's too, in the same call */
-    int rc = ops->matmul(be, rt->xn, 1, outs, 2 * K + n_shared, err);
-    if (rc < 0)
-        return rc;
-    cinfer_activate(rt, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
-    struct cinfer_backend_matmul_out *downs = outs; /* the gate/up outputs are spent */
-    const float *down_x[CINFER_MOE_MAX_USED];
-    for (int j = 0; j < K; j++) {
-        downs[j] = (struct cinfer_backend_matmul_out){&w->experts[3 * rt->moe_ids[j] + 2],
-                                                      expert_bias(w, rt->moe_ids[j], 2),
-                                                      rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
-        down_x[j] = rt->moe_gate + (size_t)j * ffn; /* (1, ffn) */
-    }
-    if (rt->backend_groups)
-        rc = ops->matmul_grouped(be, down_x, 1, downs, K, err);
-    for (int j = 0; !rt->backend_groups && j < K && rc >= 0; j++)
-        rc = ops->matmul(be, down_x[j], 1, &downs[j], 1, err);
-    if (rc < 0)
-        return rc;
+    int rc = 0;
     ops->zero(be, rt->proj, (size_t)rt->hidden);
-    ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K, rt->hidden); /* (1, hidden) */
+    if (2 * K + n_shared == 0)
+        return 0; /* none of the chosen experts is this rank's: it adds nothing */
+    if ((rc = ops->matmul(be, rt->xn, 1, outs, 2 * K + n_shared, err)) < 0)
+        return rc;
+    if (K > 0) {
+        cinfer_activate(rt, rt->moe_gate, rt->moe_up, (size_t)K * ffn); /* (K, ffn) */
+        struct cinfer_backend_matmul_out *downs = outs; /* the gate/up outputs are spent */
+        const float *down_x[CINFER_MOE_MAX_USED];
+        for (int j = 0; j < K; j++) {
+            downs[j] = (struct cinfer_backend_matmul_out){&w->experts[3 * rt->moe_ids[j] + 2],
+                                                          expert_bias(w, rt->moe_ids[j], 2),
+                                                          rt->moe_y + (size_t)j * rt->hidden, 0}; /* (1, hidden) */
+            down_x[j] = rt->moe_gate + (size_t)j * ffn; /* (1, ffn) */
+        }
+        if (rt->backend_groups)
+            rc = ops->matmul_grouped(be, down_x, 1, downs, K, err);
+        for (int j = 0; !rt->backend_groups && j < K && rc >= 0; j++)
+            rc = ops->matmul(be, down_x[j], 1, &downs[j], 1, err);
+        if (rc < 0)
+            return rc;
+        ops->scatter_add_rows(be, rt->proj, rt->moe_y, rt->moe_rows, rt->moe_weights_tk, K,
+                              rt->hidden); /* (1, hidden) */
+    }
     return n_shared ? shared_finish(rt, w, 1, err) : 0;
 }
 
@@ -142,7 +154,9 @@ int cinfer_moe_forward(struct cinfer_runtime *rt, int l, int T, struct cinfer_er
     group_by_expert(rt, T, E, K);
 
     ops->zero(be, rt->proj, (size_t)T * rt->hidden); /* (T, hidden): the experts' weighted sum */
-    for (int e = 0; e < E; e++) {
+    const struct runtime_shard *sh = &rt->shard;
+    int e0 = sh->ep ? sh->first_expert : 0, e1 = sh->ep ? sh->first_expert + sh->experts : E; /* this rank's */
+    for (int e = e0; e < e1; e++) {
         int first = rt->moe_first[e], n = rt->moe_first[e + 1] - first;
         if (n == 0)
             continue;

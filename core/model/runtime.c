@@ -166,7 +166,9 @@ static int bind_slice(const struct cinfer_weight *w, const char *name, int layer
 /* A sparse layer's router (whole on every rank) and this rank's share of its experts
  * (runtime_shard.c: gate and up by rows, down by columns; a gpt-oss expert's gate and up
  * biases sliced alike, its down bias on rank 0 only, as it adds to a row-parallel output
- * the all-reduce sums), appended to rt->moe_weights. */
+ * the all-reduce sums), appended to rt->moe_weights. Under expert parallelism the rank's
+ * own experts whole with all their biases, and nothing of the others: their slots stay
+ * unbound (data NULL) and their bytes unread. */
 static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &rt->model->config;
@@ -206,11 +208,13 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         for (int e = 0; e < c->n_experts; e++) {
             const struct cinfer_expert_weights *x = &src->experts[e];
             float **b = &dst->expert_biases[3 * e]; /* gate, up, down */
+            if (!cinfer_shard_owns_expert(sh, e))
+                continue; /* another rank's expert: its owner adds its down bias */
             if ((rc = widen_slice(&x->gate_bias, "expert gate bias", l, ffn, f0, nf, 1, &b[0], err)) < 0 ||
                 (rc = widen_slice(&x->up_bias, "expert up bias", l, ffn, f0, nf, 1, &b[1], err)) < 0 ||
                 (rc = widen_vector(&x->down_bias, "expert down bias", l, rt->hidden, 1, &b[2], err)) < 0)
                 return rc;
-            if (sh->rank != 0) { /* checked above; rank 0 adds it to the sum */
+            if (!sh->ep && sh->rank != 0) { /* checked above; rank 0 adds it to the sum */
                 free(b[2]);
                 b[2] = NULL;
             }
@@ -224,6 +228,10 @@ static int bind_experts(struct cinfer_runtime *rt, int l, struct cinfer_error *e
         for (int p = 0; p < 3; p++) {
             int down = p == 2;
             rt->moe_sources[rt->n_moe_weights] = parts[p];
+            if (!cinfer_shard_owns_expert(sh, e)) { /* unbound: data NULL, never prepared nor read */
+                rt->n_moe_weights++;
+                continue;
+            }
             if ((rc = bind_slice(parts[p], names[p], l, down ? rt->hidden : ffn, down ? ffn : rt->hidden, down, f0,
                                  nf, &rt->moe_weights[rt->n_moe_weights++], err)) < 0)
                 return rc;
@@ -611,7 +619,7 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
 static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_options *o, struct cinfer_error *err)
 {
     int size = o->tp_size ? o->tp_size : 1;
-    int rc = cinfer_runtime_shard_plan(rt->model, o->tp_rank, size, &rt->shard, err);
+    int rc = cinfer_runtime_shard_plan(rt->model, o->tp_rank, size, o->ep_size, &rt->shard, err);
     if (rc < 0 || size == 1)
         return rc;
     if (!o->comm)

@@ -57,6 +57,12 @@ struct cinfer_runtime_options {
      * rank never reads the other ranks' weights. */
     int tp_rank;
     int tp_size;
+    /* Expert parallelism (SGLang's --ep-size): 0 or 1, none (every expert's width split
+     * over the tp ranks); tp_size, each rank holds and runs whole experts (its
+     * contiguous share of them), the router whole on every rank, the all-reduce after the
+     * MLP summing the ranks' experts; attention, dense layers and a shared expert keep the
+     * tensor-parallel split. Any other value is refused. */
+    int ep_size;
     struct cinfer_comm *comm;
     cinfer_runtime_publish_plan_fn publish_plan;
     void *publish_ctx;
@@ -95,6 +101,11 @@ const char *cinfer_runtime_kv_dtype_name(const struct cinfer_runtime *rt);
  * last rank fewer). The refusal gives the numbers ("32 attention heads do not split
  * over tp_size 3"). */
 int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err);
+/* The same with expert parallelism: ep_size 1 is cinfer_runtime_tp_check; ep_size ==
+ * tp_size gives each rank whole experts (any expert width then splits), refused where the
+ * model has fewer experts than ep_size; any other ep_size is refused naming both. A dense
+ * model takes any valid ep_size (it has no experts to split). */
+int cinfer_runtime_parallel_check(const struct cinfer_model *m, int tp_size, int ep_size, struct cinfer_error *err);
 
 int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runtime_options *o,
                           struct cinfer_runtime **out, struct cinfer_error *err);

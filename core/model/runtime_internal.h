@@ -31,7 +31,9 @@ struct runtime_layer {
     /* a sparse layer's (w_gate, w_up, w_down then have data NULL) */
     struct cinfer_backend_weight *router;  /* (n_experts, hidden) in moe_weights, else NULL */
     struct cinfer_backend_weight *experts; /* (n_experts, 3): gate, up, down, this rank's share of each expert's
-                                            * width (runtime_shard.c); in moe_weights; else NULL */
+                                            * width (runtime_shard.c), or under expert parallelism its own
+                                            * experts whole and the others' unbound (data NULL); in
+                                            * moe_weights; else NULL */
     struct cinfer_backend_weight *shared;  /* (3): the shared expert's gate, up, down (its share); in moe_weights;
                                             * or NULL */
     struct cinfer_backend_weight *shared_gate; /* (1, hidden) its gate's linear map; in moe_weights; or NULL */
@@ -40,7 +42,8 @@ struct runtime_layer {
     float *sinks;                /* (shard heads) one attention-sink logit per query head */
     float *router_bias;          /* (n_experts) */
     float **expert_biases;       /* (n_experts, 3): gate (moe_ffn), up (moe_ffn), down (hidden; rank 0's only,
-                                  * else NULL); in moe_biases */
+                                  * else NULL; under expert parallelism all three on the expert's owner
+                                  * only); in moe_biases */
 };
 
 /* This rank's share of the model in a tensor-parallel group (tp_size 1: all of it). */
@@ -51,6 +54,10 @@ struct runtime_shard {
     int ffn, first_ffn;          /* intermediate columns of the MLP */
     int moe_ffn, first_moe_ffn;  /* intermediate columns of every expert (0 without experts) */
     int shared_ffn, first_shared_ffn; /* of the shared expert (Qwen2-MoE; else 0) */
+    /* expert parallelism (ep_size == size > 1): this rank holds whole experts
+     * [first_expert, first_expert + experts) and runs only those (moe_ffn is then the
+     * whole width); ep 0: every expert, on its share of the width */
+    int ep, first_expert, experts;
     int vocab_rows, first_vocab; /* rows of tok_embeddings and lm_head */
     int vocab_stride;            /* rows per rank in the logits gather: ceil(vocab / size) */
 };
@@ -199,9 +206,15 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
 int cinfer_forward_plan(struct cinfer_runtime *rt, const void *plan, size_t plan_bytes, struct cinfer_error *err);
 
 /* runtime_shard.c */
-/* The share of rank `rank` of `size`, or a refusal with the numbers. */
-int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, struct runtime_shard *out,
-                              struct cinfer_error *err);
+/* The share of rank `rank` of `size` (ep_size 1: every expert's width split; ep_size ==
+ * size: whole experts per rank), or a refusal with the numbers. */
+int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, int ep_size,
+                              struct runtime_shard *out, struct cinfer_error *err);
+/* Whether this rank holds expert e (always, without expert parallelism). */
+static inline int cinfer_shard_owns_expert(const struct runtime_shard *sh, int e)
+{
+    return !sh->ep || (e >= sh->first_expert && e < sh->first_expert + sh->experts);
+}
 /* Rows [first, first + count) of w (by_cols 0) or its columns (by_cols 1: a view with
  * w's row stride; Q8_0 columns start on a block), viewing the same bytes. */
 void cinfer_weight_slice(const struct cinfer_backend_weight *w, int by_cols, int64_t first, int64_t count,

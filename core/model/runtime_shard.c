@@ -16,7 +16,14 @@
  *    like the dense MLP's (gate and up by rows, down by columns, in whole blocks of the
  *    down type), so each rank runs every chosen expert on its share; Qwen2-MoE's shared
  *    expert splits likewise, its (1, hidden) gate map stays whole. Biases that add to a
- *    row-parallel output (wo's, the experts' down) are added by rank 0 only.
+ *    row-parallel output (wo's, the experts' down) are added by rank 0 only;
+ *  - or, with ep_size == tp_size (SGLang's --ep-size: the MoE layers' expert-parallel
+ *    group is the TP group), whole experts per rank: rank r holds experts [e0, e1),
+ *    contiguous and as even as they split (the first E % N ranks one more, vLLM's and
+ *    SGLang's expert map: 128 over 3 is 43/43/42), runs only the chosen ones it holds, on
+ *    their whole width, with their down biases; the router stays whole on every rank,
+ *    and everything else (attention, dense layers, the shared expert) keeps the split
+ *    above. A rank never binds, so never reads, another rank's experts.
  * wo's, w_down's and the experts' partial outputs are summed across ranks by an all-reduce. */
 #include <stdio.h>
 
@@ -83,14 +90,38 @@ static int split_width(const struct cinfer_model *m, const char *tensor, int wid
     return CINFER_OK;
 }
 
-int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, struct runtime_shard *out,
-                              struct cinfer_error *err)
+/* Expert parallelism: rank `rank`'s whole experts, the first E % size ranks one more. */
+static int split_experts(const struct cinfer_model *m, int rank, int size, struct runtime_shard *sh,
+                         struct cinfer_error *err)
+{
+    int n = m->config.n_experts;
+    if (n < size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "model %s: n_experts %d over ep_size %d leaves a rank no expert (expert parallelism "
+                                "gives each rank whole experts: at most ep_size %d)",
+                                m->path ? m->path : "(in memory)", n, size, n);
+    int base = n / size, extra = n % size;
+    sh->ep = 1;
+    sh->experts = base + (rank < extra);
+    sh->first_expert = rank * base + (rank < extra ? rank : extra);
+    sh->moe_ffn = m->config.moe_intermediate_size;
+    sh->first_moe_ffn = 0;
+    return CINFER_OK;
+}
+
+int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, int ep_size,
+                              struct runtime_shard *out, struct cinfer_error *err)
 {
     const struct cinfer_model_config *c = &m->config;
     if (size < 1 || rank < 0 || rank >= size)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                 "runtime: tp_rank %d of tp_size %d; expected tp_size >= 1 and 0 <= tp_rank < tp_size",
                                 rank, size);
+    if (ep_size > 1 && ep_size != size)
+        return cinfer_error_set(err, CINFER_ERR_CONFIG,
+                                "runtime: ep_size %d with tp_size %d; expected ep_size 1 (every expert's width split "
+                                "over the tensor-parallel ranks) or ep_size equal to tp_size (whole experts per rank)",
+                                ep_size, size);
     if (c->num_heads % size != 0)
         return cinfer_error_set(err, CINFER_ERR_CONFIG, "model: %d attention heads do not split over tp_size %d",
                                 c->num_heads, size);
@@ -132,11 +163,12 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
         sh.first_kv_head = rank / (size / c->num_kv_heads);
     }
     sh.vocab_rows = c->vocab_size - sh.first_vocab < stride ? c->vocab_size - sh.first_vocab : stride;
-    if (c->n_experts > 0) { /* every expert's width, and the shared expert's, split like the dense MLP's */
+    if (c->n_experts > 0) { /* every expert's width (or whole experts), the shared expert's split like the MLP's */
         const char *type = "columns";
-        int rc, g = size > 1 ? expert_cols_granule(m, 0, &type) : 1;
-        if ((rc = split_width(m, "expert down", c->moe_intermediate_size, g, type, rank, size, &sh.first_moe_ffn,
-                              &sh.moe_ffn, err)) < 0)
+        int rc, g = size > 1 && ep_size <= 1 ? expert_cols_granule(m, 0, &type) : 1; /* EP: experts whole */
+        if (ep_size > 1 ? (rc = split_experts(m, rank, size, &sh, err)) < 0
+                        : (rc = split_width(m, "expert down", c->moe_intermediate_size, g, type, rank, size,
+                                            &sh.first_moe_ffn, &sh.moe_ffn, err)) < 0)
             return rc;
         g = size > 1 ? expert_cols_granule(m, 1, &type) : 1;
         if (c->shared_expert_intermediate_size > 0 &&
@@ -148,10 +180,15 @@ int cinfer_runtime_shard_plan(const struct cinfer_model *m, int rank, int size, 
     return CINFER_OK;
 }
 
-int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err)
+int cinfer_runtime_parallel_check(const struct cinfer_model *m, int tp_size, int ep_size, struct cinfer_error *err)
 {
     struct runtime_shard sh;
-    return cinfer_runtime_shard_plan(m, 0, tp_size, &sh, err);
+    return cinfer_runtime_shard_plan(m, 0, tp_size, ep_size, &sh, err);
+}
+
+int cinfer_runtime_tp_check(const struct cinfer_model *m, int tp_size, struct cinfer_error *err)
+{
+    return cinfer_runtime_parallel_check(m, tp_size, 1, err);
 }
 
 void cinfer_weight_slice(const struct cinfer_backend_weight *w, int by_cols, int64_t first, int64_t count,

@@ -7,6 +7,12 @@
 
 static const uint8_t plan_magic[4] = {'C', 'T', 'P', 'P'};
 
+/* ep_size as the header holds it: 0 and 1 both say no expert parallelism */
+static uint32_t ep_field(int ep_size)
+{
+    return ep_size > 1 ? (uint32_t)ep_size : 1u;
+}
+
 static int pages_used(int start_pos, int n_tokens, int page_tokens)
 {
     return (int)(((int64_t)start_pos + n_tokens + page_tokens - 1) / page_tokens);
@@ -51,6 +57,7 @@ void cinfer_tp_plan_encode(uint64_t step, const struct cinfer_tp_plan_limits *li
     put_u32(out + 32, (uint32_t)lim->page_tokens);
     put_u32(out + 36, (uint32_t)lim->vocab);
     put_u32(out + 40, (uint32_t)lim->window_pages);
+    put_u32(out + 44, ep_field(lim->ep_size));
     uint8_t *p = out + CINFER_TP_PLAN_HEADER_BYTES;
     for (int s = 0; s < n_seqs; s++) {
         const struct cinfer_seq_chunk *c = &seqs[s];
@@ -107,7 +114,7 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
     uint32_t version = get_u32(b + 4), total = get_u32(b + 8), n_seqs = get_u32(b + 12);
     uint64_t step = (uint64_t)get_u32(b + 16) | (uint64_t)get_u32(b + 20) << 32;
     uint32_t n_tokens = get_u32(b + 24), kv_pages = get_u32(b + 28), page_tokens = get_u32(b + 32);
-    uint32_t vocab = get_u32(b + 36), window_pages = get_u32(b + 40);
+    uint32_t vocab = get_u32(b + 36), window_pages = get_u32(b + 40), ep_size = get_u32(b + 44);
     if (version != CINFER_TP_PLAN_VERSION)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "plan: version %u, this build reads %u", version,
                                 CINFER_TP_PLAN_VERSION);
@@ -123,6 +130,11 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
                                 "plan: window_pages %u, this rank's sliding-window pool has %d pages (every rank must "
                                 "size its cache alike)",
                                 window_pages, lim->window_pages);
+    if (ep_size != ep_field(lim->ep_size))
+        return cinfer_error_set(err, CINFER_ERR_PARSE,
+                                "plan: ep_size %u, this rank runs ep_size %u (every rank must split the experts "
+                                "alike)",
+                                ep_size, ep_field(lim->ep_size));
     if (vocab != (uint32_t)lim->vocab)
         return cinfer_error_set(err, CINFER_ERR_PARSE, "plan: vocab %u, this rank's model has %d", vocab, lim->vocab);
     if (n_tokens < 1 || n_tokens > (uint32_t)lim->max_batch_tokens)

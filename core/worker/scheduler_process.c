@@ -203,7 +203,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
                                                   .no_prefault = sp->tp_size > 1};
     if ((rc = cinfer_model_load(model_path, &load_opts, &sp->model, err)))
         return rc;
-    if (sp->tp_size > 1 && (rc = cinfer_runtime_tp_check(sp->model, sp->tp_size, err)))
+    if (sp->tp_size > 1 && (rc = cinfer_runtime_parallel_check(sp->model, sp->tp_size, args->ep_size, err)))
         return rc;
     const struct cinfer_model_config *c = &sp->model->config;
     int context = args->context_length > 0 ? args->context_length : c->max_position_embeddings;
@@ -228,6 +228,7 @@ static int start(struct scheduler_process *sp, const struct cinfer_port_args *po
         .context_length = context,
         .tp_rank = sp->tp_rank,
         .tp_size = sp->tp_size,
+        .ep_size = args->ep_size,
         .comm = sp->comm,
         .publish_plan = sp->tp_size > 1 && sp->tp_rank == 0 ? publish_plan : NULL,
         .publish_ctx = sp,

@@ -160,6 +160,7 @@ struct cinfer_server_args {
 
     /* Appended since (fields are only appended now) */
     int disable_hybrid_swa_memory;     /* scheduler.disable_hybrid_swa_memory (0 or 1) */
+    int ep_size;                       /* launcher.ep_size, --ep-size: 1, or tp_size (whole experts per rank) */
 
     /* Bookkeeping: the origin of each option, in table order. */
     unsigned char origin[CINFER_SERVER_ARGS_MAX_OPTIONS];

@@ -14,7 +14,8 @@ gate_up_proj as Phi-3 stores them; GGUF attn_qkv and a fused ffn_up as llama.cpp
 converter writes them), qwen3_moe and mixtral (8 experts, 2 per token; qwen3_moe_mixed,
 in HF folders only: norm_topk_prob false and a dense first layer), qwen2_moe (experts
 plus a gated shared expert, norm_topk_prob false; qwen2_moe_mixed, in HF folders only: a
-dense middle layer). The 150-token prompt
+dense middle layer), qwen3_moe_uneven (an expert width of 3 Q8_0 blocks, GGUF f32 and Q8_0
+only: tensor parallelism over 2 ranks splits it 32/64). The 150-token prompt
 is over 4 windows long.
 Each family is written as
   - Hugging Face folders: safetensors f32, f16, bf16 (llama's bf16 sharded with
@@ -675,6 +676,15 @@ FAMILIES["gpt_oss"] = dict(model_type="gpt_oss", arch="GptOssForCausalLM", gguf_
                            rope_scaling=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0,
                                              truncate=False, original_max_position_embeddings=64))
 
+# An expert width that does not split evenly under tensor parallelism: 96 is 3 Q8_0 blocks
+# of 32, so tp_size 2 gives the ranks 32 and 64 of every expert's columns (tp_size 4 none
+# to one of them: refused). GGUF f32 and Q8_0 only, to keep the suite small. After
+# gpt_oss, so the families before keep their seeds.
+FAMILIES["qwen3_moe_uneven"] = dict(model_type="qwen3_moe", arch="Qwen3MoeForCausalLM", gguf_arch="qwen3moe",
+                                    hidden=64, heads=4, kv_heads=2, head_dim=32, inter=128, layers=2, tied=False,
+                                    theta=1000000.0, qk_norm=True, moe=dict(experts=8, used=2, inter=96, norm=True),
+                                    st_types=(), gguf_types=("f32", "q8_0"))
+
 
 def gpt_oss_weights(fam, rng):
     """Random weights under transformers' GptOss names: experts stored for x @ W
@@ -933,7 +943,7 @@ def main(argv):
         def prompts_for(wtype):
             chosen = prompts + ([long_prompt] if wtype in LONG_PROMPT_TYPES else [])
             return ";".join(",".join(str(int(t)) for t in p) for p in chosen)
-        for wtype in SAFETENSORS_TYPES:
+        for wtype in fam.get("st_types", SAFETENSORS_TYPES):
             sharded = (family, wtype) == SHARDED
             name = f"{family}-st-{wtype}" + ("-sharded" if sharded else "")
             write_hf_folder(os.path.join(out_dir, "models", name), fam, weights, wtype, sharded)
@@ -945,7 +955,8 @@ def main(argv):
             manifest.append((name, f"models/{name}", "mxfp4", f"{name}.ref", str(N_NEW), prompts_for("mxfp4"),
                              family))
             write_gpt_oss_malformed_folders(os.path.join(out_dir, "models"), fam, weights)
-        for wtype in GGUF_TYPES + fam.get("gguf_extra_types", ()) if fam.get("gguf", True) else ():
+        gguf_types = fam.get("gguf_types", GGUF_TYPES) + fam.get("gguf_extra_types", ())
+        for wtype in gguf_types if fam.get("gguf", True) else ():
             name = f"{family}-gguf-{wtype}"
             write_gguf_model(os.path.join(out_dir, "models", name + ".gguf"), name, fam, weights, wtype)
             manifest.append((name, f"models/{name}.gguf", wtype, f"{name}.ref", str(N_NEW), prompts_for(wtype),

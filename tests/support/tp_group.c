@@ -223,7 +223,10 @@ static int run_scenario(struct cinfer_runtime *rt, const struct tp_scenario *sc,
         if (j == 0)
             calls[n++] = chunk_of(sc->prompt_a + shared, sc->na - shared, shared, &pc, CINFER_LOGITS_ALL, c_rows);
         calls[n++] = chunk_of(&tb, 1, pos_b, &pb, CINFER_LOGITS_LAST, b_row);
-        if (forward(rt, calls, n, why, why_bytes))
+        if (sc->decode_apart && /* A (with C at the first step), then B, each call on its own */
+            (forward(rt, calls, n - 1, why, why_bytes) || forward(rt, calls + n - 1, 1, why, why_bytes)))
+            goto out;
+        if (!sc->decode_apart && forward(rt, calls, n, why, why_bytes))
             goto out;
         if (j == 0)
             pages_release(rt, &pc);
@@ -278,6 +281,25 @@ static int follower_loop(const struct tp_group *g, int rank, struct cinfer_runti
     return rc;
 }
 
+/* Expert parallelism's proof of locality: rank `rank` of n keeps experts [e0, e0 + count)
+ * as vLLM's and SGLang's expert map gives them; every other expert's matrices and biases
+ * lose their data, which stays in the file (storage-owned) for cinfer_model_free. */
+static void drop_unowned_experts(struct cinfer_model *m, int rank, int n)
+{
+    const struct cinfer_model_config *c = &m->config;
+    int base = c->n_experts / n, extra = c->n_experts % n;
+    int e0 = rank * base + (rank < extra ? rank : extra), count = base + (rank < extra);
+    for (int l = 0; l < c->num_layers; l++)
+        for (int e = 0; m->layers[l].experts && e < c->n_experts; e++) {
+            if (e >= e0 && e < e0 + count)
+                continue;
+            struct cinfer_expert_weights *x = &m->layers[l].experts[e];
+            struct cinfer_weight *parts[6] = {&x->gate, &x->up, &x->down, &x->gate_bias, &x->up_bias, &x->down_bias};
+            for (int p = 0; p < 6; p++)
+                parts[p]->data = NULL;
+        }
+}
+
 static int rank_main(int rank, int n_ranks, void *arg, char *why, size_t why_bytes)
 {
     struct tp_group *g = arg;
@@ -295,9 +317,12 @@ static int rank_main(int rank, int n_ranks, void *arg, char *why, size_t why_byt
         snprintf(why, why_bytes, "attach: %s", err.message);
         goto out;
     }
+    if (n_ranks > 1 && g->ep_size > 1 && g->drop_unowned_experts)
+        drop_unowned_experts(model, rank, n_ranks);
     struct cinfer_runtime_options o = g->options;
     o.tp_rank = rank;
     o.tp_size = n_ranks;
+    o.ep_size = n_ranks > 1 ? g->ep_size : 0;
     o.comm = comm;
     o.publish_plan = rank == 0 && n_ranks > 1 ? publish : NULL;
     o.publish_ctx = g;

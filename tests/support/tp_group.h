@@ -34,6 +34,9 @@ struct tp_scenario {
      * flips at a near tie still computes the same rows as the baseline it is held to */
     int n_forced;
     int32_t forced[2 * TP_MAX_GEN + 2];
+    /* 1: B's decode steps (and A's after the first) go in calls of their own, one token
+     * each (batch-1 decode), asking the same rows in the same order */
+    int decode_apart;
 };
 
 /* What rank 0 computed, in the order the scenario asked it. */
@@ -67,6 +70,11 @@ struct tp_group {
     struct cinfer_runtime_options options; /* kv, pages, threads, batch: the tp fields are set per rank */
     struct tp_scenario scenario;
     int corrupt_plan; /* rank 0 sends a plan whose first page id is out of range */
+    int ep_size;      /* the runtimes' ep_size at tp_size > 1 (0: none) */
+    /* with ep_size: each rank's model loses every expert the rank does not own (the
+     * weights' data NULL, as vLLM's expert map assigns them: the first E % N ranks one
+     * more) before its runtime is made, so a rank that bound or read one would fail */
+    int drop_unowned_experts;
     /* rank 0 runs this instead of the scenario where set (threads: ctx is shared memory
      * as is); returns 0 or fails with words in why */
     int (*rank0_body)(struct cinfer_runtime *rt, void *ctx, char *why, size_t why_bytes);
