@@ -310,6 +310,15 @@ static void ref_read(const char *path, int vocab, struct ref_seq seqs[2])
     fclose(f);
 }
 
+/* Frees what ref_read read. */
+static void ref_free(struct ref_seq seqs[2])
+{
+    for (int s = 0; s < 2; s++) {
+        free(seqs[s].tokens);
+        free(seqs[s].logits);
+    }
+}
+
 /* Which reference row (sequence 0 = A, 1 = B; position) each row of a tp_group record is,
  * in the order support/tp_group.c's scenario asks them: A's second prefill part, B's last
  * prompt row, then per decode step A's row (at the first step C's rows, A's positions from
@@ -448,10 +457,7 @@ START_TEST(moe_models_under_tp_match_the_float64_reference)
             n_run += tps[k] > 1;
             tp_group_free(&g);
         }
-        for (int s = 0; s < 2; s++) {
-            free(ref[s].tokens);
-            free(ref[s].logits);
-        }
+        ref_free(ref);
     }
     printf("%d tensor-parallel runs of mixtures of experts matched the float64 reference\n", n_run);
     ck_assert_int_gt(n_run, 10);
@@ -579,10 +585,7 @@ START_TEST(uneven_expert_width_matches_tp1_and_the_float64_reference)
                   held[1], held[0]);
     for (int k = 0; k < 2; k++)
         tp_group_free(&g[k]);
-    for (int s = 0; s < 2; s++) {
-        free(ref[s].tokens);
-        free(ref[s].logits);
-    }
+    ref_free(ref);
 }
 END_TEST
 
@@ -729,10 +732,7 @@ START_TEST(moe_models_under_ep_match_tp1_and_the_float64_reference)
         }
         tp_group_free(&base[0]);
         tp_group_free(&base[1]);
-        for (int s = 0; s < 2; s++) {
-            free(ref[s].tokens);
-            free(ref[s].logits);
-        }
+        ref_free(ref);
         cinfer_model_free(&model);
     }
     printf("%d expert-parallel runs matched tp_size 1 (worst relative error %.3g), %d of them f32 runs the float64 "
