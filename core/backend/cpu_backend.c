@@ -518,8 +518,14 @@ static int matmul_outs(struct cpu_backend *be, const float *x, const float *cons
             be->prepared_bytes = all;
         }
         job.prepared = be->prepared;
-        job.n_prepare_parts = inputs * (n >= 4 * n_threads ? 4 * n_threads : 1);
-        cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
+        /* a few rows (decode) are prepared here: a pool job's join costs more than their work */
+        int per_input = n >= 4 * n_threads ? 4 * n_threads : 1;
+        job.n_prepare_parts = inputs * per_input;
+        if (per_input == 1)
+            for (int part = 0; part < job.n_prepare_parts; part++)
+                prepare_part(&job, part, 0);
+        else
+            cinfer_thread_pool_run_chunks(be->pool, prepare_part, &job, job.n_prepare_parts);
     }
     /* a region per thread, as long as there are groups of rows for it */
     int groups = (total_rows + MATMUL_GROUP_ROWS - 1) / MATMUL_GROUP_ROWS;
