@@ -640,6 +640,12 @@ static int setup_tp(struct cinfer_runtime *rt, const struct cinfer_runtime_optio
     return 0;
 }
 
+/* Whether ops has `slot` (a slot of version `since`, which may be NULL): a table built
+ * against an older header is shorter, so its struct_size must reach the slot too. */
+#define BACKEND_OFFERS(ops, since, slot)                                                                         \
+    ((ops)->version >= (since) &&                                                                                \
+     (ops)->struct_size >= offsetof(struct cinfer_backend_ops, slot) + sizeof(ops)->slot && (ops)->slot != NULL)
+
 /* gpt-oss needs version 9's attention sinks and swiglu_oai: a backend without them is
  * refused by name rather than run without (its attention would ignore the sinks). */
 static int check_backend_slots(const struct cinfer_runtime *rt, struct cinfer_error *err)
@@ -686,9 +692,7 @@ static int create_backend(struct cinfer_runtime *rt, const struct cinfer_runtime
 static int device_kv_budget(struct cinfer_runtime *rt, struct cinfer_runtime_options *opts, struct cinfer_error *err)
 {
     const struct cinfer_backend_ops *ops = rt->ops;
-    if (!(opts->mem_fraction_static > 0.0) || ops->version < 9 ||
-        ops->struct_size < offsetof(struct cinfer_backend_ops, memory_info) + sizeof ops->memory_info ||
-        !ops->memory_info)
+    if (!(opts->mem_fraction_static > 0.0) || !BACKEND_OFFERS(ops, 9, memory_info))
         return 0;
     size_t free_bytes = 0, total_bytes = 0;
     int rc = ops->memory_info(rt->backend, &free_bytes, &total_bytes, err);
@@ -760,14 +764,8 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         free(rt);
         return rc;
     }
-    rt->backend_reduces = rt->ops->version >= 9 &&
-                          rt->ops->struct_size >= offsetof(struct cinfer_backend_ops, all_reduce_sum) +
-                                                      sizeof rt->ops->all_reduce_sum &&
-                          rt->ops->all_reduce_sum != NULL;
-    rt->backend_groups = rt->ops->version >= 10 &&
-                         rt->ops->struct_size >= offsetof(struct cinfer_backend_ops, matmul_grouped) +
-                                                     sizeof rt->ops->matmul_grouped &&
-                         rt->ops->matmul_grouped != NULL;
+    rt->backend_reduces = BACKEND_OFFERS(rt->ops, 9, all_reduce_sum);
+    rt->backend_groups = BACKEND_OFFERS(rt->ops, 10, matmul_grouped);
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;
