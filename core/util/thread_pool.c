@@ -34,13 +34,20 @@ struct cinfer_thread_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a new job or shutdown */
     pthread_cond_t done; /* the last chunk finished */
-    _Atomic uint64_t ticket;
-    atomic_int chunks_done;
-    atomic_int sleepers; /* workers waiting on `wake` */
-    atomic_int caller_waiting;
-    atomic_int shutdown;
+    /* Three cache lines, so that no thread's writes take from another a line it is
+     * reading for something else: with them in one line, a 2-thread job's fixed cost
+     * was 0.76-1.20 us, on three 0.27-0.56 us (spinning chunks of 0-4 us, this 2-vCPU
+     * guest, where a line moves from core to core in about 250 ns). */
+    /* what the caller writes to publish a job, and the workers read */
+    _Alignas(64) _Atomic uint64_t ticket;
     cinfer_chunk_fn fn; /* the current job, written before its ticket is published */
     void *arg;
+    /* what the finishing threads write, and the caller reads */
+    _Alignas(64) atomic_int chunks_done;
+    /* seldom-written flags */
+    _Alignas(64) atomic_int sleepers; /* workers waiting on `wake` */
+    atomic_int caller_waiting;
+    atomic_int shutdown;
 };
 
 static inline void cpu_relax(void)
@@ -112,9 +119,10 @@ int cinfer_thread_pool_create(int n_threads, struct cinfer_thread_pool **out, st
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cores > 0 ? (int)cores : 1;
     }
-    struct cinfer_thread_pool *pool = calloc(1, sizeof *pool);
+    struct cinfer_thread_pool *pool = aligned_alloc(64, sizeof *pool); /* its lines are lines */
     if (!pool)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "thread pool: out of memory");
+    memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
