@@ -68,13 +68,21 @@ static inline void kv_head_to_f32(const struct cpu_kv *kv, const uint8_t *row, i
     cinfer_kernel_row_to_f32(row + (size_t)kv_head * kv->head_bytes, kv->wtype, kv->layout.head_dim, out);
 }
 
+static struct matmul_region *matmul_regions_new(void);
+
 static int cpu_create(int n_threads, void **state, struct cinfer_error *err)
 {
     struct cpu_backend *be = calloc(1, sizeof *be);
     if (!be)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: out of memory");
+    be->matmul_regions = matmul_regions_new();
+    if (!be->matmul_regions) {
+        free(be);
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: out of memory");
+    }
     int rc = cinfer_thread_pool_create(n_threads, &be->pool, err);
     if (rc < 0) {
+        free(be->matmul_regions);
         free(be);
         return rc;
     }
@@ -361,6 +369,13 @@ struct matmul_region {
     _Alignas(64) _Atomic uint64_t span; /* back << 32 | front */
 };
 
+/* Every region a matmul can have, cache-line aligned: a fixed 4 KiB, made with the
+ * backend rather than checked for at every call. */
+static struct matmul_region *matmul_regions_new(void)
+{
+    return aligned_alloc(64, sizeof(struct matmul_region) * MATMUL_MAX_REGIONS);
+}
+
 /* Rows [j0, j1) of output `out`. */
 struct matmul_chunk {
     int out, j0, j1;
@@ -545,9 +560,6 @@ static int matmul_outs(struct cpu_backend *be, const float *x, const float *cons
         be->matmul_chunks = grown;
         be->matmul_chunks_cap = most;
     }
-    if (!be->matmul_regions &&
-        !(be->matmul_regions = aligned_alloc(64, sizeof *be->matmul_regions * MATMUL_MAX_REGIONS)))
-        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate matmul regions");
     job.regions = be->matmul_regions;
     job.chunks = be->matmul_chunks;
     plan_chunks(&job, chunk_rows, job.chunks);

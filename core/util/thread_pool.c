@@ -36,7 +36,7 @@ struct cinfer_thread_pool {
     pthread_cond_t done; /* the last chunk finished */
     /* Three cache lines, so that no thread's writes take from another a line it is
      * reading for something else: with them in one line, a 2-thread job's fixed cost
-     * was 0.76-1.20 us, on three 0.27-0.56 us (spinning chunks of 0-4 us, this 2-vCPU
+     * was 0.76-1.49 us, on three 0.12-0.84 us (spinning chunks of 0-4 us, this 2-vCPU
      * guest, where a line moves from core to core in about 250 ns). */
     /* what the caller writes to publish a job, and the workers read */
     _Alignas(64) _Atomic uint64_t ticket;
