@@ -241,6 +241,13 @@ void cinfer_kernel_swiglu_oai(float *gate, const float *up, size_t n, float alph
  * except a NaN at index 0, which is returned as is (as the plain loop
  * `if (x[i] > x[best]) best = i` does, which every level matches). */
 int cinfer_kernel_argmax(const float *x, int n);
+/* logits (vocab) ranked (kernels/logits_rank.c): top_ids and top_logits (k) get its k
+ * most likely entries, the larger logit first, the lower id first on equal logits,
+ * entries at -inf or NaN left out; returns how many (at most k). */
+int cinfer_kernel_logits_top(const float *logits, int vocab, int k, int32_t *top_ids, float *top_logits);
+/* log(sum(exp(logits))) over vocab entries in double, shifted by the largest
+ * (cinfer_kernel_argmax); -inf when that is -inf. */
+double cinfer_kernel_log_sum_exp(const float *logits, int vocab);
 /* RoPE angles of one position: cos and sin (head_dim / 2 each) of pos * inv_freq[i],
  * computed in double (large positions times small frequencies lose digits in f32).
  * Computed once per token and shared by every head of every layer. */

@@ -596,6 +596,168 @@ static void suite_matmul_grouped(const struct side *test, const struct side *ref
 /* --perturb: the backend under test with rmsnorm and matmul outputs off by 0.1 %, to
  * show that the suite notices (ctest expects that run to fail). */
 static struct cinfer_backend_ops perturbed;
+/* ---- logits_top (version 11): rows of logits ranked where they are ---- */
+
+enum { TOP_ROWS = 6, TOP_ASKED = 3, TOP_MAX_K = 64 };
+
+static int has_logits_top(const struct side *s)
+{
+    return s->ops->version >= 11 &&
+           s->ops->struct_size >= offsetof(struct cinfer_backend_ops, logits_top) + sizeof s->ops->logits_top &&
+           s->ops->logits_top;
+}
+
+/* Rows of logits with what ranking has rules for: equal logits (row 1 repeats a few
+ * values everywhere), banned entries at -inf (row 2 every third, index 0 included), a
+ * NaN (row 3), a row banned whole (row 4), and plain random rows. */
+static void fill_top_rows(float *x, int vocab)
+{
+    fill(x, (size_t)TOP_ROWS * vocab, 8.0f);
+    for (int i = 0; i < vocab; i++) {
+        x[1 * vocab + i] = (float)((i * 7) % 5);
+        if (i % 3 == 0)
+            x[2 * vocab + i] = -INFINITY;
+        x[4 * vocab + i] = -INFINITY;
+    }
+    x[3 * vocab + vocab / 2] = NAN;
+}
+
+/* The asked rows' answers on side s, or from the definition (kernels/logits_rank.c) at
+ * the kernel level of side s when define is 1. */
+static void rank_rows(const struct side *s, int define, const float *host, const float *buffer, int vocab,
+                      const int32_t *rows, int k, int with_lse, int32_t *ids, float *logits, int *n, double *lse)
+{
+    enter(s);
+    if (define) {
+        for (int r = 0; r < TOP_ASKED; r++) {
+            const float *row = host + (size_t)rows[r] * vocab;
+            n[r] = cinfer_kernel_logits_top(row, vocab, k, ids + (size_t)r * k, logits + (size_t)r * k);
+            lse[r] = with_lse ? cinfer_kernel_log_sum_exp(row, vocab) : 0.0;
+        }
+        return;
+    }
+    struct cinfer_error err = {0};
+    for (int r = 0; r < TOP_ASKED; r++)
+        lse[r] = 0.0;
+    if (s->ops->logits_top(s->state, buffer, vocab, rows, TOP_ASKED, k, ids, logits, n, with_lse ? lse : NULL,
+                           &err) != 0) {
+        fprintf(stderr, "%s: logits_top: %s\n", s->label, err.message);
+        exit(1);
+    }
+    check_status(s, "logits_top");
+}
+
+/* Ids, logits and counts must be equal; the log-sum-exp within 1e-12 relative (a device
+ * sums in another order). */
+static void compare_top(const char *what, const char *ref, int k, const int32_t *got_ids, const float *got_logits,
+                        const int *got_n, const double *got_lse, const int32_t *ids, const float *logits,
+                        const int *n, const double *lse)
+{
+    const char *wrong = NULL;
+    int at = -1;
+    for (int r = 0; r < TOP_ASKED && !wrong; r++) {
+        if (got_n[r] != n[r]) {
+            wrong = "count";
+            at = r;
+        }
+        for (int j = 0; j < n[r] && !wrong; j++)
+            if (got_ids[r * k + j] != ids[r * k + j] || got_logits[r * k + j] != logits[r * k + j]) {
+                wrong = "token";
+                at = r;
+            }
+        double d = fabs(got_lse[r] - lse[r]);
+        int same = got_lse[r] == lse[r] || (isnan(got_lse[r]) && isnan(lse[r])) || d <= 1e-12 * fabs(lse[r]);
+        if (!wrong && !same) {
+            wrong = "log-sum-exp";
+            at = r;
+        }
+    }
+    comparisons++;
+    failures += wrong != NULL;
+    printf("%-44s vs %-10s %s", what, ref, wrong ? "FAIL" : "ok\n");
+    if (wrong)
+        printf(": asked row %d differs in its %s (%d vs %d entries, lse %.17g vs %.17g)\n", at, wrong, got_n[at],
+               n[at], got_lse[at], lse[at]);
+}
+
+struct ranked_entry {
+    float logit;
+    int32_t id;
+};
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct ranked_entry *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The definition itself against a whole sort of the row's rankable entries. */
+static void check_definition_by_sort(const float *host, int vocab, const int32_t *rows, int k, const int32_t *ids,
+                                     const float *logits, const int *n)
+{
+    struct ranked_entry *all = malloc((size_t)vocab * sizeof *all);
+    int bad = 0;
+    for (int r = 0; r < TOP_ASKED; r++) {
+        const float *row = host + (size_t)rows[r] * vocab;
+        int m = 0;
+        for (int i = 0; i < vocab; i++)
+            if (!isnan(row[i]) && !(isinf(row[i]) && row[i] < 0))
+                all[m++] = (struct ranked_entry){row[i], i};
+        qsort(all, (size_t)m, sizeof *all, by_rank);
+        int want = m < k ? m : k;
+        bad |= n[r] != want;
+        for (int j = 0; j < want && !bad; j++)
+            bad |= ids[r * k + j] != all[j].id || logits[r * k + j] != all[j].logit;
+    }
+    free(all);
+    comparisons++;
+    failures += bad;
+    printf("%-44s vs %-10s %s\n", "logits_top definition", "a sort", bad ? "FAIL" : "ok");
+}
+
+static void suite_logits_top(const struct side *test, const struct side *refs, int n_refs)
+{
+    if (!has_logits_top(test)) {
+        printf("%-44s %s: not offered (ops version %u); the core ranks rows on the host\n", "logits_top",
+               test->label, test->ops->version);
+        return;
+    }
+    static const int vocabs[] = {1, 7, 300, 49152};
+    static const int ks[] = {1, 5, 20, TOP_MAX_K};
+    static const int32_t rows[TOP_ASKED] = {3, 0, 2};
+    static const int32_t rows_ties[TOP_ASKED] = {1, 4, 5};
+    int32_t got_ids[TOP_ASKED * TOP_MAX_K], ids[TOP_ASKED * TOP_MAX_K];
+    float got_logits[TOP_ASKED * TOP_MAX_K], logits[TOP_ASKED * TOP_MAX_K];
+    int got_n[TOP_ASKED], n[TOP_ASKED];
+    double got_lse[TOP_ASKED], lse[TOP_ASKED];
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        int vocab = vocabs[v];
+        float *host = malloc((size_t)TOP_ROWS * vocab * sizeof *host);
+        fill_top_rows(host, vocab);
+        enter(test);
+        float *buffer = to_backend(test, host, (size_t)TOP_ROWS * vocab);
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int set = 0; set < 2; set++) {
+                int k = ks[ki], with_lse = (set + (int)ki) % 2;
+                const int32_t *asked = set ? rows_ties : rows;
+                rank_rows(test, 0, host, buffer, vocab, asked, k, with_lse, got_ids, got_logits, got_n, got_lse);
+                for (int r = 0; r < n_refs; r++) {
+                    rank_rows(&refs[r], 1, host, NULL, vocab, asked, k, with_lse, ids, logits, n, lse);
+                    char what[96];
+                    snprintf(what, sizeof what, "logits_top vocab=%d k=%d rows %s%s", vocab, k,
+                             set ? "ties/banned" : "nan/plain/banned", with_lse ? " lse" : "");
+                    compare_top(what, refs[r].label, k, got_ids, got_logits, got_n, got_lse, ids, logits, n, lse);
+                    check_definition_by_sort(host, vocab, asked, k, ids, logits, n);
+                }
+            }
+        enter(test);
+        test->ops->buffer_free(test->state, buffer);
+        free(host);
+    }
+}
+
 static const struct cinfer_backend_ops *unperturbed;
 
 static void perturbed_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
@@ -613,12 +775,25 @@ static int perturbed_matmul(void *state, const float *x, int n, const struct cin
     return rc;
 }
 
+static int perturbed_logits_top(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
+                                int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp,
+                                struct cinfer_error *err)
+{
+    int rc = unperturbed->logits_top(state, logits, vocab, rows, n_rows, k, top_ids, top_logits, n_top, log_sum_exp,
+                                     err);
+    for (int r = 0; rc == 0 && log_sum_exp && r < n_rows; r++)
+        log_sum_exp[r] *= 1.001;
+    return rc;
+}
+
 static const struct cinfer_backend_ops *perturb(const struct cinfer_backend_ops *ops)
 {
     unperturbed = ops;
     perturbed = *ops;
     perturbed.rmsnorm = perturbed_rmsnorm;
     perturbed.matmul = perturbed_matmul;
+    if (has_logits_top(&(struct side){.ops = ops}))
+        perturbed.logits_top = perturbed_logits_top;
     return &perturbed;
 }
 
@@ -689,6 +864,7 @@ int main(int argc, char **argv)
     suite_moe(&test, refs, 2);
     suite_add_gated(&test, refs, 2);
     suite_matmul_grouped(&test, refs, 2);
+    suite_logits_top(&test, refs, 2);
 
     test.ops->destroy(test.state);
     refs[0].ops->destroy(refs[0].state);

@@ -17,6 +17,7 @@
 #include "model/runtime.h"
 #include "scheduler/scheduler.h"
 #include "support/engine_fixture.h"
+#include "scheduler/sampler.h"
 #include "support/greedy_reference.h"
 #include "support/runner.h"
 
@@ -229,6 +230,90 @@ START_TEST(concurrent_64_equal_alone)
            "whole and chunked prefill\n", MAX_NEW);
     free(w);
     free(alone);
+}
+END_TEST
+
+/* Every greedy step's token, logprob and top alternatives, by request. */
+struct logprob_run {
+    int n_out[16];
+    int32_t token[16][MAX_NEW];
+    float logprob[16][MAX_NEW];
+    struct cinfer_token_logprob lp[16][MAX_NEW];
+};
+
+static void run_with_logprobs(struct workload *w, int zero_bias, struct logprob_run *out)
+{
+    struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    struct cinfer_error err = {0};
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < w->n; i++) {
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        p.logprobs = 1;
+        p.top_logprobs = (i * 7) % (CINFER_MAX_TOP_LOGPROBS + 1);
+        if (zero_bias) { /* adds 0 to a logit: the same row, but the sampler must process it whole */
+            p.n_logit_bias = 1;
+            p.logit_bias_ids[0] = 3 + i;
+            p.logit_bias_values[0] = 0.0f;
+        }
+        ck_assert_int_eq(cinfer_sampler_takes_argmax_as_is(&p, 0), !zero_bias);
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+    }
+    while (cinfer_scheduler_has_work(f.s)) {
+        const struct cinfer_step_item *items;
+        int n;
+        ck_assert_msg(cinfer_scheduler_step(f.s, &items, &n, &err) == 0, "%s", err.message);
+        for (int i = 0; i < n; i++) {
+            int r = (int)items[i].rid;
+            if (items[i].token < 0)
+                continue;
+            ck_assert(items[i].has_logprobs);
+            int t = out->n_out[r]++;
+            out->token[r][t] = items[i].token;
+            out->logprob[r][t] = items[i].logprob;
+            out->lp[r][t] = items[i].logprobs;
+        }
+    }
+    fixture_close(&f);
+}
+
+/* A greedy request's token and logprobs come from its row's top tokens only (what a
+ * device backend sends instead of the row): the same bits as the sampler's whole-row path,
+ * which a zero logit bias forces. */
+START_TEST(greedy_top_tokens_equal_whole_row)
+{
+    struct workload *w = random_workload(16, 3, 90, 0x5eed0007);
+    struct logprob_run *top = malloc(sizeof *top), *whole = malloc(sizeof *whole);
+    run_with_logprobs(w, 0, top);
+    run_with_logprobs(w, 1, whole);
+    int alternatives = 0;
+    for (int r = 0; r < w->n; r++) {
+        ck_assert_int_eq(top->n_out[r], MAX_NEW);
+        ck_assert_int_eq(whole->n_out[r], MAX_NEW);
+        for (int t = 0; t < MAX_NEW; t++) {
+            const struct cinfer_token_logprob *a = &top->lp[r][t], *b = &whole->lp[r][t];
+            ck_assert_msg(top->token[r][t] == whole->token[r][t] && top->logprob[r][t] == whole->logprob[r][t],
+                          "request %d step %d: token %d logprob %.9g from the top tokens, %d %.9g from the row", r,
+                          t, top->token[r][t], top->logprob[r][t], whole->token[r][t], whole->logprob[r][t]);
+            ck_assert_int_eq(a->token, b->token);
+            ck_assert(a->logprob == b->logprob);
+            ck_assert_int_eq(a->n_top, b->n_top);
+            ck_assert_int_eq(a->n_top, (r * 7) % (CINFER_MAX_TOP_LOGPROBS + 1));
+            for (int j = 0; j < a->n_top; j++)
+                ck_assert_msg(a->top_ids[j] == b->top_ids[j] && a->top_logprobs[j] == b->top_logprobs[j],
+                              "request %d step %d alternative %d: %d %.9g vs %d %.9g", r, t, j, a->top_ids[j],
+                              a->top_logprobs[j], b->top_ids[j], b->top_logprobs[j]);
+            alternatives += a->n_top;
+        }
+    }
+    printf("16 greedy requests with logprobs, %d steps, %d top alternatives: the top-token path gives the "
+           "whole row's tokens and logprobs bit for bit\n", 16 * MAX_NEW, alternatives);
+    free(top);
+    free(whole);
+    free(w);
 }
 END_TEST
 
@@ -750,6 +835,7 @@ static Suite *suite_scheduler(void)
     TCase *tc = tcase_create("stories260K");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, concurrent_64_equal_alone);
+    tcase_add_test(tc, greedy_top_tokens_equal_whole_row);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
     tcase_add_loop_test(tc, kv_types_prefix_cache_and_retraction_equal_alone, 0, 4);

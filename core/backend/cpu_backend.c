@@ -597,6 +597,21 @@ static int cpu_matmul_grouped(void *state, const float *const *xs, int n, const 
     return matmul_runs(state, NULL, xs, n, outs, n_outs, err);
 }
 
+static int cpu_logits_top(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
+                          int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp,
+                          struct cinfer_error *err)
+{
+    (void)state;
+    (void)err;
+    for (int r = 0; r < n_rows; r++) {
+        const float *row = logits + (size_t)rows[r] * (size_t)vocab; /* (vocab) */
+        n_top[r] = cinfer_kernel_logits_top(row, vocab, k, top_ids + (size_t)r * k, top_logits + (size_t)r * k);
+        if (log_sum_exp)
+            log_sum_exp[r] = cinfer_kernel_log_sum_exp(row, vocab);
+    }
+    return 0;
+}
+
 static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
 {
     struct rows_job job = {.op = ROWS_RMSNORM, .n_rows = n_rows, .row_len = (size_t)dim, .y = y, .x = x, .w = w,
@@ -998,6 +1013,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .add_gated = cpu_add_gated,
     .swiglu_oai = cpu_swiglu_oai,
     .matmul_grouped = cpu_matmul_grouped,
+    .logits_top = cpu_logits_top,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -61,7 +61,13 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
         if (c->logits != CINFER_LOGITS_NONE && c->logits != CINFER_LOGITS_LAST && c->logits != CINFER_LOGITS_ALL)
             return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "forward: sequence %d asks logits mode %d", s,
                                     (int)c->logits);
-        if (!follower && c->logits != CINFER_LOGITS_NONE && !c->logits_out)
+        if (!follower && c->top_k != 0 &&
+            (c->logits != CINFER_LOGITS_LAST || c->top_k < 1 || c->top_k > CINFER_LOGITS_TOP_MAX || !c->top_out))
+            return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                    "forward: sequence %d asks for its top %d tokens (logits mode %d, top_out %s); "
+                                    "expected logits mode LAST, a top_k in [1, %d] and a top_out",
+                                    s, c->top_k, (int)c->logits, c->top_out ? "set" : "NULL", CINFER_LOGITS_TOP_MAX);
+        if (!follower && c->logits != CINFER_LOGITS_NONE && c->top_k == 0 && !c->logits_out)
             return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                     "forward: sequence %d asks for logits but logits_out is NULL", s);
         for (int t = 0; t < c->n_tokens; t++) {
@@ -90,8 +96,11 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
             int wants = c->logits == CINFER_LOGITS_ALL || (c->logits == CINFER_LOGITS_LAST && t == c->n_tokens - 1);
             if (wants) {
                 rt->logits_rows[n_logits] = row;
+                /* a top-k row's whole logits, where they come to the host, go to logits_rank_host */
                 rt->logits_dst[n_logits] =
-                    follower ? NULL : c->logits_out + (size_t)(c->logits == CINFER_LOGITS_ALL ? t : 0) * rt->vocab;
+                    follower || c->top_k ? NULL
+                                         : c->logits_out + (size_t)(c->logits == CINFER_LOGITS_ALL ? t : 0) * rt->vocab;
+                rt->logits_chunk[n_logits] = follower ? NULL : c;
                 n_logits++;
             }
         }
@@ -253,6 +262,78 @@ static int gather_logits(struct cinfer_runtime *rt, int n, int first, struct cin
     return 0;
 }
 
+/* The chunk of asked row i when it wants its top tokens only, else NULL. */
+static const struct cinfer_seq_chunk *top_chunk(const struct cinfer_runtime *rt, int i)
+{
+    const struct cinfer_seq_chunk *c = rt->logits_chunk[i];
+    return c && c->top_k ? c : NULL;
+}
+
+/* Where the backend cannot rank (tensor parallelism gathers the rows on the host; no
+ * logits_top), the whole rows of the block's top-k rows come down to logits_rank_host. */
+static int route_top_rows_to_host(struct cinfer_runtime *rt, int n, int first, struct cinfer_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (!top_chunk(rt, first + i))
+            continue;
+        if (!rt->logits_rank_host &&
+            !(rt->logits_rank_host = malloc((size_t)CINFER_LOGITS_BLOCK_ROWS * rt->vocab * sizeof(float))))
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "forward: cannot allocate %d rows of %d logits to rank",
+                                    CINFER_LOGITS_BLOCK_ROWS, rt->vocab);
+        rt->logits_dst[first + i] = rt->logits_rank_host + (size_t)i * rt->vocab;
+    }
+    return 0;
+}
+
+static void keep_top(const struct cinfer_seq_chunk *c, const int32_t *ids, const float *logits, int n, double lse)
+{
+    struct cinfer_logits_top *out = c->top_out;
+    out->n = n < c->top_k ? n : c->top_k;
+    memcpy(out->ids, ids, (size_t)out->n * sizeof *ids);
+    memcpy(out->logits, logits, (size_t)out->n * sizeof *logits);
+    out->log_sum_exp = c->top_log_sum_exp ? lse : 0.0;
+}
+
+/* The block's top-k rows that ask for the log-sum-exp (with_lse 1) or not (0), ranked by
+ * the backend in one call where its logits are: only the answers come to the host. */
+static int rank_on_backend(struct cinfer_runtime *rt, int n, int first, int with_lse, struct cinfer_error *err)
+{
+    int n_rows = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        const struct cinfer_seq_chunk *c = top_chunk(rt, first + i);
+        if (!c || !c->top_log_sum_exp != !with_lse)
+            continue;
+        rt->top_rows[n_rows++] = i;
+        k = c->top_k > k ? c->top_k : k;
+    }
+    if (n_rows == 0)
+        return 0;
+    int rc = rt->ops->logits_top(rt->backend, rt->logits, rt->vocab, rt->top_rows, n_rows, k, rt->top_ids,
+                                 rt->top_logits, rt->top_n, with_lse ? rt->top_log_sum_exp : NULL, err);
+    if (rc < 0)
+        return rc;
+    for (int r = 0; r < n_rows; r++)
+        keep_top(top_chunk(rt, first + rt->top_rows[r]), rt->top_ids + (size_t)r * k, rt->top_logits + (size_t)r * k,
+                 rt->top_n[r], with_lse ? rt->top_log_sum_exp[r] : 0.0);
+    return 0;
+}
+
+/* The block's top-k rows ranked on the host, from logits_rank_host (the same kernel as
+ * the CPU backend's logits_top, so the same bits). */
+static void rank_on_host(struct cinfer_runtime *rt, int n, int first)
+{
+    for (int i = 0; i < n; i++) {
+        const struct cinfer_seq_chunk *c = top_chunk(rt, first + i);
+        if (!c)
+            continue;
+        const float *row = rt->logits_dst[first + i]; /* (vocab) */
+        int32_t ids[CINFER_LOGITS_TOP_MAX];
+        float logits[CINFER_LOGITS_TOP_MAX];
+        int got = cinfer_kernel_logits_top(row, rt->vocab, c->top_k, ids, logits);
+        keep_top(c, ids, logits, got, c->top_log_sum_exp ? cinfer_kernel_log_sum_exp(row, rt->vocab) : 0.0);
+    }
+}
+
 /* Final norm and lm_head for the asked rows only, a block of rows per matmul. With
  * several ranks each computes its vocabulary rows and the gather makes them whole;
  * a follower keeps none. */
@@ -278,14 +359,23 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
         float cap = rt->model->config.final_logit_softcap; /* Gemma 2 */
         if (cap > 0.0f)
             ops->softcap(be, rt->logits, (size_t)n * sh->vocab_rows, cap);
+        int ranked_here = sh->size == 1 && rt->backend_ranks;
+        if (!ranked_here && (rc = route_top_rows_to_host(rt, n, first, err)) < 0)
+            return rc;
         if (sh->size == 1) {
             for (int i = 0; i < n; i++)
-                ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab,
-                              (size_t)rt->vocab * sizeof(float));
-            continue;
-        }
-        if ((rc = gather_logits(rt, n, first, err)) < 0)
+                if (rt->logits_dst[first + i])
+                    ops->download(be, rt->logits_dst[first + i], rt->logits + (size_t)i * rt->vocab,
+                                  (size_t)rt->vocab * sizeof(float));
+        } else if ((rc = gather_logits(rt, n, first, err)) < 0) {
             return rc;
+        }
+        if (ranked_here) {
+            if ((rc = rank_on_backend(rt, n, first, 0, err)) < 0 || (rc = rank_on_backend(rt, n, first, 1, err)) < 0)
+                return rc;
+        } else {
+            rank_on_host(rt, n, first);
+        }
     }
     return 0;
 }

@@ -594,7 +594,9 @@ static int alloc_scratch(struct cinfer_runtime *rt, struct cinfer_error *err)
     rt->attn_seqs = calloc(t, sizeof *rt->attn_seqs);
     rt->logits_dst = calloc(t, sizeof *rt->logits_dst);
     rt->logits_rows = calloc(t, sizeof *rt->logits_rows);
-    if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst || !rt->logits_rows)
+    rt->logits_chunk = calloc(t, sizeof *rt->logits_chunk);
+    if (!rt->tokens || !rt->rope_cos || !rt->rope_sin || !rt->slots || !rt->attn_seqs || !rt->logits_dst ||
+        !rt->logits_rows || !rt->logits_chunk)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "runtime: out of memory");
     if (n_experts) {
         rt->moe_ids = calloc(t * top_k, sizeof *rt->moe_ids);
@@ -766,6 +768,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     }
     rt->backend_reduces = BACKEND_OFFERS(rt->ops, 9, all_reduce_sum);
     rt->backend_groups = BACKEND_OFFERS(rt->ops, 10, matmul_grouped);
+    rt->backend_ranks = BACKEND_OFFERS(rt->ops, 11, logits_top);
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -913,6 +916,8 @@ void cinfer_runtime_destroy(struct cinfer_runtime **rtp)
     free(rt->logits_host);
     free(rt->logits_gather_host);
     free(rt->logits_rows);
+    free(rt->logits_chunk);
+    free(rt->logits_rank_host);
     free(rt->moe_ids);
     free(rt->moe_weights_tk);
     free(rt->moe_rows);

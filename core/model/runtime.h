@@ -153,6 +153,23 @@ struct cinfer_seq_chunk {
     int n_pages;
     enum cinfer_logits_mode logits;
     float *logits_out; /* (1, vocab) for LAST, (n_tokens, vocab) for ALL; caller-owned */
+    /* LAST only: 0 (the whole row to logits_out), or how many of the row's most likely
+     * tokens top_out gets instead; logits_out is then not written and may be NULL. A
+     * greedy choice needs no more, and a backend that ranks where its logits are
+     * (logits_top, a device) then sends these few numbers instead of the vocabulary's. */
+    int top_k;                          /* 0, or 1..CINFER_LOGITS_TOP_MAX */
+    int top_log_sum_exp;                /* 1: top_out->log_sum_exp too (for logprobs) */
+    struct cinfer_logits_top *top_out;  /* caller-owned */
+};
+
+/* A row's most likely tokens (cinfer_kernel_logits_top's order and rules: the larger
+ * logit first, the lower id on equal logits, -inf and NaN left out). */
+#define CINFER_LOGITS_TOP_MAX 20
+struct cinfer_logits_top {
+    int n;                                /* <= the chunk's top_k */
+    int32_t ids[CINFER_LOGITS_TOP_MAX];
+    float logits[CINFER_LOGITS_TOP_MAX];
+    double log_sum_exp;                   /* when asked: log(sum(exp(logit))) over the row */
 };
 
 /* Runs every chunk of the batch in one pass (weights read once per call, not once per

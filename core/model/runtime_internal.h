@@ -155,7 +155,19 @@ struct cinfer_runtime {
     int backend_reduces;
     /* 1: the backend runs products with inputs of their own as one call (ops->matmul_grouped) */
     int backend_groups;
+    /* 1: the backend ranks rows of logits where they are (ops->logits_top) */
+    int backend_ranks;
     float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
+    /* (CINFER_LOGITS_BLOCK_ROWS, vocab) host: whole rows of the asked top-k rows, ranked on
+     * the host where the backend cannot (tensor parallelism, no logits_top); made when
+     * first needed */
+    float *logits_rank_host;
+    /* one logits_top call's rows and answers (a block of asked rows at most) */
+    int32_t top_rows[CINFER_LOGITS_BLOCK_ROWS];
+    int32_t top_ids[CINFER_LOGITS_BLOCK_ROWS * CINFER_LOGITS_TOP_MAX];
+    float top_logits[CINFER_LOGITS_BLOCK_ROWS * CINFER_LOGITS_TOP_MAX];
+    int top_n[CINFER_LOGITS_BLOCK_ROWS];
+    double top_log_sum_exp[CINFER_LOGITS_BLOCK_ROWS];
     float *logits_gather_host; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host, likewise */
 
     /* host arrays describing one call, T of each */
@@ -168,6 +180,7 @@ struct cinfer_runtime {
     struct cinfer_backend_attn_seq *attn_seqs; /* (T) at most one per token */
     float **logits_dst; /* (T) where each asked row of logits goes (NULL on a follower) */
     int32_t *logits_rows; /* (T) batch row of each asked row */
+    const struct cinfer_seq_chunk **logits_chunk; /* (T) the chunk each asked row is of (NULL on a follower) */
     int32_t *moe_ids;     /* (T, K) each token's chosen experts */
     float *moe_weights_tk; /* (T, K) their router weights */
     int32_t *moe_rows;    /* (T * K) the batch rows routed to each expert, expert by expert */

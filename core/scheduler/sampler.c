@@ -164,18 +164,6 @@ static int by_rank(const void *a, const void *b)
     return ranks_before(x, y) ? -1 : ranks_before(y, x) ? 1 : 0;
 }
 
-/* log(sum(exp(logits))) in double; -inf entries add nothing. */
-static double log_sum_exp(const float *logits, int vocab)
-{
-    double max = logits[cinfer_kernel_argmax(logits, vocab)];
-    if (isinf(max))
-        return max;
-    double sum = 0;
-    for (int i = 0; i < vocab; i++)
-        sum += exp((double)logits[i] - max);
-    return max + log(sum);
-}
-
 /* Sift-down in a binary heap of candidates: with best_on_top the root is the most
  * likely, else the least likely. */
 static void heap_sift_down(struct cinfer_candidate *h, int n, int i, int best_on_top)
@@ -286,6 +274,14 @@ static int draw(const struct cinfer_sampler *s, int n, struct cinfer_rng *rng)
     return last;
 }
 
+int cinfer_sampler_takes_argmax_as_is(const struct cinfer_sampling_params *p, int n_output)
+{
+    int unscaled = !(p->temperature >= GREEDY_BELOW_TEMPERATURE) || p->temperature == 1.0f;
+    int penalized = (p->repetition_penalty != 1.0f && p->repetition_penalty > 0.0f) || p->frequency_penalty != 0.0f ||
+                    p->presence_penalty != 0.0f;
+    return samples_greedily(p) && unscaled && !penalized && p->n_logit_bias <= 0 && n_output >= p->min_new_tokens;
+}
+
 static int32_t choose(struct cinfer_sampler *s, const float *logits, const struct cinfer_sampling_params *p,
                       struct cinfer_rng *rng)
 {
@@ -347,7 +343,7 @@ int32_t cinfer_sample(struct cinfer_sampler *s, float *logits, const struct cinf
     cinfer_sampler_process(s, logits, p, ctx);
     int32_t id = choose(s, logits, p, rng);
     if (logprob)
-        *logprob = (float)((double)logits[id] - log_sum_exp(logits, s->vocab));
+        *logprob = (float)((double)logits[id] - cinfer_kernel_log_sum_exp(logits, s->vocab));
     return id;
 }
 
@@ -358,29 +354,13 @@ void cinfer_sample_logprobs(const float *processed_logits, int vocab, int32_t to
 {
     memset(out, 0, sizeof *out);
     out->token = token;
-    double lse = log_sum_exp(processed_logits, vocab);
+    double lse = cinfer_kernel_log_sum_exp(processed_logits, vocab);
     out->logprob = in_range(token, vocab) ? (float)((double)processed_logits[token] - lse) : -INFINITY;
     if (n_top > CINFER_MAX_TOP_LOGPROBS)
         n_top = CINFER_MAX_TOP_LOGPROBS;
-    /* Insertion into a short ranked list: n_top is at most 20. */
-    struct cinfer_candidate top[CINFER_MAX_TOP_LOGPROBS];
-    int n = 0;
-    for (int32_t i = 0; i < vocab && n_top > 0; i++) {
-        struct cinfer_candidate c = {processed_logits[i], i};
-        if (isinf(c.logit) && c.logit < 0)
-            continue;
-        if (n == n_top && !ranks_before(&c, &top[n - 1]))
-            continue;
-        int at = n < n_top ? n++ : n - 1;
-        while (at > 0 && ranks_before(&c, &top[at - 1])) {
-            top[at] = top[at - 1];
-            at--;
-        }
-        top[at] = c;
-    }
-    out->n_top = n;
-    for (int i = 0; i < n; i++) {
-        out->top_ids[i] = top[i].id;
-        out->top_logprobs[i] = (float)((double)top[i].logit - lse);
-    }
+    /* the top logits, then each made a logprob in place */
+    out->n_top =
+        n_top > 0 ? cinfer_kernel_logits_top(processed_logits, vocab, n_top, out->top_ids, out->top_logprobs) : 0;
+    for (int i = 0; i < out->n_top; i++)
+        out->top_logprobs[i] = (float)((double)out->top_logprobs[i] - lse);
 }

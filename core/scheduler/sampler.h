@@ -67,6 +67,13 @@ void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struc
 int32_t cinfer_sample(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                       const struct cinfer_sample_context *ctx, struct cinfer_rng *rng, float *logprob);
 
+/* 1 when cinfer_sample() of a request with params p and n_output tokens so far would
+ * leave the logits as they are (no penalty, bias, ban or temperature scaling applies)
+ * and pick their argmax: its token and logprobs then follow from the row's top tokens
+ * and log-sum-exp alone (kernels.h cinfer_kernel_logits_top), which a device backend
+ * computes without sending the row to the host. */
+int cinfer_sampler_takes_argmax_as_is(const struct cinfer_sampling_params *p, int n_output);
+
 /* The chosen token's logprob and the n_top most likely alternatives (OpenAI's
  * top_logprobs: most likely first, lower id first on ties, tokens at -inf left out). */
 struct cinfer_token_logprobs {

@@ -46,6 +46,7 @@ struct cinfer_scheduler {
     struct cinfer_seq_chunk *chunks; /* (max_running) scratch for one step */
     struct request **chunk_owner;    /* (max_running) */
     float *logits;                   /* (max_running, vocab) */
+    struct cinfer_logits_top *tops;  /* (max_running) greedy requests' top tokens, instead of logits */
     struct cinfer_step_item *items;
     int n_items, cap_items;
 
@@ -100,7 +101,8 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
     s->chunks = calloc((size_t)n, sizeof *s->chunks);
     s->chunk_owner = calloc((size_t)n, sizeof *s->chunk_owner);
     s->logits = malloc((size_t)n * (size_t)opts->vocab_size * sizeof *s->logits);
-    if (!s->running || !s->chunks || !s->chunk_owner || !s->logits ||
+    s->tops = calloc((size_t)n, sizeof *s->tops);
+    if (!s->running || !s->chunks || !s->chunk_owner || !s->logits || !s->tops ||
         cinfer_sampler_init(&s->sampler, opts->vocab_size)) {
         cinfer_scheduler_destroy(&s);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for %d running requests", n);
@@ -168,6 +170,7 @@ void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
     free(s->chunks);
     free(s->chunk_owner);
     free(s->logits);
+    free(s->tops);
     free(s->items);
     cinfer_sampler_free(&s->sampler);
     free(s);
@@ -485,6 +488,27 @@ static int is_stop_id(const struct cinfer_scheduler *s, const struct request *r,
  * not allow next goes to -inf; EOS and stop token ids stay only where the grammar can
  * end. *p is the request's params, changed where the grammar overrides them (no EOS ban
  * from min_new_tokens once only the end is left). Returns the number of tokens left. */
+/* The greedy token of a row given by its top tokens (cinfer_sampler_takes_argmax_as_is),
+ * with its logprob and top alternatives when p asks: what cinfer_sample and
+ * cinfer_sample_logprobs give on the whole row, bit for bit. */
+static int32_t pick_from_top(const struct cinfer_logits_top *top, const struct cinfer_sampling_params *p,
+                             float *logprob, struct cinfer_token_logprobs *lp)
+{
+    int32_t id = top->n > 0 ? top->ids[0] : 0; /* no entry above -inf: token 0, as the argmax gives */
+    if (!p->logprobs)
+        return id;
+    double logit = top->n > 0 ? top->logits[0] : -INFINITY;
+    *logprob = (float)(logit - top->log_sum_exp);
+    lp->token = id;
+    lp->logprob = *logprob;
+    lp->n_top = p->top_logprobs < top->n ? (p->top_logprobs > 0 ? p->top_logprobs : 0) : top->n;
+    for (int i = 0; i < lp->n_top; i++) {
+        lp->top_ids[i] = top->ids[i];
+        lp->top_logprobs[i] = (float)((double)top->logits[i] - top->log_sum_exp);
+    }
+    return id;
+}
+
 static int constrain(struct cinfer_scheduler *s, struct request *r, float *logits, struct cinfer_sampling_params *p)
 {
     int vocab = s->opts.vocab_size;
@@ -742,6 +766,13 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
         int completes = r->n_computed + take == r->n_tokens;
         c->logits = completes ? CINFER_LOGITS_LAST : CINFER_LOGITS_NONE;
         c->logits_out = completes ? s->logits + (size_t)n_chunks * (size_t)s->opts.vocab_size : NULL;
+        /* a greedy pick from logits as they come needs the row's top tokens only */
+        int top_only = completes && !r->matcher && cinfer_sampler_takes_argmax_as_is(&r->params, r->n_output);
+        int n_top = r->params.logprobs ? r->params.top_logprobs : 0;
+        n_top = n_top < CINFER_LOGITS_TOP_MAX ? n_top : CINFER_LOGITS_TOP_MAX;
+        c->top_k = top_only ? (n_top > 1 ? n_top : 1) : 0;
+        c->top_log_sum_exp = top_only && r->params.logprobs;
+        c->top_out = top_only ? &s->tops[n_chunks] : NULL;
         s->chunk_owner[n_chunks++] = r;
     }
 run:
@@ -779,8 +810,10 @@ run:
             drop_running(s, r);
             continue;
         }
-        int32_t id = cinfer_sample(&s->sampler, s->chunks[c].logits_out, &params, &ctx, &r->rng,
-                                   r->params.logprobs ? &logprob : NULL);
+        struct cinfer_token_logprobs lp = {0};
+        int32_t id = s->chunks[c].top_k ? pick_from_top(s->chunks[c].top_out, &r->params, &logprob, &lp)
+                                        : cinfer_sample(&s->sampler, s->chunks[c].logits_out, &params, &ctx, &r->rng,
+                                                        r->params.logprobs ? &logprob : NULL);
         int grammar_done = 0;
         if (r->matcher) {
             int stop = is_stop_id(s, r, id) && cinfer_grammar_matcher_can_end(r->matcher);
@@ -800,8 +833,7 @@ run:
         }
         /* Logprobs from the row cinfer_sample left processed, before the next forward
          * reuses it. */
-        struct cinfer_token_logprobs lp = {0};
-        if (r->params.logprobs)
+        if (r->params.logprobs && !s->chunks[c].top_k)
             cinfer_sample_logprobs(s->chunks[c].logits_out, s->opts.vocab_size, id, r->params.top_logprobs, &lp);
         if (r->n_tokens == r->cap_tokens) { /* cannot happen: capacity is prompt + max_new + 1 */
             int cap = r->cap_tokens * 2;

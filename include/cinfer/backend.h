@@ -46,8 +46,12 @@ extern "C" {
  *    backend lacks, naming the backend and the slot.
  * 10: matmul_grouped (products that each have their own input, as one call: a decode
  *    step's expert down projections). May be NULL: the core then calls matmul once per
- *    product. */
-#define CINFER_BACKEND_OPS_VERSION 10u
+ *    product.
+ * 11: logits_top (the most likely tokens of rows of logits and their log-sum-exp, ranked
+ *    where the logits are: a device backend then sends a few numbers to the host per
+ *    greedy row, not the vocabulary's logits). May be NULL: the core then downloads the
+ *    rows and ranks them itself. */
+#define CINFER_BACKEND_OPS_VERSION 11u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
@@ -299,6 +303,19 @@ struct cinfer_backend_ops {
      * dispatch and one join, not one each. xs is host memory holding backend buffers. */
     int (*matmul_grouped)(void *state, const float *const *xs, int n, const struct cinfer_backend_matmul_out *outs,
                           int n_outs, struct cinfer_error *err);
+
+    /* Since version 11; may be NULL (the core then downloads the rows and ranks them on
+     * the host with the same rules). For each r < n_rows, row rows[r] of logits (a
+     * backend buffer of rows of vocab values; rows is host memory): top_ids[r * k + j]
+     * and top_logits[r * k + j] for j < n_top[r] are its k most likely tokens, most
+     * likely first, the lower id first on equal logits, entries at -inf left out
+     * (n_top[r] <= k, 1 <= k <= 64); log_sum_exp, unless NULL (greedy tokens without
+     * logprobs need none), gets log(sum(exp(logit))) of each row in double (-inf when
+     * every entry is). Outputs are host memory, written when
+     * the call returns. The sampler's greedy choice is top_ids[r * k], and a logprob is
+     * a logit minus log_sum_exp: cinfer_kernel_logits_top is the reference. */
+    int (*logits_top)(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
+                      int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus

@@ -37,6 +37,7 @@ struct cuda_backend {
     struct cuda_scratch x16;      /* x as bf16 / f16 for cuBLAS */
     struct cuda_scratch w16;      /* a quantized weight dequantized to bf16 (prefill) */
     struct cuda_scratch moe;      /* moe_route's ids and weights before they go to the host */
+    struct cuda_scratch top;      /* logits_top's answers before they go to the host */
     int failed;                   /* first_error holds an error status() has not reported */
     struct cinfer_error first_error;
     void *nccl;                   /* ncclComm_t when tensor parallel (cuda_nccl.c) */
@@ -116,6 +117,8 @@ void cuda_add_gated(void *state, float *y, const float *x, const float *gate, in
 void cuda_zero(void *state, float *x, size_t n);
 void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int k, int normalize, int32_t *ids,
                     float *weights);
+int cuda_logits_top(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
+                    int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err);
 void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim);
 void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
                            int dim);

@@ -98,6 +98,8 @@ static const struct cinfer_backend_ops cuda_ops = {
     .all_reduce_sum = NULL, /* built without NCCL: create_on refuses a tensor-parallel group */
 #endif
     .memory_info = cuda_memory_info,
+    .matmul_grouped = NULL, /* the core calls matmul once per product */
+    .logits_top = cuda_logits_top,
 };
 
 CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_BACKEND, CINFER_CUDA_PLUGIN_NAME, "1.0.0", &cuda_ops);

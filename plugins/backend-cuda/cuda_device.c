@@ -102,6 +102,7 @@ void cuda_destroy(void *state)
     cuda_scratch_free(&be->x16);
     cuda_scratch_free(&be->w16);
     cuda_scratch_free(&be->moe);
+    cuda_scratch_free(&be->top);
     cuda_staging_free(be);
     if (be->cublas)
         cublasDestroy(be->cublas);

@@ -104,6 +104,53 @@ void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int 
     }
 }
 
+int cuda_logits_top(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
+                    int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err)
+{
+    struct cuda_backend *be = state;
+    if (n_rows <= 0)
+        return 0;
+    if (k < 1 || k > 64 || vocab < 1)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                "cuda device %d: logits_top of %d rows of %d asks for the top %d (expected 1..64)",
+                                be->device, n_rows, vocab, k);
+    if (cuda_enter(be))
+        return cuda_status(be, err);
+    struct cuda_host_part part = {rows, (size_t)n_rows * sizeof(int32_t)};
+    void *dev_rows;
+    if (cuda_stage_parts(be, &part, 1, &dev_rows))
+        return cuda_status(be, err);
+    /* the answers, one device buffer: lse (n_rows) first for its 8-byte alignment, then
+     * ids and logits (n_rows, k), then the counts (n_rows) */
+    size_t each = (size_t)n_rows * (size_t)k;
+    size_t lse_bytes = (size_t)n_rows * sizeof(double), ids_bytes = each * sizeof(int32_t);
+    size_t logits_bytes = each * sizeof(float), counts_bytes = (size_t)n_rows * sizeof(int);
+    uint8_t *dev = cuda_scratch_get(be, &be->top, lse_bytes + ids_bytes + logits_bytes + counts_bytes,
+                                    "logits_top's answers");
+    if (!dev)
+        return cuda_status(be, err);
+    double *dev_lse = (double *)dev;
+    int32_t *dev_ids = (int32_t *)(dev + lse_bytes);
+    float *dev_logits = (float *)(dev + lse_bytes + ids_bytes);
+    int *dev_counts = (int *)(dev + lse_bytes + ids_bytes + logits_bytes);
+    if (cuda_note(be,
+                  cinfer_cuda_logits_top(be->stream, logits, vocab, dev_rows, n_rows, k, dev_ids, dev_logits,
+                                         dev_counts, log_sum_exp ? dev_lse : NULL),
+                  "cinfer_cuda_logits_top") ||
+        cuda_note(be, cudaMemcpyAsync(top_ids, dev_ids, ids_bytes, cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (logits_top ids to host)") ||
+        cuda_note(be, cudaMemcpyAsync(top_logits, dev_logits, logits_bytes, cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (logits_top logits to host)") ||
+        cuda_note(be, cudaMemcpyAsync(n_top, dev_counts, counts_bytes, cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (logits_top counts to host)") ||
+        (log_sum_exp &&
+         cuda_note(be, cudaMemcpyAsync(log_sum_exp, dev_lse, lse_bytes, cudaMemcpyDeviceToHost, be->stream),
+                   "cudaMemcpyAsync (logits_top log-sum-exp to host)")) ||
+        cuda_note(be, cudaStreamSynchronize(be->stream), "cudaStreamSynchronize (logits_top)"))
+        return cuda_status(be, err);
+    return 0;
+}
+
 void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim)
 {
     struct cuda_backend *be = state;
