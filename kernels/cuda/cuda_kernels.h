@@ -119,6 +119,18 @@ cudaError_t cinfer_cuda_dequantize_bf16(cudaStream_t stream, uint32_t type, cons
  * block once for all n rows of x (decode and small batches); n ≤ 8 */
 cudaError_t cinfer_cuda_gemv_quant(cudaStream_t stream, uint32_t type, const void *w, size_t row_bytes, int64_t rows,
                                    int64_t cols, const float *x, int n, float *y);
+/* One product of a grouped gemv: y (n, rows) = x (n, cols) · wᵀ, device pointers. */
+struct cinfer_cuda_gemv_operands {
+    const void *w;
+    const float *x;
+    float *y;
+};
+/* cinfer_cuda_gemv_quant for n_groups products in one launch, each with its own w, x and
+ * y but one type and shape (a decode step's expert projections): groups (n_groups) in
+ * device memory, host_groups the same array on the host (the launch's checks read it) */
+cudaError_t cinfer_cuda_gemv_quant_grouped(cudaStream_t stream, uint32_t type, size_t row_bytes, int64_t rows,
+                                           int64_t cols, int n, const struct cinfer_cuda_gemv_operands *host_groups,
+                                           const struct cinfer_cuda_gemv_operands *groups, int n_groups);
 /* x (n) f32 to bf16 (round to nearest even) for cuBLAS's bf16 products */
 cudaError_t cinfer_cuda_f32_to_bf16(cudaStream_t stream, uint16_t *dst, const float *x, size_t n);
 

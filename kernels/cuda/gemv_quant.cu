@@ -37,10 +37,22 @@ __device__ __forceinline__ void store_sums(float (&acc)[N], float *y, int64_t ro
     }
 }
 
+/* The operands of one product; a grouped launch runs product blockIdx.y of its array. */
+using operands = cinfer_cuda_gemv_operands;
+
+__device__ __forceinline__ operands operands_of(const operands &one, const operands *groups)
+{
+    return groups ? groups[blockIdx.y] : one;
+}
+
 template <uint32_t T, int N>
 __global__ void __launch_bounds__(WARPS_PER_BLOCK * 32)
-    gemv_blocks(const uint8_t *w, size_t row_bytes, int64_t rows, int64_t cols, const float *x, float *y)
+    gemv_blocks(size_t row_bytes, int64_t rows, int64_t cols, operands one, const operands *groups)
 {
+    const operands op = operands_of(one, groups);
+    const uint8_t *w = (const uint8_t *)op.w;
+    const float *x = op.x;
+    float *y = op.y;
     int lane = threadIdx.x % 32;
     int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (row >= rows)
@@ -106,8 +118,12 @@ template <uint32_t T> __device__ __forceinline__ int widen16(uint4 raw, float *o
  * 16 bytes (checked by the launcher) */
 template <uint32_t T, int N, bool VECTORIZED>
 __global__ void __launch_bounds__(WARPS_PER_BLOCK * 32)
-    gemv_plain(const uint8_t *w, size_t row_bytes, int64_t rows, int64_t cols, const float *x, float *y)
+    gemv_plain(size_t row_bytes, int64_t rows, int64_t cols, operands one, const operands *groups)
 {
+    const operands op = operands_of(one, groups);
+    const uint8_t *w = (const uint8_t *)op.w;
+    const float *x = op.x;
+    float *y = op.y;
     int lane = threadIdx.x % 32;
     int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (row >= rows)
@@ -142,43 +158,87 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * 32)
     store_sums<N>(acc, y, rows, row, lane);
 }
 
+/* What every launch of one call shares: the products' shape, the single product's
+ * operands (groups NULL) or the device array of n_groups products' (grid y). */
+struct launch_shape {
+    size_t row_bytes;
+    int64_t rows, cols;
+    operands one;
+    const operands *groups;
+    int n_groups;
+    bool aligned; /* every w 16-byte aligned (checked on the host's copy) */
+};
+
+dim3 grid_of(const launch_shape &s)
+{
+    return dim3((unsigned)((s.rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), (unsigned)s.n_groups);
+}
+
 template <int N> struct launch_n {
-    template <uint32_t T>
-    static cudaError_t run(cudaStream_t stream, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t cols,
-                           const float *x, float *y)
+    template <uint32_t T> static cudaError_t run(cudaStream_t stream, const launch_shape &s)
     {
-        unsigned blocks = (unsigned)((rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
-        gemv_blocks<T, N><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(w, row_bytes, rows, cols, x, y);
+        gemv_blocks<T, N><<<grid_of(s), WARPS_PER_BLOCK * 32, 0, stream>>>(s.row_bytes, s.rows, s.cols, s.one,
+                                                                           s.groups);
         return cudaGetLastError();
     }
 };
 
-template <uint32_t T, int N>
-cudaError_t launch_plain(cudaStream_t stream, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t cols,
-                         const float *x, float *y)
+template <uint32_t T, int N> cudaError_t launch_plain(cudaStream_t stream, const launch_shape &s)
 {
-    unsigned blocks = (unsigned)((rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
     int per = T == CINFER_TENSOR_F32 ? 4 : 8;
-    bool vectorized = (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && cols % per == 0;
+    bool vectorized = s.aligned && s.row_bytes % 16 == 0 && s.cols % per == 0;
     if (vectorized)
-        gemv_plain<T, N, true><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(w, row_bytes, rows, cols, x, y);
+        gemv_plain<T, N, true><<<grid_of(s), WARPS_PER_BLOCK * 32, 0, stream>>>(s.row_bytes, s.rows, s.cols, s.one,
+                                                                                s.groups);
     else
-        gemv_plain<T, N, false><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(w, row_bytes, rows, cols, x, y);
+        gemv_plain<T, N, false><<<grid_of(s), WARPS_PER_BLOCK * 32, 0, stream>>>(s.row_bytes, s.rows, s.cols, s.one,
+                                                                                 s.groups);
     return cudaGetLastError();
 }
 
-template <int N>
-cudaError_t launch(cudaStream_t stream, uint32_t type, const uint8_t *w, size_t row_bytes, int64_t rows,
-                   int64_t cols, const float *x, float *y)
+template <int N> cudaError_t launch(cudaStream_t stream, uint32_t type, const launch_shape &s)
 {
     switch (type) {
-    case CINFER_TENSOR_F32: return launch_plain<CINFER_TENSOR_F32, N>(stream, w, row_bytes, rows, cols, x, y);
-    case CINFER_TENSOR_F16: return launch_plain<CINFER_TENSOR_F16, N>(stream, w, row_bytes, rows, cols, x, y);
-    case CINFER_TENSOR_BF16: return launch_plain<CINFER_TENSOR_BF16, N>(stream, w, row_bytes, rows, cols, x, y);
+    case CINFER_TENSOR_F32: return launch_plain<CINFER_TENSOR_F32, N>(stream, s);
+    case CINFER_TENSOR_F16: return launch_plain<CINFER_TENSOR_F16, N>(stream, s);
+    case CINFER_TENSOR_BF16: return launch_plain<CINFER_TENSOR_BF16, N>(stream, s);
     default:
         /* the float4 reads of x need whole chunks: a block type's cols are whole blocks */
-        return dispatch_block_type<launch_n<N>>(type, stream, w, row_bytes, rows, cols, x, y);
+        return dispatch_block_type<launch_n<N>>(type, stream, s);
     }
+}
+
+/* Checks the shape against the kernels' limits, then launches for n rows of x. */
+cudaError_t launch_checked(cudaStream_t stream, uint32_t type, int n, const launch_shape &s,
+                           const operands *host_ops, int n_host_ops)
+{
+    type_geometry g = geometry_of(type);
+    if (n <= 0 || s.rows <= 0 || s.n_groups <= 0)
+        return cudaSuccess;
+    if (n > MAX_N || g.block_values == 0 || s.cols <= 0 || s.cols % g.block_values != 0 || s.n_groups > 65535)
+        return cudaErrorInvalidValue;
+    /* block types read x as float4: x must be 16-byte aligned (cudaMalloc's are) */
+    for (int i = 0; i < n_host_ops; i++)
+        if (g.block_values > 1 && (uintptr_t)host_ops[i].x % 16 != 0)
+            return cudaErrorMisalignedAddress;
+    switch (n) {
+    case 1: return launch<1>(stream, type, s);
+    case 2: return launch<2>(stream, type, s);
+    case 3: return launch<3>(stream, type, s);
+    case 4: return launch<4>(stream, type, s);
+    case 5: return launch<5>(stream, type, s);
+    case 6: return launch<6>(stream, type, s);
+    case 7: return launch<7>(stream, type, s);
+    default: return launch<8>(stream, type, s);
+    }
+}
+
+bool all_aligned(const operands *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)ops[i].w % 16 != 0)
+            return false;
+    return true;
 }
 
 } // namespace
@@ -186,23 +246,16 @@ cudaError_t launch(cudaStream_t stream, uint32_t type, const uint8_t *w, size_t 
 extern "C" cudaError_t cinfer_cuda_gemv_quant(cudaStream_t stream, uint32_t type, const void *w, size_t row_bytes,
                                               int64_t rows, int64_t cols, const float *x, int n, float *y)
 {
-    type_geometry g = geometry_of(type);
-    if (n <= 0 || rows <= 0)
-        return cudaSuccess;
-    if (n > MAX_N || g.block_values == 0 || cols <= 0 || cols % g.block_values != 0)
-        return cudaErrorInvalidValue;
-    /* block types read x as float4: x must be 16-byte aligned (cudaMalloc's are) */
-    if (g.block_values > 1 && (uintptr_t)x % 16 != 0)
-        return cudaErrorMisalignedAddress;
-    const uint8_t *wb = (const uint8_t *)w;
-    switch (n) {
-    case 1: return launch<1>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 2: return launch<2>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 3: return launch<3>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 4: return launch<4>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 5: return launch<5>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 6: return launch<6>(stream, type, wb, row_bytes, rows, cols, x, y);
-    case 7: return launch<7>(stream, type, wb, row_bytes, rows, cols, x, y);
-    default: return launch<8>(stream, type, wb, row_bytes, rows, cols, x, y);
-    }
+    operands one = {w, x, y};
+    launch_shape s = {row_bytes, rows, cols, one, nullptr, 1, all_aligned(&one, 1)};
+    return launch_checked(stream, type, n, s, &one, 1);
+}
+
+extern "C" cudaError_t cinfer_cuda_gemv_quant_grouped(cudaStream_t stream, uint32_t type, size_t row_bytes,
+                                                      int64_t rows, int64_t cols, int n,
+                                                      const struct cinfer_cuda_gemv_operands *host_groups,
+                                                      const struct cinfer_cuda_gemv_operands *groups, int n_groups)
+{
+    launch_shape s = {row_bytes, rows, cols, host_groups[0], groups, n_groups, all_aligned(host_groups, n_groups)};
+    return launch_checked(stream, type, n, s, host_groups, n_groups);
 }

@@ -104,6 +104,8 @@ void cuda_weight_release(void *state, const struct cinfer_backend_weight *w);
 void cuda_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n, float *out);
 int cuda_matmul(void *state, const float *x, int n, const struct cinfer_backend_matmul_out *outs, int n_outs,
                 struct cinfer_error *err);
+int cuda_matmul_grouped(void *state, const float *const *xs, int n, const struct cinfer_backend_matmul_out *outs,
+                        int n_outs, struct cinfer_error *err);
 
 void cuda_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps);
 void cuda_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const struct cinfer_backend_rope *rope);

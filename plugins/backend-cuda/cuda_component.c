@@ -98,7 +98,7 @@ static const struct cinfer_backend_ops cuda_ops = {
     .all_reduce_sum = NULL, /* built without NCCL: create_on refuses a tensor-parallel group */
 #endif
     .memory_info = cuda_memory_info,
-    .matmul_grouped = NULL, /* the core calls matmul once per product */
+    .matmul_grouped = cuda_matmul_grouped,
     .logits_top = cuda_logits_top,
 };
 

@@ -6,8 +6,11 @@
  *   other types, n ≤ 8 or exact_x: the gemv kernel (x in f32, each weight byte read
  *     once per 8 rows of x);
  *   f16 / bf16, n > 8: x rounded to the weight's type, cuBLAS with f32 accumulation;
- *   block-quantized, n > 8: the weight dequantized to a bf16 scratch, then as bf16. */
+ *   block-quantized, n > 8: the weight dequantized to a bf16 scratch, then as bf16.
+ * matmul_grouped runs products of one type and shape with n ≤ 8 (a decode step's expert
+ * projections) as one launch of the gemv kernel, others one matmul each. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <cublas_v2.h>
 
@@ -172,4 +175,58 @@ int cuda_matmul(void *state, const float *x, int n, const struct cinfer_backend_
         if (matmul_one(be, x, n, &outs[i], x16, x16 ? x16 + values : NULL))
             return cuda_status(be, err);
     return 0;
+}
+
+/* One type and shape for every product, few enough rows for the gemv kernel, and not
+ * f32 (whose matmul is cuBLAS's): the products then run as one grouped launch of the
+ * very kernel matmul runs for each, so the results are the same bits. */
+static int one_gemv_shape(int n, const struct cinfer_backend_matmul_out *outs, int n_outs)
+{
+    const struct cinfer_backend_weight *w0 = outs[0].w;
+    if (n > GEMV_MAX_ROWS || w0->type == CINFER_TENSOR_F32 || n_outs > 65535)
+        return 0;
+    for (int i = 1; i < n_outs; i++) {
+        const struct cinfer_backend_weight *w = outs[i].w;
+        if (w->type != w0->type || w->rows != w0->rows || w->cols != w0->cols || w->row_bytes != w0->row_bytes)
+            return 0;
+    }
+    return 1;
+}
+
+int cuda_matmul_grouped(void *state, const float *const *xs, int n, const struct cinfer_backend_matmul_out *outs,
+                        int n_outs, struct cinfer_error *err)
+{
+    struct cuda_backend *be = state;
+    if (n <= 0 || n_outs <= 0)
+        return 0;
+    if (!one_gemv_shape(n, outs, n_outs)) {
+        for (int i = 0; i < n_outs; i++) {
+            int rc = cuda_matmul(state, xs[i], n, &outs[i], 1, err);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    if (cuda_enter(be))
+        return cuda_status(be, err);
+    struct cinfer_cuda_gemv_operands *ops = malloc((size_t)n_outs * sizeof *ops);
+    if (!ops)
+        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda device %d: out of host memory for %d grouped products",
+                                be->device, n_outs);
+    for (int i = 0; i < n_outs; i++)
+        ops[i] = (struct cinfer_cuda_gemv_operands){outs[i].w->data, xs[i], outs[i].y};
+    const struct cinfer_backend_weight *w = outs[0].w;
+    struct cuda_host_part part = {ops, (size_t)n_outs * sizeof *ops};
+    void *dev_ops;
+    int failed = cuda_stage_parts(be, &part, 1, &dev_ops) ||
+                 cuda_note(be,
+                           cinfer_cuda_gemv_quant_grouped(be->stream, w->type, w->row_bytes, w->rows, w->cols, n, ops,
+                                                          dev_ops, n_outs),
+                           "cinfer_cuda_gemv_quant_grouped");
+    free(ops);
+    for (int i = 0; i < n_outs && !failed; i++)
+        if (outs[i].bias)
+            failed = cuda_note(be, cinfer_cuda_add_bias(be->stream, outs[i].y, outs[i].bias, n, (int)w->rows),
+                               "cinfer_cuda_add_bias");
+    return failed ? cuda_status(be, err) : 0;
 }
