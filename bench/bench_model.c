@@ -6,7 +6,9 @@
  *   - prefill tokens/s: one sequence, a prompt of --prompt-tokens random ids, from an
  *     empty KV cache (median of --prefill-reps runs after one warm-up run);
  *   - decode tokens/s at each batch size B of --batches: B sequences that each add one
- *     token per step (greedy), --decode-steps timed steps after two warm-up steps;
+ *     token per step (greedy: each row's top token, as the scheduler asks for it, so a
+ *     device backend ranks the row where it is), --decode-steps timed steps after two
+ *     warm-up steps;
  *   - peak RSS of the process that did it (each side runs in its own child process);
  *   - the greedy tokens of the batch-1 decode, to show both sides compute the same model;
  *   - the tokens 1 GiB of KV cache holds in each KV type (f32, f16, bf16, q8_0): cinfer's
@@ -385,11 +387,11 @@ static int cinfer_prefill(struct cinfer_runtime *rt, const struct options *o, co
 /* B sequences, sequence s starting from token first_token + s at position 0, each
  * adding its own greedy token per step; returns tok/s over the timed steps. */
 static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int batch, int32_t first_token,
-                         int vocab, float *logits, struct seq_pages *pages, struct side_result *r, double *tok_s,
-                         struct cinfer_error *err)
+                         struct seq_pages *pages, struct side_result *r, double *tok_s, struct cinfer_error *err)
 {
     int32_t next[64];                /* (batch) the token each sequence adds this step */
     struct cinfer_seq_chunk chunks[64]; /* (batch) */
+    struct cinfer_logits_top tops[64];  /* (batch) each row's greedy token, as serving asks for it */
     for (int s = 0; s < batch; s++)
         next[s] = first_token + s;
     int rc = 0;
@@ -402,13 +404,12 @@ static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int
             rc = pages_cover(rt, &pages[s], step + 1, err);
             chunks[s] = (struct cinfer_seq_chunk){.tokens = &next[s], .n_tokens = 1, .start_pos = step,
                                                   .page_table = pages[s].table, .n_pages = pages[s].n_pages,
-                                                  .logits = CINFER_LOGITS_LAST,
-                                                  .logits_out = logits + (size_t)s * (size_t)vocab};
+                                                  .logits = CINFER_LOGITS_LAST, .top_k = 1, .top_out = &tops[s]};
         }
         if (rc == 0)
             rc = cinfer_runtime_forward(rt, chunks, batch, err);
         for (int s = 0; s < batch && rc == 0; s++)
-            next[s] = cinfer_kernel_argmax(logits + (size_t)s * (size_t)vocab, vocab); /* (vocab) per sequence */
+            next[s] = tops[s].n > 0 ? tops[s].ids[0] : 0;
         if (rc == 0 && batch == 1 && r->n_greedy < MAX_GREEDY)
             r->greedy[r->n_greedy++] = next[0];
     }
@@ -428,8 +429,8 @@ static int cinfer_decode(struct cinfer_runtime *rt, const struct options *o, int
  * its own (so the read leaves none of the weights in cache); the fraction of a pair is
  * read time / step time, and the median over the steps is kept. */
 static int cinfer_paired_floor(struct cinfer_runtime *rt, const struct options *o, double weight_bytes,
-                               int32_t first_token, int vocab, float *logits, struct seq_pages *pages,
-                               double *fraction, struct cinfer_error *err)
+                               int32_t first_token, struct seq_pages *pages, double *fraction,
+                               struct cinfer_error *err)
 {
     struct reader rd;
     if (reader_open(&rd, (size_t)weight_bytes, o->n_threads, err) < 0)
@@ -439,15 +440,16 @@ static int cinfer_paired_floor(struct cinfer_runtime *rt, const struct options *
     int rc = 0, n = 0;
     for (int step = 0; step < WARM_STEPS + o->decode_steps && rc == 0; step++) {
         rc = pages_cover(rt, pages, step + 1, err);
+        struct cinfer_logits_top top;
         struct cinfer_seq_chunk chunk = {.tokens = &next, .n_tokens = 1, .start_pos = step,
                                          .page_table = pages->table, .n_pages = pages->n_pages,
-                                         .logits = CINFER_LOGITS_LAST, .logits_out = logits};
+                                         .logits = CINFER_LOGITS_LAST, .top_k = 1, .top_out = &top};
         double read_s = reader_pass(&rd);
         double t0 = now_s();
         if (rc == 0)
             rc = cinfer_runtime_forward(rt, &chunk, 1, err);
         double step_s = now_s() - t0;
-        next = cinfer_kernel_argmax(logits, vocab);
+        next = top.n > 0 ? top.ids[0] : 0;
         if (step >= WARM_STEPS)
             ratios[n++] = read_s / step_s;
     }
@@ -549,7 +551,7 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
     };
 
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o->prompt_tokens); /* (prompt_tokens) */
-    float *logits = malloc(sizeof(float) * (size_t)max_batch * (size_t)c->vocab_size); /* (max_batch, vocab) */
+    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size); /* (vocab) the prefill's last row */
     struct seq_pages pages[64];
     int max_pages = pages_needed + 1;
     for (int s = 0; s < max_batch; s++)
@@ -565,15 +567,14 @@ static int cinfer_measure(const struct options *o, const char *path, struct side
         goto out;
     rc = cinfer_prefill(rt, o, prompt, logits, &pages[0], r, err);
     for (int i = 0; i < o->n_batches && rc == 0; i++)
-        rc = cinfer_decode(rt, o, o->batches[i], prompt[0], c->vocab_size, logits, pages, r, &r->decode_tok_s[i],
-                           err);
+        rc = cinfer_decode(rt, o, o->batches[i], prompt[0], pages, r, &r->decode_tok_s[i], err);
     /* the peak so far is the runtime's; the paired reads' buffer comes after */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0;
     if (rc == 0 && !backend) /* host reads: the CPU's floor only */
-        rc = cinfer_paired_floor(rt, o, f->weight_bytes_per_token, prompt[0], c->vocab_size, logits, pages,
-                                 &r->paired_floor_fraction, err);
+        rc = cinfer_paired_floor(rt, o, f->weight_bytes_per_token, prompt[0], pages, &r->paired_floor_fraction,
+                                 err);
 out:
     cinfer_runtime_destroy(&rt);
     for (int s = 0; s < max_batch; s++)
