@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "backend/cpu_backend.h"
+#include "kernels.h"
 #include "model/model.h"
 #include "model/runtime.h"
 #include "support/relative_error.h"
@@ -792,6 +793,78 @@ START_TEST(moe_decode_same_without_matmul_grouped)
 }
 END_TEST
 
+/* The last prompt row of sequence a on backend ops: its whole logits (top_k 0, into
+ * row) or its top_k most likely tokens with the log-sum-exp (into top). */
+static void prompt_last_row(const struct model_case *mc, const struct cinfer_model *model, const struct ref_seq *a,
+                            const struct cinfer_backend_ops *ops, int top_k, float *row,
+                            struct cinfer_logits_top *top)
+{
+    struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 4u << 20, .kv_page_tokens = KV_PAGE_TOKENS,
+                                             .n_threads = 2, .max_batch_tokens = MAX_BATCH_TOKENS,
+                                             .kv_dtype = CINFER_KV_CACHE_DTYPE_F32, .context_length = 1024,
+                                             .backend = ops};
+    struct cinfer_runtime *rt = NULL;
+    struct cinfer_error err = {0};
+    ck_assert_msg(cinfer_runtime_create(model, &rt_opts, &rt, &err) == 0, "%s on %s: %s", mc->name, ops->name,
+                  err.message);
+    struct seq_pages sp = {.n = 0};
+    pages_cover(rt, &sp, a->n_prompt);
+    struct cinfer_seq_chunk c = chunk_of(a->tokens, a->n_prompt, 0, &sp, CINFER_LOGITS_LAST, top_k ? NULL : row);
+    c.top_k = top_k;
+    c.top_log_sum_exp = top_k > 0;
+    c.top_out = top_k ? top : NULL;
+    forward_or_fail(rt, &c, 1, mc->name);
+    pages_release(rt, &sp);
+    cinfer_runtime_destroy(&rt);
+}
+
+/* A greedy row's top tokens come from the backend's logits_top (ops version 11) or, on
+ * a backend without it (NULL, or a version-10 table), from the whole row ranked on the
+ * host. Both must be the definition (kernels/logits_rank.c) applied to the whole row, bit
+ * for bit, for every model in the manifest. */
+START_TEST(top_tokens_same_without_logits_top)
+{
+    static struct model_case cases[MAX_MODELS];
+    int n_cases = manifest_read(cases, MAX_MODELS);
+    struct cinfer_backend_ops no_slot = *cinfer_cpu_backend_ops(), version_10 = *cinfer_cpu_backend_ops();
+    no_slot.name = "cpu-without-logits_top";
+    no_slot.logits_top = NULL;
+    version_10.name = "cpu-as-version-10";
+    version_10.version = 10;
+    const struct cinfer_backend_ops *sides[3] = {cinfer_cpu_backend_ops(), &no_slot, &version_10};
+    enum { K = CINFER_LOGITS_TOP_MAX };
+    for (int i = 0; i < n_cases; i++) {
+        const struct model_case *mc = &cases[i];
+        struct cinfer_model *model = load_or_fail(mc->path);
+        struct ref_file ref = {0};
+        ref_file_read(mc->ref_path, &ref);
+        const struct ref_seq *a = &ref.seqs[0];
+        float *row = malloc(sizeof(float) * (size_t)ref.vocab);
+        prompt_last_row(mc, model, a, cinfer_cpu_backend_ops(), 0, row, NULL);
+        struct cinfer_logits_top want = {0};
+        want.n = cinfer_kernel_logits_top(row, ref.vocab, K, want.ids, want.logits);
+        want.log_sum_exp = cinfer_kernel_log_sum_exp(row, ref.vocab);
+        for (int s = 0; s < 3; s++) {
+            struct cinfer_logits_top got = {0};
+            prompt_last_row(mc, model, a, sides[s], K, NULL, &got);
+            ck_assert_msg(got.n == want.n && !memcmp(got.ids, want.ids, sizeof(int32_t) * (size_t)want.n) &&
+                              !memcmp(got.logits, want.logits, sizeof(float) * (size_t)want.n) &&
+                              got.log_sum_exp == want.log_sum_exp,
+                          "%s on %s: top %d tokens (%d, first id %d, lse %.17g) differ from the whole row's (%d, "
+                          "first id %d, lse %.17g)",
+                          mc->name, sides[s]->name, K, got.n, got.ids[0], got.log_sum_exp, want.n, want.ids[0],
+                          want.log_sum_exp);
+        }
+        free(row);
+        ref_file_free(&ref);
+        cinfer_model_free(&model);
+    }
+    printf("%d models: the top %d tokens and log-sum-exp from logits_top, from the host ranking without it, and "
+           "from the whole row agree bit for bit\n", n_cases, (int)K);
+    ck_assert_int_gt(n_cases, 0);
+}
+END_TEST
+
 /* A gpt-oss model needs ops version 9's attention sinks and swiglu_oai: a backend
  * without them is refused by name, not run without them. */
 static void expect_backend_refused(const struct cinfer_model *model, const struct cinfer_backend_ops *ops,
@@ -970,6 +1043,7 @@ static Suite *suite_model_reference(void)
     tcase_add_test(tc, shared_experts_need_add_gated);
     tcase_add_test(tc, gpt_oss_needs_version_9_slots);
     tcase_add_test(tc, moe_decode_same_without_matmul_grouped);
+    tcase_add_test(tc, top_tokens_same_without_logits_top);
     tcase_add_test(tc, gpt_oss_published_mxfp4_matches_gguf);
     tcase_add_test(tc, gpt_oss_published_mxfp4_malformed_refused);
     suite_add_tcase(s, tc);
