@@ -18,7 +18,7 @@ int cinfer_kernel_logits_top(const float *logits, int vocab, int k, int32_t *top
         }
     }
     int n = 0;
-    /* Insertion into a short ranked list: k is small (64 at most in backend.h). */
+    /* Insertion into a short ranked list: k is small (backend.h's logits_top takes 64 at most). */
     for (int32_t i = 0; i < vocab && k > 0; i++) {
         float logit = logits[i];
         if (!cinfer_logit_rankable(logit))

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the rank order the top logprobs and a device's logits_top share */
+#include "cuda/logits_rank.cuh"
 /* cinfer_kernel_argmax: the greedy pick, vectorized (as a plain loop it was 3% of a
  * step at 32 sequences) */
 #include "kernels.h"
@@ -152,10 +154,11 @@ void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struc
 
 /* ---- choosing --------------------------------------------------------------------- */
 
-/* Most likely first; ties: lower id first, so every order is deterministic. */
+/* Most likely first; ties: lower id first, so every order is deterministic (the rule
+ * the top logprobs and a device's logits_top rank by). */
 static int ranks_before(const struct cinfer_candidate *a, const struct cinfer_candidate *b)
 {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+    return cinfer_logit_ranks_before(a->logit, a->id, b->logit, b->id);
 }
 
 static int by_rank(const void *a, const void *b)

@@ -484,10 +484,8 @@ static int is_stop_id(const struct cinfer_scheduler *s, const struct request *r,
     return 0;
 }
 
-/* Constrained decoding, before the sampler sees the row: every token the grammar does
- * not allow next goes to -inf; EOS and stop token ids stay only where the grammar can
- * end. *p is the request's params, changed where the grammar overrides them (no EOS ban
- * from min_new_tokens once only the end is left). Returns the number of tokens left. */
+_Static_assert(CINFER_LOGITS_TOP_MAX >= CINFER_MAX_TOP_LOGPROBS, "a greedy row's top tokens hold every alternative");
+
 /* The greedy token of a row given by its top tokens (cinfer_sampler_takes_argmax_as_is),
  * with its logprob and top alternatives when p asks: what cinfer_sample and
  * cinfer_sample_logprobs give on the whole row, bit for bit. */
@@ -509,6 +507,10 @@ static int32_t pick_from_top(const struct cinfer_logits_top *top, const struct c
     return id;
 }
 
+/* Constrained decoding, before the sampler sees the row: every token the grammar does
+ * not allow next goes to -inf; EOS and stop token ids stay only where the grammar can
+ * end. *p is the request's params, changed where the grammar overrides them (no EOS ban
+ * from min_new_tokens once only the end is left). Returns the number of tokens left. */
 static int constrain(struct cinfer_scheduler *s, struct request *r, float *logits, struct cinfer_sampling_params *p)
 {
     int vocab = s->opts.vocab_size;
@@ -769,7 +771,7 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
         /* a greedy pick from logits as they come needs the row's top tokens only */
         int top_only = completes && !r->matcher && cinfer_sampler_takes_argmax_as_is(&r->params, r->n_output);
         int n_top = r->params.logprobs ? r->params.top_logprobs : 0;
-        n_top = n_top < CINFER_LOGITS_TOP_MAX ? n_top : CINFER_LOGITS_TOP_MAX;
+        n_top = n_top < CINFER_LOGITS_TOP_MAX ? n_top : CINFER_LOGITS_TOP_MAX; /* as cinfer_sample_logprobs clamps */
         c->top_k = top_only ? (n_top > 1 ? n_top : 1) : 0;
         c->top_log_sum_exp = top_only && r->params.logprobs;
         c->top_out = top_only ? &s->tops[n_chunks] : NULL;
