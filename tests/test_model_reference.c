@@ -713,10 +713,9 @@ END_TEST
 
 static struct cinfer_model *load_or_fail(const char *path);
 
-/* Decodes sequence A of mc teacher-forced (its prompt, then one token a call) on ops
- * with 2 threads; step_logits (n_gen - 1, vocab) gets every decode step's logits. */
-static void decode_logits(const struct model_case *mc, const struct cinfer_model *model, const struct ref_seq *a,
-                          const struct cinfer_backend_ops *ops, float *step_logits)
+/* A runtime for mc's model on backend ops: 2 threads, an f32 KV cache of 4 MiB. */
+static struct cinfer_runtime *runtime_on(const struct model_case *mc, const struct cinfer_model *model,
+                                         const struct cinfer_backend_ops *ops)
 {
     struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 4u << 20, .kv_page_tokens = KV_PAGE_TOKENS,
                                              .n_threads = 2, .max_batch_tokens = MAX_BATCH_TOKENS,
@@ -726,6 +725,15 @@ static void decode_logits(const struct model_case *mc, const struct cinfer_model
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_runtime_create(model, &rt_opts, &rt, &err) == 0, "%s on %s: %s", mc->name, ops->name,
                   err.message);
+    return rt;
+}
+
+/* Decodes sequence A of mc teacher-forced (its prompt, then one token a call) on ops
+ * with 2 threads; step_logits (n_gen - 1, vocab) gets every decode step's logits. */
+static void decode_logits(const struct model_case *mc, const struct cinfer_model *model, const struct ref_seq *a,
+                          const struct cinfer_backend_ops *ops, float *step_logits)
+{
+    struct cinfer_runtime *rt = runtime_on(mc, model, ops);
     int vocab = model->config.vocab_size;
     float *prompt_out = malloc(sizeof(float) * (size_t)vocab);
     struct seq_pages sp = {.n = 0};
@@ -799,14 +807,7 @@ static void prompt_last_row(const struct model_case *mc, const struct cinfer_mod
                             const struct cinfer_backend_ops *ops, int top_k, float *row,
                             struct cinfer_logits_top *top)
 {
-    struct cinfer_runtime_options rt_opts = {.kv_cache_bytes = 4u << 20, .kv_page_tokens = KV_PAGE_TOKENS,
-                                             .n_threads = 2, .max_batch_tokens = MAX_BATCH_TOKENS,
-                                             .kv_dtype = CINFER_KV_CACHE_DTYPE_F32, .context_length = 1024,
-                                             .backend = ops};
-    struct cinfer_runtime *rt = NULL;
-    struct cinfer_error err = {0};
-    ck_assert_msg(cinfer_runtime_create(model, &rt_opts, &rt, &err) == 0, "%s on %s: %s", mc->name, ops->name,
-                  err.message);
+    struct cinfer_runtime *rt = runtime_on(mc, model, ops);
     struct seq_pages sp = {.n = 0};
     pages_cover(rt, &sp, a->n_prompt);
     struct cinfer_seq_chunk c = chunk_of(a->tokens, a->n_prompt, 0, &sp, CINFER_LOGITS_LAST, top_k ? NULL : row);
