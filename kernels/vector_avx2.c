@@ -24,7 +24,7 @@ float cinfer_dot_avx2(const float *a, const float *b, int n)
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
     float sum = hsum(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++)
-        sum += a[i] * b[i];
+        sum = fmaf(a[i], b[i], sum); /* fused always (see weight_load_avx2.h) */
     return sum;
 }
 
@@ -35,7 +35,7 @@ void cinfer_axpy_avx2(float *y, float a, const float *x, int n)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++)
-        y[i] += a * x[i];
+        y[i] = fmaf(a, x[i], y[i]);
 }
 
 void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float eps)
@@ -48,7 +48,7 @@ void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float 
     }
     float sum_sq = hsum(acc);
     for (; i < n; i++)
-        sum_sq += x[i] * x[i];
+        sum_sq = fmaf(x[i], x[i], sum_sq);
     float inv_rms = 1.0f / sqrtf(sum_sq / (float)n + eps);
     __m256 scale = _mm256_set1_ps(inv_rms);
     for (i = 0; i + 8 <= n; i += 8) {

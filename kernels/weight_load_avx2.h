@@ -5,6 +5,8 @@
 #ifndef CINFER_KERNELS_WEIGHT_LOAD_AVX2_H
 #define CINFER_KERNELS_WEIGHT_LOAD_AVX2_H
 
+#include <math.h>
+
 #ifndef AI
 #define AI static inline __attribute__((always_inline))
 #endif
@@ -30,7 +32,11 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
     return _mm256_setzero_ps();
 }
 
-/* Elements [kk, k) of one dot product, in order (F32/F16/BF16 only). */
+/* Elements [kk, k) of one dot product, in order (F32/F16/BF16 only), each an explicit
+ * fused multiply-add: left to -ffp-contract, GCC -O3 fused short tails but multiplied
+ * tails of 4 or more as a vector and then added the rounded products, so a row's sum
+ * depended on how many zeros followed it (attention's P.V over block contexts of 11
+ * and 13 differed in the last bit). */
 static inline float tail_dot(const float *x, const uint8_t *wrow, int kk, int k, enum cinfer_kernel_wtype wtype)
 {
     float acc = 0.0f;
@@ -43,7 +49,7 @@ static inline float tail_dot(const float *x, const uint8_t *wrow, int kk, int k,
         case CINFER_KW_BF16: memcpy(&h, wrow + 2 * (size_t)i, 2); wv = cinfer_kernel_bf16_to_f32(h); break;
         default: wv = 0.0f; break;
         }
-        acc += x[i] * wv;
+        acc = fmaf(x[i], wv, acc);
     }
     return acc;
 }
