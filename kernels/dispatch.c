@@ -56,12 +56,12 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
 
 enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored)
 {
-    if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
-        return stored;
-    /* block-quantized panels only where the AVX-512 kernels for them run (VNNI) */
-    if (cinfer_kernel_is_block_quant(stored) && !cinfer_quant_panels_avx512_usable())
-        return stored;
-    return cinfer_kernel_panel_type(stored);
+    enum cinfer_kernel_level level = cinfer_kernels_level();
+    /* block-quantized panels wherever vector kernels for them run (AVX2, or AVX-512 VNNI);
+     * Q8_0, F16 and BF16 panels only at the AVX-512 level */
+    if (cinfer_kernel_is_block_quant(stored))
+        return level == CINFER_KERNEL_SCALAR ? stored : cinfer_kernel_panel_type(stored);
+    return level == CINFER_KERNEL_AVX512 ? cinfer_kernel_panel_type(stored) : stored;
 }
 
 void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const void *w,
@@ -77,8 +77,11 @@ void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const vo
         return;
     }
     if (wtype >= CINFER_KW_Q4_0_PANELS) { /* quantized panels: lanes are weight rows */
-        if (cinfer_kernels_level() == CINFER_KERNEL_AVX512 && cinfer_quant_panels_avx512_usable())
+        enum cinfer_kernel_level level = cinfer_kernels_level();
+        if (level == CINFER_KERNEL_AVX512 && cinfer_quant_panels_avx512_usable())
             cinfer_quant_panels_avx512(xp, n, k, w, wtype, j0, j1, y, ldy);
+        else if (level != CINFER_KERNEL_SCALAR) /* AVX2, or AVX-512 without VNNI */
+            cinfer_quant_panels_avx2(xp, n, k, w, wtype, j0, j1, y, ldy);
         else
             cinfer_quant_panels_scalar(xp, n, k, w, wtype, j0, j1, y, ldy);
         return;

@@ -88,7 +88,8 @@ void cinfer_quant_matmul_avx512(const void *x_prepared, int n, int k, const void
 /* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K in panels of 16 rows (quant_panels.c): the type a panel
  * type repacks and back; whether rows of k can be packed; packing; a row put back as
  * stored (out: its row bytes); the loop any level runs; and the AVX-512 kernels
- * (quant_panels_avx512.c, VNNI and VBMI) with whether this CPU runs them. */
+ * (quant_panels_avx512.c, VNNI and VBMI) with whether this CPU runs them. The AVX2
+ * level, and an AVX-512 CPU without VNNI, run the AVX2 kernels. */
 enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype panel_type);
 enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored);
 int cinfer_quant_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k);
@@ -98,6 +99,9 @@ void cinfer_quant_panel_row(enum cinfer_kernel_wtype panel_type, const void *pan
                             void *out);
 void cinfer_quant_panels_scalar(const void *x_prepared, int n, int k, const void *panels,
                                 enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy);
+/* The same kernels with AVX2 (quant_panels_avx2.c), for CPUs without AVX-512 VNNI. */
+void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *panels,
+                              enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy);
 int cinfer_quant_panels_avx512_usable(void);
 void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void *panels,
                                 enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy);

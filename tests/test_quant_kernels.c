@@ -313,7 +313,9 @@ START_TEST(panels_give_the_stored_bits)
         restore_level();
         printf("%-5s panels (%s): every row as stored, the stored type's bits at every level, batch and range\n",
                cinfer_kernel_type_info(c.wtype)->name,
-               cinfer_quant_panels_avx512_usable() ? "AVX-512 VNNI kernels here" : "no VNNI here: the loop");
+               cinfer_quant_panels_avx512_usable()                        ? "AVX-512 VNNI kernels here"
+               : cinfer_kernels_best_level() != CINFER_KERNEL_SCALAR ? "AVX2 kernels here"
+                                                                     : "scalar loop only here");
         quant_case_free(&c);
         free(panels), free(row), free(wrow), free(x), free(want), free(got), free(prepared);
     }

@@ -1,0 +1,371 @@
+/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, Q4_K, Q5_K and Q6_K panels (layouts in
+ * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
+ * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
+ * AMD Zen 2/3 and Intel's client cores.
+ *
+ * A panel's 16 weight rows are two passes of 8 rows: pass `half` reads the 32-byte half
+ * of each 64-byte group of the panel that holds rows 8 half .. 8 half + 7, one 32-bit
+ * lane a row (the panel is at most a few KB, so the second pass reads it from cache).
+ * Where AVX-512 VNNI has vpdpbusd, AVX2 multiplies the unsigned weight bytes by the
+ * broadcast int8 activations into int16 pair sums (vpmaddubsw) and those pairs into one
+ * int32 per lane (vpmaddwd against ones). vpmaddubsw saturates at 32767, so the values
+ * stay small: every weight byte here is below 64 (Q6_K's 6 bits; the high nibbles are
+ * shifted down, not kept in place as the AVX-512 kernel keeps them), and 2 x 63 x 127
+ * fits. Every integer step is exact and the float steps are the scalar definition's (one
+ * or two fma a block, per row and lane, quant_dot_scalar.c), so every output has the
+ * scalar level's bits. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+#define PANEL CINFER_KERNEL_PANEL_ROWS
+#define HALF_ROWS 8 /* a pass over a panel: 8 rows, one 32-bit lane each */
+#define TILE_Q 4    /* activation rows per pass, 32-value types (16 ymm registers) */
+#define TILE_K 2    /* activation rows per pass, K-quants (more sums live per row) */
+/* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
+#define PREFETCH_BYTES 4096
+
+/* Every cache line of the half-block at p (bytes long in all), PREFETCH_BYTES ahead:
+ * the first pass over a panel streams it from memory. */
+AI void prefetch_block(const uint8_t *p, int bytes)
+{
+    for (int off = 0; off < bytes; off += 64)
+        _mm_prefetch((const char *)p + PREFETCH_BYTES + off, _MM_HINT_T0);
+}
+
+/* acc += Σ over 4 products per lane of the unsigned bytes w (each below 64) and the 4
+ * int8 at x, broadcast. */
+AI __m256i dot_u8(__m256i acc, __m256i w, const int8_t *x)
+{
+    int32_t four;
+    memcpy(&four, x, 4);
+    __m256i pairs = _mm256_maddubs_epi16(w, _mm256_set1_epi32(four));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+/* acc += the int16 pairs of w times the pair at x, broadcast. */
+AI __m256i dot_i16(__m256i acc, __m256i w, const int16_t *x)
+{
+    int32_t pair;
+    memcpy(&pair, x, 4);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_set1_epi32(pair)));
+}
+
+AI __m256i low4(__m256i v)
+{
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* (v & 0x0F) | t (t has only bits 4..5 set) */
+AI __m256i low4_or(__m256i v, __m256i t)
+{
+    return _mm256_or_si256(low4(v), t);
+}
+
+/* the high nibbles of v's bytes, as values 0..15 */
+AI __m256i high4(__m256i v)
+{
+    return low4(_mm256_srli_epi16(v, 4));
+}
+
+/* 8 f16 at p, widened */
+AI __m256 half8(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+AI __m256i load(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+
+/* The lanes of an 8-bit row mask, as maskstore wants them. */
+AI __m256i lane_mask(unsigned rows)
+{
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)rows), bit), bit);
+}
+
+/* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
+
+/* Rows 8 half .. 8 half + 7 of one panel against R activation rows (xq rows of `blocks`
+ * blocks). Q5: the 5th bits from the panel's h (bit u of byte i: value 4u + i; bit 4 + u:
+ * value 16 + 4u + i). */
+AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                     __m256i mask, int half, int first, const int R, const int q5)
+{
+    const int block_bytes = q5 ? 16 * 22 : 16 * 18, qs_at = (q5 ? 96 : 32) + 32 * half;
+    const __m256i bias = _mm256_set1_epi32(q5 ? 0xFFF0 : 0xFFF8); /* pairs (-16, 0) or (-8, 0) */
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    __m256 acc[TILE_Q];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        if (first)
+            prefetch_block(pb, block_bytes);
+        const int chains = R == 1 ? 2 : 1; /* at one row, two sums so the adds overlap */
+        __m256i isum[TILE_Q][2];
+        UNROLL for (int r = 0; r < R; r++)
+            isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+        __m256i h = q5 ? load(pb + 32 + 32 * half) : _mm256_setzero_si256();
+        UNROLL for (int u = 0; u < 4; u++) {
+            __m256i v = load(pb + qs_at + 64 * u), lo, hi;
+            if (q5) {
+                __m256i hl = _mm256_and_si256(_mm256_slli_epi16(h, 4 - u), bit4);
+                __m256i hh = _mm256_and_si256(u ? _mm256_srli_epi16(h, u) : h, bit4);
+                lo = low4_or(v, hl);
+                hi = _mm256_or_si256(high4(v), hh);
+            } else {
+                lo = low4(v);
+                hi = high4(v);
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+                int c = u % chains;
+                isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
+                isum[r][c] = dot_u8(isum[r][c], hi, x->q + 16 + 4 * u);
+            }
+        }
+        __m256 dw = half8(pb + 16 * half);
+        UNROLL for (int r = 0; r < R; r++) {
+            const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+            __m256i s = chains == 2 ? _mm256_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
+            s = dot_i16(s, bias, &x->sum); /* - bias * sum */
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+}
+
+/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
+
+/* The 6-bit scales and mins of the 8 sub-blocks of the pass's 8 rows, from the halves of
+ * the 3 dword vectors of their 12 scale bytes: sc[j] as int32, mp[j] the min as an int16
+ * pair (m, m). */
+AI void k4_scales(const uint8_t *pb, int half, __m256i sc[8], __m256i mp[8])
+{
+    const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
+    __m256i s0 = load(pb + 64 + 32 * half), s1 = load(pb + 128 + 32 * half), s2 = load(pb + 192 + 32 * half);
+    __m256i mn[8];
+    UNROLL for (int j = 0; j < 4; j++) {
+        sc[j] = _mm256_and_si256(_mm256_srli_epi32(s0, 8 * j), m6);
+        mn[j] = _mm256_and_si256(_mm256_srli_epi32(s1, 8 * j), m6);
+        sc[j + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 8 * j), m4),
+                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(s0, 8 * j + 6), m2), 4));
+        mn[j + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 8 * j + 4), m4),
+                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(s1, 8 * j + 6), m2), 4));
+    }
+    UNROLL for (int j = 0; j < 8; j++)
+        mp[j] = _mm256_or_si256(mn[j], _mm256_slli_epi32(mn[j], 16));
+}
+
+AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                 __m256i mask, int half, int first, const int R, const int q5)
+{
+    const int block_bytes = q5 ? 16 * 176 : 16 * 144, qs_at = (q5 ? 768 : 256) + 32 * half;
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    __m256 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        if (first)
+            prefetch_block(pb, block_bytes);
+        __m256i sc[8], mp[8];
+        k4_scales(pb, half, sc, mp);
+        __m256i s[TILE_K], m[TILE_K];
+        UNROLL for (int r = 0; r < R; r++) {
+            s[r] = _mm256_setzero_si256();
+            m[r] = _mm256_setzero_si256();
+            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+            UNROLL for (int j = 0; j < 8; j++) /* mins times the 16-value sums, two a sub-block */
+                m[r] = dot_i16(m[r], mp[j], x->bsums + 2 * j);
+        }
+        for (int c = 0; c < 4; c++) { /* 64 values: sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+            __m256i lo_sum[TILE_K][2], hi_sum[TILE_K][2];
+            UNROLL for (int r = 0; r < R; r++)
+                lo_sum[r][0] = lo_sum[r][1] = hi_sum[r][0] = hi_sum[r][1] = _mm256_setzero_si256();
+            UNROLL for (int v = 0; v < 8; v++) {
+                __m256i w = load(pb + qs_at + 64 * (8 * c + v)), lo, hi;
+                if (q5) { /* bit 2c (low) and 2c + 1 (high) of qh[4v + i] */
+                    __m256i h = load(pb + 256 + 64 * v + 32 * half);
+                    int sl = 2 * c, sh = 2 * c + 1;
+                    __m256i hl = sl <= 4 ? _mm256_slli_epi16(h, 4 - sl) : _mm256_srli_epi16(h, sl - 4);
+                    __m256i hh = sh <= 4 ? _mm256_slli_epi16(h, 4 - sh) : _mm256_srli_epi16(h, sh - 4);
+                    lo = low4_or(w, _mm256_and_si256(hl, bit4));
+                    hi = _mm256_or_si256(high4(w), _mm256_and_si256(hh, bit4));
+                } else {
+                    lo = low4(w);
+                    hi = high4(w);
+                }
+                UNROLL for (int r = 0; r < R; r++) {
+                    const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                    lo_sum[r][v & 1] = dot_u8(lo_sum[r][v & 1], lo, x->q + 64 * c + 4 * v);
+                    hi_sum[r][v & 1] = dot_u8(hi_sum[r][v & 1], hi, x->q + 64 * c + 32 + 4 * v);
+                }
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256i l = _mm256_add_epi32(lo_sum[r][0], lo_sum[r][1]);
+                __m256i hsum = _mm256_add_epi32(hi_sum[r][0], hi_sum[r][1]);
+                s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_mullo_epi32(l, sc[2 * c]),
+                                                               _mm256_mullo_epi32(hsum, sc[2 * c + 1])));
+            }
+        }
+        __m256 d = half8(pb + 16 * half), dmin = half8(pb + 32 + 16 * half);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+}
+
+/* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
+
+AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                 __m256i mask, int half, int first, const int R)
+{
+    const int block_bytes = 16 * 210;
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    __m256 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        if (first)
+            prefetch_block(pb, block_bytes);
+        const uint8_t *scales = pb + 32, *ql = pb + 288 + 32 * half, *qh = pb + 2336 + 32 * half;
+        __m256i s[TILE_K], bias[8];
+        for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
+            __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 8 * half));
+            __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 16 + 8 * half));
+            bias[t] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)), _mm256_set1_epi16(-32));
+        }
+        UNROLL for (int r = 0; r < R; r++) { /* the bias against the 16-value sums */
+            s[r] = _mm256_setzero_si256();
+            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+            UNROLL for (int t = 0; t < 8; t++)
+                s[r] = dot_i16(s[r], bias[t], x->bsums + 2 * t);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int run = 0; run < 2; run++) { /* v = 4 run .. 4 run + 3: sub-blocks 8h + 2a + run */
+                __m256i sum[TILE_K][4];
+                UNROLL for (int r = 0; r < R; r++)
+                    sum[r][0] = sum[r][1] = sum[r][2] = sum[r][3] = _mm256_setzero_si256();
+                UNROLL for (int vv = 0; vv < 4; vv++) {
+                    int v = 4 * run + vv;
+                    __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
+                    __m256i H = load(qh + 64 * (8 * h + v));
+                    __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
+                    __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
+                    __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
+                    __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
+                        sum[r][0] = dot_u8(sum[r][0], q0, xr);
+                        sum[r][1] = dot_u8(sum[r][1], q1, xr + 32);
+                        sum[r][2] = dot_u8(sum[r][2], q2, xr + 64);
+                        sum[r][3] = dot_u8(sum[r][3], q3, xr + 96);
+                    }
+                }
+                UNROLL for (int a = 0; a < 4; a++) {
+                    __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                        (const __m128i *)(const void *)(scales + 16 * (8 * h + 2 * a + run) + 8 * half)));
+                    UNROLL for (int r = 0; r < R; r++)
+                        s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(sum[r][a], sc));
+                }
+            }
+        __m256 d = half8(pb + 16 * half);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+}
+
+/* ---- the panels' loop ---------------------------------------------------------------- */
+
+/* first: the panel's first pass, which prefetches it */
+typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i mask, int half,
+                        int first);
+
+#define TILE_FNS(R)                                                                                                \
+    static void q4_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                            int first)                                                                     \
+    {                                                                                                              \
+        block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0);                                                          \
+    }                                                                                                              \
+    static void q5_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                            int first)                                                                     \
+    {                                                                                                              \
+        block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1);                                                          \
+    }
+#define TILE_K_FNS(R)                                                                                              \
+    static void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                            int first)                                                                     \
+    {                                                                                                              \
+        k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0);                                                              \
+    }                                                                                                              \
+    static void q5_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                            int first)                                                                     \
+    {                                                                                                              \
+        k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1);                                                              \
+    }                                                                                                              \
+    static void q6_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                            int first)                                                                     \
+    {                                                                                                              \
+        q6k_tile(x, blocks, pg, y, ldy, m, hf, first, R);                                                                 \
+    }
+TILE_FNS(1)
+TILE_FNS(2)
+TILE_FNS(3)
+TILE_FNS(4)
+TILE_K_FNS(1)
+TILE_K_FNS(2)
+
+void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *panels,
+                              enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy)
+{
+    static const tile_fn q4_0[] = {q4_0_rows1, q4_0_rows2, q4_0_rows3, q4_0_rows4};
+    static const tile_fn q5_0[] = {q5_0_rows1, q5_0_rows2, q5_0_rows3, q5_0_rows4};
+    static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2};
+    static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
+    static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2};
+    if (j1 <= j0 || n < 1)
+        return;
+    enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
+    const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
+    int blocks = k / info->block_values, tile = info->block_values == 32 ? TILE_Q : TILE_K;
+    const tile_fn *fns = stored == CINFER_KW_Q4_0   ? q4_0
+                         : stored == CINFER_KW_Q5_0 ? q5_0
+                         : stored == CINFER_KW_Q4_K ? q4_k
+                         : stored == CINFER_KW_Q5_K ? q5_k
+                                                    : q6_k;
+    size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
+    size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);
+    for (int i = 0; i < n; i += tile) {
+        int rows = n - i < tile ? n - i : tile;
+        const uint8_t *xi = (const uint8_t *)x_prepared + (size_t)i * x_row_bytes;
+        for (int g = j0 / PANEL; g * PANEL < j1; g++) {
+            int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
+            int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
+            unsigned asked = ((1u << hi) - 1u) & ~((1u << lo) - 1u); /* the panel's rows [lo, hi) */
+            for (int half = 0; half < 2; half++) {
+                unsigned rows8 = (asked >> (HALF_ROWS * half)) & 0xFFu;
+                if (rows8)
+                    fns[rows - 1](xi, blocks, (const uint8_t *)panels + (size_t)g * panel_bytes,
+                                  y + (size_t)i * ldy + (size_t)g * PANEL, ldy, lane_mask(rows8), half,
+                                  half == 0 || !(asked & 0xFFu));
+            }
+        }
+    }
+}
