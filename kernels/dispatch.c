@@ -57,9 +57,9 @@ const char *cinfer_kernels_level_name(enum cinfer_kernel_level level)
 enum cinfer_kernel_wtype cinfer_kernel_preferred_wtype(enum cinfer_kernel_wtype stored)
 {
     enum cinfer_kernel_level level = cinfer_kernels_level();
-    /* block-quantized panels wherever vector kernels for them run (AVX2, or AVX-512 VNNI);
-     * Q8_0, F16 and BF16 panels only at the AVX-512 level */
-    if (cinfer_kernel_is_block_quant(stored))
+    /* block-quantized and Q8_0 panels wherever vector kernels for them run (AVX2 and
+     * AVX-512); F16 and BF16 panels only at the AVX-512 level */
+    if (cinfer_kernel_is_block_quant(stored) || stored == CINFER_KW_Q8_0)
         return level == CINFER_KERNEL_SCALAR ? stored : cinfer_kernel_panel_type(stored);
     return level == CINFER_KERNEL_AVX512 ? cinfer_kernel_panel_type(stored) : stored;
 }
@@ -87,7 +87,9 @@ void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const vo
         return;
     }
     if (cinfer_kernel_is_panels(wtype)) { /* one kernel for any n: lanes are weight rows */
-        if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
+        if (cinfer_kernels_level() == CINFER_KERNEL_AVX2 && wtype == CINFER_KW_Q8_0_PANELS)
+            cinfer_q8_panels_avx2(xp, n, k, w, j0, j1, y, ldy);
+        else if (cinfer_kernels_level() != CINFER_KERNEL_AVX512)
             cinfer_panels_scalar(x, xp, n, k, w, wtype, j0, j1, y, ldy);
         else if (wtype == CINFER_KW_Q8_0_PANELS)
             cinfer_q8_panels_avx512(xp, n, k, w, j0, j1, y, ldy);

@@ -50,6 +50,8 @@ void cinfer_panels_scalar(const float *x, const void *x_prepared, int n, int k, 
                           enum cinfer_kernel_wtype type, int j0, int j1, float *y, int ldy);
 void cinfer_q8_panels_avx512(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,
                              int ldy);
+/* ... and with AVX2 (q8_panels_avx2.c), for CPUs without AVX-512. */
+void cinfer_q8_panels_avx2(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y, int ldy);
 void cinfer_panels16_avx512(const float *x, const void *x_prepared, int n, int k, const void *panels,
                             enum cinfer_kernel_wtype type, int j0, int j1, float *y, int ldy);
 /* out (k) = row `row` of weights in panels of type `type`, widened. */
@@ -108,6 +110,10 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
 /* Activations to int8 blocks with AVX-512: the scalar quantizers' numbers. */
 void cinfer_quantize_xq32_avx512(const float *x, int k, struct cinfer_kernel_xq32 *out);
 void cinfer_quantize_xq256_avx512(const float *x, int k, struct cinfer_kernel_xq256 *out);
+/* ... and with AVX2 (prepare_avx2.c), with the Q8_0 weights' int16 blocks. */
+void cinfer_quantize_xq32_avx2(const float *x, int k, struct cinfer_kernel_xq32 *out);
+void cinfer_quantize_xq256_avx2(const float *x, int k, struct cinfer_kernel_xq256 *out);
+void cinfer_prepare_q8_avx2(const float *x, int k, struct cinfer_kernel_xblock *out);
 
 /* f16 / bf16 row widening with F16C (vector_avx2.c): the scalar conversions' values. */
 void cinfer_widen_row_avx2(const void *row, int is_bf16, int k, float *out);

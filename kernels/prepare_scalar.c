@@ -1,5 +1,6 @@
 /* kernels/prepare_scalar.c — activations quantized to int16 blocks for Q8_0 weights
- * (at the AVX-512 level by prepare_avx512.c, to the same numbers),
+ * (at the AVX-512 and AVX2 levels by prepare_avx512.c and prepare_avx2.c, to the same
+ * numbers),
  * and rounded to bf16 for BF16 weights (used where the CPU has vdpbf16ps).
  * Rounding is to nearest (even on ties) by the 1.5 * 2^23 trick, which needs no libm
  * call and vectorizes. */
@@ -73,13 +74,21 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
     int xq_block = cinfer_kernel_xq_block(wtype);
     if (xq_block) {
         size_t row_bytes = cinfer_kernel_xq_row_bytes(wtype, k);
-        int simd = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
+        enum cinfer_kernel_level level = cinfer_kernels_level();
+        void (*quantize32)(const float *, int, struct cinfer_kernel_xq32 *) =
+            level == CINFER_KERNEL_AVX512 ? cinfer_quantize_xq32_avx512
+            : level == CINFER_KERNEL_AVX2 ? cinfer_quantize_xq32_avx2
+                                          : cinfer_quantize_xq32_scalar;
+        void (*quantize256)(const float *, int, struct cinfer_kernel_xq256 *) =
+            level == CINFER_KERNEL_AVX512 ? cinfer_quantize_xq256_avx512
+            : level == CINFER_KERNEL_AVX2 ? cinfer_quantize_xq256_avx2
+                                          : cinfer_quantize_xq256_scalar;
         for (int i = i0; i < i1; i++) {
             void *out = (uint8_t *)prepared + (size_t)i * row_bytes;
             if (xq_block == 32)
-                (simd ? cinfer_quantize_xq32_avx512 : cinfer_quantize_xq32_scalar)(x + (size_t)i * k, k, out);
+                quantize32(x + (size_t)i * k, k, out);
             else
-                (simd ? cinfer_quantize_xq256_avx512 : cinfer_quantize_xq256_scalar)(x + (size_t)i * k, k, out);
+                quantize256(x + (size_t)i * k, k, out);
         }
         return;
     }
@@ -87,11 +96,11 @@ void cinfer_kernel_prepare_rows(enum cinfer_kernel_wtype wtype, const float *x, 
         return;
     struct cinfer_kernel_xblock *blocks = prepared;
     int per_row = k / CINFER_KERNEL_Q8_BLOCK;
-    int simd = cinfer_kernels_level() == CINFER_KERNEL_AVX512;
-    for (int i = i0; i < i1; i++) {
-        if (simd)
-            cinfer_prepare_q8_avx512(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
-        else
-            quantize_row_q16(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
-    }
+    enum cinfer_kernel_level level = cinfer_kernels_level();
+    void (*quantize)(const float *, int, struct cinfer_kernel_xblock *) =
+        level == CINFER_KERNEL_AVX512 ? cinfer_prepare_q8_avx512
+        : level == CINFER_KERNEL_AVX2 ? cinfer_prepare_q8_avx2
+                                      : quantize_row_q16;
+    for (int i = i0; i < i1; i++)
+        quantize(x + (size_t)i * k, k, blocks + (size_t)i * per_row);
 }

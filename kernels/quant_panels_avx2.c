@@ -298,33 +298,19 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
 typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i mask, int half,
                         int first);
 
-#define TILE_FNS(R)                                                                                                \
-    static void q4_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                            int first)                                                                     \
-    {                                                                                                              \
-        block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0);                                                          \
-    }                                                                                                              \
-    static void q5_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                            int first)                                                                     \
-    {                                                                                                              \
-        block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1);                                                          \
+#define TILE_FN(name, R, ...)                                                                                  \
+    static void name##_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
+                               int first)                                                                      \
+    {                                                                                                          \
+        __VA_ARGS__;                                                                                           \
     }
-#define TILE_K_FNS(R)                                                                                              \
-    static void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                            int first)                                                                     \
-    {                                                                                                              \
-        k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0);                                                              \
-    }                                                                                                              \
-    static void q5_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                            int first)                                                                     \
-    {                                                                                                              \
-        k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1);                                                              \
-    }                                                                                                              \
-    static void q6_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                            int first)                                                                     \
-    {                                                                                                              \
-        q6k_tile(x, blocks, pg, y, ldy, m, hf, first, R);                                                                 \
-    }
+#define TILE_FNS(R)                                                                                            \
+    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0))                                  \
+    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1))
+#define TILE_K_FNS(R)                                                                                          \
+    TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0))                                      \
+    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1))                                      \
+    TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, m, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)

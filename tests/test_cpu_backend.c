@@ -56,7 +56,10 @@ START_TEST(prepared_weights_give_the_stored_bits)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             struct cinfer_backend_weight stored = make_weight(types[t], 45, K, &rng), prepared;
             ck_assert_int_eq(ops->weight_prepare(be, &stored, &prepared, &err), 0);
-            int panels = types[t] != CINFER_TENSOR_F32 && level == CINFER_KERNEL_AVX512;
+            /* 16-bit and Q8_0 panels at the AVX-512 level, Q8_0 panels at the AVX2 level too */
+            int panels = types[t] != CINFER_TENSOR_F32 &&
+                         (level == CINFER_KERNEL_AVX512 ||
+                          (level == CINFER_KERNEL_AVX2 && types[t] == CINFER_TENSOR_Q8_0));
             if (panels) {
                 enum cinfer_kernel_wtype want = cinfer_kernel_panel_type((enum cinfer_kernel_wtype)types[t]);
                 ck_assert_uint_eq(prepared.type, (uint32_t)want);

@@ -738,8 +738,8 @@ END_TEST
  * product of the numbers multiplied; a row's outputs have the same bits in a batch of
  * 1, 2, 3, 5, 8, 9, 13 or 40 and whatever column ranges the call is cut into; Q8_0
  * panels give the stored layout's bits, and F16 and BF16 panels with x unrounded the
- * scalar loop's bits at every level (the same FMAs in the same two chains). Only the
- * AVX-512 level prefers panels. */
+ * scalar loop's bits at every level (the same FMAs in the same two chains). The
+ * AVX-512 level prefers panels for all three, the AVX2 level for Q8_0 (q8_panels_avx2.c). */
 START_TEST(panels_every_type_and_level)
 {
     const int shapes[][2] = {/* k, m */ {576, 45}, {1536, 21}, {32, 1}, {64, 16}, {33 * 32, 17}, {96, 15}, {37, 19}};
@@ -786,8 +786,9 @@ START_TEST(panels_every_type_and_level)
             cinfer_kernel_prepare_rows(type, x, k, 0, MOST, xq);
             FOR_EACH_LEVEL(level)
             {
-                ck_assert_int_eq(cinfer_kernel_preferred_wtype(stored_type),
-                                 level == CINFER_KERNEL_AVX512 ? type : stored_type);
+                int panels_preferred = level == CINFER_KERNEL_AVX512 ||
+                                       (level == CINFER_KERNEL_AVX2 && stored_type == CINFER_KW_Q8_0);
+                ck_assert_int_eq(cinfer_kernel_preferred_wtype(stored_type), panels_preferred ? type : stored_type);
                 int rounded = xq && cinfer_kernel_rounds_x_to_bf16(type);
                 cinfer_kernel_matmul(x, xq, MOST, k, panels, type, 0, 0, m, y_whole, m);
                 for (int i = 0; i < MOST; i++)
