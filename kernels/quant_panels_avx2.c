@@ -3,9 +3,11 @@
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
  *
- * A panel's 16 weight rows are two passes of 8 rows: pass `half` reads the 32-byte half
- * of each 64-byte group of the panel that holds rows 8 half .. 8 half + 7, one 32-bit
- * lane a row (the panel is at most a few KB, so the second pass reads it from cache).
+ * A panel's 16 weight rows are two halves of 8 rows: half h is the 32-byte half of each
+ * 64-byte group of the panel that holds rows 8h .. 8h + 7, one 32-bit lane a row. At one
+ * activation row (decode) both halves go in one pass, so the weights stream from memory
+ * in order; with more rows there is no room in the 16 ymm registers for both, and the
+ * panel is read in two passes, the second from cache (a panel is a few KB).
  * Where AVX-512 VNNI has vpdpbusd, AVX2 multiplies the unsigned weight bytes by the
  * broadcast int8 activations into int16 pair sums (vpmaddubsw) and those pairs into one
  * int32 per lane (vpmaddwd against ones). vpmaddubsw saturates at 32767, so the values
@@ -22,7 +24,7 @@
 #define AI static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 #define PANEL CINFER_KERNEL_PANEL_ROWS
-#define HALF_ROWS 8 /* a pass over a panel: 8 rows, one 32-bit lane each */
+#define HALF_ROWS 8 /* a panel's half: 8 rows, one 32-bit lane each */
 #define TILE_Q 4    /* activation rows per pass, 32-value types (16 ymm registers) */
 #define TILE_K 2    /* activation rows per pass, K-quants (more sums live per row) */
 /* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
@@ -91,55 +93,63 @@ AI __m256i lane_mask(unsigned rows)
 
 /* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
 
-/* Rows 8 half .. 8 half + 7 of one panel against R activation rows (xq rows of `blocks`
- * blocks). Q5: the 5th bits from the panel's h (bit u of byte i: value 4u + i; bit 4 + u:
+/* One panel against R activation rows (xq rows of `blocks` blocks): at R = 1 both of
+ * its halves in one pass (the weights stream in order), otherwise rows 8 half .. 8 half
+ * + 7. Q5: the 5th bits from the panel's h (bit u of byte i: value 4u + i; bit 4 + u:
  * value 16 + 4u + i). */
 AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                     __m256i mask, int half, int first, const int R, const int q5)
+                     __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int q5)
 {
-    const int block_bytes = q5 ? 16 * 22 : 16 * 18, qs_at = (q5 ? 96 : 32) + 32 * half;
+    const int block_bytes = q5 ? 16 * 22 : 16 * 18, passes = R == 1 ? 2 : 1;
     const __m256i bias = _mm256_set1_epi32(q5 ? 0xFFF0 : 0xFFF8); /* pairs (-16, 0) or (-8, 0) */
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc[TILE_Q];
-    UNROLL for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_Q];
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            acc[p][r] = _mm256_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
             prefetch_block(pb, block_bytes);
-        const int chains = R == 1 ? 2 : 1; /* at one row, two sums so the adds overlap */
-        __m256i isum[TILE_Q][2];
-        UNROLL for (int r = 0; r < R; r++)
-            isum[r][0] = isum[r][1] = _mm256_setzero_si256();
-        __m256i h = q5 ? load(pb + 32 + 32 * half) : _mm256_setzero_si256();
-        UNROLL for (int u = 0; u < 4; u++) {
-            __m256i v = load(pb + qs_at + 64 * u), lo, hi;
-            if (q5) {
-                __m256i hl = _mm256_and_si256(_mm256_slli_epi16(h, 4 - u), bit4);
-                __m256i hh = _mm256_and_si256(u ? _mm256_srli_epi16(h, u) : h, bit4);
-                lo = low4_or(v, hl);
-                hi = _mm256_or_si256(high4(v), hh);
-            } else {
-                lo = low4(v);
-                hi = high4(v);
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half, qs_at = (q5 ? 96 : 32) + 32 * hf;
+            const int chains = R == 1 ? 2 : 1; /* at one row, two sums so the adds overlap */
+            __m256i isum[TILE_Q][2];
+            UNROLL for (int r = 0; r < R; r++)
+                isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+            __m256i h = q5 ? load(pb + 32 + 32 * hf) : _mm256_setzero_si256();
+            UNROLL for (int u = 0; u < 4; u++) {
+                __m256i v = load(pb + qs_at + 64 * u), lo, hi;
+                if (q5) {
+                    __m256i hl = _mm256_and_si256(_mm256_slli_epi16(h, 4 - u), bit4);
+                    __m256i hh = _mm256_and_si256(u ? _mm256_srli_epi16(h, u) : h, bit4);
+                    lo = low4_or(v, hl);
+                    hi = _mm256_or_si256(high4(v), hh);
+                } else {
+                    lo = low4(v);
+                    hi = high4(v);
+                }
+                UNROLL for (int r = 0; r < R; r++) {
+                    const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+                    int c = u % chains;
+                    isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
+                    isum[r][c] = dot_u8(isum[r][c], hi, x->q + 16 + 4 * u);
+                }
             }
+            __m256 dw = half8(pb + 16 * hf);
             UNROLL for (int r = 0; r < R; r++) {
                 const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
-                int c = u % chains;
-                isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
-                isum[r][c] = dot_u8(isum[r][c], hi, x->q + 16 + 4 * u);
+                __m256i s = chains == 2 ? _mm256_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
+                s = dot_i16(s, bias, &x->sum); /* - bias * sum */
+                acc[p][r] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[p][r]);
             }
         }
-        __m256 dw = half8(pb + 16 * half);
-        UNROLL for (int r = 0; r < R; r++) {
-            const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
-            __m256i s = chains == 2 ? _mm256_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
-            s = dot_i16(s, bias, &x->sum); /* - bias * sum */
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[r]);
-        }
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
+                                acc[p][r]);
 }
 
 /* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
@@ -165,152 +175,165 @@ AI void k4_scales(const uint8_t *pb, int half, __m256i sc[8], __m256i mp[8])
 }
 
 AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                 __m256i mask, int half, int first, const int R, const int q5)
+                 __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int q5)
 {
-    const int block_bytes = q5 ? 16 * 176 : 16 * 144, qs_at = (q5 ? 768 : 256) + 32 * half;
+    const int block_bytes = q5 ? 16 * 176 : 16 * 144, passes = R == 1 ? 2 : 1;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc[TILE_K];
-    UNROLL for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_K];
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            acc[p][r] = _mm256_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
             prefetch_block(pb, block_bytes);
-        __m256i sc[8], mp[8];
-        k4_scales(pb, half, sc, mp);
-        __m256i s[TILE_K], m[TILE_K];
-        UNROLL for (int r = 0; r < R; r++) {
-            s[r] = _mm256_setzero_si256();
-            m[r] = _mm256_setzero_si256();
-            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
-            UNROLL for (int j = 0; j < 8; j++) /* mins times the 16-value sums, two a sub-block */
-                m[r] = dot_i16(m[r], mp[j], x->bsums + 2 * j);
-        }
-        for (int c = 0; c < 4; c++) { /* 64 values: sub-blocks 2c (low nibbles) and 2c + 1 (high) */
-            __m256i lo_sum[TILE_K][2], hi_sum[TILE_K][2];
-            UNROLL for (int r = 0; r < R; r++)
-                lo_sum[r][0] = lo_sum[r][1] = hi_sum[r][0] = hi_sum[r][1] = _mm256_setzero_si256();
-            UNROLL for (int v = 0; v < 8; v++) {
-                __m256i w = load(pb + qs_at + 64 * (8 * c + v)), lo, hi;
-                if (q5) { /* bit 2c (low) and 2c + 1 (high) of qh[4v + i] */
-                    __m256i h = load(pb + 256 + 64 * v + 32 * half);
-                    int sl = 2 * c, sh = 2 * c + 1;
-                    __m256i hl = sl <= 4 ? _mm256_slli_epi16(h, 4 - sl) : _mm256_srli_epi16(h, sl - 4);
-                    __m256i hh = sh <= 4 ? _mm256_slli_epi16(h, 4 - sh) : _mm256_srli_epi16(h, sh - 4);
-                    lo = low4_or(w, _mm256_and_si256(hl, bit4));
-                    hi = _mm256_or_si256(high4(w), _mm256_and_si256(hh, bit4));
-                } else {
-                    lo = low4(w);
-                    hi = high4(w);
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half, qs_at = (q5 ? 768 : 256) + 32 * hf;
+            __m256i sc[8], mp[8];
+            k4_scales(pb, hf, sc, mp);
+            __m256i s[TILE_K], m[TILE_K];
+            UNROLL for (int r = 0; r < R; r++) {
+                s[r] = _mm256_setzero_si256();
+                m[r] = _mm256_setzero_si256();
+                const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                UNROLL for (int j = 0; j < 8; j++) /* mins times the 16-value sums, two a sub-block */
+                    m[r] = dot_i16(m[r], mp[j], x->bsums + 2 * j);
+            }
+            for (int c = 0; c < 4; c++) { /* 64 values: sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+                __m256i lo_sum[TILE_K][2], hi_sum[TILE_K][2];
+                UNROLL for (int r = 0; r < R; r++)
+                    lo_sum[r][0] = lo_sum[r][1] = hi_sum[r][0] = hi_sum[r][1] = _mm256_setzero_si256();
+                UNROLL for (int v = 0; v < 8; v++) {
+                    __m256i w = load(pb + qs_at + 64 * (8 * c + v)), lo, hi;
+                    if (q5) { /* bit 2c (low) and 2c + 1 (high) of qh[4v + i] */
+                        __m256i h = load(pb + 256 + 64 * v + 32 * hf);
+                        int sl = 2 * c, sh = 2 * c + 1;
+                        __m256i hl = sl <= 4 ? _mm256_slli_epi16(h, 4 - sl) : _mm256_srli_epi16(h, sl - 4);
+                        __m256i hh = sh <= 4 ? _mm256_slli_epi16(h, 4 - sh) : _mm256_srli_epi16(h, sh - 4);
+                        lo = low4_or(w, _mm256_and_si256(hl, bit4));
+                        hi = _mm256_or_si256(high4(w), _mm256_and_si256(hh, bit4));
+                    } else {
+                        lo = low4(w);
+                        hi = high4(w);
+                    }
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                        lo_sum[r][v & 1] = dot_u8(lo_sum[r][v & 1], lo, x->q + 64 * c + 4 * v);
+                        hi_sum[r][v & 1] = dot_u8(hi_sum[r][v & 1], hi, x->q + 64 * c + 32 + 4 * v);
+                    }
                 }
                 UNROLL for (int r = 0; r < R; r++) {
-                    const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
-                    lo_sum[r][v & 1] = dot_u8(lo_sum[r][v & 1], lo, x->q + 64 * c + 4 * v);
-                    hi_sum[r][v & 1] = dot_u8(hi_sum[r][v & 1], hi, x->q + 64 * c + 32 + 4 * v);
+                    __m256i l = _mm256_add_epi32(lo_sum[r][0], lo_sum[r][1]);
+                    __m256i hsum = _mm256_add_epi32(hi_sum[r][0], hi_sum[r][1]);
+                    s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_mullo_epi32(l, sc[2 * c]),
+                                                                   _mm256_mullo_epi32(hsum, sc[2 * c + 1])));
                 }
             }
+            __m256 d = half8(pb + 16 * hf), dmin = half8(pb + 32 + 16 * hf);
             UNROLL for (int r = 0; r < R; r++) {
-                __m256i l = _mm256_add_epi32(lo_sum[r][0], lo_sum[r][1]);
-                __m256i hsum = _mm256_add_epi32(hi_sum[r][0], hi_sum[r][1]);
-                s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_mullo_epi32(l, sc[2 * c]),
-                                                               _mm256_mullo_epi32(hsum, sc[2 * c + 1])));
+                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
+                acc[p][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[p][r]);
             }
         }
-        __m256 d = half8(pb + 16 * half), dmin = half8(pb + 32 + 16 * half);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[r]);
-        }
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
+                                acc[p][r]);
 }
 
 /* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
 
 AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                 __m256i mask, int half, int first, const int R)
+                 __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
 {
-    const int block_bytes = 16 * 210;
+    const int block_bytes = 16 * 210, passes = R == 1 ? 2 : 1;
     const __m256i bits45 = _mm256_set1_epi8(0x30);
-    __m256 acc[TILE_K];
-    UNROLL for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_K];
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            acc[p][r] = _mm256_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
             prefetch_block(pb, block_bytes);
-        const uint8_t *scales = pb + 32, *ql = pb + 288 + 32 * half, *qh = pb + 2336 + 32 * half;
-        __m256i s[TILE_K], bias[8];
-        for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
-            __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 8 * half));
-            __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 16 + 8 * half));
-            bias[t] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)), _mm256_set1_epi16(-32));
-        }
-        UNROLL for (int r = 0; r < R; r++) { /* the bias against the 16-value sums */
-            s[r] = _mm256_setzero_si256();
-            const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
-            UNROLL for (int t = 0; t < 8; t++)
-                s[r] = dot_i16(s[r], bias[t], x->bsums + 2 * t);
-        }
-        for (int h = 0; h < 2; h++)
-            for (int run = 0; run < 2; run++) { /* v = 4 run .. 4 run + 3: sub-blocks 8h + 2a + run */
-                __m256i sum[TILE_K][4];
-                UNROLL for (int r = 0; r < R; r++)
-                    sum[r][0] = sum[r][1] = sum[r][2] = sum[r][3] = _mm256_setzero_si256();
-                UNROLL for (int vv = 0; vv < 4; vv++) {
-                    int v = 4 * run + vv;
-                    __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
-                    __m256i H = load(qh + 64 * (8 * h + v));
-                    __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
-                    __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
-                    __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
-                    __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
-                    UNROLL for (int r = 0; r < R; r++) {
-                        const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
-                        sum[r][0] = dot_u8(sum[r][0], q0, xr);
-                        sum[r][1] = dot_u8(sum[r][1], q1, xr + 32);
-                        sum[r][2] = dot_u8(sum[r][2], q2, xr + 64);
-                        sum[r][3] = dot_u8(sum[r][3], q3, xr + 96);
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half;
+            const uint8_t *scales = pb + 32, *ql = pb + 288 + 32 * hf, *qh = pb + 2336 + 32 * hf;
+            __m256i s[TILE_K], bias[8];
+            for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
+                __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 8 * hf));
+                __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 16 + 8 * hf));
+                bias[t] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)), _mm256_set1_epi16(-32));
+            }
+            UNROLL for (int r = 0; r < R; r++) { /* the bias against the 16-value sums */
+                s[r] = _mm256_setzero_si256();
+                const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                UNROLL for (int t = 0; t < 8; t++)
+                    s[r] = dot_i16(s[r], bias[t], x->bsums + 2 * t);
+            }
+            for (int h = 0; h < 2; h++)
+                for (int run = 0; run < 2; run++) { /* v = 4 run .. 4 run + 3: sub-blocks 8h + 2a + run */
+                    __m256i sum[TILE_K][4];
+                    UNROLL for (int r = 0; r < R; r++)
+                        sum[r][0] = sum[r][1] = sum[r][2] = sum[r][3] = _mm256_setzero_si256();
+                    UNROLL for (int vv = 0; vv < 4; vv++) {
+                        int v = 4 * run + vv;
+                        __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
+                        __m256i H = load(qh + 64 * (8 * h + v));
+                        __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
+                        __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
+                        __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
+                        __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
+                        UNROLL for (int r = 0; r < R; r++) {
+                            const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
+                            sum[r][0] = dot_u8(sum[r][0], q0, xr);
+                            sum[r][1] = dot_u8(sum[r][1], q1, xr + 32);
+                            sum[r][2] = dot_u8(sum[r][2], q2, xr + 64);
+                            sum[r][3] = dot_u8(sum[r][3], q3, xr + 96);
+                        }
+                    }
+                    UNROLL for (int a = 0; a < 4; a++) {
+                        __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                            (const __m128i *)(const void *)(scales + 16 * (8 * h + 2 * a + run) + 8 * hf)));
+                        UNROLL for (int r = 0; r < R; r++)
+                            s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(sum[r][a], sc));
                     }
                 }
-                UNROLL for (int a = 0; a < 4; a++) {
-                    __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                        (const __m128i *)(const void *)(scales + 16 * (8 * h + 2 * a + run) + 8 * half)));
-                    UNROLL for (int r = 0; r < R; r++)
-                        s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(sum[r][a], sc));
-                }
+            __m256 d = half8(pb + 16 * hf);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
             }
-        __m256 d = half8(pb + 16 * half);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[r]);
         }
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * half, mask, acc[r]);
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
+                                acc[p][r]);
 }
 
 /* ---- the panels' loop ---------------------------------------------------------------- */
 
-/* first: the panel's first pass, which prefetches it */
-typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i mask, int half,
-                        int first);
+/* mask_lo / mask_hi: the asked rows of the pass (R > 1) or of the panel's two halves
+ * (R = 1); first: the panel's first pass, which prefetches it */
+typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i mask_lo,
+                        __m256i mask_hi, int half, int first);
 
 #define TILE_FN(name, R, ...)                                                                                  \
-    static void name##_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i m, int hf, \
-                               int first)                                                                      \
+    static void name##_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __m256i mlo,      \
+                               __m256i mhi, int hf, int first)                                                 \
     {                                                                                                          \
         __VA_ARGS__;                                                                                           \
     }
 #define TILE_FNS(R)                                                                                            \
-    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0))                                  \
-    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1))
+    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                  \
+    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_K_FNS(R)                                                                                          \
-    TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 0))                                      \
-    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, m, hf, first, R, 1))                                      \
-    TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, m, hf, first, R))
+    TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
+    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))                                      \
+    TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)
@@ -345,11 +368,16 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
             int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
             int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
             unsigned asked = ((1u << hi) - 1u) & ~((1u << lo) - 1u); /* the panel's rows [lo, hi) */
+            const uint8_t *pg = (const uint8_t *)panels + (size_t)g * panel_bytes;
+            float *yg = y + (size_t)i * ldy + (size_t)g * PANEL;
+            if (rows == 1) { /* both halves in one pass */
+                fns[0](xi, blocks, pg, yg, ldy, lane_mask(asked & 0xFFu), lane_mask(asked >> HALF_ROWS), 0, 1);
+                continue;
+            }
             for (int half = 0; half < 2; half++) {
                 unsigned rows8 = (asked >> (HALF_ROWS * half)) & 0xFFu;
                 if (rows8)
-                    fns[rows - 1](xi, blocks, (const uint8_t *)panels + (size_t)g * panel_bytes,
-                                  y + (size_t)i * ldy + (size_t)g * PANEL, ldy, lane_mask(rows8), half,
+                    fns[rows - 1](xi, blocks, pg, yg, ldy, lane_mask(rows8), lane_mask(0), half,
                                   half == 0 || !(asked & 0xFFu));
             }
         }
