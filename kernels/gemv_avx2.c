@@ -20,24 +20,6 @@
 #define LANES 8
 #define PREFETCH_GROUPS 2 /* rows ahead / ROWS, into L2: see gemv_avx512.c */
 
-/* 8 accumulators of 8 lanes -> their 8 sums in order, by the hsum's tree: lane i +
- * lane i + 4, then (0 + 2, 1 + 3), then the two neighbours. */
-AI __m256 reduce8(const __m256 acc[ROWS])
-{
-    __m256 h[ROWS / 2]; /* [row 2p: i + i+4 | row 2p+1: i + i+4] */
-    for (int p = 0; p < ROWS / 2; p++)
-        h[p] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * p], acc[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(acc[2 * p], acc[2 * p + 1], 0x31));
-    /* per 128-bit lane: [row a: 0+2, 1+3, row c: 0+2, 1+3]; lane 0 rows 0, 2 (4, 6), lane 1 rows 1, 3 (5, 7) */
-    __m256 q0 = _mm256_add_ps(_mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 q1 = _mm256_add_ps(_mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* lane 0: rows 0, 2, 4, 6; lane 1: rows 1, 3, 5, 7 */
-    __m256 s = _mm256_add_ps(_mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
 
 /* y[0:nr] = x (k) · W (nr <= 8 rows)ᵀ; rows past nr repeat the last row, unstored. */
 AI void gemv_group(const float *x, int k, const uint8_t *w, size_t w_row_bytes, int nr,

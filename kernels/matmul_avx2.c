@@ -3,7 +3,10 @@
  * Same shape as the AVX-512 version with 8 lanes and a 2 x 4 tile (8 accumulators,
  * 4 widened weight vectors and one activation vector fit the 16 ymm registers). The
  * k % 8 tail is added in scalar after the horizontal sum, the same way for every
- * output element, so results do not depend on tile placement. */
+ * output element, so results do not depend on tile placement. A whole tile's 8 sums
+ * are reduced together (reduce8, weight_load_avx2.h: hsum's tree, the same bits):
+ * with attention's short rows (k = head_dim) the 8 separate sums cost about as much
+ * as the products. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -47,6 +50,20 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
             for (int j = 0; j < nr; j++)
                 acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
         }
+    }
+    if (mr == TILE_M && nr == TILE_N) { /* the 8 sums at once, hsum's tree (reduce8) */
+        const __m256 all[TILE_M * TILE_N] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3],
+                                             acc[1][0], acc[1][1], acc[1][2], acc[1][3]};
+        float sums[TILE_M * TILE_N];
+        _mm256_storeu_ps(sums, reduce8(all));
+        for (int i = 0; i < TILE_M; i++)
+            for (int j = 0; j < TILE_N; j++) {
+                float sum = sums[i * TILE_N + j];
+                if (kk < k)
+                    sum += tail_dot(x + (size_t)i * k, w + (size_t)j * w_row_bytes, kk, k, wtype);
+                y[(size_t)i * ldy + j] = sum;
+            }
+        return;
     }
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
