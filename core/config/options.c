@@ -41,9 +41,11 @@ const struct option cinfer_options[] = {
     {.section = "model", .name = "no_repack", .flag = "--no-repack",
      .type = OPTION_BOOL, .offset = FIELD(no_repack), .default_int = 0,
      .help = "Read the weights as the file stores them, mapped and shared with other processes through "
-             "the page cache, instead of repacking Q8_0, F16 and BF16 matrices into the CPU kernels' "
-             "faster layout at load (AVX-512 CPUs; repacked, batch-1 decode streams 5-15% closer to the "
-             "memory's read rate, but each process holds its own copy)."},
+             "the page cache, instead of repacking them into the CPU kernels' faster layout at load (F16 "
+             "and BF16 on AVX-512 CPUs; Q8_0 and the block-quantized types such as Q4_K on AVX2 and "
+             "AVX-512 ones). Repacked, batch-1 decode streams 5-15% closer to the memory's read rate, and "
+             "the block-quantized types run their vector kernels only repacked, but each process holds "
+             "its own copy."},
 
     /* ---- tokenizer ---- */
     {.section = "tokenizer", .name = "plugin", .flag = "--tokenizer",
