@@ -39,14 +39,25 @@ AI void prefetch_block(const uint8_t *p, int bytes)
         _mm_prefetch((const char *)p + PREFETCH_BYTES + off, _MM_HINT_T0);
 }
 
+/* 4 int8 at x, broadcast to every 32-bit lane */
+AI __m256i broadcast4(const int8_t *x)
+{
+    int32_t four;
+    memcpy(&four, x, 4);
+    return _mm256_set1_epi32(four);
+}
+
+/* the 8 int32 sums of acc16's int16 pairs */
+AI __m256i widen_pairs(__m256i acc16)
+{
+    return _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
+}
+
 /* acc += Σ over 4 products per lane of the unsigned bytes w (each below 64) and the 4
  * int8 at x, broadcast. */
 AI __m256i dot_u8(__m256i acc, __m256i w, const int8_t *x)
 {
-    int32_t four;
-    memcpy(&four, x, 4);
-    __m256i pairs = _mm256_maddubs_epi16(w, _mm256_set1_epi32(four));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(acc, widen_pairs(_mm256_maddubs_epi16(w, broadcast4(x))));
 }
 
 /* acc16 += the int16 pair sums of the unsigned bytes w (each below 32) and the 4 int8
@@ -54,15 +65,7 @@ AI __m256i dot_u8(__m256i acc, __m256i w, const int8_t *x)
  * (4 x 2 x 31 x 127 = 31496 fits int16), where dot_u8 would widen each. */
 AI __m256i pairs_u8(__m256i acc16, __m256i w, const int8_t *x)
 {
-    int32_t four;
-    memcpy(&four, x, 4);
-    return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(four)));
-}
-
-/* the 8 int32 sums of acc16's pairs */
-AI __m256i widen_pairs(__m256i acc16)
-{
-    return _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
+    return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, broadcast4(x)));
 }
 
 /* acc += the int16 pairs of w times the pair at x, broadcast. */
@@ -108,6 +111,27 @@ AI __m256i lane_mask(unsigned rows)
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)rows), bit), bit);
 }
 
+/* A tile's float sums: [pass][activation row]; a pass is the panel's half `half` (R > 1)
+ * or, at R = 1, pass p is half p. */
+#define TILE_MAX TILE_Q
+AI void clear_tile(__m256 acc[2][TILE_MAX], const int R)
+{
+    const int passes = R == 1 ? 2 : 1;
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            acc[p][r] = _mm256_setzero_ps();
+}
+
+AI void store_tile(__m256 acc[2][TILE_MAX], float *y, int ldy, __m256i mask_lo, __m256i mask_hi, int half,
+                   const int R)
+{
+    const int passes = R == 1 ? 2 : 1;
+    UNROLL for (int p = 0; p < passes; p++)
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
+                                acc[p][r]);
+}
+
 /* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
 
 /* One panel against R activation rows (xq rows of `blocks` blocks): at R = 1 both of
@@ -120,10 +144,8 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
     const int block_bytes = q5 ? 16 * 22 : 16 * 18, passes = R == 1 ? 2 : 1;
     const __m256i bias = _mm256_set1_epi32(q5 ? 0xFFF0 : 0xFFF8); /* pairs (-16, 0) or (-8, 0) */
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc[2][TILE_Q];
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            acc[p][r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
@@ -161,10 +183,7 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
             }
         }
     }
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
-                                acc[p][r]);
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
 /* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
@@ -194,10 +213,8 @@ AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
 {
     const int block_bytes = q5 ? 16 * 176 : 16 * 144, passes = R == 1 ? 2 : 1;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc[2][TILE_K];
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            acc[p][r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
@@ -252,10 +269,7 @@ AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
             }
         }
     }
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
-                                acc[p][r]);
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
 /* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
@@ -265,10 +279,8 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
 {
     const int block_bytes = 16 * 210, passes = R == 1 ? 2 : 1;
     const __m256i bits45 = _mm256_set1_epi8(0x30);
-    __m256 acc[2][TILE_K];
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            acc[p][r] = _mm256_setzero_ps();
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         if (first)
@@ -323,10 +335,7 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
             }
         }
     }
-    UNROLL for (int p = 0; p < passes; p++)
-        UNROLL for (int r = 0; r < R; r++)
-            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
-                                acc[p][r]);
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
 /* ---- the panels' loop ---------------------------------------------------------------- */
