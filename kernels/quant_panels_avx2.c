@@ -14,8 +14,9 @@
  * stay small: every weight byte here is below 64 (Q6_K's 6 bits; the high nibbles are
  * shifted down, not kept in place as the AVX-512 kernel keeps them), and 2 x 63 x 127
  * fits. The 4- and 5-bit types add up to four pair sums in int16 before widening them
- * (pairs_u8), a quarter fewer instructions a block where prefill is compute-bound. Every integer step is exact and the float steps are the scalar definition's (one
- * or two fma a block, per row and lane, quant_dot_scalar.c), so every output has the
+ * (pairs_u8), a quarter fewer instructions a block where prefill is compute-bound.
+ * Every integer step is exact and the float steps are the scalar definition's (one or
+ * two fma a block, per row and lane, quant_dot_scalar.c), so every output has the
  * scalar level's bits. */
 #include <immintrin.h>
 #include <string.h>
@@ -31,8 +32,8 @@
 /* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
 #define PREFETCH_BYTES 4096
 
-/* Every cache line of the half-block at p (bytes long in all), PREFETCH_BYTES ahead:
- * the first pass over a panel streams it from memory. */
+/* Every cache line of the panel's block at p (bytes long), PREFETCH_BYTES ahead: the
+ * first pass over a panel streams it from memory. */
 AI void prefetch_block(const uint8_t *p, int bytes)
 {
     for (int off = 0; off < bytes; off += 64)
