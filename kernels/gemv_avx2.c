@@ -20,7 +20,6 @@
 #define LANES 8
 #define PREFETCH_GROUPS 2 /* rows ahead / ROWS, into L2: see gemv_avx512.c */
 
-
 /* y[0:nr] = x (k) · W (nr <= 8 rows)ᵀ; rows past nr repeat the last row, unstored. */
 AI void gemv_group(const float *x, int k, const uint8_t *w, size_t w_row_bytes, int nr,
                    enum cinfer_kernel_wtype wtype, float *y)
