@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels_impl.h"
+#include "reduce_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -50,22 +51,6 @@ void cinfer_silu_mul_avx2(float *gate, const float *up, size_t n)
         __m256 sig = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
         _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(sig, _mm256_maskload_ps(up + i, m)));
     }
-}
-
-static float hmax8(__m256 v)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 void cinfer_softmax_avx2(float *x, int n)

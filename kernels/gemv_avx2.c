@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "reduce_avx2.h"
 #include "weight_load_avx2.h"
 
 #define AI static inline __attribute__((always_inline))

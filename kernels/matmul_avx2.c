@@ -4,13 +4,14 @@
  * 4 widened weight vectors and one activation vector fit the 16 ymm registers). The
  * k % 8 tail is added in scalar after the horizontal sum, the same way for every
  * output element, so results do not depend on tile placement. A whole tile's 8 sums
- * are reduced together (reduce8, weight_load_avx2.h: hsum's tree, the same bits):
+ * are reduced together (reduce8, reduce_avx2.h: hsum8's tree, the same bits):
  * with attention's short rows (k = head_dim) the 8 separate sums cost about as much
  * as the products. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "reduce_avx2.h"
 #include "weight_load_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -18,14 +19,6 @@
 #define TILE_N 4
 #define LANES 8
 #define WEIGHT_BLOCK_BYTES (256 * 1024)
-
-AI float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes, int nr,
              enum cinfer_kernel_wtype wtype, float *y, int ldy)
@@ -51,7 +44,7 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
                 acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
         }
     }
-    if (mr == TILE_M && nr == TILE_N) { /* the 8 sums at once, hsum's tree (reduce8) */
+    if (mr == TILE_M && nr == TILE_N) { /* the 8 sums at once, hsum8's tree (reduce8) */
         const __m256 all[TILE_M * TILE_N] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3],
                                              acc[1][0], acc[1][1], acc[1][2], acc[1][3]};
         float sums[TILE_M * TILE_N];
@@ -67,7 +60,7 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
     }
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
-            float sum = hsum(acc[i][j]);
+            float sum = hsum8(acc[i][j]);
             if (kk < k)
                 sum += tail_dot(x + (size_t)i * k, w + (size_t)j * w_row_bytes, kk, k, wtype);
             y[(size_t)i * ldy + j] = sum;

@@ -10,28 +10,13 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "reduce_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
 
 AI __m256 abs8(__m256 v)
 {
     return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-}
-
-AI float hmax8(__m256 v)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AI int hsum8_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
 }
 
 /* max |x| over n floats (n a multiple of 8); max_ps(|x|, m) keeps m where |x| is NaN,

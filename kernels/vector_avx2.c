@@ -3,14 +3,7 @@
 #include <math.h>
 
 #include "kernels_impl.h"
-
-static inline float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "reduce_avx2.h"
 
 float cinfer_dot_avx2(const float *a, const float *b, int n)
 {
@@ -22,7 +15,7 @@ float cinfer_dot_avx2(const float *a, const float *b, int n)
     }
     for (; i + 8 <= n; i += 8)
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    float sum = hsum(_mm256_add_ps(acc0, acc1));
+    float sum = hsum8(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++)
         sum = fmaf(a[i], b[i], sum); /* fused always (see weight_load_avx2.h) */
     return sum;
@@ -46,7 +39,7 @@ void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float 
         __m256 xv = _mm256_loadu_ps(x + i);
         acc = _mm256_fmadd_ps(xv, xv, acc);
     }
-    float sum_sq = hsum(acc);
+    float sum_sq = hsum8(acc);
     for (; i < n; i++)
         sum_sq = fmaf(x[i], x[i], sum_sq);
     float inv_rms = 1.0f / sqrtf(sum_sq / (float)n + eps);

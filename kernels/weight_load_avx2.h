@@ -32,26 +32,6 @@ AI __m256 load_weights(const uint8_t *wrow, int kk, enum cinfer_kernel_wtype wty
     return _mm256_setzero_ps();
 }
 
-/* 8 accumulators of 8 lanes -> their 8 sums in order, by the hsum's tree (the tile's
- * hsum in matmul_avx2.c): lane i + lane i + 4, then (0 + 2, 1 + 3), then the two
- * neighbours; the same bits as 8 hsums in a quarter of the instructions. */
-AI __m256 reduce8(const __m256 acc[8])
-{
-    __m256 h[4]; /* [row 2p: i + i+4 | row 2p+1: i + i+4] */
-    for (int p = 0; p < 4; p++)
-        h[p] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * p], acc[2 * p + 1], 0x20),
-                             _mm256_permute2f128_ps(acc[2 * p], acc[2 * p + 1], 0x31));
-    /* per 128-bit lane: [row a: 0+2, 1+3, row c: 0+2, 1+3]; lane 0 rows 0, 2 (4, 6), lane 1 rows 1, 3 (5, 7) */
-    __m256 q0 = _mm256_add_ps(_mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(h[0], h[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 q1 = _mm256_add_ps(_mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(h[2], h[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* lane 0: rows 0, 2, 4, 6; lane 1: rows 1, 3, 5, 7 */
-    __m256 s = _mm256_add_ps(_mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 /* Elements [kk, k) of one dot product, in order (F32/F16/BF16 only), each an explicit
  * fused multiply-add: left to -ffp-contract, GCC -O3 fused short tails but multiplied
  * tails of 4 or more as a vector and then added the rounded products, so a row's sum
