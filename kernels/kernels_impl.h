@@ -46,6 +46,13 @@ void cinfer_q8_rows_avx2(const void *x_prepared, int n, int k, const void *w, si
  * for Q8_0 panels (q8_panels_avx512.c: the stored layout's bits) and for F16/BF16
  * panels (panels16_avx512.c: BF16 with x_prepared on CPUs with AVX512_BF16 multiplies
  * x rounded to bf16, as the stored type's kernels do). */
+/* The rows [j0, j1) asks of panel g (rows 16g ..), as bits 0..15. */
+static inline unsigned cinfer_panel_rows_asked(int g, int j0, int j1)
+{
+    int lo = j0 > g * CINFER_KERNEL_PANEL_ROWS ? j0 - g * CINFER_KERNEL_PANEL_ROWS : 0;
+    int hi = j1 < (g + 1) * CINFER_KERNEL_PANEL_ROWS ? j1 - g * CINFER_KERNEL_PANEL_ROWS : CINFER_KERNEL_PANEL_ROWS;
+    return ((1u << hi) - 1u) & ~((1u << lo) - 1u);
+}
 void cinfer_panels_scalar(const float *x, const void *x_prepared, int n, int k, const void *panels,
                           enum cinfer_kernel_wtype type, int j0, int j1, float *y, int ldy);
 void cinfer_q8_panels_avx512(const void *x_prepared, int n, int k, const void *panels, int j0, int j1, float *y,

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels.h"
+#include "kernels_impl.h"
 
 #define PANEL CINFER_KERNEL_PANEL_ROWS
 #define TILE_ROWS 8 /* activation rows per pass over a panel */
@@ -16,9 +17,7 @@
 /* Lanes [j0, j1) of panel g (rows 16g ..), as a store mask. */
 static inline __attribute__((always_inline)) __mmask16 panel_rows_mask(int g, int j0, int j1)
 {
-    int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
-    int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    return (__mmask16)cinfer_panel_rows_asked(g, j0, j1);
 }
 
 #endif

@@ -21,11 +21,9 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "panels_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
-#define PANEL CINFER_KERNEL_PANEL_ROWS
-#define HALF_ROWS 8
 #define PAIRS (CINFER_KERNEL_Q8_BLOCK / 2)
 #define SCALES_BYTES (PANEL * 2)
 #define TILE_ROWS 4 /* activation rows per pass over a panel's half */
@@ -46,18 +44,6 @@ AI __m256i dot_pair(__m256i acc, __m256i w, const int16_t *x)
 AI __m256i widen(const uint8_t *p)
 {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
-}
-
-AI __m256 half8(const uint8_t *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-}
-
-/* The lanes of an 8-bit row mask, as maskstore wants them. */
-AI __m256i lane_mask(unsigned rows)
-{
-    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)rows), bit), bit);
 }
 
 /* One activation row against the whole panel: both halves, two chains each. */
@@ -141,17 +127,14 @@ void cinfer_q8_panels_avx2(const void *x_prepared, int n, int k, const void *pan
         for (int g = j0 / PANEL; g * PANEL < j1; g++) {
             const uint8_t *pg = (const uint8_t *)panels + (size_t)g * panel_bytes;
             float *yg = y + (size_t)i * ldy + (size_t)g * PANEL;
-            int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
-            int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
-            unsigned asked = ((1u << hi) - 1u) & ~((1u << lo) - 1u); /* the panel's rows [lo, hi) */
+            unsigned asked = cinfer_panel_rows_asked(g, j0, j1);
             if (rows == 1) {
-                panel_row1(xi, blocks, pg, yg, lane_mask(asked & 0xFFu), lane_mask(asked >> HALF_ROWS));
+                panel_row1(xi, blocks, pg, yg, half_mask(asked, 0), half_mask(asked, 1));
                 continue;
             }
             for (int half = 0; half < 2; half++) {
-                unsigned rows8 = (asked >> (HALF_ROWS * half)) & 0xFFu;
-                if (rows8)
-                    fns[rows - 1](xi, blocks, pg, yg, ldy, lane_mask(rows8), half);
+                if ((asked >> (HALF_ROWS * half)) & 0xFFu)
+                    fns[rows - 1](xi, blocks, pg, yg, ldy, half_mask(asked, half), half);
             }
         }
     }

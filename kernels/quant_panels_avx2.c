@@ -22,11 +22,9 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "panels_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
-#define PANEL CINFER_KERNEL_PANEL_ROWS
-#define HALF_ROWS 8 /* a panel's half: 8 rows, one 32-bit lane each */
 #define TILE_Q 4    /* activation rows per pass, 32-value types (16 ymm registers) */
 #define TILE_K 2    /* activation rows per pass, K-quants (more sums live per row) */
 /* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
@@ -94,22 +92,9 @@ AI __m256i high4(__m256i v)
     return low4(_mm256_srli_epi16(v, 4));
 }
 
-/* 8 f16 at p, widened */
-AI __m256 half8(const uint8_t *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-}
-
 AI __m256i load(const uint8_t *p)
 {
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
-}
-
-/* The lanes of an 8-bit row mask, as maskstore wants them. */
-AI __m256i lane_mask(unsigned rows)
-{
-    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)rows), bit), bit);
 }
 
 /* A tile's float sums: [pass][activation row]; a pass is the panel's half `half` (R > 1)
@@ -390,19 +375,16 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
         int rows = n - i < tile ? n - i : tile;
         const uint8_t *xi = (const uint8_t *)x_prepared + (size_t)i * x_row_bytes;
         for (int g = j0 / PANEL; g * PANEL < j1; g++) {
-            int lo = j0 > g * PANEL ? j0 - g * PANEL : 0;
-            int hi = j1 < (g + 1) * PANEL ? j1 - g * PANEL : PANEL;
-            unsigned asked = ((1u << hi) - 1u) & ~((1u << lo) - 1u); /* the panel's rows [lo, hi) */
+            unsigned asked = cinfer_panel_rows_asked(g, j0, j1);
             const uint8_t *pg = (const uint8_t *)panels + (size_t)g * panel_bytes;
             float *yg = y + (size_t)i * ldy + (size_t)g * PANEL;
             if (rows == 1) { /* both halves in one pass */
-                fns[0](xi, blocks, pg, yg, ldy, lane_mask(asked & 0xFFu), lane_mask(asked >> HALF_ROWS), 0, 1);
+                fns[0](xi, blocks, pg, yg, ldy, half_mask(asked, 0), half_mask(asked, 1), 0, 1);
                 continue;
             }
             for (int half = 0; half < 2; half++) {
-                unsigned rows8 = (asked >> (HALF_ROWS * half)) & 0xFFu;
-                if (rows8)
-                    fns[rows - 1](xi, blocks, pg, yg, ldy, lane_mask(rows8), lane_mask(0), half,
+                if ((asked >> (HALF_ROWS * half)) & 0xFFu)
+                    fns[rows - 1](xi, blocks, pg, yg, ldy, half_mask(asked, half), half_mask(0, 0), half,
                                   half == 0 || !(asked & 0xFFu));
             }
         }
