@@ -182,14 +182,15 @@ int cinfer_kernel_rounds_x_to_bf16(enum cinfer_kernel_wtype wtype)
            cinfer_kernels_level() == CINFER_KERNEL_AVX512 && __builtin_cpu_supports("avx512bf16");
 }
 
-void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
-                                   size_t x_stride, int n_x)
+void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                   const float *x, size_t x_stride, int n_x)
 {
-    if (cinfer_kernels_level() == CINFER_KERNEL_AVX512) {
-        cinfer_accumulate_rows_avx512(y, n_y, len, coef, ld_coef, x, x_stride, n_x);
-        return;
+    switch (cinfer_kernels_level()) {
+    case CINFER_KERNEL_AVX512: cinfer_accumulate_rows_avx512(y, n_y, len, ldy, coef, ld_coef, x, x_stride, n_x); return;
+    case CINFER_KERNEL_AVX2: cinfer_accumulate_rows_avx2(y, n_y, len, ldy, coef, ld_coef, x, x_stride, n_x); return;
+    case CINFER_KERNEL_SCALAR: break;
     }
     for (int p = 0; p < n_x; p++)
         for (int r = 0; r < n_y; r++)
-            cinfer_kernel_axpy(y + (size_t)r * len, coef[(size_t)r * ld_coef + p], x + (size_t)p * x_stride, len);
+            cinfer_kernel_axpy(y + (size_t)r * ldy, coef[(size_t)r * ld_coef + p], x + (size_t)p * x_stride, len);
 }

@@ -214,12 +214,13 @@ void cinfer_kernel_weight_row_to_f32(const void *w, enum cinfer_kernel_wtype wty
 float cinfer_kernel_dot(const float *a, const float *b, int n);
 /* y (n) += a * x (n) */
 void cinfer_kernel_axpy(float *y, float a, const float *x, int n);
-/* y (n_y, len; rows packed) += coef (n_y, n_x; row r at coef + r * ld_coef) · x (n_x,
- * len; row p at x + p * x_stride): every y element gets one axpy step per x row, in
- * order, exactly as cinfer_kernel_axpy would (attention's P·V of a decode step, page by
- * page), with the sums kept in registers where the level allows. */
-void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
-                                   size_t x_stride, int n_x);
+/* y (n_y, len; row r at y + r * ldy) += coef (n_y, n_x; row r at coef + r * ld_coef) ·
+ * x (n_x, len; row p at x + p * x_stride): every y element gets one axpy step per x row,
+ * in order, exactly as cinfer_kernel_axpy would, with the sums kept in registers where
+ * the level allows. Attention's products in outer-product form: P·V (x the V rows) and,
+ * for a prefill chunk, Q·Kᵀ (x the keys transposed, y zeroed first). */
+void cinfer_kernel_accumulate_rows(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                   const float *x, size_t x_stride, int n_x);
 /* y (n) = x * rsqrt(mean(x²) + eps) * w; y may alias x. */
 void cinfer_kernel_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 

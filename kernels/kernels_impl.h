@@ -65,8 +65,10 @@ void cinfer_panels16_avx512(const float *x, const void *x_prepared, int n, int k
 void cinfer_panel_row_to_f32(const void *panels, enum cinfer_kernel_wtype type, int64_t row, int k, float *out);
 
 /* y (n_y, len) += coef (n_y, n_x) · x (n_x, len): see cinfer_kernel_accumulate_rows. */
-void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
-                                   size_t x_stride, int n_x);
+void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                   const float *x, size_t x_stride, int n_x);
+void cinfer_accumulate_rows_avx2(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                 const float *x, size_t x_stride, int n_x);
 
 /* One row of k activations to Q8_0's int16 blocks, the same numbers as the scalar
  * quantizer (prepare_scalar.c). */

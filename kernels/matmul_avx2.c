@@ -37,6 +37,9 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
             _mm_prefetch((const char *)wrow + (size_t)kk * (wtype == CINFER_KW_F32 ? 4 : 2) + TILE_N * w_row_bytes,
                          _MM_HINT_T0);
             wv[j] = load_weights(wrow, kk, wtype);
+            /* in a register: left alone, GCC folds an f32 row's load into each of the
+             * tile's FMAs, two loads where one does (the loop is load-bound then) */
+            __asm__("" : "+x"(wv[j]));
         }
         for (int i = 0; i < mr; i++) {
             __m256 xv = _mm256_loadu_ps(x + (size_t)i * k + kk);
@@ -47,8 +50,14 @@ AI void tile(const float *x, int k, int mr, const uint8_t *w, size_t w_row_bytes
     if (mr == TILE_M && nr == TILE_N) { /* the 8 sums at once, hsum8's tree (reduce8) */
         const __m256 all[TILE_M * TILE_N] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3],
                                              acc[1][0], acc[1][1], acc[1][2], acc[1][3]};
+        __m256 reduced = reduce8(all); /* row 0's 4 sums, then row 1's */
+        if (kk == k) {                 /* no tail: each row's 4 outputs are adjacent */
+            _mm_storeu_ps(y, _mm256_castps256_ps128(reduced));
+            _mm_storeu_ps(y + ldy, _mm256_extractf128_ps(reduced, 1));
+            return;
+        }
         float sums[TILE_M * TILE_N];
-        _mm256_storeu_ps(sums, reduce8(all));
+        _mm256_storeu_ps(sums, reduced);
         for (int i = 0; i < TILE_M; i++)
             for (int j = 0; j < TILE_N; j++) {
                 float sum = sums[i * TILE_N + j];

@@ -31,6 +31,67 @@ void cinfer_axpy_avx2(float *y, float a, const float *x, int n)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
+/* accumulate_rows' tile: 2 y rows by 4 vectors (32 values), 8 sums in registers while
+ * x rows go past; positions in runs of ACCUMULATE_RUN, so that a run of x rows (32
+ * values of each) stays in L1 for every pair of y rows. */
+#define ACCUMULATE_ROWS 2
+#define ACCUMULATE_VECTORS 4
+#define ACCUMULATE_RUN 64
+
+static inline __attribute__((always_inline)) __m256i lanes_left(int remaining)
+{
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), index);
+}
+
+/* acc[r][q] (r < rows) += coef[r][p] * x_p for positions p of [p0, p1), in order: one FMA
+ * per element per position, as cinfer_axpy_avx2 does (the same bits). */
+static inline __attribute__((always_inline)) void accumulate_tile(float *y, int rows, int ldy, const __m256i m[4],
+                                                                 const float *coef, int ld_coef, const float *x,
+                                                                 size_t x_stride, int p0, int p1)
+{
+    __m256 acc[ACCUMULATE_ROWS][ACCUMULATE_VECTORS];
+    for (int r = 0; r < rows; r++)
+        for (int q = 0; q < ACCUMULATE_VECTORS; q++)
+            acc[r][q] = _mm256_maskload_ps(y + (size_t)r * ldy + 8 * q, m[q]);
+    for (int p = p0; p < p1; p++) {
+        const float *xp = x + (size_t)p * x_stride;
+        __m256 a[ACCUMULATE_ROWS];
+        for (int r = 0; r < rows; r++)
+            a[r] = _mm256_broadcast_ss(coef + (size_t)r * ld_coef + p);
+        for (int q = 0; q < ACCUMULATE_VECTORS; q++) {
+            __m256 xv = _mm256_maskload_ps(xp + 8 * q, m[q]);
+            for (int r = 0; r < rows; r++)
+                acc[r][q] = _mm256_fmadd_ps(a[r], xv, acc[r][q]);
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int q = 0; q < ACCUMULATE_VECTORS; q++)
+            _mm256_maskstore_ps(y + (size_t)r * ldy + 8 * q, m[q], acc[r][q]);
+}
+
+void cinfer_accumulate_rows_avx2(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                 const float *x, size_t x_stride, int n_x)
+{
+    const int width = 8 * ACCUMULATE_VECTORS;
+    for (int d0 = 0; d0 < len; d0 += width) {
+        __m256i m[ACCUMULATE_VECTORS];
+        for (int q = 0; q < ACCUMULATE_VECTORS; q++)
+            m[q] = lanes_left(len - d0 - 8 * q);
+        for (int p0 = 0; p0 < n_x; p0 += ACCUMULATE_RUN) {
+            int p1 = p0 + ACCUMULATE_RUN < n_x ? p0 + ACCUMULATE_RUN : n_x;
+            for (int r0 = 0; r0 < n_y; r0 += ACCUMULATE_ROWS) {
+                float *yr = y + (size_t)r0 * ldy + d0;
+                const float *cr = coef + (size_t)r0 * ld_coef;
+                if (n_y - r0 >= 2)
+                    accumulate_tile(yr, 2, ldy, m, cr, ld_coef, x + d0, x_stride, p0, p1);
+                else
+                    accumulate_tile(yr, 1, ldy, m, cr, ld_coef, x + d0, x_stride, p0, p1);
+            }
+        }
+    }
+}
+
 void cinfer_rmsnorm_avx2(float *y, const float *x, const float *w, int n, float eps)
 {
     __m256 acc = _mm256_setzero_ps();

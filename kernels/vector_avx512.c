@@ -54,14 +54,14 @@ void cinfer_rmsnorm_avx512(float *y, const float *x, const float *w, int n, floa
 /* acc[r][q] (r < rows, 4 vectors of 16 = 64 values) += coef[r][p] * x_p, p in order:
  * one FMA per element per position, as cinfer_axpy_avx512 does, with the sums kept in
  * registers across positions and each x row loaded once for every y row. */
-static inline __attribute__((always_inline)) void accumulate_block(float *y, int rows, int len, const __mmask16 m[4],
+static inline __attribute__((always_inline)) void accumulate_block(float *y, int rows, int ldy, const __mmask16 m[4],
                                                                   const float *coef, int ld_coef, const float *x,
                                                                   size_t x_stride, int n_x)
 {
     __m512 acc[4][4];
     for (int r = 0; r < rows; r++)
         for (int q = 0; q < 4; q++)
-            acc[r][q] = _mm512_maskz_loadu_ps(m[q], y + (size_t)r * len + 16 * q);
+            acc[r][q] = _mm512_maskz_loadu_ps(m[q], y + (size_t)r * ldy + 16 * q);
     for (int p = 0; p < n_x; p++) {
         const float *xp = x + (size_t)p * x_stride;
         __m512 xv[4];
@@ -75,11 +75,11 @@ static inline __attribute__((always_inline)) void accumulate_block(float *y, int
     }
     for (int r = 0; r < rows; r++)
         for (int q = 0; q < 4; q++)
-            _mm512_mask_storeu_ps(y + (size_t)r * len + 16 * q, m[q], acc[r][q]);
+            _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16 * q, m[q], acc[r][q]);
 }
 
-void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef, int ld_coef, const float *x,
-                                   size_t x_stride, int n_x)
+void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
+                                   const float *x, size_t x_stride, int n_x)
 {
     for (int d0 = 0; d0 < len; d0 += 64) {
         __mmask16 m[4];
@@ -88,13 +88,13 @@ void cinfer_accumulate_rows_avx512(float *y, int n_y, int len, const float *coef
             m[q] = left >= 16 ? (__mmask16)0xffff : left > 0 ? tail_mask(left) : (__mmask16)0;
         }
         for (int r0 = 0; r0 < n_y; r0 += 4) {
-            float *yr = y + (size_t)r0 * len + d0;
+            float *yr = y + (size_t)r0 * ldy + d0;
             const float *cr = coef + (size_t)r0 * ld_coef;
             switch (n_y - r0 < 4 ? n_y - r0 : 4) {
-            case 4: accumulate_block(yr, 4, len, m, cr, ld_coef, x + d0, x_stride, n_x); break;
-            case 3: accumulate_block(yr, 3, len, m, cr, ld_coef, x + d0, x_stride, n_x); break;
-            case 2: accumulate_block(yr, 2, len, m, cr, ld_coef, x + d0, x_stride, n_x); break;
-            default: accumulate_block(yr, 1, len, m, cr, ld_coef, x + d0, x_stride, n_x); break;
+            case 4: accumulate_block(yr, 4, ldy, m, cr, ld_coef, x + d0, x_stride, n_x); break;
+            case 3: accumulate_block(yr, 3, ldy, m, cr, ld_coef, x + d0, x_stride, n_x); break;
+            case 2: accumulate_block(yr, 2, ldy, m, cr, ld_coef, x + d0, x_stride, n_x); break;
+            default: accumulate_block(yr, 1, ldy, m, cr, ld_coef, x + d0, x_stride, n_x); break;
             }
         }
     }

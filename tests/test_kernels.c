@@ -408,33 +408,39 @@ START_TEST(argmax_every_level)
 }
 END_TEST
 
-/* Attention's P·V of a decode step: every level equals the same axpy steps one by one,
- * bit for bit (y rows of odd lengths, x rows strided as a KV page's). */
+/* Attention's products in outer-product form (P·V, and a prefill's Q·Kᵀ): every level
+ * equals the same axpy steps one by one, bit for bit (y rows of odd lengths and a
+ * stride of their own, x rows strided as a KV page's, runs of positions longer than
+ * the AVX2 kernel's); y between its rows is left alone. */
 START_TEST(accumulate_rows_equals_axpy_steps)
 {
-    const int lens[] = {64, 128, 80, 5, 16, 33};
+    enum { MAX_Y = 6, MAX_LEN = 128, LD_COEF = 151, MAX_X = 150, PAD = 3 };
+    const int lens[] = {64, 128, 80, 5, 16, 33}, n_xs[] = {11, MAX_X};
+    static float coef[MAX_Y * LD_COEF], x[MAX_X * (MAX_LEN + 7)];
+    static float y0[MAX_Y * (MAX_LEN + PAD)], want[MAX_Y * (MAX_LEN + PAD)], got[MAX_Y * (MAX_LEN + PAD)];
     uint64_t rng = 13;
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
-        for (int n_y = 1; n_y <= 6; n_y++) {
-            int len = lens[l], n_x = 11, ld_coef = 19, stride = len + 7;
-            float coef[6 * 19], x[11 * (128 + 7)], y0[6 * 128], want[6 * 128], got[6 * 128];
-            fill_uniform(coef, sizeof coef / sizeof coef[0], 1.0f, &rng);
-            fill_uniform(x, sizeof x / sizeof x[0], 3.0f, &rng);
-            fill_uniform(y0, sizeof y0 / sizeof y0[0], 2.0f, &rng);
-            FOR_EACH_LEVEL(level)
-            {
-                memcpy(want, y0, sizeof want);
-                for (int p = 0; p < n_x; p++)
-                    for (int r = 0; r < n_y; r++)
-                        cinfer_kernel_axpy(want + r * len, coef[r * ld_coef + p], x + p * stride, len);
-                memcpy(got, y0, sizeof got);
-                cinfer_kernel_accumulate_rows(got, n_y, len, coef, ld_coef, x, (size_t)stride, n_x);
-                ck_assert_msg(memcmp(got, want, sizeof(float) * (size_t)n_y * len) == 0, "%s len %d n_y %d",
-                              cinfer_kernels_level_name(level), len, n_y);
-                ck_assert_mem_eq(got + n_y * len, y0 + n_y * len, sizeof(float) * (size_t)(6 * 128 - n_y * len));
+        for (size_t nx = 0; nx < sizeof n_xs / sizeof n_xs[0]; nx++)
+            for (int n_y = 1; n_y <= MAX_Y; n_y++) {
+                int len = lens[l], ldy = len + PAD, n_x = n_xs[nx], stride = len + 7;
+                fill_uniform(coef, sizeof coef / sizeof coef[0], 1.0f, &rng);
+                fill_uniform(x, sizeof x / sizeof x[0], 3.0f, &rng);
+                fill_uniform(y0, sizeof y0 / sizeof y0[0], 2.0f, &rng);
+                FOR_EACH_LEVEL(level)
+                {
+                    memcpy(want, y0, sizeof want);
+                    for (int p = 0; p < n_x; p++)
+                        for (int r = 0; r < n_y; r++)
+                            cinfer_kernel_axpy(want + r * ldy, coef[r * LD_COEF + p], x + p * stride, len);
+                    memcpy(got, y0, sizeof got);
+                    cinfer_kernel_accumulate_rows(got, n_y, len, ldy, coef, LD_COEF, x, (size_t)stride, n_x);
+                    ck_assert_msg(memcmp(got, want, sizeof want) == 0, "%s len %d n_y %d n_x %d",
+                                  cinfer_kernels_level_name(level), len, n_y, n_x);
+                    ck_assert_mem_eq(got + n_y * ldy, y0 + n_y * ldy,
+                                     sizeof(float) * (size_t)(MAX_Y * (MAX_LEN + PAD) - n_y * ldy));
+                }
+                restore_level();
             }
-            restore_level();
-        }
 }
 END_TEST
 

@@ -38,10 +38,10 @@ struct cpu_backend {
     float *attn_scratch;    /* (n_threads, attn_floats_per_thread) see attention_part */
     size_t attn_floats_per_thread;
     int *attn_first_item; /* (attn_item_seqs + 1): each sequence's first attention work item */
-    size_t *attn_vt_at;   /* (attn_item_seqs): where each prefill sequence's V transposed starts */
+    size_t *attn_kv_wide_at; /* (attn_item_seqs): where each prefill sequence's part of attn_kv_wide starts */
     int attn_item_seqs;
-    float *attn_vt; /* (attn_vt_floats) V transposed, per prefill sequence and KV head */
-    size_t attn_vt_floats;
+    float *attn_kv_wide; /* (attn_kv_wide_floats) V and K widened, per prefill sequence and KV head */
+    size_t attn_kv_wide_floats;
     struct matmul_region *matmul_regions; /* (MATMUL_MAX_REGIONS) the current matmul's regions */
     struct matmul_chunk *matmul_chunks;   /* (matmul_chunks_cap) the current matmul's chunks */
     size_t matmul_chunks_cap;
@@ -127,8 +127,8 @@ static void cpu_destroy(void *state)
     free(be->matmul_regions);
     free(be->attn_scratch);
     free(be->attn_first_item);
-    free(be->attn_vt_at);
-    free(be->attn_vt);
+    free(be->attn_kv_wide_at);
+    free(be->attn_kv_wide);
     free(be->matmul_chunks);
     free(be->prepared);
     free(be);
@@ -714,8 +714,8 @@ struct attention_job {
     int n_seqs, n_heads, n_kv_heads, head_dim;
     struct cinfer_backend_attn_options opts; /* window, scale, softcap and sinks, resolved */
     const int *first_item; /* (n_seqs + 1) */
-    float *vt;             /* V transposed: sequence s's KV head h at vt_at[s] + h * head_dim * context */
-    const size_t *vt_at;
+    float *kv_wide; /* sequence s's V of KV head h at kv_wide_at[s] + h * head_dim * context, then its K */
+    const size_t *kv_wide_at;
 };
 
 /* Query rows one block of attention takes at a time: bounds the scores scratch at
@@ -737,24 +737,42 @@ static int attention_blocks(const struct attention_job *job, const struct cinfer
     return (attention_rows(job, seq) + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
 }
 
-/* V transposed of one (prefill sequence, KV head): (head_dim, context). */
-static float *values_transposed(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq,
-                                int kv_head)
+/* V widened to f32 of one (prefill sequence, KV head): (context, head_dim). */
+static float *values_widened(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq,
+                             int kv_head)
 {
     size_t n_ctx = (size_t)(seq->start_pos + seq->n_tokens);
-    return job->vt + job->vt_at[seq - job->seqs] + (size_t)kv_head * job->head_dim * n_ctx;
+    return job->kv_wide + job->kv_wide_at[seq - job->seqs] + (size_t)kv_head * job->head_dim * n_ctx;
+}
+
+/* Whether a prefill reads K widened (keys_widened) rather than page by page: every KV
+ * type but Q8_0, whose keys multiply q in int16 blocks (exact products), not in f32. */
+static int keys_widen(const struct cpu_kv *kv)
+{
+    return kv->wtype != CINFER_KW_Q8_0;
+}
+
+/* K widened to f32 of one (prefill sequence, KV head), after every KV head's V:
+ * (context, head_dim). */
+static float *keys_widened(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head)
+{
+    return values_widened(job, seq, job->n_kv_heads + kv_head); /* the same size as a head's V */
 }
 
 /* One block of query rows [r0, r0 + ATTN_QUERY_BLOCK) of one KV head's group: every
  * query head of the group shares the block, so K and V are read once per group rather
- * than once per query head. scores = Q Kᵀ as a matmul read page by page from the cache
- * (a page's K rows of one head are evenly strided, which the matmul takes as a weight);
- * softmax; then out = P V, for a prefill chunk as a matmul against V transposed once per
- * sequence and KV head (transpose_values), for a decode step (one token: the transpose would cost
- * as much as the product) by accumulating V rows in place. Masked positions get
- * probability exactly 0. Blocks are separate work items so that a single sequence's
- * prefill spreads over every thread (3 KV heads on 2 threads left one idle a third
- * of the time). */
+ * than once per query head. scores = Q Kᵀ as a matmul: for a prefill chunk against K
+ * widened once per sequence and KV head (keys_widened: one call over the context, each
+ * K value converted once rather than once per pair of query rows), for a decode step or
+ * Q8_0 keys read page by page from the cache (a page's K rows of one head are evenly
+ * strided, which the matmul takes as a weight); the tile widens f16 and bf16 exactly and
+ * its sums do not depend on where an output falls, so both give the same bits. Then
+ * softmax, and out = P V in outer-product form (cinfer_kernel_accumulate_rows): against
+ * V widened once per sequence and KV head for a prefill chunk, page by page for a decode
+ * step (one token: the widening would cost as much as the product), the same FMA steps
+ * either way. Masked positions get probability exactly 0. Blocks are separate work items
+ * so that a single sequence's prefill spreads over every thread (3 KV heads on 2 threads
+ * left one idle a third of the time). */
 static void attend_block(const struct attention_job *job, const struct cinfer_backend_attn_seq *seq, int kv_head,
                          int r0, float *scratch)
 {
@@ -786,12 +804,19 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     int first_page = first_seen > 0 ? first_seen / pt : 0;
     if (kv->wtype == CINFER_KW_Q8_0) /* q in int16 blocks against the int8 K blocks (exact products) */
         cinfer_kernel_prepare_rows(CINFER_KW_Q8_0, qb, hd, 0, nb, qprep);
-    for (int page = first_page; page * pt < block_ctx; page++) {
-        int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-        /* a page's K rows of one head are row_bytes apart: a weight matrix of that stride */
-        const uint8_t *k = kv_row(kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * kv->head_bytes;
-        cinfer_kernel_matmul(qb, kv->wtype == CINFER_KW_Q8_0 ? qprep : NULL, nb, hd, k, kv->wtype, kv->row_bytes, 0,
-                             p1 - p0, scores + p0, block_ctx); /* (nb, block_ctx) */
+    if (!decode && keys_widen(kv)) {
+        int p0 = first_page * pt;
+        cinfer_kernel_matmul(qb, NULL, nb, hd, keys_widened(job, seq, kv_head) + (size_t)p0 * hd, CINFER_KW_F32,
+                             (size_t)hd * sizeof(float), 0, block_ctx - p0, scores + p0, block_ctx);
+    } else {
+        for (int page = first_page; page * pt < block_ctx; page++) {
+            int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+            /* a page's K rows of one head are row_bytes apart: a weight matrix of that stride */
+            const uint8_t *k =
+                kv_row(kv, job->layer, seq->page_table[page], 0, 0) + (size_t)kv_head * kv->head_bytes;
+            cinfer_kernel_matmul(qb, kv->wtype == CINFER_KW_Q8_0 ? qprep : NULL, nb, hd, k, kv->wtype,
+                                 kv->row_bytes, 0, p1 - p0, scores + p0, block_ctx); /* (nb, block_ctx) */
+        }
     }
     for (int r = 0; r < nb; r++) {
         float *row = scores + (size_t)r * block_ctx;
@@ -809,24 +834,24 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
         memset(row, 0, (size_t)lo * sizeof(float));
         memset(row + valid, 0, (size_t)(block_ctx - valid) * sizeof(float));
     }
-    if (decode) {
-        memset(ob, 0, (size_t)nb * hd * sizeof(float));
-        for (int page = first_page; page * pt < block_ctx; page++) {
-            int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
-            const uint8_t *page_v = kv_row(kv, job->layer, seq->page_table[page], 1, 0);
-            if (kv->wtype == CINFER_KW_F32) { /* a page's V rows are kv_dim floats apart */
-                const float *v = (const float *)(const void *)page_v + (size_t)kv_head * hd;
-                cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
-                continue;
-            }
-            for (int p = 0; p < p1 - p0; p++) /* widened first, then the same accumulation */
-                kv_head_to_f32(kv, page_v + (size_t)p * kv->row_bytes, kv_head, vrows + (size_t)p * hd);
-            cinfer_kernel_accumulate_rows(ob, nb, hd, scores + p0, block_ctx, vrows, (size_t)hd, p1 - p0);
+    memset(ob, 0, (size_t)nb * hd * sizeof(float));
+    if (!decode) {
+        int p0 = first_page * pt;
+        cinfer_kernel_accumulate_rows(ob, nb, hd, hd, scores + p0, block_ctx,
+                                      values_widened(job, seq, kv_head) + (size_t)p0 * hd, (size_t)hd,
+                                      block_ctx - p0);
+    }
+    for (int page = first_page; decode && page * pt < block_ctx; page++) {
+        int p0 = page * pt, p1 = p0 + pt < block_ctx ? p0 + pt : block_ctx;
+        const uint8_t *page_v = kv_row(kv, job->layer, seq->page_table[page], 1, 0);
+        if (kv->wtype == CINFER_KW_F32) { /* a page's V rows are kv_dim floats apart */
+            const float *v = (const float *)(const void *)page_v + (size_t)kv_head * hd;
+            cinfer_kernel_accumulate_rows(ob, nb, hd, hd, scores + p0, block_ctx, v, (size_t)kv_dim, p1 - p0);
+            continue;
         }
-    } else {
-        int n_ctx = seq->start_pos + seq->n_tokens;
-        cinfer_kernel_matmul(scores, NULL, nb, block_ctx, values_transposed(job, seq, kv_head), CINFER_KW_F32,
-                             (size_t)n_ctx * sizeof(float), 0, hd, ob, hd); /* (nb, head_dim) */
+        for (int p = 0; p < p1 - p0; p++) /* widened first, then the same accumulation */
+            kv_head_to_f32(kv, page_v + (size_t)p * kv->row_bytes, kv_head, vrows + (size_t)p * hd);
+        cinfer_kernel_accumulate_rows(ob, nb, hd, hd, scores + p0, block_ctx, vrows, (size_t)hd, p1 - p0);
     }
     for (int r = 0; r < nb; r++) {
         int t = (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
@@ -835,29 +860,29 @@ static void attend_block(const struct attention_job *job, const struct cinfer_ba
     }
 }
 
-/* Before the blocks of a prefill chunk: V of one (sequence, KV head) transposed, every
- * position of its context, for all of that pair's blocks to share. */
-static void transpose_values(void *arg, int item, int thread)
+/* Before the blocks of a prefill chunk: V of one (sequence, KV head) widened and (where
+ * keys_widen) its K, for all of that pair's blocks to share: from the first page any
+ * block reads (attend_block's first_page; a sliding window's chunk reads none before its
+ * first query's window) to the end of the context. */
+static void widen_context(void *arg, int item, int thread)
 {
     const struct attention_job *job = arg;
     (void)thread;
     const struct cinfer_backend_attn_seq *seq = &job->seqs[item / job->n_kv_heads];
     if (seq->n_tokens == 1)
         return;
-    int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = job->kv->layout.page_tokens;
+    const struct cpu_kv *kv = job->kv;
+    int kv_head = item % job->n_kv_heads, hd = job->head_dim, pt = kv->layout.page_tokens;
     int n_ctx = seq->start_pos + seq->n_tokens;
-    float *vt = values_transposed(job, seq, kv_head); /* (hd, n_ctx) */
-    float row[1024];                                  /* (hd) one position's values, widened */
-    /* positions before the chunk's first query's window get probability 0: zeros, not
-     * reads of their pages */
     int first = job->opts.window > 0 && seq->start_pos - job->opts.window + 1 > 0
                     ? seq->start_pos - job->opts.window + 1 : 0;
-    for (int d = 0; d < hd; d++)
-        memset(vt + (size_t)d * n_ctx, 0, (size_t)first * sizeof(float));
-    for (int p = first; p < n_ctx; p++) {
-        kv_head_to_f32(job->kv, kv_row(job->kv, job->layer, seq->page_table[p / pt], 1, p % pt), kv_head, row);
-        for (int d = 0; d < hd; d++)
-            vt[(size_t)d * n_ctx + p] = row[d];
+    float *v = values_widened(job, seq, kv_head);                          /* (n_ctx, hd) */
+    float *k = keys_widen(kv) ? keys_widened(job, seq, kv_head) : NULL; /* (n_ctx, hd) */
+    for (int p = first / pt * pt; p < n_ctx; p++) {
+        int page = seq->page_table[p / pt];
+        kv_head_to_f32(kv, kv_row(kv, job->layer, page, 1, p % pt), kv_head, v + (size_t)p * hd);
+        if (k)
+            kv_head_to_f32(kv, kv_row(kv, job->layer, page, 0, p % pt), kv_head, k + (size_t)p * hd);
     }
 }
 
@@ -911,29 +936,30 @@ static int cpu_attention_windowed(void *state, void *kv, int layer, const float 
         int *first = realloc(be->attn_first_item, sizeof(int) * ((size_t)n_seqs + 1));
         if (first)
             be->attn_first_item = first;
-        size_t *at = realloc(be->attn_vt_at, sizeof(size_t) * (size_t)n_seqs);
+        size_t *at = realloc(be->attn_kv_wide_at, sizeof(size_t) * (size_t)n_seqs);
         if (at)
-            be->attn_vt_at = at;
+            be->attn_kv_wide_at = at;
         if (!first || !at)
             return cinfer_error_set(err, CINFER_ERR_NOMEM,
                                     "cpu backend: cannot allocate attention work for %d sequences",
                                     n_seqs);
         be->attn_item_seqs = n_seqs;
     }
-    size_t vt_floats = 0;
+    size_t wide_floats = 0;
     for (int s = 0; s < n_seqs; s++) {
-        be->attn_vt_at[s] = vt_floats;
-        if (seqs[s].n_tokens > 1)
-            vt_floats += (size_t)n_kv_heads * head_dim * (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
+        be->attn_kv_wide_at[s] = wide_floats;
+        if (seqs[s].n_tokens > 1) /* V widened, and K where keys_widen */
+            wide_floats += (keys_widen(kvs) ? 2 : 1) * (size_t)n_kv_heads * head_dim *
+                         (size_t)(seqs[s].start_pos + seqs[s].n_tokens);
     }
-    if (vt_floats > be->attn_vt_floats) {
-        float *grown = realloc(be->attn_vt, vt_floats * sizeof(float));
+    if (wide_floats > be->attn_kv_wide_floats) {
+        float *grown = realloc(be->attn_kv_wide, wide_floats * sizeof(float));
         if (!grown)
             return cinfer_error_set(err, CINFER_ERR_NOMEM,
-                                    "cpu backend: cannot allocate %zu bytes for the prefill's values transposed",
-                                    vt_floats * sizeof(float));
-        be->attn_vt = grown;
-        be->attn_vt_floats = vt_floats;
+                                    "cpu backend: cannot allocate %zu bytes for the prefill's keys and values widened",
+                                    wide_floats * sizeof(float));
+        be->attn_kv_wide = grown;
+        be->attn_kv_wide_floats = wide_floats;
     }
     struct cinfer_backend_attn_options resolved = *opts;
     if (!(resolved.scale > 0.0f))
@@ -941,15 +967,15 @@ static int cpu_attention_windowed(void *state, void *kv, int layer, const float 
     if (resolved.window < 0)
         resolved.window = 0;
     struct attention_job job = {be, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, resolved,
-                                be->attn_first_item, be->attn_vt, be->attn_vt_at};
+                                be->attn_first_item, be->attn_kv_wide, be->attn_kv_wide_at};
     int items = 0;
     for (int s = 0; s < n_seqs; s++) {
         be->attn_first_item[s] = items;
         items += n_kv_heads * attention_blocks(&job, &seqs[s]);
     }
     be->attn_first_item[n_seqs] = items;
-    if (vt_floats > 0)
-        cinfer_thread_pool_run_chunks(be->pool, transpose_values, &job, n_seqs * n_kv_heads);
+    if (wide_floats > 0)
+        cinfer_thread_pool_run_chunks(be->pool, widen_context, &job, n_seqs * n_kv_heads);
     cinfer_thread_pool_run_chunks(be->pool, attention_part, &job, items);
     return 0;
 }
