@@ -26,7 +26,8 @@
 
 #define AI static inline __attribute__((always_inline))
 #define TILE_Q 4    /* activation rows per pass, 32-value types (16 ymm registers) */
-#define TILE_K 2    /* activation rows per pass, K-quants (more sums live per row) */
+#define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
+#define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
 /* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
 #define PREFETCH_BYTES 4096
 
@@ -175,8 +176,8 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
 /* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
 
 /* The 6-bit scales and mins of the 8 sub-blocks of the pass's 8 rows, from the halves of
- * the 3 dword vectors of their 12 scale bytes: sc[j] as int32, mp[j] the min as an int16
- * pair (m, m). */
+ * the 3 dword vectors of their 12 scale bytes, each as an int16 pair in its row's lane:
+ * sc[j] (s, s), for vpmaddwd to scale a lane's pair sums as it widens them; mp[j] (m, m). */
 AI void k4_scales(const uint8_t *pb, int half, __m256i sc[8], __m256i mp[8])
 {
     const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
@@ -190,8 +191,10 @@ AI void k4_scales(const uint8_t *pb, int half, __m256i sc[8], __m256i mp[8])
         mn[j + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 8 * j + 4), m4),
                                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(s1, 8 * j + 6), m2), 4));
     }
-    UNROLL for (int j = 0; j < 8; j++)
+    UNROLL for (int j = 0; j < 8; j++) {
+        sc[j] = _mm256_or_si256(sc[j], _mm256_slli_epi32(sc[j], 16));
         mp[j] = _mm256_or_si256(mn[j], _mm256_slli_epi32(mn[j], 16));
+    }
 }
 
 AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
@@ -240,11 +243,12 @@ AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
                         hi_sum[r][v & 1] = pairs_u8(hi_sum[r][v & 1], hi, x->q + 64 * c + 32 + 4 * v);
                     }
                 }
-                UNROLL for (int r = 0; r < R; r++) {
-                    __m256i l = _mm256_add_epi32(widen_pairs(lo_sum[r][0]), widen_pairs(lo_sum[r][1]));
-                    __m256i hsum = _mm256_add_epi32(widen_pairs(hi_sum[r][0]), widen_pairs(hi_sum[r][1]));
-                    s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_mullo_epi32(l, sc[2 * c]),
-                                                                   _mm256_mullo_epi32(hsum, sc[2 * c + 1])));
+                UNROLL for (int r = 0; r < R; r++) { /* pair sums (at most 31496) times a scale (63) */
+                    __m256i l = _mm256_add_epi32(_mm256_madd_epi16(lo_sum[r][0], sc[2 * c]),
+                                                 _mm256_madd_epi16(lo_sum[r][1], sc[2 * c]));
+                    __m256i hsum = _mm256_add_epi32(_mm256_madd_epi16(hi_sum[r][0], sc[2 * c + 1]),
+                                                    _mm256_madd_epi16(hi_sum[r][1], sc[2 * c + 1]));
+                    s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(l, hsum));
                 }
             }
             __m256 d = half8(pb + 16 * hf), dmin = half8(pb + 32 + 16 * hf);
@@ -260,6 +264,22 @@ AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
 
 /* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
 
+/* The int8 scales of one sub-block for the pass's 8 rows (8 bytes at p), each as an
+ * int16 pair (sc, sc) in its row's lane: vpmaddwd against them turns a lane's int16 pair
+ * sums into the scaled sum in one step, where widening and then vpmulld took two. */
+AI __m256i scale_pairs(const uint8_t *p)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)p);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(b, b));
+}
+
+/* The 6-bit values of a sub-block times int8 activations, scaled: every pair sum is at
+ * most 2 x 63 x 127 = 16002 (int16), times a scale of at most 128 twice (int32). */
+AI __m256i scaled_dot_u8(__m256i acc, __m256i w, const int8_t *x, __m256i scales)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, broadcast4(x)), scales));
+}
+
 AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
                  __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
 {
@@ -274,44 +294,34 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
         UNROLL for (int p = 0; p < passes; p++) {
             int hf = R == 1 ? p : half;
             const uint8_t *scales = pb + 32, *ql = pb + 288 + 32 * hf, *qh = pb + 2336 + 32 * hf;
-            __m256i s[TILE_K], bias[8];
+            __m256i s[TILE_Q6K], sc[16];
+            UNROLL for (int r = 0; r < R; r++)
+                s[r] = _mm256_setzero_si256();
             for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
                 __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 8 * hf));
                 __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 16 + 8 * hf));
-                bias[t] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)), _mm256_set1_epi16(-32));
+                __m256i bias = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)),
+                                                  _mm256_set1_epi16(-32));
+                UNROLL for (int r = 0; r < R; r++) /* the bias against the 16-value sums */
+                    s[r] = dot_i16(s[r], bias, xq[(size_t)r * blocks + b].bsums + 2 * t);
             }
-            UNROLL for (int r = 0; r < R; r++) { /* the bias against the 16-value sums */
-                s[r] = _mm256_setzero_si256();
-                const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
-                UNROLL for (int t = 0; t < 8; t++)
-                    s[r] = dot_i16(s[r], bias[t], x->bsums + 2 * t);
-            }
+            for (int j = 0; j < 16; j++)
+                sc[j] = scale_pairs(scales + 16 * j + 8 * hf);
             for (int h = 0; h < 2; h++)
-                for (int run = 0; run < 2; run++) { /* v = 4 run .. 4 run + 3: sub-blocks 8h + 2a + run */
-                    __m256i sum[TILE_K][4];
-                    UNROLL for (int r = 0; r < R; r++)
-                        sum[r][0] = sum[r][1] = sum[r][2] = sum[r][3] = _mm256_setzero_si256();
-                    UNROLL for (int vv = 0; vv < 4; vv++) {
-                        int v = 4 * run + vv;
-                        __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
-                        __m256i H = load(qh + 64 * (8 * h + v));
-                        __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
-                        __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
-                        __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
-                        __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
-                        UNROLL for (int r = 0; r < R; r++) {
-                            const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
-                            sum[r][0] = dot_u8(sum[r][0], q0, xr);
-                            sum[r][1] = dot_u8(sum[r][1], q1, xr + 32);
-                            sum[r][2] = dot_u8(sum[r][2], q2, xr + 64);
-                            sum[r][3] = dot_u8(sum[r][3], q3, xr + 96);
-                        }
-                    }
-                    UNROLL for (int a = 0; a < 4; a++) {
-                        __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                            (const __m128i *)(const void *)(scales + 16 * (8 * h + 2 * a + run) + 8 * hf)));
-                        UNROLL for (int r = 0; r < R; r++)
-                            s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(sum[r][a], sc));
+                UNROLL for (int v = 0; v < 8; v++) { /* q_a: sub-block 8h + 2a + v / 4 */
+                    const int run = v / 4;
+                    __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
+                    __m256i H = load(qh + 64 * (8 * h + v));
+                    __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
+                    __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
+                    __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
+                    __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
+                        s[r] = scaled_dot_u8(s[r], q0, xr, sc[8 * h + run]);
+                        s[r] = scaled_dot_u8(s[r], q1, xr + 32, sc[8 * h + 2 + run]);
+                        s[r] = scaled_dot_u8(s[r], q2, xr + 64, sc[8 * h + 4 + run]);
+                        s[r] = scaled_dot_u8(s[r], q3, xr + 96, sc[8 * h + 6 + run]);
                     }
                 }
             __m256 d = half8(pb + 16 * hf);
@@ -342,14 +352,18 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
     TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_K_FNS(R)                                                                                          \
     TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
-    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))                                      \
-    TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
+    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
+#define TILE_Q6K_FNS(R) TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)
 TILE_FNS(4)
 TILE_K_FNS(1)
 TILE_K_FNS(2)
+TILE_Q6K_FNS(1)
+TILE_Q6K_FNS(2)
+TILE_Q6K_FNS(3)
+TILE_Q6K_FNS(4)
 
 void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *panels,
                               enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy)
@@ -358,12 +372,13 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     static const tile_fn q5_0[] = {q5_0_rows1, q5_0_rows2, q5_0_rows3, q5_0_rows4};
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
-    static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2};
+    static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
     const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
-    int blocks = k / info->block_values, tile = info->block_values == 32 ? TILE_Q : TILE_K;
+    int blocks = k / info->block_values;
+    int tile = info->block_values == 32 ? TILE_Q : stored == CINFER_KW_Q6_K ? TILE_Q6K : TILE_K;
     const tile_fn *fns = stored == CINFER_KW_Q4_0   ? q4_0
                          : stored == CINFER_KW_Q5_0 ? q5_0
                          : stored == CINFER_KW_Q4_K ? q4_k
