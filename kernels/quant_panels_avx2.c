@@ -60,9 +60,10 @@ AI __m256i dot_u8(__m256i acc, __m256i w, const int8_t *x)
     return _mm256_add_epi32(acc, widen_pairs(_mm256_maddubs_epi16(w, broadcast4(x))));
 }
 
-/* acc16 += the int16 pair sums of the unsigned bytes w (each below 32) and the 4 int8
- * at x, broadcast: no more than four of these go into one acc16 before it is widened
- * (4 x 2 x 31 x 127 = 31496 fits int16), where dot_u8 would widen each. */
+/* acc16 += the int16 pair sums of the unsigned bytes w and the 4 int8 at x, broadcast:
+ * no more than four of these (bytes below 32: 4 x 2 x 31 x 127 = 31496 fits int16) or
+ * eight (below 16: 30480) go into one acc16 before it is widened, where dot_u8 would
+ * widen each. */
 AI __m256i pairs_u8(__m256i acc16, __m256i w, const int8_t *x)
 {
     return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, broadcast4(x)));
@@ -139,7 +140,9 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
             prefetch_block(pb, block_bytes);
         UNROLL for (int p = 0; p < passes; p++) {
             int hf = R == 1 ? p : half, qs_at = (q5 ? 96 : 32) + 32 * hf;
-            __m256i isum[TILE_Q][2]; /* int16 pair sums: low values, high values */
+            /* int16 pair sums: Q4_0 all 8 in one (8 x 2 x 15 x 127 = 30480 fits), Q5_0 the
+             * low values' and the high values' apart (each 4 x 2 x 31 x 127 = 31496) */
+            __m256i isum[TILE_Q][2];
             UNROLL for (int r = 0; r < R; r++)
                 isum[r][0] = isum[r][1] = _mm256_setzero_si256();
             __m256i h = q5 ? load(pb + 32 + 32 * hf) : _mm256_setzero_si256();
@@ -157,13 +160,15 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
                 UNROLL for (int r = 0; r < R; r++) {
                     const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
                     isum[r][0] = pairs_u8(isum[r][0], lo, x->q + 4 * u);
-                    isum[r][1] = pairs_u8(isum[r][1], hi, x->q + 16 + 4 * u);
+                    isum[r][q5] = pairs_u8(isum[r][q5], hi, x->q + 16 + 4 * u);
                 }
             }
             __m256 dw = half8(pb + 16 * hf);
             UNROLL for (int r = 0; r < R; r++) {
                 const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
-                __m256i s = _mm256_add_epi32(widen_pairs(isum[r][0]), widen_pairs(isum[r][1]));
+                __m256i s = widen_pairs(isum[r][0]);
+                if (q5)
+                    s = _mm256_add_epi32(s, widen_pairs(isum[r][1]));
                 s = dot_i16(s, bias, &x->sum); /* - bias * sum */
                 acc[p][r] =
                     _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[p][r]);
