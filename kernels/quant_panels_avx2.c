@@ -30,8 +30,12 @@
                      * more rows) */
 #define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
 #define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
-/* How far ahead of its reads a panel's stream prefetches (see quant_panels_avx512.c). */
-#define PREFETCH_BYTES 4096
+/* How far ahead of its reads a panel's stream prefetches: 1 KB, as the Q8_0 panels
+ * (q8_panels_avx2.c). On the Q4_0 file's batch-1 decode (bench_model, six interleaved
+ * pairs) 1 KB read 1-3 points nearer the paired floor than the AVX-512 kernel's 4 KB
+ * (76-78 % against 75-77 % on one thread, 79-83 % against 77-81 % on two); the Q4_K_M
+ * and Q6_K files did not tell them apart. */
+#define PREFETCH_BYTES 1024
 
 /* Every cache line of the panel's block at p (bytes long), PREFETCH_BYTES ahead: the
  * first pass over a panel streams it from memory. */
