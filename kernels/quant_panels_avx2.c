@@ -59,17 +59,10 @@ AI __m256i widen_pairs(__m256i acc16)
     return _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
 }
 
-/* acc += Σ over 4 products per lane of the unsigned bytes w (each below 64) and the 4
- * int8 at x, broadcast. */
-AI __m256i dot_u8(__m256i acc, __m256i w, const int8_t *x)
-{
-    return _mm256_add_epi32(acc, widen_pairs(_mm256_maddubs_epi16(w, broadcast4(x))));
-}
-
 /* acc16 += the int16 pair sums of the unsigned bytes w and the 4 int8 at x, broadcast:
  * no more than four of these (bytes below 32: 4 x 2 x 31 x 127 = 31496 fits int16) or
- * eight (below 16: 30480) go into one acc16 before it is widened, where dot_u8 would
- * widen each. */
+ * eight (below 16: 30480) go into one acc16 before it is widened, one widening where
+ * each product group would take its own. */
 AI __m256i pairs_u8(__m256i acc16, __m256i w, const int8_t *x)
 {
     return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, broadcast4(x)));
