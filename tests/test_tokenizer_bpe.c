@@ -1072,6 +1072,11 @@ START_TEST(errors_name_file_field_expected_and_found)
     expect_open_error("{\"added_tokens\": [{\"id\": \"7\", \"content\": \"x\"}], " GOOD_MODEL "}", CINFER_ERR_PARSE,
                       (const char *[]){"added_tokens[0].id", "expected a non-negative integer", "found a string",
                                        NULL});
+    /* a RobertaProcessing id outside the vocabulary would reach the model with every encoding (a fuzz find) */
+    expect_open_error("{\"post_processor\": {\"type\": \"RobertaProcessing\", \"cls\": [\"a\", 0], \"sep\": "
+                      "[\"b\", 72]}, " GOOD_MODEL "}",
+                      CINFER_ERR_PARSE, (const char *[]){"post_processor.sep[1]", "expected an id below 3", "found 72",
+                                       NULL});
     expect_open_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", CINFER_ERR_UNSUPPORTED,
                       (const char *[]){"model.type", "\"WordPiece\"", NULL});
     expect_open_error("{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": "

@@ -632,14 +632,20 @@ static int push_id(int32_t **ids, size_t *n, int32_t id)
     return CINFER_OK;
 }
 
-static int id_of_pair(struct jctx *c, const json_t *j, const char *path, const char *key, int32_t *id)
+static int id_of_pair(struct jctx *c, const json_t *j, const char *path, const char *key, uint32_t vocab_size,
+                      int32_t *id)
 {
     const json_t *p = json_object_get(j, key);
     char where[512];
     snprintf(where, sizeof(where), "%s.%s", path, key);
     if (!json_is_array(p) || json_array_size(p) != 2 || !json_is_integer(json_array_get(p, 1)))
         return wrong(c, where, "an array [token, id]", p);
-    *id = (int32_t)json_integer_value(json_array_get(p, 1));
+    json_int_t value = json_integer_value(json_array_get(p, 1));
+    /* the id is added to every encoding, so it must name a token of the vocabulary */
+    if (value < 0 || value >= (json_int_t)vocab_size)
+        return cinfer_error_set(c->err, CINFER_ERR_PARSE, "%s: %s[1]: expected an id below %u, found %lld",
+                                c->file, where, vocab_size, (long long)value);
+    *id = (int32_t)value;
     return CINFER_OK;
 }
 
@@ -669,7 +675,8 @@ static int parse_post(struct jctx *c, const json_t *j, const char *path, struct 
     }
     if (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing")) {
         int32_t cls, sep;
-        if ((rc = id_of_pair(c, j, path, "cls", &cls)) || (rc = id_of_pair(c, j, path, "sep", &sep)))
+        if ((rc = id_of_pair(c, j, path, "cls", tok->vocab_size, &cls)) ||
+            (rc = id_of_pair(c, j, path, "sep", tok->vocab_size, &sep)))
             return rc;
         if (push_id(&tok->prefix_ids, &tok->n_prefix, cls) || push_id(&tok->suffix_ids, &tok->n_suffix, sep))
             return CINFER_ERR_NOMEM;
