@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels_impl.h"
+#include "masked_avx2.h"
 #include "reduce_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -36,12 +37,6 @@ AI __m256 exp8(__m256 x)
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(_mm256_mul_ps(p, a), b));
 }
 
-AI __m256i lanes_left(int remaining)
-{
-    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), index);
-}
-
 void cinfer_silu_mul_avx2(float *gate, const float *up, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -49,7 +44,7 @@ void cinfer_silu_mul_avx2(float *gate, const float *up, size_t n)
         __m256i m = lanes_left((int)(n - i < 8 ? n - i : 8));
         __m256 g = _mm256_maskload_ps(gate + i, m);
         __m256 sig = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
-        _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(sig, _mm256_maskload_ps(up + i, m)));
+        store8_masked(gate + i, m, _mm256_mul_ps(sig, _mm256_maskload_ps(up + i, m)));
     }
 }
 
@@ -66,12 +61,12 @@ void cinfer_softmax_avx2(float *x, int n)
     for (int i = 0; i < n; i += 8) {
         __m256i m = lanes_left(n - i);
         __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), max)), _mm256_castsi256_ps(m));
-        _mm256_maskstore_ps(x + i, m, e);
+        store8_masked(x + i, m, e);
         sum = _mm256_add_ps(sum, e);
     }
     __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
     for (int i = 0; i < n; i += 8) {
         __m256i m = lanes_left(n - i);
-        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
+        store8_masked(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
     }
 }

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "kernels_impl.h"
+#include "masked_avx2.h"
 
 #define PANEL CINFER_KERNEL_PANEL_ROWS
 #define HALF_ROWS 8 /* a panel's half: 8 rows, one 32-bit lane each */

@@ -71,8 +71,8 @@ static void panel_row1(const struct cinfer_kernel_xblock *xq, int blocks, const 
         acc_hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(hi0, hi1)), _mm256_mul_ps(dx, half8(pb + 16)),
                                  acc_hi);
     }
-    _mm256_maskstore_ps(y, mask_lo, acc_lo);
-    _mm256_maskstore_ps(y + HALF_ROWS, mask_hi, acc_hi);
+    store8_masked(y, mask_lo, acc_lo);
+    store8_masked(y + HALF_ROWS, mask_hi, acc_hi);
 }
 
 /* R activation rows against the panel's rows 8 half .. 8 half + 7. */
@@ -99,7 +99,7 @@ AI void panel_half(const struct cinfer_kernel_xblock *xq, int blocks, const uint
         }
     }
     UNROLL for (int i = 0; i < R; i++)
-        _mm256_maskstore_ps(y + (size_t)i * ldy + HALF_ROWS * half, mask, acc[i]);
+        store8_masked(y + (size_t)i * ldy + HALF_ROWS * half, mask, acc[i]);
 }
 
 typedef void (*half_fn)(const struct cinfer_kernel_xblock *xq, int blocks, const uint8_t *pg, float *y, int ldy,

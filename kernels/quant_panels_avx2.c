@@ -115,7 +115,7 @@ AI void store_tile(__m256 acc[2][TILE_MAX], float *y, int ldy, __m256i mask_lo, 
     const int passes = R == 1 ? 2 : 1;
     UNROLL for (int p = 0; p < passes; p++)
         UNROLL for (int r = 0; r < R; r++)
-            _mm256_maskstore_ps(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
+            store8_masked(y + (size_t)r * ldy + HALF_ROWS * (R == 1 ? p : half), p ? mask_hi : mask_lo,
                                 acc[p][r]);
 }
 

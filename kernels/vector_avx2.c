@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "kernels_impl.h"
+#include "masked_avx2.h"
 #include "reduce_avx2.h"
 
 float cinfer_dot_avx2(const float *a, const float *b, int n)
@@ -38,12 +39,6 @@ void cinfer_axpy_avx2(float *y, float a, const float *x, int n)
 #define ACCUMULATE_VECTORS 4
 #define ACCUMULATE_RUN 64
 
-static inline __attribute__((always_inline)) __m256i lanes_left(int remaining)
-{
-    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), index);
-}
-
 /* acc[r][q] (r < rows) += coef[r][p] * x_p for positions p of [p0, p1), in order: one FMA
  * per element per position, as cinfer_axpy_avx2 does (the same bits). */
 static inline __attribute__((always_inline)) void accumulate_tile(float *y, int rows, int ldy, const __m256i m[4],
@@ -67,7 +62,7 @@ static inline __attribute__((always_inline)) void accumulate_tile(float *y, int 
     }
     for (int r = 0; r < rows; r++)
         for (int q = 0; q < ACCUMULATE_VECTORS; q++)
-            _mm256_maskstore_ps(y + (size_t)r * ldy + 8 * q, m[q], acc[r][q]);
+            store8_masked(y + (size_t)r * ldy + 8 * q, m[q], acc[r][q]);
 }
 
 void cinfer_accumulate_rows_avx2(float *y, int n_y, int len, int ldy, const float *coef, int ld_coef,
