@@ -41,7 +41,6 @@
  * scripts/gpu-check sets decode against the device's own peak.
  * The node peer's node_modules folder comes from CINFER_BENCH_NODE_MODULES. */
 #include <errno.h>
-#include <immintrin.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -58,6 +57,7 @@
 #include "cinfer/error.h"
 #include "backend/backend_select.h"
 #include "cinfer/plugins.h"
+#include "../kernels/bench/stream_read.h" /* the plain read the floors use, as bench_matmul's */
 #include "kernels.h" /* cinfer_kernel_argmax: the greedy pick, as the sampler makes it */
 #include "model/model.h"
 #include "model/runtime.h"
@@ -156,43 +156,17 @@ struct reader {
     } args[64]; /* each thread's start argument */
 };
 
-__attribute__((target("avx2"))) static uint64_t stream_read_avx2(const uint8_t *p, size_t bytes)
-{
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 128 <= bytes; i += 128) {
-        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
-        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
-        a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
-        a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
-    }
-    __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-    uint64_t lanes[4];
-    _mm256_storeu_si256((__m256i *)lanes, s);
-    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-
-static uint64_t stream_read_scalar(const uint8_t *p, size_t bytes)
-{
-    const uint64_t *w = (const uint64_t *)p;
-    uint64_t a[8] = {0};
-    for (size_t i = 0; i + 8 <= bytes / 8; i += 8)
-        for (int k = 0; k < 8; k++)
-            a[k] += w[i + k];
-    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
-}
-
 static void *reader_main(void *p)
 {
     struct reader_arg *a = p;
     struct reader *r = a->r;
-    int avx2 = __builtin_cpu_supports("avx2");
     const uint8_t *begin = r->buf + (size_t)a->t * r->slice;
     for (;;) {
         pthread_barrier_wait(&r->start);
         if (r->stop)
             return NULL;
         r->began[a->t] = now_s();
-        r->checksums[a->t] += avx2 ? stream_read_avx2(begin, r->slice) : stream_read_scalar(begin, r->slice);
+        r->checksums[a->t] += stream_read(begin, r->slice);
         r->ended[a->t] = now_s();
         pthread_barrier_wait(&r->start);
     }
