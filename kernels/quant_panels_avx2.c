@@ -290,13 +290,6 @@ AI __m256i scale_pairs(const uint8_t *p)
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(b, b));
 }
 
-/* The 6-bit values of a sub-block times int8 activations, scaled: every pair sum is at
- * most 2 x 63 x 127 = 16002 (int16), times a scale of at most 128 twice (int32). */
-AI __m256i scaled_dot_u8(__m256i acc, __m256i w, const int8_t *x, __m256i scales)
-{
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, broadcast4(x)), scales));
-}
-
 AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
                  __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
 {
@@ -310,35 +303,44 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
             int hf = R == 1 ? p : half;
             const uint8_t *scales = pb + 32, *ql = pb + 288 + 32 * hf, *qh = pb + 2336 + 32 * hf;
             __m256i s[TILE_Q6K], sc[16];
-            UNROLL for (int r = 0; r < R; r++)
-                s[r] = _mm256_setzero_si256();
-            for (int t = 0; t < 8; t++) { /* -32 x the scales of sub-blocks 2t and 2t + 1, as int16 pairs */
-                __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 8 * hf));
-                __m128i c = _mm_loadl_epi64((const __m128i *)(const void *)(scales + 32 * t + 16 + 8 * hf));
-                __m256i bias = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, c)),
-                                                  _mm256_set1_epi16(-32));
-                UNROLL for (int r = 0; r < R; r++) /* the bias against the 16-value sums */
-                    s[r] = dot_i16(s[r], bias, xq[(size_t)r * blocks + b].bsums + 2 * t);
-            }
             for (int j = 0; j < 16; j++)
                 sc[j] = scale_pairs(scales + 16 * j + 8 * hf);
+            /* the values' offset: -32 x each sub-block's scale x its activations' 16-value
+             * sum, the scales of sub-blocks 2t and 2t + 1 as one int16 pair per lane */
+            UNROLL for (int r = 0; r < R; r++)
+                s[r] = _mm256_setzero_si256();
+            UNROLL for (int t = 0; t < 8; t++) {
+                __m256i pair = _mm256_blend_epi16(sc[2 * t], sc[2 * t + 1], 0xAA);
+                UNROLL for (int r = 0; r < R; r++)
+                    s[r] = dot_i16(s[r], pair, xq[(size_t)r * blocks + b].bsums + 2 * t);
+            }
+            UNROLL for (int r = 0; r < R; r++)
+                s[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s[r], 5));
             for (int h = 0; h < 2; h++)
-                UNROLL for (int v = 0; v < 8; v++) { /* q_a: sub-block 8h + 2a + v / 4 */
+                UNROLL for (int v = 0; v < 8; v += 2) { /* q[e][a]: sub-block 8h + 2a + v / 4 */
                     const int run = v / 4;
-                    if (first && p == 0) /* 4 of the block's 53 lines a step */
+                    if (first && p == 0) {
                         prefetch_part(pb, block_bytes, 8 * h + v, 4);
-                    __m256i A = load(ql + 64 * (16 * h + v)), B = load(ql + 64 * (16 * h + 8 + v));
-                    __m256i H = load(qh + 64 * (8 * h + v));
-                    __m256i q0 = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
-                    __m256i q1 = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
-                    __m256i q2 = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
-                    __m256i q3 = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
+                        prefetch_part(pb, block_bytes, 8 * h + v + 1, 4);
+                    }
+                    __m256i q[2][4];
+                    UNROLL for (int e = 0; e < 2; e++) {
+                        __m256i A = load(ql + 64 * (16 * h + v + e)), B = load(ql + 64 * (16 * h + 8 + v + e));
+                        __m256i H = load(qh + 64 * (8 * h + v + e));
+                        q[e][0] = low4_or(A, _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45));
+                        q[e][1] = low4_or(B, _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45));
+                        q[e][2] = _mm256_or_si256(high4(A), _mm256_and_si256(H, bits45));
+                        q[e][3] = _mm256_or_si256(high4(B), _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45));
+                    }
                     UNROLL for (int r = 0; r < R; r++) {
                         const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 4 * v;
-                        s[r] = scaled_dot_u8(s[r], q0, xr, sc[8 * h + run]);
-                        s[r] = scaled_dot_u8(s[r], q1, xr + 32, sc[8 * h + 2 + run]);
-                        s[r] = scaled_dot_u8(s[r], q2, xr + 64, sc[8 * h + 4 + run]);
-                        s[r] = scaled_dot_u8(s[r], q3, xr + 96, sc[8 * h + 6 + run]);
+                        /* v and v + 1 share their scales: their pair sums (each at most 2 x 63 x 127
+                         * = 16002) add in int16 before one vpmaddwd scales and widens both */
+                        UNROLL for (int a = 0; a < 4; a++) {
+                            __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][a], broadcast4(xr + 32 * a)),
+                                                             _mm256_maddubs_epi16(q[1][a], broadcast4(xr + 32 * a + 4)));
+                            s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(pairs, sc[8 * h + 2 * a + run]));
+                        }
                     }
                 }
             __m256 d = half8(pb + 16 * hf);
