@@ -90,6 +90,8 @@ void cinfer_quant_matmul_scalar(const void *x_prepared, int n, int k, const void
                                 size_t w_row_bytes, int j0, int j1, float *y, int ldy);
 /* The same definition built for the AVX2 and AVX-512 levels (quant_dot_{avx2,avx512}.c). */
 float cinfer_quant_dot_avx2(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
+/* IQ4_NL, IQ4_XS and MXFP4 with vpshufb lookups (quant_codebook_avx2.c): the same bits. */
+float cinfer_quant_dot_codebook_avx2(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
 float cinfer_quant_dot_avx512(enum cinfer_kernel_wtype wtype, const uint8_t *wrow, const void *x_row, int k);
 void cinfer_quant_matmul_avx2(const void *x_prepared, int n, int k, const void *w, enum cinfer_kernel_wtype wtype,
                               size_t w_row_bytes, int j0, int j1, float *y, int ldy);

@@ -226,6 +226,10 @@ float QD(cinfer_quant_dot)(enum cinfer_kernel_wtype wtype, const uint8_t *w, con
 {
     const struct cinfer_kernel_xq32 *x32 = x;
     const struct cinfer_kernel_xq256 *x256 = x;
+#ifdef QD_CODEBOOK_DOT /* the level has its own kernels for the codebook types */
+    if (wtype == CINFER_KW_IQ4_NL || wtype == CINFER_KW_IQ4_XS || wtype == CINFER_KW_MXFP4)
+        return QD_CODEBOOK_DOT(wtype, w, x, k);
+#endif
     switch (wtype) {
     case CINFER_KW_Q4_0: return dot_q4_0(w, x32, k / 32);
     case CINFER_KW_Q4_1: return dot_q4_1(w, x32, k / 32);
