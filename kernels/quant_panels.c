@@ -5,6 +5,8 @@
  * by side, so that one 64-byte load gives a vector whose 16 lanes are the 16 rows:
  *
  *   q4_0   (16 x 18 B):  d[16] f16 | 4 units of 64 B: row r's qs[4u..4u+3] at 4r
+ *   iq4_nl (16 x 18 B):  as q4_0 (the same fields in the same places; the AVX2 kernels
+ *                        only: AVX-512 machines run those for it)
  *   q5_0   (16 x 22 B):  d[16] f16 | h: row r's dword at 4r, byte i holding at bit u the
  *                        5th bit of value 4u + i and at bit 4 + u that of value 16 + 4u + i
  *                        | 4 units of qs as q4_0
@@ -31,6 +33,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype pane
     case CINFER_KW_Q4_K_PANELS: return CINFER_KW_Q4_K;
     case CINFER_KW_Q5_K_PANELS: return CINFER_KW_Q5_K;
     case CINFER_KW_Q6_K_PANELS: return CINFER_KW_Q6_K;
+    case CINFER_KW_IQ4_NL_PANELS: return CINFER_KW_IQ4_NL;
     default: return panel_type;
     }
 }
@@ -43,6 +46,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored)
     case CINFER_KW_Q4_K: return CINFER_KW_Q4_K_PANELS;
     case CINFER_KW_Q5_K: return CINFER_KW_Q5_K_PANELS;
     case CINFER_KW_Q6_K: return CINFER_KW_Q6_K_PANELS;
+    case CINFER_KW_IQ4_NL: return CINFER_KW_IQ4_NL_PANELS;
     default: return stored;
     }
 }
@@ -53,6 +57,7 @@ static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
 {
     switch (stored) {
     case CINFER_KW_Q4_0:
+    case CINFER_KW_IQ4_NL:
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(32 + 64 * ((k - 2) / 4) + 4 * r + (k - 2) % 4);
     case CINFER_KW_Q5_0: /* k 2..5 (qh): q5_0_h */
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(96 + 64 * ((k - 6) / 4) + 4 * r + (k - 6) % 4);

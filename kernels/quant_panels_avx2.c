@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, Q4_K, Q5_K and Q6_K panels (layouts in
+/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K panels (layouts in
  * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
@@ -30,6 +30,7 @@
                      * more rows) */
 #define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
 #define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
+#define TILE_IQ4 4  /* activation rows per pass, IQ4_NL (the codebook and the weights' magnitudes live too) */
 /* How far ahead of its reads a panel's stream prefetches: 1 KB, as the Q8_0 panels
  * (q8_panels_avx2.c). On the Q4_0 file's batch-1 decode (bench_model, six interleaved
  * pairs) 1 KB read 1-3 points nearer the paired floor than the AVX-512 kernel's 4 KB
@@ -184,6 +185,51 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
                 s = dot_i16(s, bias, &x->sum); /* - bias * sum */
                 acc[p][r] =
                     _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[p][r]);
+            }
+        }
+    }
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
+}
+
+/* ---- IQ4_NL: Q4_0's layout, each nibble an index into the int8 codebook ---------------- */
+
+/* One panel against R activation rows, as block32_tile. A nibble's value comes from the
+ * codebook by vpshufb; the values are signed, so vpmaddubsw takes their magnitudes and
+ * the activations with their signs (pair sums at most 2 x 127 x 127 = 32258), and each
+ * product group is widened on its own (two would not fit int16). No offset to take off. */
+AI void iq4nl_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                   __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
+{
+    const int block_bytes = 16 * 18, passes = R == 1 ? 2 : 1;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)cinfer_kernel_iq4nl_values));
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        if (first)
+            prefetch_block(pb, block_bytes);
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half, qs_at = 32 + 32 * hf;
+            __m256i isum[TILE_IQ4];
+            UNROLL for (int r = 0; r < R; r++)
+                isum[r] = _mm256_setzero_si256();
+            UNROLL for (int u = 0; u < 4; u++) {
+                __m256i v = load(pb + qs_at + 64 * u);
+                __m256i lo = _mm256_shuffle_epi8(table, low4(v)), hi = _mm256_shuffle_epi8(table, high4(v));
+                __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
+                UNROLL for (int r = 0; r < R; r++) {
+                    const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+                    __m256i pl = _mm256_maddubs_epi16(lo_abs, _mm256_sign_epi8(broadcast4(x->q + 4 * u), lo));
+                    __m256i ph = _mm256_maddubs_epi16(hi_abs, _mm256_sign_epi8(broadcast4(x->q + 16 + 4 * u), hi));
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(widen_pairs(pl), widen_pairs(ph)));
+                }
+            }
+            __m256 dw = half8(pb + 16 * hf);
+            UNROLL for (int r = 0; r < R; r++) {
+                const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)),
+                                            acc[p][r]);
             }
         }
     }
@@ -373,6 +419,7 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
     TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
     TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_Q6K_FNS(R) TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
+#define TILE_IQ4_FNS(R) TILE_FN(iq4_nl, R, iq4nl_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)
@@ -385,6 +432,10 @@ TILE_Q6K_FNS(1)
 TILE_Q6K_FNS(2)
 TILE_Q6K_FNS(3)
 TILE_Q6K_FNS(4)
+TILE_IQ4_FNS(1)
+TILE_IQ4_FNS(2)
+TILE_IQ4_FNS(3)
+TILE_IQ4_FNS(4)
 
 void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *panels,
                               enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy)
@@ -394,14 +445,19 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
+    static const tile_fn iq4_nl[] = {iq4_nl_rows1, iq4_nl_rows2, iq4_nl_rows3, iq4_nl_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
     const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
     int blocks = k / info->block_values;
-    int tile = info->block_values == 32 ? TILE_Q : stored == CINFER_KW_Q6_K ? TILE_Q6K : TILE_K;
-    const tile_fn *fns = stored == CINFER_KW_Q4_0   ? q4_0
-                         : stored == CINFER_KW_Q5_0 ? q5_0
+    int tile = stored == CINFER_KW_IQ4_NL ? TILE_IQ4
+               : info->block_values == 32 ? TILE_Q
+               : stored == CINFER_KW_Q6_K ? TILE_Q6K
+                                          : TILE_K;
+    const tile_fn *fns = stored == CINFER_KW_Q4_0     ? q4_0
+                         : stored == CINFER_KW_IQ4_NL ? iq4_nl
+                         : stored == CINFER_KW_Q5_0   ? q5_0
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                                                     : q6_k;

@@ -261,14 +261,14 @@ START_TEST(matmul_every_type_and_level)
 }
 END_TEST
 
-/* Q4_0, Q5_0, Q4_K, Q5_K and Q6_K repacked in panels of 16 rows (37 rows: a partial last
+/* Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and IQ4_NL repacked in panels of 16 rows (37 rows: a partial last
  * panel): every row comes back as stored, widens to the stored row's values, and the
  * matmul over any rows [j0, j1) at every level and batch size gives the stored type's
- * bits (the AVX-512 kernels where the CPU has VNNI). */
+ * bits (the AVX-512 kernels where the CPU has VNNI; IQ4_NL has AVX2 kernels only). */
 START_TEST(panels_give_the_stored_bits)
 {
     static const enum cinfer_kernel_wtype panel_types[] = {CINFER_KW_Q4_0, CINFER_KW_Q5_0, CINFER_KW_Q4_K,
-                                                           CINFER_KW_Q5_K, CINFER_KW_Q6_K};
+                                                           CINFER_KW_Q5_K, CINFER_KW_Q6_K, CINFER_KW_IQ4_NL};
     enum { M = 37, K = 512, N = 11 };
     for (size_t t = 0; t < sizeof panel_types / sizeof panel_types[0]; t++) {
         uint64_t rng = 900 + t;
@@ -311,9 +311,9 @@ START_TEST(panels_give_the_stored_bits)
                                   j1 - 1, i);
             }
         restore_level();
-        printf("%-5s panels (%s): every row as stored, the stored type's bits at every level, batch and range\n",
+        printf("%-6s panels (%s): every row as stored, the stored type's bits at every level, batch and range\n",
                cinfer_kernel_type_info(c.wtype)->name,
-               cinfer_quant_panels_avx512_usable()                        ? "AVX-512 VNNI kernels here"
+               cinfer_quant_panels_avx512_usable() && c.wtype != CINFER_KW_IQ4_NL ? "AVX-512 VNNI kernels here"
                : cinfer_kernels_best_level() != CINFER_KERNEL_SCALAR ? "AVX2 kernels here"
                                                                      : "scalar loop only here");
         quant_case_free(&c);
