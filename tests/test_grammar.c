@@ -368,6 +368,23 @@ START_TEST(regex_grammars)
         ck_assert_msg(strstr(err.message, "expected a repetition {m}, {m,} or {m,n}"), "%s: %s", bad_repeats[i],
                       err.message);
     }
+    /* patterns whose DFA doubles with each step are refused by the compile budget, not
+     * after seconds and hundreds of MB (a fuzz find: a 400-byte regex in an OpenAI request
+     * took 1.4 s and 92 MB to compile before the budget) */
+    static const char *const exploding[] = {"(a|b)*a(a|b){30}",
+                                            "[,5V+]VvV+VV......................................................"
+                                            "..............................................................cc"};
+    for (size_t i = 0; i < sizeof exploding / sizeof exploding[0]; i++) {
+        ck_assert_int_eq(cinfer_regex_to_grammar(exploding[i], strlen(exploding[i]), &text, &err), 0);
+        struct cinfer_grammar *g = NULL;
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(cinfer_grammar_compile_text(text, strlen(text), &g, &err), CINFER_ERR_RANGE);
+        ck_assert_ptr_null(g);
+        ck_assert_msg(strstr(err.message, "rule 'root' makes too large an automaton") &&
+                          strstr(err.message, "1048576 NFA positions"),
+                      "%s: %s", exploding[i], err.message);
+        free(text);
+    }
 }
 END_TEST
 

@@ -306,7 +306,7 @@ static int set_id(struct dfa_builder *b, int count, int rule, int nfa_final)
             b->states[id].rule == rule)
             return id;
     }
-    if (b->n_states >= CINFER_GRAMMAR_MAX_STATES) {
+    if (b->n_states >= CINFER_GRAMMAR_MAX_STATES || b->n_data + (size_t)count > CINFER_GRAMMAR_MAX_POSITIONS) {
         b->failed = 2;
         return 0;
     }
@@ -681,8 +681,11 @@ int cinfer_grammar_compile_text(const char *text, size_t len, struct cinfer_gram
         else
             g->rule_start[r] = determinize(&b, &n, r, start, end);
         if (rc == CINFER_OK && b.failed == 2)
-            rc = cinfer_error_set(err, CINFER_ERR_RANGE, "grammar: over %d automaton states (at rule '%s')",
-                                  CINFER_GRAMMAR_MAX_STATES, g->rule_names[r]);
+            rc = cinfer_error_set(err, CINFER_ERR_RANGE,
+                                  "grammar: rule '%s' makes too large an automaton (over %d states or %d NFA "
+                                  "positions in them; a pattern that must remember many characters back, such as "
+                                  "(a|b)*a(a|b){30})",
+                                  g->rule_names[r], CINFER_GRAMMAR_MAX_STATES, CINFER_GRAMMAR_MAX_POSITIONS);
         else if (rc == CINFER_OK && b.failed)
             rc = cinfer_error_set(err, CINFER_ERR_NOMEM, "grammar: out of memory building rule '%s'", g->rule_names[r]);
         free(n.e);
