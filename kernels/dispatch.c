@@ -78,7 +78,7 @@ void cinfer_kernel_matmul(const float *x, const void *xp, int n, int k, const vo
     }
     if (wtype >= CINFER_KW_Q4_0_PANELS) { /* quantized panels: lanes are weight rows */
         enum cinfer_kernel_level level = cinfer_kernels_level();
-        if (level == CINFER_KERNEL_AVX512 && cinfer_quant_panels_avx512_usable() && wtype != CINFER_KW_IQ4_NL_PANELS)
+        if (level == CINFER_KERNEL_AVX512 && cinfer_quant_panels_avx512_usable())
             cinfer_quant_panels_avx512(xp, n, k, w, wtype, j0, j1, y, ldy);
         else if (level != CINFER_KERNEL_SCALAR) /* AVX2, or AVX-512 without VNNI */
             cinfer_quant_panels_avx2(xp, n, k, w, wtype, j0, j1, y, ldy);

@@ -1,12 +1,11 @@
-/* kernels/quant_panels.c — Q4_0, Q5_0, Q4_K, Q5_K and Q6_K weights repacked in panels of 16
- * rows for the AVX-512 kernels (quant_panels_avx512.c), each a rearrangement of the
+/* kernels/quant_panels.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K weights repacked in
+ * panels of 16 rows for the AVX-512 kernels (quant_panels_avx512.c), each a rearrangement of the
  * stored bytes (the same size: a decode step still reads each stored byte once), block
  * after block along the rows. In a panel block the 16 rows' copies of each field lie side
  * by side, so that one 64-byte load gives a vector whose 16 lanes are the 16 rows:
  *
  *   q4_0   (16 x 18 B):  d[16] f16 | 4 units of 64 B: row r's qs[4u..4u+3] at 4r
- *   iq4_nl (16 x 18 B):  as q4_0 (the same fields in the same places; the AVX2 kernels
- *                        only: AVX-512 machines run those for it)
+ *   iq4_nl (16 x 18 B):  as q4_0 (the same fields in the same places)
  *   q5_0   (16 x 22 B):  d[16] f16 | h: row r's dword at 4r, byte i holding at bit u the
  *                        5th bit of value 4u + i and at bit 4 + u that of value 16 + 4u + i
  *                        | 4 units of qs as q4_0

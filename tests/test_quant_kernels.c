@@ -264,7 +264,7 @@ END_TEST
 /* Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and IQ4_NL repacked in panels of 16 rows (37 rows: a partial last
  * panel): every row comes back as stored, widens to the stored row's values, and the
  * matmul over any rows [j0, j1) at every level and batch size gives the stored type's
- * bits (the AVX-512 kernels where the CPU has VNNI; IQ4_NL has AVX2 kernels only). */
+ * bits (the AVX-512 kernels where the CPU has VNNI, the AVX2 ones where it has AVX2). */
 START_TEST(panels_give_the_stored_bits)
 {
     static const enum cinfer_kernel_wtype panel_types[] = {CINFER_KW_Q4_0, CINFER_KW_Q5_0, CINFER_KW_Q4_K,
@@ -313,7 +313,7 @@ START_TEST(panels_give_the_stored_bits)
         restore_level();
         printf("%-6s panels (%s): every row as stored, the stored type's bits at every level, batch and range\n",
                cinfer_kernel_type_info(c.wtype)->name,
-               cinfer_quant_panels_avx512_usable() && c.wtype != CINFER_KW_IQ4_NL ? "AVX-512 VNNI kernels here"
+               cinfer_quant_panels_avx512_usable() ? "AVX-512 VNNI and AVX2 kernels here"
                : cinfer_kernels_best_level() != CINFER_KERNEL_SCALAR ? "AVX2 kernels here"
                                                                      : "scalar loop only here");
         quant_case_free(&c);
