@@ -51,7 +51,8 @@ enum cinfer_kernel_wtype {
     CINFER_KW_Q5_K_PANELS = 22,
     CINFER_KW_Q6_K_PANELS = 23,
     CINFER_KW_IQ4_NL_PANELS = 24, /* q4_0's layout: the bytes of a block have the same places */
-    CINFER_KW_TYPE_COUNT = 25,
+    CINFER_KW_IQ4_XS_PANELS = 25,
+    CINFER_KW_TYPE_COUNT = 26,
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34

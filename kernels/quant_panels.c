@@ -12,6 +12,8 @@
  *   q4_K   (16 x 144 B): d[16] | dmin[16] | 3 x 64 B: row r's scale bytes 4w..4w+3 at
  *                        64w + 4r | 32 units of qs as q4_0's
  *   q5_K   (16 x 176 B): as q4_K, then 8 x 64 B: row r's qh[4v..4v+3] at 64v + 4r, then qs
+ *   iq4_xs (16 x 136 B): d[16] | scales_h[16] (u16) | 64 B: row r's 4 scales_l bytes at 4r |
+ *                        32 units of qs as q4_0's (unit u: sub-block u / 4)
  *   q6_K   (16 x 210 B): d[16] | 16 x 16 B: scale j of the 16 rows (int8) | 32 units of
  *                        ql as q4_0's | 16 x 64 B: row r's qh[4w..4w+3] at 64w + 4r
  *
@@ -33,6 +35,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype pane
     case CINFER_KW_Q5_K_PANELS: return CINFER_KW_Q5_K;
     case CINFER_KW_Q6_K_PANELS: return CINFER_KW_Q6_K;
     case CINFER_KW_IQ4_NL_PANELS: return CINFER_KW_IQ4_NL;
+    case CINFER_KW_IQ4_XS_PANELS: return CINFER_KW_IQ4_XS;
     default: return panel_type;
     }
 }
@@ -46,6 +49,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored)
     case CINFER_KW_Q5_K: return CINFER_KW_Q5_K_PANELS;
     case CINFER_KW_Q6_K: return CINFER_KW_Q6_K_PANELS;
     case CINFER_KW_IQ4_NL: return CINFER_KW_IQ4_NL_PANELS;
+    case CINFER_KW_IQ4_XS: return CINFER_KW_IQ4_XS_PANELS;
     default: return stored;
     }
 }
@@ -71,6 +75,12 @@ static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
             return (size_t)(256 + 64 * ((k - 16) / 4) + 4 * r + (k - 16) % 4);
         return (size_t)(base + 64 * ((k - qs) / 4) + 4 * r + (k - qs) % 4);
     }
+    case CINFER_KW_IQ4_XS: /* d, scales_h, scales_l, qs */
+        if (k < 4)
+            return (size_t)(32 * (k / 2) + 2 * r + k % 2);
+        if (k < 8)
+            return (size_t)(64 + 4 * r + (k - 4));
+        return (size_t)(128 + 64 * ((k - 8) / 4) + 4 * r + (k - 8) % 4);
     case CINFER_KW_Q6_K:
         if (k < 128) /* ql */
             return (size_t)(288 + 64 * (k / 4) + 4 * r + k % 4);

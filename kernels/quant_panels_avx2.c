@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K panels (layouts in
+/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS panels (layouts in
  * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
@@ -30,7 +30,8 @@
                      * more rows) */
 #define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
 #define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
-#define TILE_IQ4 4  /* activation rows per pass, IQ4_NL (the codebook and the weights' magnitudes live too) */
+#define TILE_IQ4 4  /* activation rows per pass, IQ4_NL and IQ4_XS (the codebook and the weights' magnitudes
+                     * live too) */
 /* How far ahead of its reads a panel's stream prefetches: 1 KB, as the Q8_0 panels
  * (q8_panels_avx2.c). On the Q4_0 file's batch-1 decode (bench_model, six interleaved
  * pairs) 1 KB read 1-3 points nearer the paired floor than the AVX-512 kernel's 4 KB
@@ -399,6 +400,61 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
+/* ---- IQ4_XS (super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales - 32) ---------- */
+
+/* One panel against R activation rows. The values come from the codebook as IQ4_NL's
+ * (magnitudes times sign-moved activations in vpmaddubsw); vpmaddwd against each lane's
+ * (scale, scale) pair scales the pair sums as it widens them: at most 2 x 32258 x 32. */
+AI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                   __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
+{
+    const int block_bytes = 16 * 136, passes = R == 1 ? 2 : 1;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)cinfer_kernel_iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3), offset = _mm256_set1_epi32(32);
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half;
+            __m256i scales_l = load(pb + 64 + 32 * hf);
+            __m256i scales_h =
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(pb + 32 + 16 * hf)));
+            __m256i s[TILE_IQ4];
+            UNROLL for (int r = 0; r < R; r++)
+                s[r] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                if (first && p == 0) /* an eighth of the block's 34 lines */
+                    prefetch_part(pb, block_bytes, j, 5);
+                __m256i sc = _mm256_sub_epi32(
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(scales_l, 4 * j), m4),
+                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(scales_h, 2 * j), m2), 4)),
+                    offset);
+                sc = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xAA); /* (sc, sc) */
+                UNROLL for (int v = 0; v < 4; v++) { /* values 32j + 4v + i (low nibbles) and + 16 (high) */
+                    __m256i w = load(pb + 128 + 64 * (4 * j + v) + 32 * hf);
+                    __m256i lo = _mm256_shuffle_epi8(table, low4(w)), hi = _mm256_shuffle_epi8(table, high4(w));
+                    __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const int8_t *xr = xq[(size_t)r * blocks + b].q + 32 * j + 4 * v;
+                        __m256i pl = _mm256_maddubs_epi16(lo_abs, _mm256_sign_epi8(broadcast4(xr), lo));
+                        __m256i ph = _mm256_maddubs_epi16(hi_abs, _mm256_sign_epi8(broadcast4(xr + 16), hi));
+                        s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_madd_epi16(pl, sc),
+                                                                       _mm256_madd_epi16(ph, sc)));
+                    }
+                }
+            }
+            __m256 d = half8(pb + 16 * hf);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
+            }
+        }
+    }
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
+}
+
 /* ---- the panels' loop ---------------------------------------------------------------- */
 
 /* mask_lo / mask_hi: the asked rows of the pass (R > 1) or of the panel's two halves
@@ -419,7 +475,9 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
     TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
     TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_Q6K_FNS(R) TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
-#define TILE_IQ4_FNS(R) TILE_FN(iq4_nl, R, iq4nl_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
+#define TILE_IQ4_FNS(R)                                                                                        \
+    TILE_FN(iq4_nl, R, iq4nl_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))                              \
+    TILE_FN(iq4_xs, R, iq4xs_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)
@@ -446,12 +504,13 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
     static const tile_fn iq4_nl[] = {iq4_nl_rows1, iq4_nl_rows2, iq4_nl_rows3, iq4_nl_rows4};
+    static const tile_fn iq4_xs[] = {iq4_xs_rows1, iq4_xs_rows2, iq4_xs_rows3, iq4_xs_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
     const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
     int blocks = k / info->block_values;
-    int tile = stored == CINFER_KW_IQ4_NL ? TILE_IQ4
+    int tile = stored == CINFER_KW_IQ4_NL || stored == CINFER_KW_IQ4_XS ? TILE_IQ4
                : info->block_values == 32 ? TILE_Q
                : stored == CINFER_KW_Q6_K ? TILE_Q6K
                                           : TILE_K;
@@ -460,6 +519,7 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
                          : stored == CINFER_KW_Q5_0   ? q5_0
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
+                         : stored == CINFER_KW_IQ4_XS ? iq4_xs
                                                     : q6_k;
     size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
     size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);

@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K panels
+/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS panels
  * (layouts in quant_panels.c) times int8 activation blocks with AVX-512 VNNI, any number
  * of activation rows; and the activation quantizers at this level.
  *
@@ -317,6 +317,62 @@ AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
         _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
 }
 
+/* ---- IQ4_XS (super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales - 32) ---------- */
+
+/* One panel against R activation rows. The nibbles go through the codebook plus 128 as
+ * IQ4_NL's; a sub-block's sum loses 128 x its activations' sum (the two 16-value sums)
+ * and is then multiplied by its scale: at most 32 x 127 x 127 x 32 a sub-block, exact. */
+AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                        __mmask16 mask, const int R)
+{
+    const int block_bytes = 16 * 136;
+    const __m512i table = iq4nl_table_u8(), bias = _mm512_set1_epi16(-128);
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), offset = _mm512_set1_epi32(32);
+    __m512 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        prefetch_block(pb, block_bytes);
+        __m512i scales_l = load(pb + 64);
+        __m512i scales_h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(pb + 32)));
+        __m512i s[TILE_K];
+        UNROLL for (int r = 0; r < R; r++)
+            s[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i sc = _mm512_sub_epi32(
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(scales_l, 4 * j), m4),
+                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(scales_h, 2 * j), m2), 4)),
+                offset);
+            __m512i sub[TILE_K][2];
+            UNROLL for (int r = 0; r < R; r++) {
+                const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                sub[r][0] = dot_i16(_mm512_setzero_si512(), bias, x->bsums + 2 * j); /* -128 x the sum */
+                sub[r][1] = _mm512_setzero_si512();
+            }
+            UNROLL for (int v = 0; v < 4; v++) { /* values 32j + 4v + i (low nibbles) and + 16 (high) */
+                __m512i w = load(pb + 128 + 64 * (4 * j + v));
+                __m512i lo = _mm512_shuffle_epi8(table, low4(w));
+                __m512i hi = _mm512_shuffle_epi8(table, low4(_mm512_srli_epi16(w, 4)));
+                UNROLL for (int r = 0; r < R; r++) {
+                    const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                    sub[r][v & 1] = dot_u8(sub[r][v & 1], lo, x->q + 32 * j + 4 * v);
+                    sub[r][v & 1] = dot_u8(sub[r][v & 1], hi, x->q + 32 * j + 16 + 4 * v);
+                }
+            }
+            UNROLL for (int r = 0; r < R; r++)
+                s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(_mm512_add_epi32(sub[r][0], sub[r][1]), sc));
+        }
+        __m512 d = half16(pb);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
 /* ---- the panels' loop ---------------------------------------------------------------- */
 
 #define TILE_FNS(R)                                                                                                 \
@@ -344,6 +400,10 @@ AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
     static VNNI void q6_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
     {                                                                                                               \
         q6k_tile(x, blocks, pg, y, ldy, m, R);                                                                      \
+    }                                                                                                               \
+    static VNNI void iq4_xs_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        iq4xs_tile(x, blocks, pg, y, ldy, m, R);                                                                    \
     }
 TILE_FNS(1)
 TILE_FNS(2)
@@ -372,6 +432,7 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2, q4_k_rows3, q4_k_rows4};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2, q5_k_rows3, q5_k_rows4};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
+    static const tile_fn iq4_xs[] = {iq4_xs_rows1, iq4_xs_rows2, iq4_xs_rows3, iq4_xs_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
@@ -382,6 +443,7 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
                          : stored == CINFER_KW_IQ4_NL ? iq4_nl
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
+                         : stored == CINFER_KW_IQ4_XS ? iq4_xs
                                                     : q6_k;
     size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
     size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);
