@@ -85,6 +85,8 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_Q6_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q6_K, k);
     case CINFER_KW_IQ4_NL_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_IQ4_NL, k);
     case CINFER_KW_IQ4_XS_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_IQ4_XS, k);
+    case CINFER_KW_Q2_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q2_K, k);
+    case CINFER_KW_Q3_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q3_K, k);
     default: {
         const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(wtype);
         return info ? (size_t)(k / info->block_values) * (size_t)info->block_bytes : 0;

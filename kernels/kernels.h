@@ -44,7 +44,7 @@ enum cinfer_kernel_wtype {
     CINFER_KW_IQ4_XS = 17, /* super-blocks of 256: f16 d, 8 x 6-bit scales, nibbles as IQ4_NL */
     CINFER_KW_MXFP4 = 18,  /* blocks of 32: E8M0 exponent, nibbles of e2m1 (OCP MX) */
     /* Quantized types repacked in panels of 16 rows by the CPU backend for its AVX-512
-     * kernels (quant_panels.c); no file stores them. */
+     * and AVX2 kernels (quant_panels.c); no file stores them. */
     CINFER_KW_Q4_0_PANELS = 19,
     CINFER_KW_Q5_0_PANELS = 20,
     CINFER_KW_Q4_K_PANELS = 21,
@@ -52,7 +52,9 @@ enum cinfer_kernel_wtype {
     CINFER_KW_Q6_K_PANELS = 23,
     CINFER_KW_IQ4_NL_PANELS = 24, /* q4_0's layout: the bytes of a block have the same places */
     CINFER_KW_IQ4_XS_PANELS = 25,
-    CINFER_KW_TYPE_COUNT = 26,
+    CINFER_KW_Q2_K_PANELS = 26,
+    CINFER_KW_Q3_K_PANELS = 27,
+    CINFER_KW_TYPE_COUNT = 28,
 };
 #define CINFER_KERNEL_Q8_BLOCK 32
 #define CINFER_KERNEL_Q8_BLOCK_BYTES 34

@@ -63,7 +63,7 @@ int cinfer_kernel_is_block_quant(enum cinfer_kernel_wtype wtype)
 int cinfer_kernel_is_panels(enum cinfer_kernel_wtype wtype)
 {
     return (wtype >= CINFER_KW_Q8_0_PANELS && wtype <= CINFER_KW_BF16_PANELS) ||
-           (wtype >= CINFER_KW_Q4_0_PANELS && wtype <= CINFER_KW_IQ4_XS_PANELS);
+           (wtype >= CINFER_KW_Q4_0_PANELS && wtype <= CINFER_KW_Q3_K_PANELS);
 }
 
 int cinfer_kernel_xq_block(enum cinfer_kernel_wtype wtype)
@@ -75,7 +75,7 @@ int cinfer_kernel_xq_block(enum cinfer_kernel_wtype wtype)
         return 32;
     case CINFER_KW_Q2_K: case CINFER_KW_Q3_K: case CINFER_KW_Q4_K: case CINFER_KW_Q5_K: case CINFER_KW_Q6_K:
     case CINFER_KW_IQ4_XS: case CINFER_KW_Q4_K_PANELS: case CINFER_KW_Q5_K_PANELS: case CINFER_KW_Q6_K_PANELS:
-    case CINFER_KW_IQ4_XS_PANELS:
+    case CINFER_KW_IQ4_XS_PANELS: case CINFER_KW_Q2_K_PANELS: case CINFER_KW_Q3_K_PANELS:
         return 256;
     default:
         return 0;

@@ -1,8 +1,9 @@
-/* kernels/quant_panels.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K weights repacked in
- * panels of 16 rows for the AVX-512 kernels (quant_panels_avx512.c), each a rearrangement of the
- * stored bytes (the same size: a decode step still reads each stored byte once), block
- * after block along the rows. In a panel block the 16 rows' copies of each field lie side
- * by side, so that one 64-byte load gives a vector whose 16 lanes are the 16 rows:
+/* kernels/quant_panels.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS weights repacked in
+ * panels of 16 rows for the AVX-512 and AVX2 kernels (quant_panels_avx512.c,
+ * quant_panels_avx2.c), each a rearrangement of the stored bytes (the same size: a
+ * decode step still reads each stored byte once), block after block along the rows. In
+ * a panel block the 16 rows' copies of each field lie side by side, so that one 64-byte
+ * load gives a vector whose 16 lanes are the 16 rows:
  *
  *   q4_0   (16 x 18 B):  d[16] f16 | 4 units of 64 B: row r's qs[4u..4u+3] at 4r
  *   iq4_nl (16 x 18 B):  as q4_0 (the same fields in the same places)
@@ -12,6 +13,10 @@
  *   q4_K   (16 x 144 B): d[16] | dmin[16] | 3 x 64 B: row r's scale bytes 4w..4w+3 at
  *                        64w + 4r | 32 units of qs as q4_0's
  *   q5_K   (16 x 176 B): as q4_K, then 8 x 64 B: row r's qh[4v..4v+3] at 64v + 4r, then qs
+ *   q2_K   (16 x 84 B):  d[16] | dmin[16] | 4 x 64 B: row r's scale bytes 4w..4w+3 at 64w + 4r |
+ *                        16 units of qs as q4_0's
+ *   q3_K   (16 x 110 B): d[16] | 3 x 64 B: row r's scale bytes 4w..4w+3 at 64w + 4r | 8 x 64 B:
+ *                        row r's hmask[4v..4v+3] at 64v + 4r | 16 units of qs as q4_0's
  *   iq4_xs (16 x 136 B): d[16] | scales_h[16] (u16) | 64 B: row r's 4 scales_l bytes at 4r |
  *                        32 units of qs as q4_0's (unit u: sub-block u / 4)
  *   q6_K   (16 x 210 B): d[16] | 16 x 16 B: scale j of the 16 rows (int8) | 32 units of
@@ -36,6 +41,8 @@ enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype pane
     case CINFER_KW_Q6_K_PANELS: return CINFER_KW_Q6_K;
     case CINFER_KW_IQ4_NL_PANELS: return CINFER_KW_IQ4_NL;
     case CINFER_KW_IQ4_XS_PANELS: return CINFER_KW_IQ4_XS;
+    case CINFER_KW_Q2_K_PANELS: return CINFER_KW_Q2_K;
+    case CINFER_KW_Q3_K_PANELS: return CINFER_KW_Q3_K;
     default: return panel_type;
     }
 }
@@ -50,6 +57,8 @@ enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored)
     case CINFER_KW_Q6_K: return CINFER_KW_Q6_K_PANELS;
     case CINFER_KW_IQ4_NL: return CINFER_KW_IQ4_NL_PANELS;
     case CINFER_KW_IQ4_XS: return CINFER_KW_IQ4_XS_PANELS;
+    case CINFER_KW_Q2_K: return CINFER_KW_Q2_K_PANELS;
+    case CINFER_KW_Q3_K: return CINFER_KW_Q3_K_PANELS;
     default: return stored;
     }
 }
@@ -75,6 +84,20 @@ static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
             return (size_t)(256 + 64 * ((k - 16) / 4) + 4 * r + (k - 16) % 4);
         return (size_t)(base + 64 * ((k - qs) / 4) + 4 * r + (k - qs) % 4);
     }
+    case CINFER_KW_Q2_K: /* scales, qs, d, dmin */
+        if (k < 16)
+            return (size_t)(64 + 64 * (k / 4) + 4 * r + k % 4);
+        if (k < 80)
+            return (size_t)(320 + 64 * ((k - 16) / 4) + 4 * r + (k - 16) % 4);
+        return (size_t)(32 * ((k - 80) / 2) + 2 * r + k % 2);
+    case CINFER_KW_Q3_K: /* hmask, qs, scales, d */
+        if (k < 32)
+            return (size_t)(224 + 64 * (k / 4) + 4 * r + k % 4);
+        if (k < 96)
+            return (size_t)(736 + 64 * ((k - 32) / 4) + 4 * r + (k - 32) % 4);
+        if (k < 108)
+            return (size_t)(32 + 64 * ((k - 96) / 4) + 4 * r + (k - 96) % 4);
+        return (size_t)(2 * r + (k - 108));
     case CINFER_KW_IQ4_XS: /* d, scales_h, scales_l, qs */
         if (k < 4)
             return (size_t)(32 * (k / 2) + 2 * r + k % 2);

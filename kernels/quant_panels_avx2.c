@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS panels (layouts in
+/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels (layouts in
  * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
@@ -30,6 +30,7 @@
                      * more rows) */
 #define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
 #define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
+#define TILE_K23 4  /* activation rows per pass, Q2_K and Q3_K (one sum a row, and the mins' or offsets') */
 #define TILE_IQ4 4  /* activation rows per pass, IQ4_NL and IQ4_XS (the codebook and the weights' magnitudes
                      * live too) */
 /* How far ahead of its reads a panel's stream prefetches: 1 KB, as the Q8_0 panels
@@ -400,6 +401,113 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
+/* ---- Q2_K and Q3_K (super-blocks of 256, 16 sub-blocks of 16) ------------------------- */
+
+/* Both types keep a value's 2 low bits in qs: byte 32h + l holds, at bits 2s, value
+ * 128h + 32s + l. So the 4 qs units 8h + 4e + k (k < 4) give, shifted by 2s, the 16
+ * values of sub-block 8h + 2s + e, against activations 128h + 32s + 16e + 4k. */
+
+/* Q3_K's 6-bit scale j (minus 32) of the pass's 8 rows, from the 3 dword vectors of
+ * their 12 scale bytes (cinfer_kernel_q3k_scales for one row). */
+AI __m256i q3k_scale(const __m256i a[3], int j)
+{
+    const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
+    __m256i low = _mm256_and_si256(_mm256_srli_epi32(a[j / 4 % 2], 8 * (j % 4) + 4 * (j / 8)), m4);
+    __m256i high = _mm256_and_si256(_mm256_srli_epi32(a[2], 8 * (j % 4) + 2 * (j / 4)), m2);
+    return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+}
+
+/* (v, v) int16 pairs of the int32 lanes of v (|v| < 2^15) */
+AI __m256i int16_pairs(__m256i v)
+{
+    return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA);
+}
+
+/* One panel against R activation rows. Q2_K: values 0..3, 4-bit scales and mins (scale
+ * byte j: scale in the low nibble, min in the high), d and dmin. Q3_K: a high bit from
+ * hmask (byte l, bit s + 4h) makes values 0..7; 4 comes off as 4 x each sub-block's scale
+ * x its 16-value sum. A sub-block's 4 pair sums add in int16 (at most 4 x 2 x 7 x 127 =
+ * 7112) before vpmaddwd against the (scale, scale) pairs widens and scales them. */
+AI void k23_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                 __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int q3)
+{
+    const int block_bytes = q3 ? 16 * 110 : 16 * 84, qs_at = q3 ? 736 : 320, passes = R == 1 ? 2 : 1;
+    const __m256i m2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4), m4 = _mm256_set1_epi32(15);
+    __m256 acc[2][TILE_MAX];
+    clear_tile(acc, R);
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        UNROLL for (int p = 0; p < passes; p++) {
+            int hf = R == 1 ? p : half;
+            __m256i sw[4]; /* Q2_K: 4 dwords of scale bytes; Q3_K: 3 */
+            for (int w = 0; w < (q3 ? 3 : 4); w++)
+                sw[w] = load(pb + (q3 ? 32 : 64) + 64 * w + 32 * hf);
+            __m256i s[TILE_K23], m[TILE_K23];
+            UNROLL for (int r = 0; r < R; r++) {
+                s[r] = _mm256_setzero_si256();
+                m[r] = _mm256_setzero_si256();
+            }
+            UNROLL for (int j = 0; j < 16; j += 2) { /* Q2_K's mins, Q3_K's scales x the 16-value sums */
+                __m256i pair;
+                if (q3) {
+                    pair = _mm256_blend_epi16(q3k_scale(sw, j), _mm256_slli_epi32(q3k_scale(sw, j + 1), 16), 0xAA);
+                } else {
+                    __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sw[j / 4], 8 * (j % 4) + 4), m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi32(sw[j / 4], 8 * (j % 4) + 12), m4);
+                    pair = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
+                }
+                UNROLL for (int r = 0; r < R; r++)
+                    m[r] = dot_i16(m[r], pair, xq[(size_t)r * blocks + b].bsums + j);
+            }
+            for (int h = 0; h < 2; h++)
+                for (int e = 0; e < 2; e++) {
+                    if (first && p == 0) /* a quarter of the block's 21 or 28 lines */
+                        prefetch_part(pb, block_bytes, 2 * h + e, q3 ? 7 : 6);
+                    __m256i q[4], hm[4];
+                    UNROLL for (int k = 0; k < 4; k++) {
+                        q[k] = load(pb + qs_at + 64 * (8 * h + 4 * e + k) + 32 * hf);
+                        hm[k] = q3 ? load(pb + 224 + 64 * (4 * e + k) + 32 * hf) : _mm256_setzero_si256();
+                    }
+                    UNROLL for (int sh = 0; sh < 4; sh++) {
+                        const int j = 8 * h + 2 * sh + e, bit = sh + 4 * h;
+                        __m256i sc = int16_pairs(
+                            q3 ? q3k_scale(sw, j) : _mm256_and_si256(_mm256_srli_epi32(sw[j / 4], 8 * (j % 4)), m4));
+                        __m256i w[4];
+                        UNROLL for (int k = 0; k < 4; k++) {
+                            __m256i low = _mm256_and_si256(_mm256_srli_epi16(q[k], 2 * sh), m2);
+                            if (q3) {
+                                __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm[k], bit - 2)
+                                                      : _mm256_slli_epi16(hm[k], 2 - bit);
+                                low = _mm256_or_si256(low, _mm256_and_si256(hb, bit2));
+                            }
+                            w[k] = low;
+                        }
+                        UNROLL for (int r = 0; r < R; r++) {
+                            const int8_t *xr = xq[(size_t)r * blocks + b].q + 128 * h + 32 * sh + 16 * e;
+                            __m256i pairs = _mm256_setzero_si256();
+                            UNROLL for (int k = 0; k < 4; k++)
+                                pairs = pairs_u8(pairs, w[k], xr + 4 * k);
+                            s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(pairs, sc));
+                        }
+                    }
+                }
+            __m256 d = half8(pb + 16 * hf);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+                if (q3) { /* the values' offset: 4 x scale x sum */
+                    s[r] = _mm256_sub_epi32(s[r], _mm256_slli_epi32(m[r], 2));
+                    acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
+                } else {
+                    __m256 dmin = half8(pb + 32 + 16 * hf);
+                    acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
+                    acc[p][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[p][r]);
+                }
+            }
+        }
+    }
+    store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
+}
+
 /* ---- IQ4_XS (super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales - 32) ---------- */
 
 /* One panel against R activation rows. The values come from the codebook as IQ4_NL's
@@ -475,6 +583,9 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
     TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
     TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_Q6K_FNS(R) TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
+#define TILE_K23_FNS(R)                                                                                        \
+    TILE_FN(q2_k, R, k23_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                               \
+    TILE_FN(q3_k, R, k23_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_IQ4_FNS(R)                                                                                        \
     TILE_FN(iq4_nl, R, iq4nl_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))                              \
     TILE_FN(iq4_xs, R, iq4xs_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
@@ -494,6 +605,10 @@ TILE_IQ4_FNS(1)
 TILE_IQ4_FNS(2)
 TILE_IQ4_FNS(3)
 TILE_IQ4_FNS(4)
+TILE_K23_FNS(1)
+TILE_K23_FNS(2)
+TILE_K23_FNS(3)
+TILE_K23_FNS(4)
 
 void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *panels,
                               enum cinfer_kernel_wtype panel_type, int j0, int j1, float *y, int ldy)
@@ -505,12 +620,15 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
     static const tile_fn iq4_nl[] = {iq4_nl_rows1, iq4_nl_rows2, iq4_nl_rows3, iq4_nl_rows4};
     static const tile_fn iq4_xs[] = {iq4_xs_rows1, iq4_xs_rows2, iq4_xs_rows3, iq4_xs_rows4};
+    static const tile_fn q2_k[] = {q2_k_rows1, q2_k_rows2, q2_k_rows3, q2_k_rows4};
+    static const tile_fn q3_k[] = {q3_k_rows1, q3_k_rows2, q3_k_rows3, q3_k_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
     const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
     int blocks = k / info->block_values;
     int tile = stored == CINFER_KW_IQ4_NL || stored == CINFER_KW_IQ4_XS ? TILE_IQ4
+               : stored == CINFER_KW_Q2_K || stored == CINFER_KW_Q3_K ? TILE_K23
                : info->block_values == 32 ? TILE_Q
                : stored == CINFER_KW_Q6_K ? TILE_Q6K
                                           : TILE_K;
@@ -520,6 +638,8 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs
+                         : stored == CINFER_KW_Q2_K ? q2_k
+                         : stored == CINFER_KW_Q3_K ? q3_k
                                                     : q6_k;
     size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
     size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);

@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS panels
+/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels
  * (layouts in quant_panels.c) times int8 activation blocks with AVX-512 VNNI, any number
  * of activation rows; and the activation quantizers at this level.
  *
@@ -317,6 +317,97 @@ AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
         _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
 }
 
+/* ---- Q2_K and Q3_K (super-blocks of 256, 16 sub-blocks of 16) ------------------------- */
+
+/* Both types keep a value's 2 low bits in qs: byte 32h + l holds, at bits 2s, value
+ * 128h + 32s + l. So the 4 qs units 8h + 4e + k (k < 4) give, shifted by 2s, the 16
+ * values of sub-block 8h + 2s + e, against activations 128h + 32s + 16e + 4k. */
+
+/* Q3_K's 6-bit scale j (minus 32) of the 16 rows, from the 3 dword vectors of their 12
+ * scale bytes (cinfer_kernel_q3k_scales for one row). */
+AI __m512i q3k_scale(const __m512i a[3], int j)
+{
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    __m512i low = _mm512_and_si512(_mm512_srli_epi32(a[j / 4 % 2], 8 * (j % 4) + 4 * (j / 8)), m4);
+    __m512i high = _mm512_and_si512(_mm512_srli_epi32(a[2], 8 * (j % 4) + 2 * (j / 4)), m2);
+    return _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+}
+
+/* One panel against R activation rows. Q2_K: values 0..3, 4-bit scales and mins (scale
+ * byte j: scale in the low nibble, min in the high), d and dmin. Q3_K: a high bit from
+ * hmask (byte l, bit s + 4h) makes values 0..7, and 4 comes off (4 x the 16-value sum)
+ * before the scale. Every sum is exact in int32. */
+AI VNNI void k23_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                      __mmask16 mask, const int R, const int q3)
+{
+    const int block_bytes = q3 ? 16 * 110 : 16 * 84, qs_at = q3 ? 736 : 320;
+    const __m512i m2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4), m4 = _mm512_set1_epi32(15);
+    const __m512i bias = _mm512_set1_epi32(0xFFFC); /* pairs (-4, 0) */
+    __m512 acc[TILE_K];
+    UNROLL for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < blocks; b++) {
+        const uint8_t *pb = pg + (size_t)b * block_bytes;
+        prefetch_block(pb, block_bytes);
+        __m512i sw[4]; /* Q2_K: 4 dwords of scale bytes; Q3_K: 3 */
+        for (int w = 0; w < (q3 ? 3 : 4); w++)
+            sw[w] = load(pb + (q3 ? 32 : 64) + 64 * w);
+        __m512i s[TILE_K], m[TILE_K];
+        UNROLL for (int r = 0; r < R; r++) {
+            s[r] = _mm512_setzero_si512();
+            m[r] = _mm512_setzero_si512();
+        }
+        if (!q3)
+            UNROLL for (int j = 0; j < 16; j += 2) { /* mins times the 16-value sums, as int16 pairs */
+                __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sw[j / 4], 8 * (j % 4) + 4), m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi32(sw[j / 4], 8 * (j % 4) + 12), m4);
+                __m512i pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+                UNROLL for (int r = 0; r < R; r++)
+                    m[r] = dot_i16(m[r], pair, xq[(size_t)r * blocks + b].bsums + j);
+            }
+        for (int h = 0; h < 2; h++)
+            for (int e = 0; e < 2; e++) {
+                __m512i q[4], hm[4];
+                UNROLL for (int k = 0; k < 4; k++) {
+                    q[k] = load(pb + qs_at + 64 * (8 * h + 4 * e + k));
+                    hm[k] = q3 ? load(pb + 224 + 64 * (4 * e + k)) : _mm512_setzero_si512();
+                }
+                UNROLL for (int sh = 0; sh < 4; sh++) {
+                    const int j = 8 * h + 2 * sh + e, bit = sh + 4 * h;
+                    __m512i sc =
+                        q3 ? q3k_scale(sw, j) : _mm512_and_si512(_mm512_srli_epi32(sw[j / 4], 8 * (j % 4)), m4);
+                    __m512i w[4];
+                    UNROLL for (int k = 0; k < 4; k++) {
+                        __m512i low = _mm512_srli_epi16(q[k], 2 * sh);
+                        if (q3) {
+                            __m512i hb = bit >= 2 ? _mm512_srli_epi16(hm[k], bit - 2)
+                                                  : _mm512_slli_epi16(hm[k], 2 - bit);
+                            w[k] = _mm512_ternarylogic_epi32(low, m2, _mm512_and_si512(hb, bit2), 0xEA);
+                        } else {
+                            w[k] = _mm512_and_si512(low, m2);
+                        }
+                    }
+                    UNROLL for (int r = 0; r < R; r++) {
+                        const struct cinfer_kernel_xq256 *x = xq + (size_t)r * blocks + b;
+                        __m512i sub = q3 ? dot_i16(_mm512_setzero_si512(), bias, x->bsums + j) : _mm512_setzero_si512();
+                        UNROLL for (int k = 0; k < 4; k++)
+                            sub = dot_u8(sub, w[k], x->q + 128 * h + 32 * sh + 16 * e + 4 * k);
+                        s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(sub, sc));
+                    }
+                }
+            }
+        __m512 d = half16(pb), dmin = q3 ? _mm512_setzero_ps() : half16(pb + 32);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
+            if (!q3)
+                acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dmin, dx), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
 /* ---- IQ4_XS (super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales - 32) ---------- */
 
 /* One panel against R activation rows. The nibbles go through the codebook plus 128 as
@@ -404,6 +495,14 @@ AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const 
     static VNNI void iq4_xs_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
     {                                                                                                               \
         iq4xs_tile(x, blocks, pg, y, ldy, m, R);                                                                    \
+    }                                                                                                               \
+    static VNNI void q2_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        k23_tile(x, blocks, pg, y, ldy, m, R, 0);                                                                   \
+    }                                                                                                               \
+    static VNNI void q3_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        k23_tile(x, blocks, pg, y, ldy, m, R, 1);                                                                   \
     }
 TILE_FNS(1)
 TILE_FNS(2)
@@ -433,6 +532,8 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2, q5_k_rows3, q5_k_rows4};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
     static const tile_fn iq4_xs[] = {iq4_xs_rows1, iq4_xs_rows2, iq4_xs_rows3, iq4_xs_rows4};
+    static const tile_fn q2_k[] = {q2_k_rows1, q2_k_rows2, q2_k_rows3, q2_k_rows4};
+    static const tile_fn q3_k[] = {q3_k_rows1, q3_k_rows2, q3_k_rows3, q3_k_rows4};
     if (j1 <= j0 || n < 1)
         return;
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
@@ -444,6 +545,8 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs
+                         : stored == CINFER_KW_Q2_K ? q2_k
+                         : stored == CINFER_KW_Q3_K ? q3_k
                                                     : q6_k;
     size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
     size_t x_row_bytes = cinfer_kernel_xq_row_bytes(stored, k);

@@ -147,10 +147,12 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
     struct cinfer_error err;
     printf("paired: plain read of the buffer, then n = %d over (%d, %d) matrices; %s\n", n, rows_per, k,
            n == 1 ? "read time / matmul time" : "GFLOP/s of the matmuls");
-    /* the float types, Q8_0, and the block-quantized types a Q4_K_M / Q6_K / Q4_0 file holds */
-    static const enum cinfer_kernel_wtype types[] = {CINFER_KW_F32,  CINFER_KW_F16,  CINFER_KW_BF16,
-                                                     CINFER_KW_Q8_0, CINFER_KW_Q4_0, CINFER_KW_Q5_0,
-                                                     CINFER_KW_Q4_K, CINFER_KW_Q6_K};
+    /* the float types, Q8_0, and the block-quantized types the common files hold (Q4_K_M,
+     * Q5_K_M, Q6_K, Q4_0, Q3_K_M, Q2_K, IQ4_XS) */
+    static const enum cinfer_kernel_wtype types[] = {
+        CINFER_KW_F32,  CINFER_KW_F16,  CINFER_KW_BF16, CINFER_KW_Q8_0,   CINFER_KW_Q4_0,   CINFER_KW_Q5_0,
+        CINFER_KW_Q4_K, CINFER_KW_Q5_K, CINFER_KW_Q6_K, CINFER_KW_Q3_K, CINFER_KW_Q2_K, CINFER_KW_IQ4_NL,
+        CINFER_KW_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0] && ratios; t++) {
         enum cinfer_kernel_wtype wtype = types[t];
         const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(wtype);
