@@ -1,4 +1,4 @@
-/* kernels/quant_panels.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS weights repacked in
+/* kernels/quant_panels.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS weights repacked in
  * panels of 16 rows for the AVX-512 and AVX2 kernels (quant_panels_avx512.c,
  * quant_panels_avx2.c), each a rearrangement of the stored bytes (the same size: a
  * decode step still reads each stored byte once), block after block along the rows. In
@@ -10,6 +10,8 @@
  *   q5_0   (16 x 22 B):  d[16] f16 | h: row r's dword at 4r, byte i holding at bit u the
  *                        5th bit of value 4u + i and at bit 4 + u that of value 16 + 4u + i
  *                        | 4 units of qs as q4_0
+ *   q4_1   (16 x 20 B):  d[16] | m[16] | 4 units of qs as q4_0
+ *   q5_1   (16 x 24 B):  d[16] | m[16] | h as q5_0's | 4 units of qs as q4_0
  *   q4_K   (16 x 144 B): d[16] | dmin[16] | 3 x 64 B: row r's scale bytes 4w..4w+3 at
  *                        64w + 4r | 32 units of qs as q4_0's
  *   q5_K   (16 x 176 B): as q4_K, then 8 x 64 B: row r's qh[4v..4v+3] at 64v + 4r, then qs
@@ -43,6 +45,8 @@ enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype pane
     case CINFER_KW_IQ4_XS_PANELS: return CINFER_KW_IQ4_XS;
     case CINFER_KW_Q2_K_PANELS: return CINFER_KW_Q2_K;
     case CINFER_KW_Q3_K_PANELS: return CINFER_KW_Q3_K;
+    case CINFER_KW_Q4_1_PANELS: return CINFER_KW_Q4_1;
+    case CINFER_KW_Q5_1_PANELS: return CINFER_KW_Q5_1;
     default: return panel_type;
     }
 }
@@ -59,12 +63,14 @@ enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored)
     case CINFER_KW_IQ4_XS: return CINFER_KW_IQ4_XS_PANELS;
     case CINFER_KW_Q2_K: return CINFER_KW_Q2_K_PANELS;
     case CINFER_KW_Q3_K: return CINFER_KW_Q3_K_PANELS;
+    case CINFER_KW_Q4_1: return CINFER_KW_Q4_1_PANELS;
+    case CINFER_KW_Q5_1: return CINFER_KW_Q5_1_PANELS;
     default: return stored;
     }
 }
 
-/* Where byte k of row r's stored block goes inside the panel block (q5_0's qh bytes,
- * which are rearranged bit by bit, excepted: see q5_0_h). */
+/* Where byte k of row r's stored block goes inside the panel block (q5_0's and q5_1's qh
+ * bytes, which are rearranged bit by bit, excepted: see q5_0_h). */
 static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
 {
     switch (stored) {
@@ -73,6 +79,11 @@ static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(32 + 64 * ((k - 2) / 4) + 4 * r + (k - 2) % 4);
     case CINFER_KW_Q5_0: /* k 2..5 (qh): q5_0_h */
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(96 + 64 * ((k - 6) / 4) + 4 * r + (k - 6) % 4);
+    case CINFER_KW_Q4_1:
+        return k < 4 ? (size_t)(32 * (k / 2) + 2 * r + k % 2) : (size_t)(64 + 64 * ((k - 4) / 4) + 4 * r + (k - 4) % 4);
+    case CINFER_KW_Q5_1: /* k 4..7 (qh): q5_0_h */
+        return k < 4 ? (size_t)(32 * (k / 2) + 2 * r + k % 2)
+                     : (size_t)(128 + 64 * ((k - 8) / 4) + 4 * r + (k - 8) % 4);
     case CINFER_KW_Q4_K:
     case CINFER_KW_Q5_K: {
         int qs = stored == CINFER_KW_Q4_K ? 16 : 48, base = stored == CINFER_KW_Q4_K ? 256 : 768;
@@ -144,33 +155,43 @@ int cinfer_quant_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k)
 }
 
 /* Row r (of 16) of a panel block <-> its stored block. */
+/* Where a 5-bit type's qh lies in its stored block (-1: not a 5-bit 32-value type), and
+ * where its rearranged h lies in a panel block (row r's at h_at + 4r). */
+static int qh_stored_at(enum cinfer_kernel_wtype stored, int *h_at)
+{
+    *h_at = stored == CINFER_KW_Q5_1 ? 64 : 32;
+    return stored == CINFER_KW_Q5_0 ? 2 : stored == CINFER_KW_Q5_1 ? 4 : -1;
+}
+
 static void block_to_panel(enum cinfer_kernel_wtype stored, int bytes, int r, const uint8_t *blk, uint8_t *pb)
 {
+    int h_at, qh_at = qh_stored_at(stored, &h_at);
     for (int k = 0; k < bytes; k++) {
-        if (stored == CINFER_KW_Q5_0 && k >= 2 && k < 6)
+        if (qh_at >= 0 && k >= qh_at && k < qh_at + 4)
             continue;
         pb[panel_offset(stored, r, k)] = blk[k];
     }
-    if (stored == CINFER_KW_Q5_0) {
+    if (qh_at >= 0) {
         uint32_t qh;
-        memcpy(&qh, blk + 2, 4);
+        memcpy(&qh, blk + qh_at, 4);
         uint32_t h = q5_0_h(qh);
-        memcpy(pb + 32 + 4 * r, &h, 4);
+        memcpy(pb + h_at + 4 * r, &h, 4);
     }
 }
 
 static void panel_to_block(enum cinfer_kernel_wtype stored, int bytes, int r, const uint8_t *pb, uint8_t *blk)
 {
+    int h_at, qh_at = qh_stored_at(stored, &h_at);
     for (int k = 0; k < bytes; k++) {
-        if (stored == CINFER_KW_Q5_0 && k >= 2 && k < 6)
+        if (qh_at >= 0 && k >= qh_at && k < qh_at + 4)
             continue;
         blk[k] = pb[panel_offset(stored, r, k)];
     }
-    if (stored == CINFER_KW_Q5_0) {
+    if (qh_at >= 0) {
         uint32_t h;
-        memcpy(&h, pb + 32 + 4 * r, 4);
+        memcpy(&h, pb + h_at + 4 * r, 4);
         uint32_t qh = q5_0_qh(h);
-        memcpy(blk + 2, &qh, 4);
+        memcpy(blk + qh_at, &qh, 4);
     }
 }
 

@@ -1,4 +1,4 @@
-/* kernels/quant_panels_avx2.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels (layouts in
+/* kernels/quant_panels_avx2.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels (layouts in
  * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
@@ -137,14 +137,18 @@ AI void store_tile(__m256 acc[2][TILE_MAX], float *y, int ldy, __m256i mask_lo, 
 
 /* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
 
+enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS };
+
 /* One panel against R activation rows (xq rows of `blocks` blocks): at R = 1 both of
  * its halves in one pass (the weights stream in order), otherwise rows 8 half .. 8 half
  * + 7. Q5: the 5th bits from the panel's h (bit u of byte i: value 4u + i; bit 4 + u:
- * value 16 + 4u + i). */
+ * value 16 + 4u + i). Q4_1 and Q5_1 store unsigned values and a min m, which meets the
+ * activation block's sum in a second fma. */
 AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                     __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int q5)
+                     __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const enum block32_kind kind)
 {
-    const int block_bytes = q5 ? 16 * 22 : 16 * 18, passes = R == 1 ? 2 : 1;
+    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS;
+    const int block_bytes = 16 * (18 + 4 * q5 + 2 * mins), h_at = mins ? 64 : 32, passes = R == 1 ? 2 : 1;
     const __m256i bias = _mm256_set1_epi32(q5 ? 0xFFF0 : 0xFFF8); /* pairs (-16, 0) or (-8, 0) */
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     __m256 acc[2][TILE_MAX];
@@ -154,13 +158,14 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
         if (first)
             prefetch_block(pb, block_bytes);
         UNROLL for (int p = 0; p < passes; p++) {
-            int hf = R == 1 ? p : half, qs_at = (q5 ? 96 : 32) + 32 * hf;
-            /* int16 pair sums: Q4_0 all 8 in one (8 x 2 x 15 x 127 = 30480 fits), Q5_0 the
-             * low values' and the high values' apart (each 4 x 2 x 31 x 127 = 31496) */
+            int hf = R == 1 ? p : half, qs_at = h_at + (q5 ? 64 : 0) + 32 * hf;
+            /* int16 pair sums: 4-bit values all 8 in one (8 x 2 x 15 x 127 = 30480 fits),
+             * 5-bit ones the low values' and the high values' apart (each 4 x 2 x 31 x 127 =
+             * 31496) */
             __m256i isum[TILE_Q][2];
             UNROLL for (int r = 0; r < R; r++)
                 isum[r][0] = isum[r][1] = _mm256_setzero_si256();
-            __m256i h = q5 ? load(pb + 32 + 32 * hf) : _mm256_setzero_si256();
+            __m256i h = q5 ? load(pb + h_at + 32 * hf) : _mm256_setzero_si256();
             UNROLL for (int u = 0; u < 4; u++) {
                 __m256i v = load(pb + qs_at + 64 * u), lo, hi;
                 if (q5) {
@@ -178,15 +183,18 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
                     isum[r][q5] = pairs_u8(isum[r][q5], hi, x->q + 16 + 4 * u);
                 }
             }
-            __m256 dw = half8(pb + 16 * hf);
+            __m256 dw = half8(pb + 16 * hf), mw = mins ? half8(pb + 32 + 16 * hf) : _mm256_setzero_ps();
             UNROLL for (int r = 0; r < R; r++) {
                 const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
                 __m256i s = widen_pairs(isum[r][0]);
                 if (q5)
                     s = _mm256_add_epi32(s, widen_pairs(isum[r][1]));
-                s = dot_i16(s, bias, &x->sum); /* - bias * sum */
-                acc[p][r] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)), acc[p][r]);
+                if (!mins)
+                    s = dot_i16(s, bias, &x->sum); /* - bias * sum */
+                __m256 dx = _mm256_set1_ps(x->d);
+                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc[p][r]);
+                if (mins)
+                    acc[p][r] = _mm256_fmadd_ps(_mm256_set1_ps((float)x->sum), _mm256_mul_ps(mw, dx), acc[p][r]);
             }
         }
     }
@@ -577,8 +585,10 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
         __VA_ARGS__;                                                                                           \
     }
 #define TILE_FNS(R)                                                                                            \
-    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                  \
-    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
+    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, Q4_0_BLOCKS))                 \
+    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, Q5_0_BLOCKS))                 \
+    TILE_FN(q4_1, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, Q4_1_BLOCKS))                 \
+    TILE_FN(q5_1, R, block32_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, Q5_1_BLOCKS))
 #define TILE_K_FNS(R)                                                                                          \
     TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                                      \
     TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
@@ -615,6 +625,8 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
 {
     static const tile_fn q4_0[] = {q4_0_rows1, q4_0_rows2, q4_0_rows3, q4_0_rows4, q4_0_rows5, q4_0_rows6};
     static const tile_fn q5_0[] = {q5_0_rows1, q5_0_rows2, q5_0_rows3, q5_0_rows4, q5_0_rows5, q5_0_rows6};
+    static const tile_fn q4_1[] = {q4_1_rows1, q4_1_rows2, q4_1_rows3, q4_1_rows4, q4_1_rows5, q4_1_rows6};
+    static const tile_fn q5_1[] = {q5_1_rows1, q5_1_rows2, q5_1_rows3, q5_1_rows4, q5_1_rows5, q5_1_rows6};
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
@@ -635,6 +647,8 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     const tile_fn *fns = stored == CINFER_KW_Q4_0     ? q4_0
                          : stored == CINFER_KW_IQ4_NL ? iq4_nl
                          : stored == CINFER_KW_Q5_0   ? q5_0
+                         : stored == CINFER_KW_Q4_1   ? q4_1
+                         : stored == CINFER_KW_Q5_1   ? q5_1
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs

@@ -1,13 +1,13 @@
-/* kernels/quant_panels_avx512.c — Q4_0, Q5_0, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels
+/* kernels/quant_panels_avx512.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels
  * (layouts in quant_panels.c) times int8 activation blocks with AVX-512 VNNI, any number
  * of activation rows; and the activation quantizers at this level.
  *
  * A vector's 16 lanes are a panel's 16 weight rows. Four consecutive values of the 16
  * rows come out of the packed bits as one vector of unsigned bytes u (the stored integer
- * plus a bias that makes it non-negative: 8 for Q4_0, 16 for Q5_0, 32 for Q6_K, 128 for
- * IQ4_NL's codebook values, looked up by vpshufb; the K-quants with mins store unsigned
- * values already), and each activation row's four int8
- * for those values are broadcast against it: vpdpbusd, 64 products an instruction, into
+ * plus a bias that makes it non-negative: 8 for Q4_0, 16 for Q5_0, 4 for Q3_K, 32 for
+ * Q6_K, 128 for IQ4_NL's and IQ4_XS's codebook values, looked up by vpshufb; the types
+ * with mins store unsigned values already), and each activation row's four int8 for
+ * those values are broadcast against it: vpdpbusd, 64 products an instruction, into
  * one int32 sum per row and (sub-)block. The bias comes off with the activation block's
  * sums (sum * -bias in one vpdpwssd against the pair (sum, 0) or the sub-blocks' pairs of
  * 16-value sums), the K-quants' integer sub-block scales multiply the sums (vpmulld) and
@@ -93,9 +93,9 @@ AI __m512i load(const uint8_t *p)
     return _mm512_loadu_si512(p);
 }
 
-/* ---- 32-value blocks: Q4_0, Q5_0, IQ4_NL ---------------------------------------------- */
+/* ---- 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL ---------------------------------- */
 
-enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, IQ4_NL_BLOCKS };
+enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, IQ4_NL_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS };
 
 /* IQ4_NL's codebook plus 128 (unsigned bytes for vpdpbusd), in each 128-bit lane for vpshufb. */
 AI __m512i iq4nl_table_u8(void)
@@ -106,12 +106,14 @@ AI __m512i iq4nl_table_u8(void)
 
 /* One panel against R activation rows (xq rows of `blocks` blocks). Q5: the 5th bits
  * from the panel's h (bit u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i).
- * IQ4_NL has Q4_0's layout; its nibbles index the codebook. */
+ * IQ4_NL has Q4_0's layout; its nibbles index the codebook. Q4_1 and Q5_1 store unsigned
+ * values and a min m, which meets the activation block's sum in a second fma. */
 AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
                           __mmask16 mask, const int R, const enum block32_kind kind)
 {
-    const int q5 = kind == Q5_0_BLOCKS, iq4 = kind == IQ4_NL_BLOCKS;
-    const int block_bytes = q5 ? 16 * 22 : 16 * 18, qs_at = q5 ? 96 : 32;
+    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, iq4 = kind == IQ4_NL_BLOCKS;
+    const int mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS, in_place = kind == Q4_0_BLOCKS || kind == Q4_1_BLOCKS;
+    const int block_bytes = 16 * (18 + 4 * q5 + 2 * mins), h_at = mins ? 64 : 32, qs_at = h_at + (q5 ? 64 : 0);
     /* int16 pairs (-bias, 0) */
     const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : iq4 ? 0xFF80 : 0xFFF8);
     const __m512i bit4 = _mm512_set1_epi8(0x10);
@@ -122,14 +124,15 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
     for (int b = 0; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         prefetch_block(pb, block_bytes);
-        /* sums a row: low nibbles in chains [0, chains), Q4_0's high nibbles, kept in place
-         * (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and divided
-         * by 16 (exactly) at the block's end; Q5_0's and IQ4_NL's high values with the low ones */
+        /* sums a row: low nibbles in chains [0, chains), Q4_0's and Q4_1's high nibbles, kept
+         * in place (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and
+         * divided by 16 (exactly) at the block's end; the other types' high values with the
+         * low ones */
         const int chains = R == 1 ? 2 : 1;
         __m512i isum[TILE_Q][4];
         UNROLL for (int r = 0; r < R; r++)
             isum[r][0] = isum[r][1] = isum[r][2] = isum[r][3] = _mm512_setzero_si512();
-        __m512i h = q5 ? load(pb + 32) : _mm512_setzero_si512();
+        __m512i h = q5 ? load(pb + h_at) : _mm512_setzero_si512();
         UNROLL for (int u = 0; u < 4; u++) {
             __m512i v = load(pb + qs_at + 64 * u), lo, hi;
             if (q5) {
@@ -148,19 +151,23 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
                 const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
                 int c = u % chains;
                 isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
-                int hc = kind == Q4_0_BLOCKS ? 2 + c : c;
+                int hc = in_place ? 2 + c : c;
                 isum[r][hc] = dot_u8(isum[r][hc], hi, x->q + 16 + 4 * u);
             }
         }
-        __m512 dw = half16(pb);
+        __m512 dw = half16(pb), mw = mins ? half16(pb + 32) : _mm512_setzero_ps();
         UNROLL for (int r = 0; r < R; r++) {
             const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
             __m512i s = chains == 2 ? _mm512_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
-            if (kind == Q4_0_BLOCKS)
+            if (in_place)
                 s = _mm512_add_epi32(s, _mm512_srai_epi32(chains == 2 ? _mm512_add_epi32(isum[r][2], isum[r][3])
                                                                       : isum[r][2], 4));
-            s = dot_i16(s, bias, &x->sum); /* - bias * sum */
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[r]);
+            if (!mins)
+                s = dot_i16(s, bias, &x->sum); /* - bias * sum */
+            __m512 dx = _mm512_set1_ps(x->d);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[r]);
+            if (mins)
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps((float)x->sum), _mm512_mul_ps(mw, dx), acc[r]);
         }
     }
     UNROLL for (int r = 0; r < R; r++)
@@ -478,6 +485,14 @@ AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const 
     static VNNI void iq4_nl_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
     {                                                                                                               \
         block32_tile(x, blocks, pg, y, ldy, m, R, IQ4_NL_BLOCKS);                                                   \
+    }                                                                                                               \
+    static VNNI void q4_1_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        block32_tile(x, blocks, pg, y, ldy, m, R, Q4_1_BLOCKS);                                                     \
+    }                                                                                                               \
+    static VNNI void q5_1_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        block32_tile(x, blocks, pg, y, ldy, m, R, Q5_1_BLOCKS);                                                     \
     }
 #define TILE_K_FNS(R)                                                                                               \
     static VNNI void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
@@ -528,6 +543,10 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
                                    q5_0_rows5, q5_0_rows6, q5_0_rows7, q5_0_rows8};
     static const tile_fn iq4_nl[] = {iq4_nl_rows1, iq4_nl_rows2, iq4_nl_rows3, iq4_nl_rows4,
                                      iq4_nl_rows5, iq4_nl_rows6, iq4_nl_rows7, iq4_nl_rows8};
+    static const tile_fn q4_1[] = {q4_1_rows1, q4_1_rows2, q4_1_rows3, q4_1_rows4,
+                                   q4_1_rows5, q4_1_rows6, q4_1_rows7, q4_1_rows8};
+    static const tile_fn q5_1[] = {q5_1_rows1, q5_1_rows2, q5_1_rows3, q5_1_rows4,
+                                   q5_1_rows5, q5_1_rows6, q5_1_rows7, q5_1_rows8};
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2, q4_k_rows3, q4_k_rows4};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2, q5_k_rows3, q5_k_rows4};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
@@ -542,6 +561,8 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
     const tile_fn *fns = stored == CINFER_KW_Q4_0   ? q4_0
                          : stored == CINFER_KW_Q5_0 ? q5_0
                          : stored == CINFER_KW_IQ4_NL ? iq4_nl
+                         : stored == CINFER_KW_Q4_1 ? q4_1
+                         : stored == CINFER_KW_Q5_1 ? q5_1
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs
