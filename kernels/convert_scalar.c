@@ -89,6 +89,7 @@ size_t cinfer_kernel_row_bytes(enum cinfer_kernel_wtype wtype, int64_t k)
     case CINFER_KW_Q3_K_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q3_K, k);
     case CINFER_KW_Q4_1_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q4_1, k);
     case CINFER_KW_Q5_1_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_Q5_1, k);
+    case CINFER_KW_MXFP4_PANELS: return cinfer_kernel_row_bytes(CINFER_KW_MXFP4, k);
     default: {
         const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(wtype);
         return info ? (size_t)(k / info->block_values) * (size_t)info->block_bytes : 0;

@@ -63,7 +63,7 @@ int cinfer_kernel_is_block_quant(enum cinfer_kernel_wtype wtype)
 int cinfer_kernel_is_panels(enum cinfer_kernel_wtype wtype)
 {
     return (wtype >= CINFER_KW_Q8_0_PANELS && wtype <= CINFER_KW_BF16_PANELS) ||
-           (wtype >= CINFER_KW_Q4_0_PANELS && wtype <= CINFER_KW_Q5_1_PANELS);
+           (wtype >= CINFER_KW_Q4_0_PANELS && wtype <= CINFER_KW_MXFP4_PANELS);
 }
 
 int cinfer_kernel_xq_block(enum cinfer_kernel_wtype wtype)
@@ -71,7 +71,7 @@ int cinfer_kernel_xq_block(enum cinfer_kernel_wtype wtype)
     switch (wtype) {
     case CINFER_KW_Q4_0: case CINFER_KW_Q4_1: case CINFER_KW_Q5_0: case CINFER_KW_Q5_1:
     case CINFER_KW_IQ4_NL: case CINFER_KW_MXFP4: case CINFER_KW_Q4_0_PANELS: case CINFER_KW_Q5_0_PANELS:
-    case CINFER_KW_IQ4_NL_PANELS: case CINFER_KW_Q4_1_PANELS: case CINFER_KW_Q5_1_PANELS:
+    case CINFER_KW_IQ4_NL_PANELS: case CINFER_KW_Q4_1_PANELS: case CINFER_KW_Q5_1_PANELS: case CINFER_KW_MXFP4_PANELS:
         return 32;
     case CINFER_KW_Q2_K: case CINFER_KW_Q3_K: case CINFER_KW_Q4_K: case CINFER_KW_Q5_K: case CINFER_KW_Q6_K:
     case CINFER_KW_IQ4_XS: case CINFER_KW_Q4_K_PANELS: case CINFER_KW_Q5_K_PANELS: case CINFER_KW_Q6_K_PANELS:

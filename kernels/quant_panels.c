@@ -1,5 +1,5 @@
-/* kernels/quant_panels.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS weights repacked in
- * panels of 16 rows for the AVX-512 and AVX2 kernels (quant_panels_avx512.c,
+/* kernels/quant_panels.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K … Q6_K and IQ4_XS
+ * weights repacked in panels of 16 rows for the AVX-512 and AVX2 kernels (quant_panels_avx512.c,
  * quant_panels_avx2.c), each a rearrangement of the stored bytes (the same size: a
  * decode step still reads each stored byte once), block after block along the rows. In
  * a panel block the 16 rows' copies of each field lie side by side, so that one 64-byte
@@ -7,6 +7,7 @@
  *
  *   q4_0   (16 x 18 B):  d[16] f16 | 4 units of 64 B: row r's qs[4u..4u+3] at 4r
  *   iq4_nl (16 x 18 B):  as q4_0 (the same fields in the same places)
+ *   mxfp4  (16 x 17 B):  e[16] (E8M0 bytes) | 4 units of qs as q4_0
  *   q5_0   (16 x 22 B):  d[16] f16 | h: row r's dword at 4r, byte i holding at bit u the
  *                        5th bit of value 4u + i and at bit 4 + u that of value 16 + 4u + i
  *                        | 4 units of qs as q4_0
@@ -47,6 +48,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_stored(enum cinfer_kernel_wtype pane
     case CINFER_KW_Q3_K_PANELS: return CINFER_KW_Q3_K;
     case CINFER_KW_Q4_1_PANELS: return CINFER_KW_Q4_1;
     case CINFER_KW_Q5_1_PANELS: return CINFER_KW_Q5_1;
+    case CINFER_KW_MXFP4_PANELS: return CINFER_KW_MXFP4;
     default: return panel_type;
     }
 }
@@ -65,6 +67,7 @@ enum cinfer_kernel_wtype cinfer_quant_panel_of(enum cinfer_kernel_wtype stored)
     case CINFER_KW_Q3_K: return CINFER_KW_Q3_K_PANELS;
     case CINFER_KW_Q4_1: return CINFER_KW_Q4_1_PANELS;
     case CINFER_KW_Q5_1: return CINFER_KW_Q5_1_PANELS;
+    case CINFER_KW_MXFP4: return CINFER_KW_MXFP4_PANELS;
     default: return stored;
     }
 }
@@ -79,6 +82,8 @@ static size_t panel_offset(enum cinfer_kernel_wtype stored, int r, int k)
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(32 + 64 * ((k - 2) / 4) + 4 * r + (k - 2) % 4);
     case CINFER_KW_Q5_0: /* k 2..5 (qh): q5_0_h */
         return k < 2 ? (size_t)(2 * r + k) : (size_t)(96 + 64 * ((k - 6) / 4) + 4 * r + (k - 6) % 4);
+    case CINFER_KW_MXFP4:
+        return k < 1 ? (size_t)r : (size_t)(16 + 64 * ((k - 1) / 4) + 4 * r + (k - 1) % 4);
     case CINFER_KW_Q4_1:
         return k < 4 ? (size_t)(32 * (k / 2) + 2 * r + k % 2) : (size_t)(64 + 64 * ((k - 4) / 4) + 4 * r + (k - 4) % 4);
     case CINFER_KW_Q5_1: /* k 4..7 (qh): q5_0_h */

@@ -1,5 +1,5 @@
-/* kernels/quant_panels_avx2.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels (layouts in
- * quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
+/* kernels/quant_panels_avx2.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K … Q6_K and IQ4_XS
+ * panels (layouts in quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
  * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
  * AMD Zen 2/3 and Intel's client cores.
  *
@@ -31,7 +31,7 @@
 #define TILE_K 2    /* activation rows per pass, Q4_K and Q5_K (more sums live per row) */
 #define TILE_Q6K 4  /* activation rows per pass, Q6_K (one sum a row: the scales go in vpmaddwd) */
 #define TILE_K23 4  /* activation rows per pass, Q2_K and Q3_K (one sum a row, and the mins' or offsets') */
-#define TILE_IQ4 4  /* activation rows per pass, IQ4_NL and IQ4_XS (the codebook and the weights' magnitudes
+#define TILE_IQ4 4  /* activation rows per pass, IQ4_NL, IQ4_XS and MXFP4 (the codebook and the weights' magnitudes
                      * live too) */
 /* How far ahead of its reads a panel's stream prefetches: 1 KB, as the Q8_0 panels
  * (q8_panels_avx2.c). On the Q4_0 file's batch-1 decode (bench_model, six interleaved
@@ -201,18 +201,30 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
-/* ---- IQ4_NL: Q4_0's layout, each nibble an index into the int8 codebook ---------------- */
+/* ---- IQ4_NL and MXFP4: Q4_0's layout, each nibble an index into an int8 codebook ------- */
+
+/* The 8 E8M0 bytes at p as floats of half their scale (cinfer_kernel_e8m0_half): 2^(e - 128),
+ * exponents 0 and 1 as the two subnormals. */
+AI __m256 e8m0_half8(const uint8_t *p)
+{
+    __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
 
 /* One panel against R activation rows, as block32_tile. A nibble's value comes from the
  * codebook by vpshufb; the values are signed, so vpmaddubsw takes their magnitudes and
  * the activations with their signs (pair sums at most 2 x 127 x 127 = 32258), and each
- * product group is widened on its own (two would not fit int16). No offset to take off. */
-AI void iq4nl_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                   __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
+ * product group is widened on its own (two would not fit int16). No offset to take off.
+ * MXFP4 (mx): e2m1 values (doubled) and 16 E8M0 scale bytes where IQ4_NL has f16 d. */
+AI void codebook_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                      __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int mx)
 {
-    const int block_bytes = 16 * 18, passes = R == 1 ? 2 : 1;
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)cinfer_kernel_iq4nl_values));
+    const int block_bytes = 16 * (mx ? 17 : 18), passes = R == 1 ? 2 : 1;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+        (const __m128i *)(const void *)(mx ? cinfer_kernel_mxfp4_values : cinfer_kernel_iq4nl_values)));
     __m256 acc[2][TILE_MAX];
     clear_tile(acc, R);
     for (int b = 0; b < blocks; b++) {
@@ -220,7 +232,7 @@ AI void iq4nl_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_
         if (first)
             prefetch_block(pb, block_bytes);
         UNROLL for (int p = 0; p < passes; p++) {
-            int hf = R == 1 ? p : half, qs_at = 32 + 32 * hf;
+            int hf = R == 1 ? p : half, qs_at = (mx ? 16 : 32) + 32 * hf;
             __m256i isum[TILE_IQ4];
             UNROLL for (int r = 0; r < R; r++)
                 isum[r] = _mm256_setzero_si256();
@@ -235,7 +247,7 @@ AI void iq4nl_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_
                     isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(widen_pairs(pl), widen_pairs(ph)));
                 }
             }
-            __m256 dw = half8(pb + 16 * hf);
+            __m256 dw = mx ? e8m0_half8(pb + 8 * hf) : half8(pb + 16 * hf);
             UNROLL for (int r = 0; r < R; r++) {
                 const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
                 acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dw, _mm256_set1_ps(x->d)),
@@ -597,7 +609,8 @@ typedef void (*tile_fn)(const void *x, int blocks, const uint8_t *pg, float *y, 
     TILE_FN(q2_k, R, k23_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                               \
     TILE_FN(q3_k, R, k23_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))
 #define TILE_IQ4_FNS(R)                                                                                        \
-    TILE_FN(iq4_nl, R, iq4nl_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))                              \
+    TILE_FN(iq4_nl, R, codebook_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 0))                        \
+    TILE_FN(mxfp4, R, codebook_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R, 1))                         \
     TILE_FN(iq4_xs, R, iq4xs_tile(x, blocks, pg, y, ldy, mlo, mhi, hf, first, R))
 TILE_FNS(1)
 TILE_FNS(2)
@@ -631,6 +644,7 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
     static const tile_fn iq4_nl[] = {iq4_nl_rows1, iq4_nl_rows2, iq4_nl_rows3, iq4_nl_rows4};
+    static const tile_fn mxfp4[] = {mxfp4_rows1, mxfp4_rows2, mxfp4_rows3, mxfp4_rows4};
     static const tile_fn iq4_xs[] = {iq4_xs_rows1, iq4_xs_rows2, iq4_xs_rows3, iq4_xs_rows4};
     static const tile_fn q2_k[] = {q2_k_rows1, q2_k_rows2, q2_k_rows3, q2_k_rows4};
     static const tile_fn q3_k[] = {q3_k_rows1, q3_k_rows2, q3_k_rows3, q3_k_rows4};
@@ -639,7 +653,7 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
     enum cinfer_kernel_wtype stored = cinfer_quant_panel_stored(panel_type);
     const struct cinfer_kernel_type_info *info = cinfer_kernel_type_info(stored);
     int blocks = k / info->block_values;
-    int tile = stored == CINFER_KW_IQ4_NL || stored == CINFER_KW_IQ4_XS ? TILE_IQ4
+    int tile = stored == CINFER_KW_IQ4_NL || stored == CINFER_KW_IQ4_XS || stored == CINFER_KW_MXFP4 ? TILE_IQ4
                : stored == CINFER_KW_Q2_K || stored == CINFER_KW_Q3_K ? TILE_K23
                : info->block_values == 32 ? TILE_Q
                : stored == CINFER_KW_Q6_K ? TILE_Q6K
@@ -649,6 +663,7 @@ void cinfer_quant_panels_avx2(const void *x_prepared, int n, int k, const void *
                          : stored == CINFER_KW_Q5_0   ? q5_0
                          : stored == CINFER_KW_Q4_1   ? q4_1
                          : stored == CINFER_KW_Q5_1   ? q5_1
+                         : stored == CINFER_KW_MXFP4  ? mxfp4
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs

@@ -1,13 +1,13 @@
-/* kernels/quant_panels_avx512.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K and IQ4_XS panels
+/* kernels/quant_panels_avx512.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K … Q6_K and IQ4_XS panels
  * (layouts in quant_panels.c) times int8 activation blocks with AVX-512 VNNI, any number
  * of activation rows; and the activation quantizers at this level.
  *
  * A vector's 16 lanes are a panel's 16 weight rows. Four consecutive values of the 16
  * rows come out of the packed bits as one vector of unsigned bytes u (the stored integer
  * plus a bias that makes it non-negative: 8 for Q4_0, 16 for Q5_0, 4 for Q3_K, 32 for
- * Q6_K, 128 for IQ4_NL's and IQ4_XS's codebook values, looked up by vpshufb; the types
- * with mins store unsigned values already), and each activation row's four int8 for
- * those values are broadcast against it: vpdpbusd, 64 products an instruction, into
+ * Q6_K, 128 for the codebook values of IQ4_NL, IQ4_XS and MXFP4, looked up by vpshufb;
+ * the types with mins store unsigned values already), and each activation row's four
+ * int8 for those values are broadcast against it: vpdpbusd, 64 products an instruction, into
  * one int32 sum per row and (sub-)block. The bias comes off with the activation block's
  * sums (sum * -bias in one vpdpwssd against the pair (sum, 0) or the sub-blocks' pairs of
  * 16-value sums), the K-quants' integer sub-block scales multiply the sums (vpmulld) and
@@ -93,31 +93,52 @@ AI __m512i load(const uint8_t *p)
     return _mm512_loadu_si512(p);
 }
 
-/* ---- 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL ---------------------------------- */
+/* ---- 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 --------------------------- */
 
-enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, IQ4_NL_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS };
+enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, IQ4_NL_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS, MXFP4_BLOCKS };
 
-/* IQ4_NL's codebook plus 128 (unsigned bytes for vpdpbusd), in each 128-bit lane for vpshufb. */
+/* A codebook plus 128 (unsigned bytes for vpdpbusd), in each 128-bit lane for vpshufb. */
+AI __m512i table_u8(const int8_t values[16])
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)values);
+    return _mm512_broadcast_i32x4(_mm_xor_si128(v, _mm_set1_epi8((char)0x80)));
+}
+
 AI __m512i iq4nl_table_u8(void)
 {
-    __m128i values = _mm_loadu_si128((const __m128i *)(const void *)cinfer_kernel_iq4nl_values);
-    return _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8((char)0x80)));
+    return table_u8(cinfer_kernel_iq4nl_values);
+}
+
+/* The 16 E8M0 bytes at p as floats of half their scale (cinfer_kernel_e8m0_half): 2^(e - 128),
+ * exponents 0 and 1 as the two subnormals. */
+AI __m512 e8m0_half16(const uint8_t *p)
+{
+    __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
 }
 
 /* One panel against R activation rows (xq rows of `blocks` blocks). Q5: the 5th bits
  * from the panel's h (bit u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i).
- * IQ4_NL has Q4_0's layout; its nibbles index the codebook. Q4_1 and Q5_1 store unsigned
- * values and a min m, which meets the activation block's sum in a second fma. */
+ * IQ4_NL has Q4_0's layout; its nibbles index the codebook. MXFP4's nibbles index its own
+ * (e2m1 values, doubled), after 16 E8M0 scale bytes. Q4_1 and Q5_1 store unsigned values
+ * and a min m, which meets the activation block's sum in a second fma. */
 AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
                           __mmask16 mask, const int R, const enum block32_kind kind)
 {
-    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, iq4 = kind == IQ4_NL_BLOCKS;
+    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mx = kind == MXFP4_BLOCKS;
+    const int codebook = kind == IQ4_NL_BLOCKS || mx;
     const int mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS, in_place = kind == Q4_0_BLOCKS || kind == Q4_1_BLOCKS;
-    const int block_bytes = 16 * (18 + 4 * q5 + 2 * mins), h_at = mins ? 64 : 32, qs_at = h_at + (q5 ? 64 : 0);
+    const int block_bytes = 16 * (mx ? 17 : 18 + 4 * q5 + 2 * mins);
+    const int h_at = mins ? 64 : 32, qs_at = mx ? 16 : h_at + (q5 ? 64 : 0);
     /* int16 pairs (-bias, 0) */
-    const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : iq4 ? 0xFF80 : 0xFFF8);
+    const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : codebook ? 0xFF80 : 0xFFF8);
     const __m512i bit4 = _mm512_set1_epi8(0x10);
-    const __m512i table = iq4 ? iq4nl_table_u8() : _mm512_setzero_si512();
+    const __m512i table = mx         ? table_u8(cinfer_kernel_mxfp4_values)
+                          : codebook ? iq4nl_table_u8()
+                                     : _mm512_setzero_si512();
     __m512 acc[TILE_Q];
     UNROLL for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
@@ -140,7 +161,7 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
                 __m512i hh = _mm512_and_si512(u ? _mm512_srli_epi16(h, u) : h, bit4);
                 lo = low4_or(v, hl);
                 hi = low4_or(_mm512_srli_epi16(v, 4), hh);
-            } else if (iq4) {
+            } else if (codebook) {
                 lo = _mm512_shuffle_epi8(table, low4(v));
                 hi = _mm512_shuffle_epi8(table, low4(_mm512_srli_epi16(v, 4)));
             } else {
@@ -155,7 +176,7 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
                 isum[r][hc] = dot_u8(isum[r][hc], hi, x->q + 16 + 4 * u);
             }
         }
-        __m512 dw = half16(pb), mw = mins ? half16(pb + 32) : _mm512_setzero_ps();
+        __m512 dw = mx ? e8m0_half16(pb) : half16(pb), mw = mins ? half16(pb + 32) : _mm512_setzero_ps();
         UNROLL for (int r = 0; r < R; r++) {
             const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
             __m512i s = chains == 2 ? _mm512_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
@@ -493,6 +514,10 @@ AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const 
     static VNNI void q5_1_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
     {                                                                                                               \
         block32_tile(x, blocks, pg, y, ldy, m, R, Q5_1_BLOCKS);                                                     \
+    }                                                                                                               \
+    static VNNI void mxfp4_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                               \
+        block32_tile(x, blocks, pg, y, ldy, m, R, MXFP4_BLOCKS);                                                    \
     }
 #define TILE_K_FNS(R)                                                                                               \
     static VNNI void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
@@ -547,6 +572,8 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
                                    q4_1_rows5, q4_1_rows6, q4_1_rows7, q4_1_rows8};
     static const tile_fn q5_1[] = {q5_1_rows1, q5_1_rows2, q5_1_rows3, q5_1_rows4,
                                    q5_1_rows5, q5_1_rows6, q5_1_rows7, q5_1_rows8};
+    static const tile_fn mxfp4[] = {mxfp4_rows1, mxfp4_rows2, mxfp4_rows3, mxfp4_rows4,
+                                    mxfp4_rows5, mxfp4_rows6, mxfp4_rows7, mxfp4_rows8};
     static const tile_fn q4_k[] = {q4_k_rows1, q4_k_rows2, q4_k_rows3, q4_k_rows4};
     static const tile_fn q5_k[] = {q5_k_rows1, q5_k_rows2, q5_k_rows3, q5_k_rows4};
     static const tile_fn q6_k[] = {q6_k_rows1, q6_k_rows2, q6_k_rows3, q6_k_rows4};
@@ -563,6 +590,7 @@ void cinfer_quant_panels_avx512(const void *x_prepared, int n, int k, const void
                          : stored == CINFER_KW_IQ4_NL ? iq4_nl
                          : stored == CINFER_KW_Q4_1 ? q4_1
                          : stored == CINFER_KW_Q5_1 ? q5_1
+                         : stored == CINFER_KW_MXFP4 ? mxfp4
                          : stored == CINFER_KW_Q4_K ? q4_k
                          : stored == CINFER_KW_Q5_K ? q5_k
                          : stored == CINFER_KW_IQ4_XS ? iq4_xs

@@ -261,21 +261,29 @@ START_TEST(matmul_every_type_and_level)
 }
 END_TEST
 
-/* Q4_0, Q4_1, Q5_0, Q5_1, Q2_K … Q6_K, IQ4_NL and IQ4_XS repacked in panels of 16 rows (37 rows: a partial last
- * panel): every row comes back as stored, widens to the stored row's values, and the
- * matmul over any rows [j0, j1) at every level and batch size gives the stored type's
- * bits (the AVX-512 kernels where the CPU has VNNI, the AVX2 ones where it has AVX2). */
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q2_K … Q6_K, IQ4_NL, IQ4_XS and MXFP4 repacked in panels of 16
+ * rows (37 rows: a partial last panel): every row comes back as stored, widens to the
+ * stored row's values, and the matmul over any rows [j0, j1) at every level and batch
+ * size gives the stored type's bits (the AVX-512 kernels where the CPU has VNNI, the AVX2 ones where it has AVX2). */
 START_TEST(panels_give_the_stored_bits)
 {
     static const enum cinfer_kernel_wtype panel_types[] = {CINFER_KW_Q4_0, CINFER_KW_Q5_0, CINFER_KW_Q4_K,
                                                            CINFER_KW_Q5_K, CINFER_KW_Q6_K, CINFER_KW_IQ4_NL,
                                                            CINFER_KW_IQ4_XS, CINFER_KW_Q2_K, CINFER_KW_Q3_K,
-                                                           CINFER_KW_Q4_1,   CINFER_KW_Q5_1};
+                                                           CINFER_KW_Q4_1,   CINFER_KW_Q5_1,   CINFER_KW_MXFP4};
     enum { M = 37, K = 512, N = 11 };
     for (size_t t = 0; t < sizeof panel_types / sizeof panel_types[0]; t++) {
         uint64_t rng = 900 + t;
         struct quant_case c;
         quant_case_make(&c, panel_types[t], M, K, &rng);
+        if (c.wtype == CINFER_KW_MXFP4) { /* rows whose E8M0 scales are the two subnormals, 2^-126, 2^72 */
+            static const uint8_t exponents[] = {0, 1, 2, 200};
+            for (int r = 0; r < 4; r++) {
+                for (int b = 0; b < K / 32; b++)
+                    c.w[(size_t)r * c.row_bytes + (size_t)b * 17] = exponents[r];
+                cinfer_kernel_dequantize_row(c.wtype, c.w + (size_t)r * c.row_bytes, K, c.wf + (size_t)r * K);
+            }
+        }
         enum cinfer_kernel_wtype pt = cinfer_kernel_panel_type(c.wtype);
         ck_assert_int_ne(pt, c.wtype);
         ck_assert(cinfer_kernel_can_pack_panels(c.wtype, K));

@@ -151,7 +151,7 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
      * Q5_K_M, Q6_K, Q4_0, Q3_K_M, Q2_K, IQ4_XS) */
     static const enum cinfer_kernel_wtype types[] = {
         CINFER_KW_F32,  CINFER_KW_F16,  CINFER_KW_BF16, CINFER_KW_Q8_0,   CINFER_KW_Q4_0,   CINFER_KW_Q5_0,
-        CINFER_KW_Q4_K, CINFER_KW_Q5_K, CINFER_KW_Q6_K, CINFER_KW_Q3_K, CINFER_KW_Q2_K, CINFER_KW_IQ4_NL, CINFER_KW_Q4_1, CINFER_KW_Q5_1,
+        CINFER_KW_Q4_K, CINFER_KW_Q5_K, CINFER_KW_Q6_K, CINFER_KW_Q3_K, CINFER_KW_Q2_K, CINFER_KW_IQ4_NL, CINFER_KW_Q4_1, CINFER_KW_Q5_1, CINFER_KW_MXFP4,
         CINFER_KW_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0] && ratios; t++) {
         enum cinfer_kernel_wtype wtype = types[t];
