@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes tests/data/models/quantized/: the two real trained models cinfer's tests run
 # (stories260K, the default model) quantized by llama.cpp's own llama-quantize in the
-# types people download (Q4_K_M, Q5_K_M, Q6_K, Q4_0, IQ4_XS), the types each file holds
-# per tensor, and llama.cpp's greedy continuations of a few prompts
+# types people download (Q4_K_M, Q5_K_M, Q6_K, Q4_0, IQ4_XS, Q3_K_M, Q2_K), the types
+# each file holds per tensor, and llama.cpp's greedy continuations of a few prompts
 # (expected.json), which tests/test_quantized_models.c requires cinfer to reproduce.
 # CI does not build llama.cpp, so the files are committed; this script says how they
 # were made and remakes them (deterministically, for one llama.cpp source).
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=tests/data/models/quantized
-types=(Q4_K_M Q5_K_M Q6_K Q4_0 IQ4_XS)
+types=(Q4_K_M Q5_K_M Q6_K Q4_0 IQ4_XS Q3_K_M Q2_K)
 cache=${CINFER_LLAMA_CPP_CACHE:-$PWD/.cache/llama.cpp}
 bin=$cache/build/bin
 [ -x "$bin/llama-quantize" ] || scripts/build-llama-cpp.sh >&2

@@ -1,7 +1,7 @@
 /* Real trained models quantized by llama.cpp's own llama-quantize, in the types people
  * download (tests/data/models/quantized/: stories260K and the default model as Q4_K_M,
- * Q5_K_M, Q6_K, Q4_0 and IQ4_XS, with the fallback types llama-quantize chose where a row
- * is not a multiple of 256, listed in types.md): cinfer's greedy continuation of each
+ * Q5_K_M, Q6_K, Q4_0, IQ4_XS, Q3_K_M and Q2_K, with the fallback types llama-quantize
+ * chose where a row is not a multiple of 256, listed in README.md): cinfer's greedy continuation of each
  * prompt must be llama.cpp's, token for token (48 tokens; expected.json, recorded from
  * llama.cpp built from source by scripts/quantized-test-models.sh), up to the first
  * near tie: both round activations to int8 blocks, differently (logits move by up to
