@@ -14,6 +14,7 @@
  * decode kernel streams to the read (docs/benchmarks.md). With n > 1 (a batched
  * decode step: n activation rows against weights that come from memory, as in a
  * model) it prints the median GFLOP/s of the matmuls instead.
+ * CINFER_BENCH_LEVEL=avx2 (or scalar, avx512) runs that kernel level.
  * The backend matmuls get the weights as a model's runtime hands them over, through
  * weight_prepare (Q8_0 repacked into panels at the AVX-512 level); "decode" times the
  * kernels on weights as stored. */
@@ -209,6 +210,18 @@ int main(int argc, char **argv)
     int n_threads = argc > 1 ? atoi(argv[1]) : 0;
     int m = argc > 2 ? atoi(argv[2]) : 8192;
     int k = argc > 3 ? atoi(argv[3]) : 4096;
+    /* CINFER_BENCH_LEVEL=avx2 (or scalar): that level's kernels on a CPU that has a better one */
+    const char *level_asked = getenv("CINFER_BENCH_LEVEL");
+    if (level_asked) {
+        enum cinfer_kernel_level level = !strcmp(level_asked, "scalar") ? CINFER_KERNEL_SCALAR
+                                         : !strcmp(level_asked, "avx2") ? CINFER_KERNEL_AVX2
+                                                                        : CINFER_KERNEL_AVX512;
+        if (strcmp(level_asked, cinfer_kernels_level_name(level)) || cinfer_kernels_force_level(level) < 0) {
+            fprintf(stderr, "bench_matmul: CINFER_BENCH_LEVEL: expected scalar, avx2 or avx512 (one this CPU runs), "
+                            "found '%s'\n", level_asked);
+            return 2;
+        }
+    }
     const struct cinfer_backend_ops *ops = cinfer_cpu_backend_ops();
     void *be;
     struct cinfer_error err;
