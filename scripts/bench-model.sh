@@ -16,6 +16,8 @@
 # CINFER_BENCH_TYPES (default f32,f16,bf16,q8_0; llama-quantize's types such as
 # Q4_K_M,Q6_K,Q4_0 are made from the f32 file by the source build's llama-quantize),
 # CINFER_BENCH_THREADS (default 2),
+# CINFER_BENCH_SHAPE (default smollm-135m; llama-3.2-1b writes Llama-3.2-1B-shaped files,
+# 4.9 GB in f32, whose rows are multiples of 256 as most real models' are),
 # CINFER_BENCH_NICE (default -20 as root; 0 to leave priorities alone). On a shared
 # machine both sides, cinfer and the llama.cpp child alike, then win the cores from
 # background jobs for the minutes the run takes. The kernel's autogroup scheduling
@@ -30,6 +32,12 @@ cd "$(dirname "$0")/.."
 bench_own_session "$@"
 build=${CINFER_BENCH_BUILD:-build-bench}
 types=${CINFER_BENCH_TYPES:-f32,f16,bf16,q8_0}
+shape=${CINFER_BENCH_SHAPE:-smollm-135m}
+case "$shape" in
+  smollm-135m) prefix=smollm-shaped ;;
+  llama-3.2-1b) prefix=llama1b-shaped ;;
+  *) echo "bench-model: CINFER_BENCH_SHAPE: expected smollm-135m or llama-3.2-1b, found '$shape'" >&2; exit 2 ;;
+esac
 threads=${CINFER_BENCH_THREADS:-2}
 
 mkdir -p "$build"
@@ -43,16 +51,16 @@ quantize=()
 if [ -n "${llama_cpp_bin:-}" ]; then
   quantize=(--llama-quantize "$llama_cpp_bin/llama-quantize")
 fi
-/usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --types "$types" "${quantize[@]}"
+/usr/bin/python3 bench/make_smollm_shaped.py "$build/models" --shape "$shape" --types "$types" "${quantize[@]}"
 
 models=""
 IFS=, read -r -a type_list <<<"$types"
 for t in "${type_list[@]}"; do
-  models+="${models:+,}$build/models/smollm-shaped-$t.gguf"
+  models+="${models:+,}$build/models/$prefix-$t.gguf"
 done
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" | tee "$build/bench-model.md"
-echo "# scripts/bench-model.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" |
+echo "# CINFER_BENCH_SHAPE=$shape CINFER_BENCH_TYPES=$types scripts/bench-model.sh $*, commit $(git rev-parse --short HEAD), nice $nice_level" |
   tee -a "$build/bench-model.md"
 echo "# peer: $peer_name" | tee -a "$build/bench-model.md"
 nice_cmd=()
