@@ -260,6 +260,21 @@ AI void codebook_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uin
 
 /* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
 
+/* The float steps of a super-block's pass (rows 8 hf .. 8 hf + 7), the scalar definition's:
+ * acc[r] += s[r] x (d x the activation row's d), then, for the types with mins, acc[r] -=
+ * m[r] x (dmin x that d). */
+AI void add_super_block(__m256 acc[], const __m256i s[], const __m256i m[], const uint8_t *pb, int hf,
+                        const struct cinfer_kernel_xq256 *xq, int blocks, int b, const int R, const int mins)
+{
+    __m256 d = half8(pb + 16 * hf), dmin = mins ? half8(pb + 32 + 16 * hf) : _mm256_setzero_ps();
+    UNROLL for (int r = 0; r < R; r++) {
+        __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[r]);
+        if (mins)
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[r]);
+    }
+}
+
 /* The 6-bit scales and mins of the 8 sub-blocks of the pass's 8 rows, from the halves of
  * the 3 dword vectors of their 12 scale bytes, each as an int16 pair in its row's lane:
  * sc[j] (s, s), for vpmaddwd to scale a lane's pair sums as it widens them; mp[j] (m, m). */
@@ -336,12 +351,7 @@ AI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
                     s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(l, hsum));
                 }
             }
-            __m256 d = half8(pb + 16 * hf), dmin = half8(pb + 32 + 16 * hf);
-            UNROLL for (int r = 0; r < R; r++) {
-                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
-                acc[p][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[p][r]);
-            }
+            add_super_block(acc[p], s, m, pb, hf, xq, blocks, b, R, 1);
         }
     }
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
@@ -411,11 +421,7 @@ AI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
                         }
                     }
                 }
-            __m256 d = half8(pb + 16 * hf);
-            UNROLL for (int r = 0; r < R; r++) {
-                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
-            }
+            add_super_block(acc[p], s, s, pb, hf, xq, blocks, b, R, 0);
         }
     }
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
@@ -511,18 +517,10 @@ AI void k23_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8_t
                         }
                     }
                 }
-            __m256 d = half8(pb + 16 * hf);
-            UNROLL for (int r = 0; r < R; r++) {
-                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-                if (q3) { /* the values' offset: 4 x scale x sum */
+            if (q3) /* the values' offset: 4 x scale x sum */
+                UNROLL for (int r = 0; r < R; r++)
                     s[r] = _mm256_sub_epi32(s[r], _mm256_slli_epi32(m[r], 2));
-                    acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
-                } else {
-                    __m256 dmin = half8(pb + 32 + 16 * hf);
-                    acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
-                    acc[p][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[p][r]);
-                }
-            }
+            add_super_block(acc[p], s, m, pb, hf, xq, blocks, b, R, !q3);
         }
     }
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
@@ -573,11 +571,7 @@ AI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8
                     }
                 }
             }
-            __m256 d = half8(pb + 16 * hf);
-            UNROLL for (int r = 0; r < R; r++) {
-                __m256 dx = _mm256_set1_ps(xq[(size_t)r * blocks + b].d);
-                acc[p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(d, dx), acc[p][r]);
-            }
+            add_super_block(acc[p], s, s, pb, hf, xq, blocks, b, R, 0);
         }
     }
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);

@@ -197,6 +197,26 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
 
 /* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
 
+/* The float steps of a super-block, the scalar definition's: acc[r] += s[r] x (d x the
+ * activation row's d), then, for the types with mins, acc[r] -= m[r] x (dmin x that d). */
+AI void add_super_block(__m512 acc[], const __m512i s[], const __m512i m[], const uint8_t *pb,
+                        const struct cinfer_kernel_xq256 *xq, int blocks, int b, const int R, const int mins)
+{
+    __m512 d = half16(pb), dmin = mins ? half16(pb + 32) : _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < R; r++) {
+        __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
+        if (mins)
+            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dmin, dx), acc[r]);
+    }
+}
+
+AI void store_rows(float *y, int ldy, __mmask16 mask, const __m512 acc[], const int R)
+{
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
 /* The 6-bit scales and mins of the 8 sub-blocks of 16 rows, from the 3 dword vectors of
  * their 12 scale bytes: sc[j] as int32, mp[j] the min as an int16 pair (m, m). */
 AI void k4_scales(const uint8_t *pb, __m512i sc[8], __m512i mp[8])
@@ -269,15 +289,9 @@ AI VNNI void k45_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
                                                                _mm512_mullo_epi32(hsum, sc[2 * c + 1])));
             }
         }
-        __m512 d = half16(pb), dmin = half16(pb + 32);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
-            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dmin, dx), acc[r]);
-        }
+        add_super_block(acc, s, m, pb, xq, blocks, b, R, 1);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+    store_rows(y, ldy, mask, acc, R);
 }
 
 /* ---- Q6_K (16 sub-blocks of 16 with int8 scales, values 6 bits - 32) ----------------- */
@@ -335,14 +349,9 @@ AI VNNI void q6k_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
                         s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(sum[r][a], sc));
                 }
             }
-        __m512 d = half16(pb);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
-        }
+        add_super_block(acc, s, s, pb, xq, blocks, b, R, 0);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+    store_rows(y, ldy, mask, acc, R);
 }
 
 /* ---- Q2_K and Q3_K (super-blocks of 256, 16 sub-blocks of 16) ------------------------- */
@@ -424,16 +433,9 @@ AI VNNI void k23_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const ui
                     }
                 }
             }
-        __m512 d = half16(pb), dmin = q3 ? _mm512_setzero_ps() : half16(pb + 32);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
-            if (!q3)
-                acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dmin, dx), acc[r]);
-        }
+        add_super_block(acc, s, m, pb, xq, blocks, b, R, !q3);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+    store_rows(y, ldy, mask, acc, R);
 }
 
 /* ---- IQ4_XS (super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales - 32) ---------- */
@@ -482,68 +484,32 @@ AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const 
             UNROLL for (int r = 0; r < R; r++)
                 s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(_mm512_add_epi32(sub[r][0], sub[r][1]), sc));
         }
-        __m512 d = half16(pb);
-        UNROLL for (int r = 0; r < R; r++) {
-            __m512 dx = _mm512_set1_ps(xq[(size_t)r * blocks + b].d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d, dx), acc[r]);
-        }
+        add_super_block(acc, s, s, pb, xq, blocks, b, R, 0);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+    store_rows(y, ldy, mask, acc, R);
 }
 
 /* ---- the panels' loop ---------------------------------------------------------------- */
 
-#define TILE_FNS(R)                                                                                                 \
-    static VNNI void q4_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, Q4_0_BLOCKS);                                                     \
-    }                                                                                                               \
-    static VNNI void q5_0_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, Q5_0_BLOCKS);                                                     \
-    }                                                                                                               \
-    static VNNI void iq4_nl_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, IQ4_NL_BLOCKS);                                                   \
-    }                                                                                                               \
-    static VNNI void q4_1_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, Q4_1_BLOCKS);                                                     \
-    }                                                                                                               \
-    static VNNI void q5_1_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, Q5_1_BLOCKS);                                                     \
-    }                                                                                                               \
-    static VNNI void mxfp4_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        block32_tile(x, blocks, pg, y, ldy, m, R, MXFP4_BLOCKS);                                                    \
+#define TILE_FN(name, R, ...)                                                                                  \
+    static VNNI void name##_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
+    {                                                                                                          \
+        __VA_ARGS__;                                                                                           \
     }
-#define TILE_K_FNS(R)                                                                                               \
-    static VNNI void q4_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        k45_tile(x, blocks, pg, y, ldy, m, R, 0);                                                                   \
-    }                                                                                                               \
-    static VNNI void q5_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        k45_tile(x, blocks, pg, y, ldy, m, R, 1);                                                                   \
-    }                                                                                                               \
-    static VNNI void q6_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        q6k_tile(x, blocks, pg, y, ldy, m, R);                                                                      \
-    }                                                                                                               \
-    static VNNI void iq4_xs_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        iq4xs_tile(x, blocks, pg, y, ldy, m, R);                                                                    \
-    }                                                                                                               \
-    static VNNI void q2_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        k23_tile(x, blocks, pg, y, ldy, m, R, 0);                                                                   \
-    }                                                                                                               \
-    static VNNI void q3_k_rows##R(const void *x, int blocks, const uint8_t *pg, float *y, int ldy, __mmask16 m) \
-    {                                                                                                               \
-        k23_tile(x, blocks, pg, y, ldy, m, R, 1);                                                                   \
-    }
+#define TILE_FNS(R)                                                                                            \
+    TILE_FN(q4_0, R, block32_tile(x, blocks, pg, y, ldy, m, R, Q4_0_BLOCKS))                                   \
+    TILE_FN(q5_0, R, block32_tile(x, blocks, pg, y, ldy, m, R, Q5_0_BLOCKS))                                   \
+    TILE_FN(iq4_nl, R, block32_tile(x, blocks, pg, y, ldy, m, R, IQ4_NL_BLOCKS))                               \
+    TILE_FN(q4_1, R, block32_tile(x, blocks, pg, y, ldy, m, R, Q4_1_BLOCKS))                                   \
+    TILE_FN(q5_1, R, block32_tile(x, blocks, pg, y, ldy, m, R, Q5_1_BLOCKS))                                   \
+    TILE_FN(mxfp4, R, block32_tile(x, blocks, pg, y, ldy, m, R, MXFP4_BLOCKS))
+#define TILE_K_FNS(R)                                                                                          \
+    TILE_FN(q4_k, R, k45_tile(x, blocks, pg, y, ldy, m, R, 0))                                                 \
+    TILE_FN(q5_k, R, k45_tile(x, blocks, pg, y, ldy, m, R, 1))                                                 \
+    TILE_FN(q6_k, R, q6k_tile(x, blocks, pg, y, ldy, m, R))                                                    \
+    TILE_FN(iq4_xs, R, iq4xs_tile(x, blocks, pg, y, ldy, m, R))                                                \
+    TILE_FN(q2_k, R, k23_tile(x, blocks, pg, y, ldy, m, R, 0))                                                 \
+    TILE_FN(q3_k, R, k23_tile(x, blocks, pg, y, ldy, m, R, 1))
 TILE_FNS(1)
 TILE_FNS(2)
 TILE_FNS(3)
