@@ -159,7 +159,6 @@ int cinfer_quant_can_pack_panels(enum cinfer_kernel_wtype stored, int64_t k)
     return info && cinfer_quant_panel_of(stored) != stored && k > 0 && k % info->block_values == 0;
 }
 
-/* Row r (of 16) of a panel block <-> its stored block. */
 /* Where a 5-bit type's qh lies in its stored block (-1: not a 5-bit 32-value type), and
  * where its rearranged h lies in a panel block (row r's at h_at + 4r). */
 static int qh_stored_at(enum cinfer_kernel_wtype stored, int *h_at)
@@ -171,17 +170,17 @@ static int qh_stored_at(enum cinfer_kernel_wtype stored, int *h_at)
 #define MAX_BLOCK_BYTES 210 /* q6_K's, the largest block with panels */
 #define QH_BYTE 0xFFFFu     /* in an offset table: a 5-bit type's qh byte, rearranged apart */
 
-/* panel_offset of every byte of a block for each of the 16 rows, computed once a matrix:
- * called byte by byte, its switch made repacking take 1.4 s for a 1B model's 728 MB. */
-static void offset_table(enum cinfer_kernel_wtype stored, int bytes, uint16_t table[PANEL][MAX_BLOCK_BYTES])
+/* panel_offset of every byte of a block for row r, looked up while a matrix is repacked
+ * or a row put back: called byte by byte, its switch made repacking take 1.4 s for a 1B
+ * model's 728 MB. */
+static void row_offsets(enum cinfer_kernel_wtype stored, int bytes, int r, uint16_t offsets[MAX_BLOCK_BYTES])
 {
     int h_at, qh_at = qh_stored_at(stored, &h_at);
-    for (int r = 0; r < PANEL; r++)
-        for (int k = 0; k < bytes; k++)
-            table[r][k] = qh_at >= 0 && k >= qh_at && k < qh_at + 4 ? QH_BYTE : (uint16_t)panel_offset(stored, r, k);
+    for (int k = 0; k < bytes; k++)
+        offsets[k] = qh_at >= 0 && k >= qh_at && k < qh_at + 4 ? QH_BYTE : (uint16_t)panel_offset(stored, r, k);
 }
 
-/* Row r of a panel block from its stored block; offsets: the table's row r. */
+/* Row r (of 16) of a panel block <-> its stored block; offsets: row_offsets' for r. */
 static void block_to_panel(enum cinfer_kernel_wtype stored, int bytes, int r, const uint16_t *offsets,
                            const uint8_t *blk, uint8_t *pb)
 {
@@ -197,14 +196,13 @@ static void block_to_panel(enum cinfer_kernel_wtype stored, int bytes, int r, co
     }
 }
 
-static void panel_to_block(enum cinfer_kernel_wtype stored, int bytes, int r, const uint8_t *pb, uint8_t *blk)
+static void panel_to_block(enum cinfer_kernel_wtype stored, int bytes, int r, const uint16_t *offsets,
+                           const uint8_t *pb, uint8_t *blk)
 {
     int h_at, qh_at = qh_stored_at(stored, &h_at);
-    for (int k = 0; k < bytes; k++) {
-        if (qh_at >= 0 && k >= qh_at && k < qh_at + 4)
-            continue;
-        blk[k] = pb[panel_offset(stored, r, k)];
-    }
+    for (int k = 0; k < bytes; k++)
+        if (offsets[k] != QH_BYTE)
+            blk[k] = pb[offsets[k]];
     if (qh_at >= 0) {
         uint32_t h;
         memcpy(&h, pb + h_at + 4 * r, 4);
@@ -222,7 +220,8 @@ void cinfer_quant_pack_panels(enum cinfer_kernel_wtype stored, const void *w, si
     size_t total = (size_t)((rows + PANEL - 1) / PANEL) * panel_bytes;
     memset(panels, 0, total); /* rows past `rows`: zero blocks, whose values are 0 */
     uint16_t offsets[PANEL][MAX_BLOCK_BYTES]; /* 6.7 KB */
-    offset_table(stored, info->block_bytes, offsets);
+    for (int r = 0; r < PANEL; r++)
+        row_offsets(stored, info->block_bytes, r, offsets[r]);
     for (int64_t row = 0; row < rows; row++) {
         const uint8_t *in = (const uint8_t *)w + (size_t)row * w_row_bytes;
         uint8_t *pg = (uint8_t *)panels + (size_t)(row / PANEL) * panel_bytes;
@@ -240,9 +239,11 @@ void cinfer_quant_panel_row(enum cinfer_kernel_wtype panel_type, const void *pan
     int64_t blocks = k / info->block_values;
     size_t panel_bytes = (size_t)PANEL * (size_t)blocks * (size_t)info->block_bytes;
     const uint8_t *pg = (const uint8_t *)panels + (size_t)(row / PANEL) * panel_bytes;
+    uint16_t offsets[MAX_BLOCK_BYTES];
+    row_offsets(stored, info->block_bytes, (int)(row % PANEL), offsets);
     for (int64_t b = 0; b < blocks; b++)
-        panel_to_block(stored, info->block_bytes, (int)(row % PANEL), pg + (size_t)b * PANEL * info->block_bytes,
-                       (uint8_t *)out + (size_t)b * info->block_bytes);
+        panel_to_block(stored, info->block_bytes, (int)(row % PANEL), offsets,
+                       pg + (size_t)b * PANEL * info->block_bytes, (uint8_t *)out + (size_t)b * info->block_bytes);
 }
 
 /* Any level: each asked row put back as stored, then the scalar definition. */

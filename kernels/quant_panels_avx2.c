@@ -1,7 +1,7 @@
 /* kernels/quant_panels_avx2.c — Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K … Q6_K and IQ4_XS
- * panels (layouts in quant_panels.c) times int8 activation blocks with AVX2, any number of activation rows:
- * the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs without AVX-512, such as
- * AMD Zen 2/3 and Intel's client cores.
+ * panels (layouts in quant_panels.c) times int8 activation blocks with AVX2, any number
+ * of activation rows: the AVX-512 kernels' scheme (quant_panels_avx512.c) for CPUs
+ * without AVX-512, such as AMD Zen 2/3 and Intel's client cores.
  *
  * A panel's 16 weight rows are two halves of 8 rows: half h is the 32-byte half of each
  * 64-byte group of the panel that holds rows 8h .. 8h + 7, one 32-bit lane a row. At one
@@ -135,7 +135,7 @@ AI void store_tile(__m256 acc[2][TILE_MAX], float *y, int ldy, __m256i mask_lo, 
                                 acc[p][r]);
 }
 
-/* ---- 32-value blocks: Q4_0, Q5_0 ---------------------------------------------------- */
+/* ---- 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1 ---------------------------------------- */
 
 enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS };
 
@@ -203,6 +203,12 @@ AI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint
 
 /* ---- IQ4_NL and MXFP4: Q4_0's layout, each nibble an index into an int8 codebook ------- */
 
+/* a codebook's 16 int8 values in both 128-bit lanes, for vpshufb */
+AI __m256i codebook16(const int8_t values[16])
+{
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)values));
+}
+
 /* The 8 E8M0 bytes at p as floats of half their scale (cinfer_kernel_e8m0_half): 2^(e - 128),
  * exponents 0 and 1 as the two subnormals. */
 AI __m256 e8m0_half8(const uint8_t *p)
@@ -223,8 +229,7 @@ AI void codebook_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uin
                       __m256i mask_lo, __m256i mask_hi, int half, int first, const int R, const int mx)
 {
     const int block_bytes = 16 * (mx ? 17 : 18), passes = R == 1 ? 2 : 1;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-        (const __m128i *)(const void *)(mx ? cinfer_kernel_mxfp4_values : cinfer_kernel_iq4nl_values)));
+    const __m256i table = codebook16(mx ? cinfer_kernel_mxfp4_values : cinfer_kernel_iq4nl_values);
     __m256 acc[2][TILE_MAX];
     clear_tile(acc, R);
     for (int b = 0; b < blocks; b++) {
@@ -258,7 +263,7 @@ AI void codebook_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uin
     store_tile(acc, y, ldy, mask_lo, mask_hi, half, R);
 }
 
-/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
+/* ---- super-blocks of 256: what their tiles share ----------------------------------- */
 
 /* The float steps of a super-block's pass (rows 8 hf .. 8 hf + 7), the scalar definition's:
  * acc[r] += s[r] x (d x the activation row's d), then, for the types with mins, acc[r] -=
@@ -274,6 +279,14 @@ AI void add_super_block(__m256 acc[], const __m256i s[], const __m256i m[], cons
             acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[r]), _mm256_mul_ps(dmin, dx), acc[r]);
     }
 }
+
+/* (v, v) int16 pairs of the int32 lanes of v (|v| < 2^15) */
+AI __m256i int16_pairs(__m256i v)
+{
+    return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA);
+}
+
+/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
 
 /* The 6-bit scales and mins of the 8 sub-blocks of the pass's 8 rows, from the halves of
  * the 3 dword vectors of their 12 scale bytes, each as an int16 pair in its row's lane:
@@ -443,12 +456,6 @@ AI __m256i q3k_scale(const __m256i a[3], int j)
     return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
 }
 
-/* (v, v) int16 pairs of the int32 lanes of v (|v| < 2^15) */
-AI __m256i int16_pairs(__m256i v)
-{
-    return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA);
-}
-
 /* One panel against R activation rows. Q2_K: values 0..3, 4-bit scales and mins (scale
  * byte j: scale in the low nibble, min in the high), d and dmin. Q3_K: a high bit from
  * hmask (byte l, bit s + 4h) makes values 0..7; 4 comes off as 4 x each sub-block's scale
@@ -535,8 +542,7 @@ AI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8
                    __m256i mask_lo, __m256i mask_hi, int half, int first, const int R)
 {
     const int block_bytes = 16 * 136, passes = R == 1 ? 2 : 1;
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)cinfer_kernel_iq4nl_values));
+    const __m256i table = codebook16(cinfer_kernel_iq4nl_values);
     const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3), offset = _mm256_set1_epi32(32);
     __m256 acc[2][TILE_MAX];
     clear_tile(acc, R);
@@ -557,7 +563,7 @@ AI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const uint8
                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(scales_l, 4 * j), m4),
                                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(scales_h, 2 * j), m2), 4)),
                     offset);
-                sc = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xAA); /* (sc, sc) */
+                sc = int16_pairs(sc);
                 UNROLL for (int v = 0; v < 4; v++) { /* values 32j + 4v + i (low nibbles) and + 16 (high) */
                     __m256i w = load(pb + 128 + 64 * (4 * j + v) + 32 * hf);
                     __m256i lo = _mm256_shuffle_epi8(table, low4(w)), hi = _mm256_shuffle_epi8(table, high4(w));

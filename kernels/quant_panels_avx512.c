@@ -93,6 +93,13 @@ AI __m512i load(const uint8_t *p)
     return _mm512_loadu_si512(p);
 }
 
+/* the R activation rows' sums of a panel, stored where the mask keeps a row */
+AI void store_rows(float *y, int ldy, __mmask16 mask, const __m512 acc[], const int R)
+{
+    UNROLL for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+}
+
 /* ---- 32-value blocks: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 --------------------------- */
 
 enum block32_kind { Q4_0_BLOCKS, Q5_0_BLOCKS, IQ4_NL_BLOCKS, Q4_1_BLOCKS, Q5_1_BLOCKS, MXFP4_BLOCKS };
@@ -102,11 +109,6 @@ AI __m512i table_u8(const int8_t values[16])
 {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)values);
     return _mm512_broadcast_i32x4(_mm_xor_si128(v, _mm_set1_epi8((char)0x80)));
-}
-
-AI __m512i iq4nl_table_u8(void)
-{
-    return table_u8(cinfer_kernel_iq4nl_values);
 }
 
 /* The 16 E8M0 bytes at p as floats of half their scale (cinfer_kernel_e8m0_half): 2^(e - 128),
@@ -137,7 +139,7 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
     const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : codebook ? 0xFF80 : 0xFFF8);
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const __m512i table = mx         ? table_u8(cinfer_kernel_mxfp4_values)
-                          : codebook ? iq4nl_table_u8()
+                          : codebook ? table_u8(cinfer_kernel_iq4nl_values)
                                      : _mm512_setzero_si512();
     __m512 acc[TILE_Q];
     UNROLL for (int r = 0; r < R; r++)
@@ -191,11 +193,10 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
                 acc[r] = _mm512_fmadd_ps(_mm512_set1_ps((float)x->sum), _mm512_mul_ps(mw, dx), acc[r]);
         }
     }
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
+    store_rows(y, ldy, mask, acc, R);
 }
 
-/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
+/* ---- super-blocks of 256: what their tiles share ----------------------------------- */
 
 /* The float steps of a super-block, the scalar definition's: acc[r] += s[r] x (d x the
  * activation row's d), then, for the types with mins, acc[r] -= m[r] x (dmin x that d). */
@@ -211,11 +212,7 @@ AI void add_super_block(__m512 acc[], const __m512i s[], const __m512i m[], cons
     }
 }
 
-AI void store_rows(float *y, int ldy, __mmask16 mask, const __m512 acc[], const int R)
-{
-    UNROLL for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, mask, acc[r]);
-}
+/* ---- K-quants: Q4_K, Q5_K (super-blocks of 256, 8 sub-blocks of 32 with mins) ---------- */
 
 /* The 6-bit scales and mins of the 8 sub-blocks of 16 rows, from the 3 dword vectors of
  * their 12 scale bytes: sc[j] as int32, mp[j] the min as an int16 pair (m, m). */
@@ -447,7 +444,7 @@ AI VNNI void iq4xs_tile(const struct cinfer_kernel_xq256 *xq, int blocks, const 
                         __mmask16 mask, const int R)
 {
     const int block_bytes = 16 * 136;
-    const __m512i table = iq4nl_table_u8(), bias = _mm512_set1_epi16(-128);
+    const __m512i table = table_u8(cinfer_kernel_iq4nl_values), bias = _mm512_set1_epi16(-128);
     const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), offset = _mm512_set1_epi32(32);
     __m512 acc[TILE_K];
     UNROLL for (int r = 0; r < R; r++)
