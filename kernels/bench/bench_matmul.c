@@ -14,7 +14,11 @@
  * decode kernel streams to the read (docs/benchmarks.md). With n > 1 (a batched
  * decode step: n activation rows against weights that come from memory, as in a
  * model) it prints the median GFLOP/s of the matmuls instead.
- * CINFER_BENCH_LEVEL=avx2 (or scalar, avx512) runs that kernel level.
+ * Keep the matrices together well above the last-level cache (m 262144 with k 2048): the
+ * read leaves its last bytes there, and with 75 MB of Q4_0 that flattered the kernel by
+ * 20-30 % (q4_0 100-126 % of the read at 75 MB, 79 % at 302 MB in the same hour).
+ * CINFER_BENCH_LEVEL=avx2 (or scalar, avx512) runs that kernel level; CINFER_BENCH_TYPES
+ * (q4_0,q4_K,...) only those types in the paired mode.
  * The backend matmuls get the weights as a model's runtime hands them over, through
  * weight_prepare (Q8_0 repacked into panels at the AVX-512 level); "decode" times the
  * kernels on weights as stored. */
@@ -133,6 +137,19 @@ static void bench_decode_shapes(const uint8_t *w, size_t w_bytes, const float *x
     use_cpu_time = saved;
 }
 
+/* CINFER_BENCH_TYPES=q4_0,q4_K: only those types in the paired mode (all when unset) */
+static int type_listed(const char *name)
+{
+    const char *list = getenv("CINFER_BENCH_TYPES");
+    if (!list || !*list)
+        return 1;
+    size_t len = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return 0;
+}
+
 static int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -160,6 +177,8 @@ static void bench_paired(const struct cinfer_backend_ops *ops, void *be, struct 
         int block = info ? info->block_values : 1;
         int type = (int)wtype;
         const char *name = info ? info->name : type_names[type];
+        if (!type_listed(name))
+            continue;
         size_t row_bytes = cinfer_kernel_row_bytes(wtype, k);
         int matrices = m / rows_per;
         if (k % block || matrices < 1)
