@@ -13,6 +13,11 @@
  *     type, window, scale and soft-cap, a prefill chunk and decode steps, layer 1 of 2;
  *     with attention sinks (which the CPU backend lacks) against a float64 loop.
  *   - The router row (moe.cu's) against the CPU backend's moe_route, bit for bit.
+ *   - The sample op's row (sample.cu's, sample_row.cuh run on 256 threads in turn) draws
+ *     the host sampler's token given the same uniform number, and leaves the row divided
+ *     by the temperature as the host does, on 1800 random rows (ties, -inf, signed
+ *     zeros) under temperature, top-k, top-p and min-p; and the host's rules where a
+ *     running total lands exactly on a cut.
  * What it cannot show is the launch itself (grid, barriers, shuffles on real lanes):
  * that is the conformance suite's, on a machine with a GPU. */
 #include <math.h>
@@ -26,6 +31,8 @@
 #include "kernels.h"
 #include "kv_format.cuh"
 #include "moe_route.cuh"
+#include "sample_row.cuh"
+#include "scheduler/sampler.h"
 #include "support/random_model.h"
 #include "support/runner.h"
 
@@ -452,6 +459,89 @@ START_TEST(router_rows_are_the_cpu_backends)
 }
 END_TEST
 
+/* ---- the sample op's rows (sample_row.cuh) against the host's sampler -------------- */
+
+/* A row of vocab logits of one of five kinds: spread out, peaked, with many equal
+ * values (ties ranked by id), with banned (-inf) entries, and with zeros of both signs. */
+static void sample_test_row(float *row, int vocab, int kind, uint64_t *rng)
+{
+    for (int i = 0; i < vocab; i++) {
+        float r = 0.5f * (random_uniform(rng) + 1.0f); /* [0, 1) */
+        switch (kind) {
+        case 0: row[i] = 6.0f * r; break;
+        case 1: row[i] = 25.0f * r * r * r; break;
+        case 2: row[i] = (float)(int)(8.0f * r); break; /* 0 .. 7 */
+        case 3: row[i] = i % 3 == 1 ? -INFINITY : 3.0f * r; break;
+        default: row[i] = i % 4 == 0 ? 0.0f : i % 4 == 1 ? -0.0f : 0.5f * r; break;
+        }
+    }
+}
+
+START_TEST(sample_rows_draw_the_host_samplers_tokens)
+{
+    static struct cinfer_sample_block block; /* the device's shared memory */
+    const int vocabs[] = {5, 300, 3001};
+    const float temperatures[] = {0.3f, 0.7f, 1.0f, 1.7f};
+    const float top_ps[] = {1.0f, 0.95f, 0.5f, 0.1f};
+    const float min_ps[] = {0.0f, 0.05f, 0.4f};
+    uint64_t rng = 20261204;
+    int draws = 0, in_id_order = 0, cut = 0;
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        int vocab = vocabs[v];
+        const int top_ks[] = {0, 1, 2, 40, vocab, vocab + 3};
+        struct cinfer_sampler sampler;
+        ck_assert_int_eq(cinfer_sampler_init(&sampler, vocab), 0);
+        float *row = malloc(sizeof(float) * (size_t)vocab), *host = malloc(sizeof(float) * (size_t)vocab);
+        float *mine = malloc(sizeof(float) * (size_t)vocab);
+        for (int trial = 0; trial < 600; trial++) {
+            int kind = trial % 5;
+            sample_test_row(row, vocab, kind, &rng);
+            struct cinfer_sampling_params p = {0};
+            p.temperature = temperatures[trial / 5 % 4];
+            p.top_k = top_ks[trial / 20 % 6];
+            p.top_p = top_ps[trial / 3 % 4];
+            p.min_p = min_ps[trial / 7 % 3];
+            p.repetition_penalty = 1.0f;
+            struct cinfer_rng draw;
+            cinfer_rng_seed(&draw, (uint64_t)trial * 7919u + (uint64_t)vocab);
+            struct cinfer_rng peek = draw; /* the one draw the host's sampler will make */
+            struct cinfer_sample_row_params rp = {p.temperature, p.top_k, p.top_p, p.min_p,
+                                                  cinfer_rng_uniform(&peek)};
+            memcpy(host, row, sizeof(float) * (size_t)vocab);
+            memcpy(mine, row, sizeof(float) * (size_t)vocab);
+            struct cinfer_sample_context none = {0};
+            int32_t want = cinfer_sample(&sampler, host, &p, &none, &draw, NULL);
+            int32_t got = cinfer_sample_row(&block, mine, vocab, &rp);
+            if (got != want)
+                ck_abort_msg("vocab %d, row kind %d, temperature %g, top_k %d, top_p %g, min_p %g, u %.17g: "
+                             "sample_row drew %d, the host's sampler %d",
+                             vocab, kind, (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p,
+                             rp.uniform, got, want);
+            ck_assert_mem_eq(mine, host, sizeof(float) * (size_t)vocab); /* left divided by the temperature */
+            draws++;
+            int top_k_on = p.top_k > 0 && p.top_k < vocab;
+            in_id_order += !top_k_on && !(p.top_p < 1.0f) && !(p.min_p > 0.0f);
+            cut += top_k_on || p.top_p < 1.0f || p.min_p > 0.0f;
+        }
+        free(row);
+        free(host);
+        free(mine);
+        cinfer_sampler_free(&sampler);
+    }
+    /* Where u x mass lands exactly on a running total (measure zero for random u), the
+     * host's rules by hand: a draw takes the first token whose running total is above it
+     * (u < cum), a top-p cut the first whose total reaches top_p of the mass. Four equal
+     * logits weigh 1 each. */
+    float equal[4] = {1.5f, 1.5f, 1.5f, 1.5f};
+    struct cinfer_sample_row_params plain = {1.0f, 0, 1.0f, 0.0f, 0.5}; /* 0.5 x 4 = 2: ids 0 and 1 reach it */
+    ck_assert_int_eq(cinfer_sample_row(&block, equal, 4, &plain), 2);
+    struct cinfer_sample_row_params half = {1.0f, 0, 0.5f, 0.0f, 0.5}; /* keeps ids 0 and 1; 0.5 x 2 = 1 */
+    ck_assert_int_eq(cinfer_sample_row(&block, equal, 4, &half), 1);
+    printf("sample_row: %d draws equal to the host sampler's (%d from the plain softmax in id order, %d after "
+           "top-k, top-p or min-p cuts)\n", draws, in_id_order, cut);
+}
+END_TEST
+
 static Suite *suite_cuda_kernels_host(void)
 {
     Suite *s = suite_create("cuda_kernels_host");
@@ -460,6 +550,7 @@ static Suite *suite_cuda_kernels_host(void)
     tcase_add_test(tc, q8_0_blocks_are_the_cpus_bytes);
     tcase_add_test(tc, paged_attention_steps_match_the_cpu_backend);
     tcase_add_test(tc, router_rows_are_the_cpu_backends);
+    tcase_add_test(tc, sample_rows_draw_the_host_samplers_tokens);
     suite_add_tcase(s, tc);
     return s;
 }
