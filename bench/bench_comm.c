@@ -321,7 +321,7 @@ static int decode_leader(struct decode_job *job, struct cinfer_runtime *rt, int 
             for (int s = 0; s < n; s++)
                 seqs[s] = (struct cinfer_seq_chunk){prompt, o->context, 0, pages + (size_t)(first + s) * pages_per_seq,
                                                     pages_per_seq, CINFER_LOGITS_LAST,
-                                                    logits + (size_t)(first + s) * vocab, 0, 0, NULL};
+                                                    logits + (size_t)(first + s) * vocab, 0, 0, NULL, NULL, NULL};
             if (cinfer_runtime_forward(rt, seqs, n, &err) != 0) {
                 fprintf(stderr, "bench_comm: prefill: %s\n", err.message);
                 return 1;
@@ -334,7 +334,7 @@ static int decode_leader(struct decode_job *job, struct cinfer_runtime *rt, int 
             for (int s = 0; s < B; s++)
                 seqs[s] = (struct cinfer_seq_chunk){&next[s], 1, o->context + step, pages + (size_t)s * pages_per_seq,
                                                     pages_per_seq, CINFER_LOGITS_LAST, logits + (size_t)s * vocab,
-                                                    0, 0, NULL};
+                                                    0, 0, NULL, NULL, NULL};
             double s0 = now_us();
             if (cinfer_runtime_forward(rt, seqs, B, &err) != 0) {
                 fprintf(stderr, "bench_comm: decode: %s\n", err.message);

@@ -21,6 +21,7 @@
 #include "backend/cpu_backend.h"
 #include "cinfer/plugins.h"
 #include "kernels.h"
+#include "scheduler/sampler.h"
 #include "support/random_model.h"
 
 #define SKIP 77
@@ -758,6 +759,102 @@ static void suite_logits_top(const struct side *test, const struct side *refs, i
     }
 }
 
+/* ---- sample (version 12): tokens drawn where the logits are ---- */
+
+enum { SAMPLE_ASKED = 5 };
+
+static int has_sample(const struct side *s)
+{
+    return s->ops->version >= 12 &&
+           s->ops->struct_size >= offsetof(struct cinfer_backend_ops, sample) + sizeof s->ops->sample && s->ops->sample;
+}
+
+/* Draws rows asked (TOP_ROWS rows of vocab at host, a buffer of side s) with params:
+ * on side s (its rows left divided by the temperature come back to divided), or by the
+ * definition, the host's sampler (define 1: divided is the host copy, divided there). */
+static void sample_rows(const struct side *s, int define, const float *host, int vocab, const int32_t *asked,
+                        const struct cinfer_backend_sample_params *params, int32_t *ids, float *logits, float *divided)
+{
+    enter(s);
+    memcpy(divided, host, (size_t)TOP_ROWS * vocab * sizeof *divided);
+    if (define) {
+        struct cinfer_sampler sampler;
+        if (cinfer_sampler_init(&sampler, vocab) != 0) {
+            fprintf(stderr, "sample: out of memory for a sampler of %d tokens\n", vocab);
+            exit(1);
+        }
+        for (int r = 0; r < SAMPLE_ASKED; r++) {
+            float *row = divided + (size_t)asked[r] * vocab;
+            ids[r] = cinfer_sampler_draw(&sampler, row, &params[r]);
+            logits[r] = row[ids[r]];
+        }
+        cinfer_sampler_free(&sampler);
+        return;
+    }
+    float *buffer = to_backend(s, host, (size_t)TOP_ROWS * vocab);
+    struct cinfer_error err = {0};
+    if (s->ops->sample(s->state, buffer, vocab, asked, SAMPLE_ASKED, params, ids, logits, &err) != 0) {
+        fprintf(stderr, "%s: sample: %s\n", s->label, err.message);
+        exit(1);
+    }
+    check_status(s, "sample");
+    to_host(s, divided, buffer, (size_t)TOP_ROWS * vocab);
+}
+
+/* Tokens and their logits equal, and every row bit for bit as the host's sampler leaves
+ * it: the draws here land nowhere near a cut, where a device's sums in another order
+ * could tip a token. */
+static void suite_sample(const struct side *test, const struct side *refs, int n_refs)
+{
+    if (!has_sample(test)) {
+        printf("%-44s %s: not offered (ops version %u); the core samples rows on the host\n", "sample", test->label,
+               test->ops->version);
+        return;
+    }
+    static const int vocabs[] = {7, 300, 49152};
+    /* plain random, ties, every third banned, banned whole, plain random */
+    static const int32_t asked[SAMPLE_ASKED] = {0, 1, 2, 4, 5};
+    static const struct cinfer_backend_sample_params cases[][SAMPLE_ASKED] = {
+        {{1.0f, 0, 1.0f, 0.0f, 0.31}, {0.7f, 0, 1.0f, 0.0f, 0.62}, {1.3f, 0, 1.0f, 0.0f, 0.05},
+         {1.0f, 0, 1.0f, 0.0f, 0.5}, {0.5f, 0, 1.0f, 0.0f, 0.93}},
+        {{0.8f, 40, 1.0f, 0.0f, 0.27}, {1.0f, 3, 1.0f, 0.0f, 0.71}, {0.6f, 1, 1.0f, 0.0f, 0.44},
+         {1.0f, 5, 0.9f, 0.0f, 0.4}, {1.1f, 20, 0.8f, 0.1f, 0.66}},
+        {{1.0f, 0, 0.9f, 0.0f, 0.12}, {0.7f, 0, 0.5f, 0.0f, 0.83}, {1.0f, 0, 0.95f, 0.05f, 0.58},
+         {1.0f, 0, 1.0f, 0.2f, 0.3}, {0.9f, 0, 1.0f, 0.3f, 0.77}}};
+    static const char *const case_names[] = {"temperature", "top-k (and top-p, min-p)", "top-p, min-p"};
+    int32_t got_ids[SAMPLE_ASKED], ids[SAMPLE_ASKED];
+    float got_logits[SAMPLE_ASKED], logits[SAMPLE_ASKED];
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        int vocab = vocabs[v];
+        size_t n = (size_t)TOP_ROWS * vocab;
+        float *host = malloc(n * sizeof *host), *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+        fill_top_rows(host, vocab);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            sample_rows(test, 0, host, vocab, asked, cases[c], got_ids, got_logits, got);
+            for (int r = 0; r < n_refs; r++) {
+                sample_rows(&refs[r], 1, host, vocab, asked, cases[c], ids, logits, want);
+                int row = -1;
+                for (int a = 0; a < SAMPLE_ASKED && row < 0; a++)
+                    if (got_ids[a] != ids[a] || memcmp(&got_logits[a], &logits[a], sizeof logits[a]) ||
+                        memcmp(got + (size_t)asked[a] * vocab, want + (size_t)asked[a] * vocab,
+                               (size_t)vocab * sizeof *got))
+                        row = a;
+                char what[96];
+                snprintf(what, sizeof what, "sample vocab=%d %s", vocab, case_names[c]);
+                comparisons++;
+                failures += row >= 0;
+                printf("%-44s vs %-10s %s", what, refs[r].label, row >= 0 ? "FAIL" : "ok\n");
+                if (row >= 0)
+                    printf(": asked row %d: token %d (logit %.9g) vs %d (logit %.9g), or its divided logits differ\n",
+                           asked[row], got_ids[row], (double)got_logits[row], ids[row], (double)logits[row]);
+            }
+        }
+        free(host);
+        free(got);
+        free(want);
+    }
+}
+
 static const struct cinfer_backend_ops *unperturbed;
 
 static void perturbed_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
@@ -786,6 +883,16 @@ static int perturbed_logits_top(void *state, const float *logits, int vocab, con
     return rc;
 }
 
+static int perturbed_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                            const struct cinfer_backend_sample_params *params, int32_t *token_ids,
+                            float *token_logits, struct cinfer_error *err)
+{
+    int rc = unperturbed->sample(state, logits, vocab, rows, n_rows, params, token_ids, token_logits, err);
+    for (int r = 0; rc == 0 && r < n_rows; r++)
+        token_ids[r] = (token_ids[r] + 1) % vocab;
+    return rc;
+}
+
 static const struct cinfer_backend_ops *perturb(const struct cinfer_backend_ops *ops)
 {
     unperturbed = ops;
@@ -794,6 +901,8 @@ static const struct cinfer_backend_ops *perturb(const struct cinfer_backend_ops 
     perturbed.matmul = perturbed_matmul;
     if (has_logits_top(&(struct side){.ops = ops}))
         perturbed.logits_top = perturbed_logits_top;
+    if (has_sample(&(struct side){.ops = ops}))
+        perturbed.sample = perturbed_sample;
     return &perturbed;
 }
 
@@ -865,6 +974,7 @@ int main(int argc, char **argv)
     suite_add_gated(&test, refs, 2);
     suite_matmul_grouped(&test, refs, 2);
     suite_logits_top(&test, refs, 2);
+    suite_sample(&test, refs, 2);
 
     test.ops->destroy(test.state);
     refs[0].ops->destroy(refs[0].state);

@@ -189,9 +189,9 @@ START_TEST(device_error_from_status_fails_the_step)
     ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &page), 0);
     int32_t tokens[3] = {1, 2, 3};
     float logits[53];
-    struct cinfer_seq_chunk c = {tokens, 2, 0, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL};
+    struct cinfer_seq_chunk c = {tokens, 2, 0, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL, NULL, NULL};
     ck_assert_msg(cinfer_runtime_forward(rt, &c, 1, &err) == 0, "forward: %s", err.message);
-    c = (struct cinfer_seq_chunk){tokens + 2, 1, 2, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL};
+    c = (struct cinfer_seq_chunk){tokens + 2, 1, 2, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL, NULL, NULL};
     ck_assert_int_eq(cinfer_runtime_forward(rt, &c, 1, &err), CINFER_ERR_INTERNAL);
     ASSERT_MESSAGE_HAS(err, "fake device 0: an illegal memory access");
     ck_assert_int_eq(status_calls, 2);
@@ -239,7 +239,7 @@ static void last_logits(const struct cinfer_model *m, const struct cinfer_backen
     ck_assert_msg(cinfer_runtime_create(m, &o, &rt, &err) == 0, "runtime: %s", err.message);
     int32_t page, tokens[5] = {3, 1, 4, 1, 5};
     ck_assert_int_eq(cinfer_runtime_kv_page_alloc(rt, &page), 0);
-    struct cinfer_seq_chunk c = {tokens, 5, 0, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL};
+    struct cinfer_seq_chunk c = {tokens, 5, 0, &page, 1, CINFER_LOGITS_LAST, logits, 0, 0, NULL, NULL, NULL};
     ck_assert_msg(cinfer_runtime_forward(rt, &c, 1, &err) == 0, "forward: %s", err.message);
     cinfer_runtime_destroy(&rt);
 }

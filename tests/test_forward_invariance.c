@@ -277,7 +277,7 @@ static void seq_release(struct cinfer_runtime *rt, struct seq *s)
 static struct cinfer_seq_chunk chunk(struct seq *s, const int32_t *tokens, int start, int n,
                                      enum cinfer_logits_mode mode, float *out)
 {
-    return (struct cinfer_seq_chunk){tokens + start, n, start, s->pages, s->n_pages, mode, out, 0, 0, NULL};
+    return (struct cinfer_seq_chunk){tokens + start, n, start, s->pages, s->n_pages, mode, out, 0, 0, NULL, NULL, NULL};
 }
 
 static void forward_ok(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *c, int n)

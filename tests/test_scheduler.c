@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu_backend.h"
 #include "cinfer/config.h"
 #include "cinfer/plugins.h"
 #include "cinfer/tokenizer.h"
@@ -47,6 +48,7 @@ struct setup {
     int fake_clock;             /* the timeouts read fake_now_ms */
     const struct cinfer_token_table *tokens; /* constrained decoding; NULL: off */
     enum cinfer_kv_cache_dtype kv_dtype;      /* AUTO (0): f16 */
+    const struct cinfer_backend_ops *backend; /* NULL: the CPU backend */
 };
 
 static int64_t fake_now_ms;
@@ -78,7 +80,7 @@ static void fixture_open(struct fixture *f, const struct setup *cfg)
     size_t per_token = cinfer_runtime_kv_token_bytes(c, cfg->kv_dtype);
     struct cinfer_runtime_options ro = {.kv_cache_bytes = (size_t)cfg->kv_tokens * per_token, .kv_page_tokens = 16,
                                         .n_threads = 2, .max_batch_tokens = 1024 + cfg->max_running,
-                                        .kv_dtype = cfg->kv_dtype};
+                                        .kv_dtype = cfg->kv_dtype, .backend = cfg->backend};
     struct cinfer_error err = {0};
     ck_assert_msg(cinfer_runtime_create(model, &ro, &f->rt, &err) == 0, "%s", err.message);
     struct cinfer_scheduler_options so = {
@@ -313,6 +315,106 @@ START_TEST(greedy_top_tokens_equal_whole_row)
            "whole row's tokens and logprobs bit for bit\n", 16 * MAX_NEW, alternatives);
     free(top);
     free(whole);
+    free(w);
+}
+END_TEST
+
+/* The CPU backend with its sample op counting the rows it draws, and without one. */
+static const struct cinfer_backend_ops *cpu_ops;
+static long rows_sampled;
+static int counting_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                           const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
+                           struct cinfer_error *err)
+{
+    rows_sampled += n_rows;
+    return cpu_ops->sample(state, logits, vocab, rows, n_rows, params, token_ids, token_logits, err);
+}
+
+/* 16 sampled requests (temperature, top-k, top-p, min-p; seeded; logprobs on half of
+ * them) through a backend whose ops are given. */
+static void run_sampled(struct workload *w, const struct cinfer_backend_ops *backend, struct logprob_run *out)
+{
+    struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16, .backend = backend};
+    struct fixture f;
+    fixture_open(&f, &cfg);
+    struct cinfer_error err = {0};
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < w->n; i++) {
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        p.temperature = 0.6f + 0.2f * (float)(i % 5);
+        p.top_k = (int[]){0, 20, 0, 5}[i % 4];
+        p.top_p = (float[]){1.0f, 0.9f, 0.8f}[i % 3];
+        p.min_p = i % 7 == 3 ? 0.05f : 0.0f;
+        p.seed = 1000u + (uint64_t)i;
+        p.has_seed = 1;
+        p.logprobs = i % 2;
+        p.top_logprobs = p.logprobs ? (i * 3) % (CINFER_MAX_TOP_LOGPROBS + 1) : 0;
+        ck_assert(cinfer_sampler_draws_as_is(&p, 0));
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+    }
+    while (cinfer_scheduler_has_work(f.s)) {
+        const struct cinfer_step_item *items;
+        int n;
+        ck_assert_msg(cinfer_scheduler_step(f.s, &items, &n, &err) == 0, "%s", err.message);
+        for (int i = 0; i < n; i++) {
+            int r = (int)items[i].rid;
+            if (items[i].token < 0)
+                continue;
+            ck_assert_int_eq(items[i].has_logprobs, r % 2);
+            int t = out->n_out[r]++;
+            out->token[r][t] = items[i].token;
+            out->logprob[r][t] = items[i].logprob;
+            out->lp[r][t] = items[i].logprobs;
+        }
+    }
+    fixture_close(&f);
+}
+
+/* A sampled request's tokens drawn where the logits are (the backend's sample op, given
+ * the request's next uniform number) are the ones the host's sampler draws from the
+ * downloaded row, with the same logprobs and alternatives, bit for bit. */
+START_TEST(sampled_tokens_equal_drawn_on_backend_or_host)
+{
+    struct workload *w = random_workload(16, 3, 90, 0x5eed0031);
+    struct logprob_run *there = malloc(sizeof *there), *host = malloc(sizeof *host);
+    cpu_ops = cinfer_cpu_backend_ops();
+    struct cinfer_backend_ops counting = *cpu_ops, without = *cpu_ops;
+    counting.sample = counting_sample;
+    without.sample = NULL;
+    rows_sampled = 0;
+    run_sampled(w, &counting, there);
+    long drawn_there = rows_sampled;
+    run_sampled(w, &without, host);
+    ck_assert_int_eq(rows_sampled, drawn_there); /* the host's run drew none there */
+    ck_assert_int_eq(drawn_there, 16 * MAX_NEW);
+    int alternatives = 0, differ_from_greedy = 0;
+    for (int r = 0; r < w->n; r++) {
+        ck_assert_int_eq(there->n_out[r], MAX_NEW);
+        ck_assert_int_eq(host->n_out[r], MAX_NEW);
+        for (int t = 0; t < MAX_NEW; t++) {
+            const struct cinfer_token_logprob *a = &there->lp[r][t], *b = &host->lp[r][t];
+            ck_assert_msg(there->token[r][t] == host->token[r][t] && there->logprob[r][t] == host->logprob[r][t],
+                          "request %d step %d: token %d logprob %.9g drawn on the backend, %d %.9g on the host", r, t,
+                          there->token[r][t], there->logprob[r][t], host->token[r][t], host->logprob[r][t]);
+            ck_assert_int_eq(a->token, b->token);
+            ck_assert(a->logprob == b->logprob);
+            ck_assert_int_eq(a->n_top, b->n_top);
+            for (int j = 0; j < a->n_top; j++)
+                ck_assert_msg(a->top_ids[j] == b->top_ids[j] && a->top_logprobs[j] == b->top_logprobs[j],
+                              "request %d step %d alternative %d: %d %.9g vs %d %.9g", r, t, j, a->top_ids[j],
+                              a->top_logprobs[j], b->top_ids[j], b->top_logprobs[j]);
+            alternatives += a->n_top;
+            differ_from_greedy += a->n_top > 0 && a->token != a->top_ids[0];
+        }
+    }
+    ck_assert_int_gt(differ_from_greedy, 0); /* they are draws, not argmaxes */
+    printf("16 sampled requests, %ld tokens drawn by the backend's sample op: tokens, logprobs and %d alternatives "
+           "equal to the host sampler's (%d draws not the most likely token)\n",
+           drawn_there, alternatives, differ_from_greedy);
+    free(there);
+    free(host);
     free(w);
 }
 END_TEST
@@ -836,6 +938,7 @@ static Suite *suite_scheduler(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, concurrent_64_equal_alone);
     tcase_add_test(tc, greedy_top_tokens_equal_whole_row);
+    tcase_add_test(tc, sampled_tokens_equal_drawn_on_backend_or_host);
     tcase_add_test(tc, shared_prefix_saves_prefill);
     tcase_add_test(tc, kv_pressure_retracts_and_completes);
     tcase_add_loop_test(tc, kv_types_prefix_cache_and_retraction_equal_alone, 0, 4);

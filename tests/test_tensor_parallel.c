@@ -253,7 +253,7 @@ START_TEST(options_that_do_not_fit_are_refused)
     o.tp_rank = 1;
     ck_assert_int_eq(cinfer_runtime_create(m, &o, &rt, &err), 0); /* a follower needs no publish_plan */
     int32_t tok = 5, page = 0;
-    struct cinfer_seq_chunk c = {&tok, 1, 0, &page, 1, CINFER_LOGITS_NONE, NULL, 0, 0, NULL};
+    struct cinfer_seq_chunk c = {&tok, 1, 0, &page, 1, CINFER_LOGITS_NONE, NULL, 0, 0, NULL, NULL, NULL};
     ck_assert_int_eq(cinfer_runtime_forward(rt, &c, 1, &err), CINFER_ERR_STATE);
     ck_assert_msg(strstr(err.message, "tp rank 1 runs rank 0's plans") != NULL, "%s", err.message);
     cinfer_runtime_destroy(&rt);

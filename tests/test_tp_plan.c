@@ -24,9 +24,9 @@ static float sink[4];
  * its last, a first chunk asking none. */
 static int make_seqs(struct cinfer_seq_chunk *seqs)
 {
-    seqs[0] = (struct cinfer_seq_chunk){tokens_a, 10, 4, pages_a, 8, CINFER_LOGITS_ALL, sink, 0, 0, NULL};
-    seqs[1] = (struct cinfer_seq_chunk){&token_b, 1, 21, pages_b, 6, CINFER_LOGITS_LAST, sink, 0, 0, NULL};
-    seqs[2] = (struct cinfer_seq_chunk){tokens_c, 3, 0, pages_c, 1, CINFER_LOGITS_NONE, NULL, 0, 0, NULL};
+    seqs[0] = (struct cinfer_seq_chunk){tokens_a, 10, 4, pages_a, 8, CINFER_LOGITS_ALL, sink, 0, 0, NULL, NULL, NULL};
+    seqs[1] = (struct cinfer_seq_chunk){&token_b, 1, 21, pages_b, 6, CINFER_LOGITS_LAST, sink, 0, 0, NULL, NULL, NULL};
+    seqs[2] = (struct cinfer_seq_chunk){tokens_c, 3, 0, pages_c, 1, CINFER_LOGITS_NONE, NULL, 0, 0, NULL, NULL, NULL};
     return 3;
 }
 

@@ -13,6 +13,7 @@
 #include "backend/cpu_weights.h"
 #include "cuda/moe_route.cuh" /* one router row, host and device alike */
 #include "kernels.h"
+#include "scheduler/sampler.h" /* sample draws with the host's sampler */
 #include "util/thread_pool.h"
 
 _Static_assert((int)CINFER_TENSOR_Q8_0 == (int)CINFER_KW_Q8_0 && (int)CINFER_TENSOR_BF16 == (int)CINFER_KW_BF16 &&
@@ -45,6 +46,7 @@ struct cpu_backend {
     struct matmul_region *matmul_regions; /* (MATMUL_MAX_REGIONS) the current matmul's regions */
     struct matmul_chunk *matmul_chunks;   /* (matmul_chunks_cap) the current matmul's chunks */
     size_t matmul_chunks_cap;
+    struct cinfer_sampler sampler; /* sample's scratch, for the vocabulary of its last call */
 };
 
 struct cpu_kv {
@@ -131,6 +133,7 @@ static void cpu_destroy(void *state)
     free(be->attn_kv_wide);
     free(be->matmul_chunks);
     free(be->prepared);
+    cinfer_sampler_free(&be->sampler);
     free(be);
 }
 
@@ -612,6 +615,27 @@ static int cpu_logits_top(void *state, const float *logits, int vocab, const int
     return 0;
 }
 
+/* The host's sampler itself (cinfer_sampler_draw): the CPU backend's tokens are the ones
+ * the scheduler would draw from the downloaded row. */
+static int cpu_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                      const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
+                      struct cinfer_error *err)
+{
+    struct cpu_backend *be = state;
+    if (n_rows > 0 && be->sampler.vocab != vocab) {
+        cinfer_sampler_free(&be->sampler);
+        if (cinfer_sampler_init(&be->sampler, vocab) != CINFER_OK)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate a sampler for %d tokens",
+                                    vocab);
+    }
+    for (int r = 0; r < n_rows; r++) {
+        float *row = logits + (size_t)rows[r] * (size_t)vocab; /* (vocab) */
+        token_ids[r] = cinfer_sampler_draw(&be->sampler, row, &params[r]);
+        token_logits[r] = row[token_ids[r]];
+    }
+    return 0;
+}
+
 static void cpu_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
 {
     struct rows_job job = {.op = ROWS_RMSNORM, .n_rows = n_rows, .row_len = (size_t)dim, .y = y, .x = x, .w = w,
@@ -1040,6 +1064,7 @@ static const struct cinfer_backend_ops cpu_ops = {
     .swiglu_oai = cpu_swiglu_oai,
     .matmul_grouped = cpu_matmul_grouped,
     .logits_top = cpu_logits_top,
+    .sample = cpu_sample,
 };
 
 const struct cinfer_backend_ops *cinfer_cpu_backend_ops(void)

@@ -67,7 +67,15 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
                                     "forward: sequence %d asks for its top %d tokens (logits mode %d, top_out %s); "
                                     "expected logits mode LAST, a top_k in [1, %d] and a top_out",
                                     s, c->top_k, (int)c->logits, c->top_out ? "set" : "NULL", CINFER_LOGITS_TOP_MAX);
-        if (!follower && c->logits != CINFER_LOGITS_NONE && c->top_k == 0 && !c->logits_out)
+        if (!follower && c->sample &&
+            (c->logits != CINFER_LOGITS_LAST || !c->sampled_out || !cinfer_runtime_samples(rt)))
+            return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
+                                    "forward: sequence %d asks for a token drawn by the backend (logits mode %d, "
+                                    "sampled_out %s, backend %s %s); expected logits mode LAST, a sampled_out and a "
+                                    "backend with sample on whole rows (cinfer_runtime_samples)",
+                                    s, (int)c->logits, c->sampled_out ? "set" : "NULL", rt->ops->name,
+                                    cinfer_runtime_samples(rt) ? "that samples" : "that cannot sample here");
+        if (!follower && c->logits != CINFER_LOGITS_NONE && c->top_k == 0 && !c->sample && !c->logits_out)
             return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                     "forward: sequence %d asks for logits but logits_out is NULL", s);
         for (int t = 0; t < c->n_tokens; t++) {
@@ -98,7 +106,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
                 rt->logits_rows[n_logits] = row;
                 /* a top-k row's whole logits, where they come to the host, go to logits_rank_host */
                 rt->logits_dst[n_logits] =
-                    follower || c->top_k ? NULL
+                    follower || c->top_k || c->sample ? NULL
                                          : c->logits_out + (size_t)(c->logits == CINFER_LOGITS_ALL ? t : 0) * rt->vocab;
                 rt->logits_chunk[n_logits] = follower ? NULL : c;
                 n_logits++;
@@ -294,6 +302,30 @@ static void keep_top(const struct cinfer_seq_chunk *c, const int32_t *ids, const
     out->log_sum_exp = c->top_log_sum_exp ? lse : 0.0;
 }
 
+/* The block's rows that ask for a token drawn on the backend, in one call; each row is
+ * left divided by its temperature for the ranking after it. */
+static int sample_on_backend(struct cinfer_runtime *rt, int n, int first, struct cinfer_error *err)
+{
+    int n_rows = 0;
+    for (int i = 0; i < n; i++) {
+        const struct cinfer_seq_chunk *c = rt->logits_chunk[first + i];
+        if (!c || !c->sample)
+            continue;
+        rt->sample_rows[n_rows] = i;
+        rt->sample_params[n_rows++] = *c->sample;
+    }
+    if (n_rows == 0)
+        return 0;
+    int rc = rt->ops->sample(rt->backend, rt->logits, rt->vocab, rt->sample_rows, n_rows, rt->sample_params,
+                             rt->sample_ids, rt->sample_logits, err);
+    if (rc < 0)
+        return rc;
+    for (int r = 0; r < n_rows; r++)
+        *rt->logits_chunk[first + rt->sample_rows[r]]->sampled_out =
+            (struct cinfer_sampled){rt->sample_ids[r], rt->sample_logits[r]};
+    return 0;
+}
+
 /* The block's top-k rows that ask for the log-sum-exp (with_lse 1) or not (0), ranked by
  * the backend in one call where its logits are: only the answers come to the host. */
 static int rank_on_backend(struct cinfer_runtime *rt, int n, int first, int with_lse, struct cinfer_error *err)
@@ -359,6 +391,8 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
         float cap = rt->model->config.final_logit_softcap; /* Gemma 2 */
         if (cap > 0.0f)
             ops->softcap(be, rt->logits, (size_t)n * sh->vocab_rows, cap);
+        if (rt->backend_samples && sh->size == 1 && (rc = sample_on_backend(rt, n, first, err)) < 0)
+            return rc;
         int ranked_here = sh->size == 1 && rt->backend_ranks;
         if (!ranked_here && (rc = route_top_rows_to_host(rt, n, first, err)) < 0)
             return rc;

@@ -769,6 +769,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->backend_reduces = BACKEND_OFFERS(rt->ops, 9, all_reduce_sum);
     rt->backend_groups = BACKEND_OFFERS(rt->ops, 10, matmul_grouped);
     rt->backend_ranks = BACKEND_OFFERS(rt->ops, 11, logits_top);
+    rt->backend_samples = BACKEND_OFFERS(rt->ops, 12, sample);
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;
@@ -972,6 +973,11 @@ void cinfer_runtime_kv_page_unref(struct cinfer_runtime *rt, int32_t page)
     cinfer_kv_pages_unref(&rt->pages, page);
     if (rt->pages.refcount[page] == 0) /* freed: its window part goes with it */
         cinfer_runtime_kv_page_drop_window(rt, page);
+}
+
+int cinfer_runtime_samples(const struct cinfer_runtime *rt)
+{
+    return rt->backend_samples && rt->shard.size == 1;
 }
 
 int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,

@@ -160,6 +160,18 @@ struct cinfer_seq_chunk {
     int top_k;                          /* 0, or 1..CINFER_LOGITS_TOP_MAX */
     int top_log_sum_exp;                /* 1: top_out->log_sum_exp too (for logprobs) */
     struct cinfer_logits_top *top_out;  /* caller-owned */
+    /* LAST only, where cinfer_runtime_samples(): NULL, or how the row's next token is
+     * drawn where the logits are (backend.h's sample); sampled_out then gets it, and
+     * logits_out is not written (may be NULL). The row is divided by the temperature
+     * first, so top_k's tokens and log-sum-exp (logprobs) are those of the divided row. */
+    const struct cinfer_backend_sample_params *sample;
+    struct cinfer_sampled *sampled_out; /* caller-owned */
+};
+
+/* A token drawn by the backend, with its logit in the row divided by the temperature. */
+struct cinfer_sampled {
+    int32_t id;
+    float logit;
 };
 
 /* A row's most likely tokens (cinfer_kernel_logits_top's order and rules: the larger
@@ -180,6 +192,11 @@ struct cinfer_logits_top {
  * ranks' calls fail too, and the group should be torn down. */
 int cinfer_runtime_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int n_seqs,
                            struct cinfer_error *err);
+
+/* 1 when chunks may ask for a token drawn where the logits are (the chunk's sample):
+ * the backend has sample (ops version 12) and the logits are whole on it (no tensor
+ * parallelism, whose rows are gathered on the host). */
+int cinfer_runtime_samples(const struct cinfer_runtime *rt);
 
 /* A follower's (tp_rank > 0) forward: the plan rank 0's publish_plan was given, decoded
  * (a malformed plan is refused naming the field: "plan: sequence 1 page 3 is 99, outside

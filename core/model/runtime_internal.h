@@ -157,6 +157,8 @@ struct cinfer_runtime {
     int backend_groups;
     /* 1: the backend ranks rows of logits where they are (ops->logits_top) */
     int backend_ranks;
+    /* 1: the backend draws tokens from rows of logits where they are (ops->sample) */
+    int backend_samples;
     float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
     /* (CINFER_LOGITS_BLOCK_ROWS, vocab) host: whole rows of the asked top-k rows, ranked on
      * the host where the backend cannot (tensor parallelism, no logits_top); made when
@@ -168,6 +170,11 @@ struct cinfer_runtime {
     float top_logits[CINFER_LOGITS_BLOCK_ROWS * CINFER_LOGITS_TOP_MAX];
     int top_n[CINFER_LOGITS_BLOCK_ROWS];
     double top_log_sum_exp[CINFER_LOGITS_BLOCK_ROWS];
+    /* one sample call's rows, how each is drawn, and the answers */
+    int32_t sample_rows[CINFER_LOGITS_BLOCK_ROWS];
+    struct cinfer_backend_sample_params sample_params[CINFER_LOGITS_BLOCK_ROWS];
+    int32_t sample_ids[CINFER_LOGITS_BLOCK_ROWS];
+    float sample_logits[CINFER_LOGITS_BLOCK_ROWS];
     float *logits_gather_host; /* (shard.size, CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host, likewise */
 
     /* host arrays describing one call, T of each */

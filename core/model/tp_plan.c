@@ -210,7 +210,7 @@ int cinfer_tp_plan_decode(const void *plan, size_t plan_bytes, const struct cinf
             *ints++ = wp;
         }
         out->seqs[s] = (struct cinfer_seq_chunk){tokens, (int)seq_tokens, (int)start_pos, pages, (int)n_pages,
-                                                 (enum cinfer_logits_mode)mode, NULL, 0, 0, NULL};
+                                                 (enum cinfer_logits_mode)mode, NULL, 0, 0, NULL, NULL, NULL};
         tokens_seen += seq_tokens;
     }
     if (tokens_seen != n_tokens)

@@ -257,13 +257,15 @@ static int rank_until_cut(struct cinfer_sampler *s, const float *logits, float t
     return n;
 }
 
-/* Draws index i of cand[0..n) with probability weights[i] / sum. */
-static int draw(const struct cinfer_sampler *s, int n, struct cinfer_rng *rng)
+/* Draws index i of cand[0..n) with probability weights[i] / sum; the uniform number is
+ * *uniform where given (drawn by the caller ahead: the backend's sample op), else the
+ * stream's next. */
+static int draw(const struct cinfer_sampler *s, int n, struct cinfer_rng *rng, const double *uniform)
 {
     double mass = 0;
     for (int i = 0; i < n; i++)
         mass += s->weights[i];
-    double u = cinfer_rng_uniform(rng) * mass;
+    double u = (uniform ? *uniform : cinfer_rng_uniform(rng)) * mass;
     double cum = 0;
     for (int i = 0; i < n; i++) {
         cum += s->weights[i];
@@ -286,7 +288,7 @@ int cinfer_sampler_takes_argmax_as_is(const struct cinfer_sampling_params *p, in
 }
 
 static int32_t choose(struct cinfer_sampler *s, const float *logits, const struct cinfer_sampling_params *p,
-                      struct cinfer_rng *rng)
+                      struct cinfer_rng *rng, const double *uniform)
 {
     int vocab = s->vocab;
     if (samples_greedily(p))
@@ -337,17 +339,33 @@ static int32_t choose(struct cinfer_sampler *s, const float *logits, const struc
             n = keep;
         }
     }
-    return s->cand[draw(s, n, rng)].id;
+    return s->cand[draw(s, n, rng, uniform)].id;
 }
 
 int32_t cinfer_sample(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                       const struct cinfer_sample_context *ctx, struct cinfer_rng *rng, float *logprob)
 {
     cinfer_sampler_process(s, logits, p, ctx);
-    int32_t id = choose(s, logits, p, rng);
+    int32_t id = choose(s, logits, p, rng, NULL);
     if (logprob)
         *logprob = (float)((double)logits[id] - cinfer_kernel_log_sum_exp(logits, s->vocab));
     return id;
+}
+
+int32_t cinfer_sampler_draw(struct cinfer_sampler *s, float *logits, const struct cinfer_backend_sample_params *p)
+{
+    struct cinfer_sampling_params params = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p,
+                                            .min_p = p->min_p, .repetition_penalty = 1.0f};
+    struct cinfer_sample_context none = {0};
+    cinfer_sampler_process(s, logits, &params, &none);
+    return choose(s, logits, &params, NULL, &p->uniform);
+}
+
+int cinfer_sampler_draws_as_is(const struct cinfer_sampling_params *p, int n_output)
+{
+    int penalized = (p->repetition_penalty != 1.0f && p->repetition_penalty > 0.0f) || p->frequency_penalty != 0.0f ||
+                    p->presence_penalty != 0.0f;
+    return !samples_greedily(p) && !penalized && p->n_logit_bias <= 0 && n_output >= p->min_new_tokens;
 }
 
 /* ---- logprobs --------------------------------------------------------------------- */

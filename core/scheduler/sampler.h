@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "cinfer/backend.h"
 #include "cinfer/engine.h"
 
 /* xoshiro256** seeded through splitmix64. */
@@ -66,6 +67,16 @@ void cinfer_sampler_process(struct cinfer_sampler *s, float *logits, const struc
  * processed, ready for cinfer_sample_logprobs(). */
 int32_t cinfer_sample(struct cinfer_sampler *s, float *logits, const struct cinfer_sampling_params *p,
                       const struct cinfer_sample_context *ctx, struct cinfer_rng *rng, float *logprob);
+
+/* 1 when cinfer_sample() of a request with params p and n_output tokens so far would
+ * draw (not pick the argmax) from the logits divided by the temperature alone (no
+ * penalty, bias or ban applies): what backend.h's sample op does where the logits are,
+ * given the draw's uniform number, cinfer_rng_uniform() of the request's stream. */
+int cinfer_sampler_draws_as_is(const struct cinfer_sampling_params *p, int n_output);
+
+/* cinfer_sample() of such a row with p's uniform as its one draw: logits (vocab) left
+ * divided by the temperature, the token returned. The CPU backend's sample op. */
+int32_t cinfer_sampler_draw(struct cinfer_sampler *s, float *logits, const struct cinfer_backend_sample_params *p);
 
 /* 1 when cinfer_sample() of a request with params p and n_output tokens so far would
  * leave the logits as they are (no penalty, bias, ban or temperature scaling applies)

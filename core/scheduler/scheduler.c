@@ -47,6 +47,10 @@ struct cinfer_scheduler {
     struct request **chunk_owner;    /* (max_running) */
     float *logits;                   /* (max_running, vocab) */
     struct cinfer_logits_top *tops;  /* (max_running) greedy requests' top tokens, instead of logits */
+    /* (max_running) how rows drawn where the logits are (cinfer_runtime_samples) are
+     * drawn, and the tokens drawn */
+    struct cinfer_backend_sample_params *draws;
+    struct cinfer_sampled *drawn;
     struct cinfer_step_item *items;
     int n_items, cap_items;
 
@@ -102,7 +106,9 @@ int cinfer_scheduler_create(struct cinfer_runtime *rt, const struct cinfer_sched
     s->chunk_owner = calloc((size_t)n, sizeof *s->chunk_owner);
     s->logits = malloc((size_t)n * (size_t)opts->vocab_size * sizeof *s->logits);
     s->tops = calloc((size_t)n, sizeof *s->tops);
-    if (!s->running || !s->chunks || !s->chunk_owner || !s->logits || !s->tops ||
+    s->draws = calloc((size_t)n, sizeof *s->draws);
+    s->drawn = calloc((size_t)n, sizeof *s->drawn);
+    if (!s->running || !s->chunks || !s->chunk_owner || !s->logits || !s->tops || !s->draws || !s->drawn ||
         cinfer_sampler_init(&s->sampler, opts->vocab_size)) {
         cinfer_scheduler_destroy(&s);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "scheduler: out of memory for %d running requests", n);
@@ -171,6 +177,8 @@ void cinfer_scheduler_destroy(struct cinfer_scheduler **sp)
     free(s->chunk_owner);
     free(s->logits);
     free(s->tops);
+    free(s->draws);
+    free(s->drawn);
     free(s->items);
     cinfer_sampler_free(&s->sampler);
     free(s);
@@ -507,6 +515,26 @@ static int32_t pick_from_top(const struct cinfer_logits_top *top, const struct c
     return id;
 }
 
+/* A token drawn where the logits are, with its logprob and top alternatives when p asks
+ * (top: the row's after the temperature): what cinfer_sample and cinfer_sample_logprobs
+ * give on the whole row. */
+static int32_t logprobs_of_draw(const struct cinfer_logits_top *top, const struct cinfer_sampled *drawn,
+                                const struct cinfer_sampling_params *p, float *logprob,
+                                struct cinfer_token_logprobs *lp)
+{
+    if (!p->logprobs)
+        return drawn->id;
+    *logprob = (float)((double)drawn->logit - top->log_sum_exp);
+    lp->token = drawn->id;
+    lp->logprob = *logprob;
+    lp->n_top = p->top_logprobs < top->n ? (p->top_logprobs > 0 ? p->top_logprobs : 0) : top->n;
+    for (int i = 0; i < lp->n_top; i++) {
+        lp->top_ids[i] = top->ids[i];
+        lp->top_logprobs[i] = (float)((double)top->logits[i] - top->log_sum_exp);
+    }
+    return drawn->id;
+}
+
 /* Constrained decoding, before the sampler sees the row: every token the grammar does
  * not allow next goes to -inf; EOS and stop token ids stay only where the grammar can
  * end. *p is the request's params, changed where the grammar overrides them (no EOS ban
@@ -768,13 +796,27 @@ int cinfer_scheduler_step(struct cinfer_scheduler *s, const struct cinfer_step_i
         int completes = r->n_computed + take == r->n_tokens;
         c->logits = completes ? CINFER_LOGITS_LAST : CINFER_LOGITS_NONE;
         c->logits_out = completes ? s->logits + (size_t)n_chunks * (size_t)s->opts.vocab_size : NULL;
-        /* a greedy pick from logits as they come needs the row's top tokens only */
+        /* a greedy pick from logits as they come needs the row's top tokens only; a draw
+         * from them divided by the temperature alone is made where they are, when the
+         * backend can (its uniform number is the request's next, as the host would draw) */
         int top_only = completes && !r->matcher && cinfer_sampler_takes_argmax_as_is(&r->params, r->n_output);
+        int drawn_there = completes && !r->matcher && cinfer_runtime_samples(s->rt) &&
+                          cinfer_sampler_draws_as_is(&r->params, r->n_output);
+        c->sample = NULL;
+        c->sampled_out = NULL;
+        if (drawn_there) {
+            s->draws[n_chunks] = (struct cinfer_backend_sample_params){
+                r->params.temperature, r->params.top_k > 0 ? r->params.top_k : 0, r->params.top_p, r->params.min_p,
+                cinfer_rng_uniform(&r->rng)};
+            c->sample = &s->draws[n_chunks];
+            c->sampled_out = &s->drawn[n_chunks];
+        }
         int n_top = r->params.logprobs ? r->params.top_logprobs : 0;
         n_top = n_top < CINFER_LOGITS_TOP_MAX ? n_top : CINFER_LOGITS_TOP_MAX; /* as cinfer_sample_logprobs clamps */
-        c->top_k = top_only ? (n_top > 1 ? n_top : 1) : 0;
-        c->top_log_sum_exp = top_only && r->params.logprobs;
-        c->top_out = top_only ? &s->tops[n_chunks] : NULL;
+        int ranked = top_only || (drawn_there && r->params.logprobs);
+        c->top_k = ranked ? (n_top > 1 ? n_top : 1) : 0;
+        c->top_log_sum_exp = ranked && r->params.logprobs;
+        c->top_out = ranked ? &s->tops[n_chunks] : NULL;
         s->chunk_owner[n_chunks++] = r;
     }
 run:
@@ -813,9 +855,11 @@ run:
             continue;
         }
         struct cinfer_token_logprobs lp = {0};
-        int32_t id = s->chunks[c].top_k ? pick_from_top(s->chunks[c].top_out, &r->params, &logprob, &lp)
-                                        : cinfer_sample(&s->sampler, s->chunks[c].logits_out, &params, &ctx, &r->rng,
-                                                        r->params.logprobs ? &logprob : NULL);
+        int32_t id = s->chunks[c].sample ? logprobs_of_draw(s->chunks[c].top_out, s->chunks[c].sampled_out,
+                                                             &r->params, &logprob, &lp)
+                     : s->chunks[c].top_k ? pick_from_top(s->chunks[c].top_out, &r->params, &logprob, &lp)
+                                          : cinfer_sample(&s->sampler, s->chunks[c].logits_out, &params, &ctx, &r->rng,
+                                                          r->params.logprobs ? &logprob : NULL);
         int grammar_done = 0;
         if (r->matcher) {
             int stop = is_stop_id(s, r, id) && cinfer_grammar_matcher_can_end(r->matcher);

@@ -50,8 +50,12 @@ extern "C" {
  * 11: logits_top (the most likely tokens of rows of logits and their log-sum-exp, ranked
  *    where the logits are: a device backend then sends a few numbers to the host per
  *    greedy row, not the vocabulary's logits). May be NULL: the core then downloads the
- *    rows and ranks them itself. */
-#define CINFER_BACKEND_OPS_VERSION 11u
+ *    rows and ranks them itself.
+ * 12: sample (a token drawn from rows of logits where they are, with temperature,
+ *    top-k, top-p and min-p: a device backend then sends the host a token per sampled
+ *    row, not the vocabulary's logits). May be NULL: the core then downloads the rows
+ *    and samples on the host. */
+#define CINFER_BACKEND_OPS_VERSION 12u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
@@ -136,6 +140,18 @@ struct cinfer_backend_rope {
 /* How attention_windowed scores: a query at position p sees positions
  * (p - window, p] (all of [0, p] when window is 0); scores are q · k * scale, then
  * softcap * tanh(score / softcap) when softcap > 0 (Gemma 2), before the softmax. */
+/* How one row is drawn by sample (version 12): the host sampler's rules
+ * (core/scheduler/sampler.h, cinfer_sample) for a request without penalties, logit
+ * bias, token bans or grammar. */
+struct cinfer_backend_sample_params {
+    float temperature; /* >= 1e-5; the row is multiplied by 1 / temperature (float) unless 1 */
+    int32_t top_k;     /* the k most likely; 0 or >= vocab: off */
+    float top_p;       /* the most likely first until their mass reaches top_p of what top-k kept; 1: off */
+    float min_p;       /* only tokens weighing min_p of the most likely (it stays); 0: off */
+    double uniform;    /* the request's next draw from [0, 1): the token where the kept tokens' running
+                          mass, most likely first (in id order with no cut), first exceeds uniform x their mass */
+};
+
 struct cinfer_backend_attn_options {
     int window;    /* tokens; 0: no window */
     float scale;   /* 0: 1 / sqrt(head_dim) */
@@ -316,6 +332,20 @@ struct cinfer_backend_ops {
      * a logit minus log_sum_exp: cinfer_kernel_logits_top is the reference. */
     int (*logits_top)(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
                       int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err);
+
+    /* Since version 12; may be NULL (the core then downloads the rows and samples on the
+     * host). For each r < n_rows, row rows[r] of logits (a backend buffer of rows of vocab
+     * values; rows, params, token_ids and token_logits are host memory): the row is left
+     * divided by its temperature, as the host's sampler leaves it (logits_top afterwards
+     * gives the logprobs OpenAI reports: after temperature, before the cuts), and
+     * token_ids[r] is the token params[r] draws, token_logits[r] its logit in the divided
+     * row. A row with nothing above -inf gives token 0. Outputs are written when the call
+     * returns. cinfer_sample_row (kernels/cuda/sample_row.cuh) is the reference: it
+     * draws the host sampler's token except where a running sum lands within rounding
+     * of a cut. */
+    int (*sample)(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                  const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
+                  struct cinfer_error *err);
 };
 
 #ifdef __cplusplus

@@ -141,7 +141,7 @@ static float *record_rows(struct tp_record *rec, int n)
 static struct cinfer_seq_chunk chunk_of(const int32_t *tokens, int n, int start, const struct seq_pages *sp,
                                         enum cinfer_logits_mode mode, float *out)
 {
-    return (struct cinfer_seq_chunk){tokens, n, start, sp->pages, sp->n, mode, out, 0, 0, NULL};
+    return (struct cinfer_seq_chunk){tokens, n, start, sp->pages, sp->n, mode, out, 0, 0, NULL, NULL, NULL};
 }
 
 static int forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *c, int n, char *why, size_t why_bytes)
