@@ -97,13 +97,21 @@ cudaError_t cinfer_cuda_gather_rows(cudaStream_t stream, float *out, const float
 cudaError_t cinfer_cuda_scatter_add_rows(cudaStream_t stream, float *y, const float *x, const int32_t *rows,
                                          const float *weights, int n, int dim);
 
-/* ---- logits (kernels/cuda/logits_top.cu) ---- */
+/* ---- logits (kernels/cuda/logits_top.cu, sample.cu) ---- */
 
 /* logits_top of backend.h with every array device memory: rows (n_rows); top_ids and
  * top_logits (n_rows, k); n_top (n_rows); log_sum_exp (n_rows) or NULL */
 cudaError_t cinfer_cuda_logits_top(cudaStream_t stream, const float *logits, int vocab, const int32_t *rows,
                                    int n_rows, int k, int32_t *top_ids, float *top_logits, int *n_top,
                                    double *log_sum_exp);
+
+/* sample of backend.h with every array device memory: rows, params, token_ids and
+ * token_logits (n_rows); params as backend.h's struct cinfer_backend_sample_params
+ * (kernels/cuda/sample.cu, sample_row.cuh) */
+struct cinfer_sample_row_params;
+cudaError_t cinfer_cuda_sample(cudaStream_t stream, float *logits, int vocab, const int32_t *rows, int n_rows,
+                               const struct cinfer_sample_row_params *params, int32_t *token_ids,
+                               float *token_logits);
 
 /* ---- weights: embedding and matmul of stored types (kernels/cuda/dequant.cu, gemv_quant.cu) ---- */
 

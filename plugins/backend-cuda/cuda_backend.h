@@ -121,6 +121,9 @@ void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int 
                     float *weights);
 int cuda_logits_top(void *state, const float *logits, int vocab, const int32_t *rows, int n_rows, int k,
                     int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err);
+int cuda_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
+                struct cinfer_error *err);
 void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim);
 void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
                            int dim);

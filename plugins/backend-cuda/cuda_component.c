@@ -100,6 +100,7 @@ static const struct cinfer_backend_ops cuda_ops = {
     .memory_info = cuda_memory_info,
     .matmul_grouped = cuda_matmul_grouped,
     .logits_top = cuda_logits_top,
+    .sample = cuda_sample,
 };
 
 CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_BACKEND, CINFER_CUDA_PLUGIN_NAME, "1.0.0", &cuda_ops);

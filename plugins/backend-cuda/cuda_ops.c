@@ -1,9 +1,11 @@
 /* backend-cuda: the row and elementwise ops and mixture-of-experts routing, each one
  * kernel launch of kernels/cuda on the backend's stream (host arrays staged first). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "sample_row.cuh"
 
 /* Launch a kernel call and keep its error under its own name. */
 #define LAUNCH(be, call) ((void)(!cuda_enter(be) && cuda_note((be), (call), #call)))
@@ -147,6 +149,54 @@ int cuda_logits_top(void *state, const float *logits, int vocab, const int32_t *
          cuda_note(be, cudaMemcpyAsync(log_sum_exp, dev_lse, lse_bytes, cudaMemcpyDeviceToHost, be->stream),
                    "cudaMemcpyAsync (logits_top log-sum-exp to host)")) ||
         cuda_note(be, cudaStreamSynchronize(be->stream), "cudaStreamSynchronize (logits_top)"))
+        return cuda_status(be, err);
+    return 0;
+}
+
+/* backend.h's params are sample_row.cuh's, field for field: staged as they are */
+_Static_assert(sizeof(struct cinfer_backend_sample_params) == sizeof(struct cinfer_sample_row_params) &&
+                   offsetof(struct cinfer_backend_sample_params, top_k) ==
+                       offsetof(struct cinfer_sample_row_params, top_k) &&
+                   offsetof(struct cinfer_backend_sample_params, top_p) ==
+                       offsetof(struct cinfer_sample_row_params, top_p) &&
+                   offsetof(struct cinfer_backend_sample_params, min_p) ==
+                       offsetof(struct cinfer_sample_row_params, min_p) &&
+                   offsetof(struct cinfer_backend_sample_params, uniform) ==
+                       offsetof(struct cinfer_sample_row_params, uniform),
+               "struct cinfer_backend_sample_params and struct cinfer_sample_row_params differ");
+
+int cuda_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
+                const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
+                struct cinfer_error *err)
+{
+    struct cuda_backend *be = state;
+    if (n_rows <= 0)
+        return 0;
+    if (vocab < 1)
+        return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT, "cuda device %d: sample of %d rows of %d tokens",
+                                be->device, n_rows, vocab);
+    if (cuda_enter(be))
+        return cuda_status(be, err);
+    /* params first: their doubles want the staged block's alignment */
+    struct cuda_host_part parts[2] = {{params, (size_t)n_rows * sizeof *params},
+                                      {rows, (size_t)n_rows * sizeof(int32_t)}};
+    void *dev[2];
+    if (cuda_stage_parts(be, parts, 2, dev))
+        return cuda_status(be, err);
+    size_t ids_bytes = (size_t)n_rows * sizeof(int32_t), logits_bytes = (size_t)n_rows * sizeof(float);
+    uint8_t *answers = cuda_scratch_get(be, &be->top, ids_bytes + logits_bytes, "sample's answers");
+    if (!answers)
+        return cuda_status(be, err);
+    int32_t *dev_ids = (int32_t *)answers;
+    float *dev_logits = (float *)(answers + ids_bytes);
+    if (cuda_note(be,
+                  cinfer_cuda_sample(be->stream, logits, vocab, dev[1], n_rows, dev[0], dev_ids, dev_logits),
+                  "cinfer_cuda_sample") ||
+        cuda_note(be, cudaMemcpyAsync(token_ids, dev_ids, ids_bytes, cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (sample's tokens to host)") ||
+        cuda_note(be, cudaMemcpyAsync(token_logits, dev_logits, logits_bytes, cudaMemcpyDeviceToHost, be->stream),
+                  "cudaMemcpyAsync (sample's logits to host)") ||
+        cuda_note(be, cudaStreamSynchronize(be->stream), "cudaStreamSynchronize (sample)"))
         return cuda_status(be, err);
     return 0;
 }
