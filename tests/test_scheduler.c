@@ -243,6 +243,29 @@ struct logprob_run {
     struct cinfer_token_logprob lp[16][MAX_NEW];
 };
 
+/* Steps f's scheduler until idle, recording every token with its logprobs, which every
+ * request (logprobs_every 1) or those of odd rid (2) asked for; then closes f. */
+static void collect_logprobs(struct fixture *f, struct logprob_run *out, int logprobs_every)
+{
+    struct cinfer_error err = {0};
+    while (cinfer_scheduler_has_work(f->s)) {
+        const struct cinfer_step_item *items;
+        int n;
+        ck_assert_msg(cinfer_scheduler_step(f->s, &items, &n, &err) == 0, "%s", err.message);
+        for (int i = 0; i < n; i++) {
+            int r = (int)items[i].rid;
+            if (items[i].token < 0)
+                continue;
+            ck_assert_int_eq(items[i].has_logprobs, logprobs_every == 1 || r % 2 == 1);
+            int t = out->n_out[r]++;
+            out->token[r][t] = items[i].token;
+            out->logprob[r][t] = items[i].logprob;
+            out->lp[r][t] = items[i].logprobs;
+        }
+    }
+    fixture_close(f);
+}
+
 static void run_with_logprobs(struct workload *w, int zero_bias, struct logprob_run *out)
 {
     struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16};
@@ -264,22 +287,34 @@ static void run_with_logprobs(struct workload *w, int zero_bias, struct logprob_
         ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
                       err.message);
     }
-    while (cinfer_scheduler_has_work(f.s)) {
-        const struct cinfer_step_item *items;
-        int n;
-        ck_assert_msg(cinfer_scheduler_step(f.s, &items, &n, &err) == 0, "%s", err.message);
-        for (int i = 0; i < n; i++) {
-            int r = (int)items[i].rid;
-            if (items[i].token < 0)
-                continue;
-            ck_assert(items[i].has_logprobs);
-            int t = out->n_out[r]++;
-            out->token[r][t] = items[i].token;
-            out->logprob[r][t] = items[i].logprob;
-            out->lp[r][t] = items[i].logprobs;
+    collect_logprobs(&f, out, 1);
+}
+
+/* Two runs' tokens, logprobs and alternatives, bit for bit (a_how and b_how name them
+ * in a failure); returns how many alternatives were compared. */
+static int compare_logprob_runs(const struct logprob_run *x, const struct logprob_run *y, int n, const char *a_how,
+                                const char *b_how)
+{
+    int alternatives = 0;
+    for (int r = 0; r < n; r++) {
+        ck_assert_int_eq(x->n_out[r], MAX_NEW);
+        ck_assert_int_eq(y->n_out[r], MAX_NEW);
+        for (int t = 0; t < MAX_NEW; t++) {
+            const struct cinfer_token_logprob *a = &x->lp[r][t], *b = &y->lp[r][t];
+            ck_assert_msg(x->token[r][t] == y->token[r][t] && x->logprob[r][t] == y->logprob[r][t],
+                          "request %d step %d: token %d logprob %.9g %s, %d %.9g %s", r, t, x->token[r][t],
+                          x->logprob[r][t], a_how, y->token[r][t], y->logprob[r][t], b_how);
+            ck_assert_int_eq(a->token, b->token);
+            ck_assert(a->logprob == b->logprob);
+            ck_assert_int_eq(a->n_top, b->n_top);
+            for (int j = 0; j < a->n_top; j++)
+                ck_assert_msg(a->top_ids[j] == b->top_ids[j] && a->top_logprobs[j] == b->top_logprobs[j],
+                              "request %d step %d alternative %d: %d %.9g vs %d %.9g", r, t, j, a->top_ids[j],
+                              a->top_logprobs[j], b->top_ids[j], b->top_logprobs[j]);
+            alternatives += a->n_top;
         }
     }
-    fixture_close(&f);
+    return alternatives;
 }
 
 /* A greedy request's token and logprobs come from its row's top tokens only (what a
@@ -291,26 +326,9 @@ START_TEST(greedy_top_tokens_equal_whole_row)
     struct logprob_run *top = malloc(sizeof *top), *whole = malloc(sizeof *whole);
     run_with_logprobs(w, 0, top);
     run_with_logprobs(w, 1, whole);
-    int alternatives = 0;
-    for (int r = 0; r < w->n; r++) {
-        ck_assert_int_eq(top->n_out[r], MAX_NEW);
-        ck_assert_int_eq(whole->n_out[r], MAX_NEW);
-        for (int t = 0; t < MAX_NEW; t++) {
-            const struct cinfer_token_logprob *a = &top->lp[r][t], *b = &whole->lp[r][t];
-            ck_assert_msg(top->token[r][t] == whole->token[r][t] && top->logprob[r][t] == whole->logprob[r][t],
-                          "request %d step %d: token %d logprob %.9g from the top tokens, %d %.9g from the row", r,
-                          t, top->token[r][t], top->logprob[r][t], whole->token[r][t], whole->logprob[r][t]);
-            ck_assert_int_eq(a->token, b->token);
-            ck_assert(a->logprob == b->logprob);
-            ck_assert_int_eq(a->n_top, b->n_top);
-            ck_assert_int_eq(a->n_top, (r * 7) % (CINFER_MAX_TOP_LOGPROBS + 1));
-            for (int j = 0; j < a->n_top; j++)
-                ck_assert_msg(a->top_ids[j] == b->top_ids[j] && a->top_logprobs[j] == b->top_logprobs[j],
-                              "request %d step %d alternative %d: %d %.9g vs %d %.9g", r, t, j, a->top_ids[j],
-                              a->top_logprobs[j], b->top_ids[j], b->top_logprobs[j]);
-            alternatives += a->n_top;
-        }
-    }
+    int alternatives = compare_logprob_runs(top, whole, w->n, "from the top tokens", "from the row");
+    for (int r = 0; r < w->n; r++)
+        ck_assert_int_eq(top->lp[r][0].n_top, (r * 7) % (CINFER_MAX_TOP_LOGPROBS + 1));
     printf("16 greedy requests with logprobs, %d steps, %d top alternatives: the top-token path gives the "
            "whole row's tokens and logprobs bit for bit\n", 16 * MAX_NEW, alternatives);
     free(top);
@@ -354,22 +372,7 @@ static void run_sampled(struct workload *w, const struct cinfer_backend_ops *bac
         ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
                       err.message);
     }
-    while (cinfer_scheduler_has_work(f.s)) {
-        const struct cinfer_step_item *items;
-        int n;
-        ck_assert_msg(cinfer_scheduler_step(f.s, &items, &n, &err) == 0, "%s", err.message);
-        for (int i = 0; i < n; i++) {
-            int r = (int)items[i].rid;
-            if (items[i].token < 0)
-                continue;
-            ck_assert_int_eq(items[i].has_logprobs, r % 2);
-            int t = out->n_out[r]++;
-            out->token[r][t] = items[i].token;
-            out->logprob[r][t] = items[i].logprob;
-            out->lp[r][t] = items[i].logprobs;
-        }
-    }
-    fixture_close(&f);
+    collect_logprobs(&f, out, 2);
 }
 
 /* A sampled request's tokens drawn where the logits are (the backend's sample op, given
@@ -389,26 +392,11 @@ START_TEST(sampled_tokens_equal_drawn_on_backend_or_host)
     run_sampled(w, &without, host);
     ck_assert_int_eq(rows_sampled, drawn_there); /* the host's run drew none there */
     ck_assert_int_eq(drawn_there, 16 * MAX_NEW);
-    int alternatives = 0, differ_from_greedy = 0;
-    for (int r = 0; r < w->n; r++) {
-        ck_assert_int_eq(there->n_out[r], MAX_NEW);
-        ck_assert_int_eq(host->n_out[r], MAX_NEW);
-        for (int t = 0; t < MAX_NEW; t++) {
-            const struct cinfer_token_logprob *a = &there->lp[r][t], *b = &host->lp[r][t];
-            ck_assert_msg(there->token[r][t] == host->token[r][t] && there->logprob[r][t] == host->logprob[r][t],
-                          "request %d step %d: token %d logprob %.9g drawn on the backend, %d %.9g on the host", r, t,
-                          there->token[r][t], there->logprob[r][t], host->token[r][t], host->logprob[r][t]);
-            ck_assert_int_eq(a->token, b->token);
-            ck_assert(a->logprob == b->logprob);
-            ck_assert_int_eq(a->n_top, b->n_top);
-            for (int j = 0; j < a->n_top; j++)
-                ck_assert_msg(a->top_ids[j] == b->top_ids[j] && a->top_logprobs[j] == b->top_logprobs[j],
-                              "request %d step %d alternative %d: %d %.9g vs %d %.9g", r, t, j, a->top_ids[j],
-                              a->top_logprobs[j], b->top_ids[j], b->top_logprobs[j]);
-            alternatives += a->n_top;
-            differ_from_greedy += a->n_top > 0 && a->token != a->top_ids[0];
-        }
-    }
+    int alternatives = compare_logprob_runs(there, host, w->n, "drawn on the backend", "on the host");
+    int differ_from_greedy = 0;
+    for (int r = 1; r < w->n; r += 2) /* the requests with logprobs */
+        for (int t = 0; t < MAX_NEW; t++)
+            differ_from_greedy += there->lp[r][t].n_top > 0 && there->token[r][t] != there->lp[r][t].top_ids[0];
     ck_assert_int_gt(differ_from_greedy, 0); /* they are draws, not argmaxes */
     printf("16 sampled requests, %ld tokens drawn by the backend's sample op: tokens, logprobs and %d alternatives "
            "equal to the host sampler's (%d draws not the most likely token)\n",

@@ -152,27 +152,39 @@ CINFER_HD void cinfer_sample_scale_part(struct cinfer_sample_block *S, int t, fl
         S->logits[i] *= inv;
 }
 
-CINFER_HD void cinfer_sample_best_part(struct cinfer_sample_block *S, int t)
+/* Thread t's most likely rankable entry over its stripe (worst 0), or (worst 1) its
+ * least likely token of the set that weighs anything: the host's draw when rounding
+ * leaves u x mass at the very top. Into key[t], id[t] (-1: none). */
+CINFER_HD void cinfer_sample_extreme_part(struct cinfer_sample_block *S, int t, int worst)
 {
-    uint32_t best_key = 0;
-    int32_t best_id = -1;
+    uint32_t key = 0;
+    int32_t id = -1;
     for (int i = t; i < S->vocab; i += CINFER_SAMPLE_THREADS) {
         float l = S->logits[i];
         uint32_t k = cinfer_sample_key(l);
-        if (cinfer_logit_rankable(l) && (best_id < 0 || !cinfer_sample_ranks_no_lower(best_key, best_id, k, i)))
-            best_key = k, best_id = i;
+        double w = worst ? cinfer_sample_weight(S, l) : 0.0; /* max is known by then */
+        int eligible = worst ? w > 0 && cinfer_sample_in_set(S, i, l, k, w) : cinfer_logit_rankable(l);
+        if (eligible && (id < 0 || cinfer_sample_ranks_no_lower(key, id, k, i) == worst))
+            key = k, id = i;
     }
-    S->key[t] = best_key;
-    S->id[t] = best_id;
+    S->key[t] = key;
+    S->id[t] = id;
 }
 
-CINFER_HD void cinfer_sample_best_join(struct cinfer_sample_block *S)
+/* Thread 0: the most likely (worst 0) or least likely (1) of the threads' picks: its id
+ * (-1: none) and *key. */
+CINFER_HD int32_t cinfer_sample_extreme_join(const struct cinfer_sample_block *S, int worst, uint32_t *key)
 {
-    S->top_id = -1;
+    int32_t id = -1;
     for (int u = 0; u < CINFER_SAMPLE_THREADS; u++)
-        if (S->id[u] >= 0 &&
-            (S->top_id < 0 || !cinfer_sample_ranks_no_lower(S->top_key, S->top_id, S->key[u], S->id[u])))
-            S->top_key = S->key[u], S->top_id = S->id[u];
+        if (S->id[u] >= 0 && (id < 0 || cinfer_sample_ranks_no_lower(*key, id, S->key[u], S->id[u]) == worst))
+            *key = S->key[u], id = S->id[u];
+    return id;
+}
+
+CINFER_HD void cinfer_sample_top_join(struct cinfer_sample_block *S)
+{
+    S->top_id = cinfer_sample_extreme_join(S, 0, &S->top_key);
     S->max = S->top_id >= 0 ? (double)S->logits[S->top_id] : 0.0;
 }
 
@@ -290,34 +302,13 @@ CINFER_HD void cinfer_sample_tie_scan(struct cinfer_sample_block *S, int t, int 
     }
 }
 
-/* Thread t's lowest-ranked token of the set that weighs anything (the host's draw when
- * rounding leaves u x mass at the very top). */
-CINFER_HD void cinfer_sample_worst_part(struct cinfer_sample_block *S, int t)
-{
-    uint32_t worst_key = 0;
-    int32_t worst_id = -1;
-    for (int i = t; i < S->vocab; i += CINFER_SAMPLE_THREADS) {
-        float l = S->logits[i];
-        uint32_t k = cinfer_sample_key(l);
-        double w = cinfer_sample_weight(S, l);
-        if (w > 0 && cinfer_sample_in_set(S, i, l, k, w) &&
-            (worst_id < 0 || cinfer_sample_ranks_no_lower(worst_key, worst_id, k, i)))
-            worst_key = k, worst_id = i;
-    }
-    S->key[t] = worst_key;
-    S->id[t] = worst_id;
-}
-
+/* Thread 0: the least likely token of the set that weighs anything, or rank 0 when
+ * none does (the host's index 0). */
 CINFER_HD void cinfer_sample_worst_join(struct cinfer_sample_block *S)
 {
-    S->selected = S->top_id; /* nothing weighs anything: rank 0, as the host's index 0 */
-    uint32_t worst_key = 0;
-    int32_t worst_id = -1;
-    for (int u = 0; u < CINFER_SAMPLE_THREADS; u++)
-        if (S->id[u] >= 0 && (worst_id < 0 || cinfer_sample_ranks_no_lower(worst_key, worst_id, S->key[u], S->id[u])))
-            worst_key = S->key[u], worst_id = S->id[u];
-    if (worst_id >= 0)
-        S->selected = worst_id;
+    uint32_t key = 0;
+    int32_t worst = cinfer_sample_extreme_join(S, 1, &key);
+    S->selected = worst >= 0 ? worst : S->top_id;
 }
 
 /* ---- the row ----------------------------------------------------------------------- */
@@ -359,8 +350,8 @@ CINFER_HD int32_t cinfer_sample_row(struct cinfer_sample_block *S, float *logits
         S->min_p_on = 0;
     });
     CINFER_SAMPLE_PHASE(cinfer_sample_scale_part(S, t, p->temperature));
-    CINFER_SAMPLE_PHASE(cinfer_sample_best_part(S, t));
-    CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_best_join(S));
+    CINFER_SAMPLE_PHASE(cinfer_sample_extreme_part(S, t, 0));
+    CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_top_join(S));
     if (S->top_id < 0) /* every entry -inf (or NaN): the host's argmax of such a row */
         return 0;
     int top_k_on = p->top_k > 0 && p->top_k < vocab;
@@ -399,7 +390,7 @@ CINFER_HD int32_t cinfer_sample_row(struct cinfer_sample_block *S, float *logits
     cinfer_sample_select(S, 1, 1, p->uniform * S->sum, 0);
     if (S->found)
         return S->selected;
-    CINFER_SAMPLE_PHASE(cinfer_sample_worst_part(S, t));
+    CINFER_SAMPLE_PHASE(cinfer_sample_extreme_part(S, t, 1));
     CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_worst_join(S));
     return S->selected;
 }
