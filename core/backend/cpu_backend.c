@@ -46,7 +46,7 @@ struct cpu_backend {
     struct matmul_region *matmul_regions; /* (MATMUL_MAX_REGIONS) the current matmul's regions */
     struct matmul_chunk *matmul_chunks;   /* (matmul_chunks_cap) the current matmul's chunks */
     size_t matmul_chunks_cap;
-    struct cinfer_sampler sampler; /* sample's scratch, for the vocabulary of its last call */
+    struct cinfer_sampler *samplers; /* (pool size) sample's scratch per thread, for the vocabulary of its last call */
 };
 
 struct cpu_kv {
@@ -119,11 +119,20 @@ static int cpu_status(void *state, struct cinfer_error *err)
     return 0;
 }
 
+static void free_samplers(struct cpu_backend *be)
+{
+    for (int t = 0; be->samplers && t < cinfer_thread_pool_size(be->pool); t++)
+        cinfer_sampler_free(&be->samplers[t]);
+    free(be->samplers);
+    be->samplers = NULL;
+}
+
 static void cpu_destroy(void *state)
 {
     struct cpu_backend *be = state;
     if (!be)
         return;
+    free_samplers(be); /* counts the pool's threads */
     cinfer_thread_pool_destroy(&be->pool);
     cinfer_cpu_weights_free_all(&be->weights);
     free(be->matmul_regions);
@@ -133,7 +142,6 @@ static void cpu_destroy(void *state)
     free(be->attn_kv_wide);
     free(be->matmul_chunks);
     free(be->prepared);
-    cinfer_sampler_free(&be->sampler);
     free(be);
 }
 
@@ -615,24 +623,50 @@ static int cpu_logits_top(void *state, const float *logits, int vocab, const int
     return 0;
 }
 
+struct sample_job {
+    float *logits; /* (rows, vocab) */
+    int vocab;
+    const int32_t *rows;
+    const struct cinfer_backend_sample_params *params;
+    int32_t *token_ids;
+    float *token_logits;
+    struct cinfer_sampler *samplers; /* one per thread */
+};
+
+static void sample_part(void *arg, int r, int thread)
+{
+    const struct sample_job *job = arg;
+    float *row = job->logits + (size_t)job->rows[r] * (size_t)job->vocab; /* (vocab) */
+    job->token_ids[r] = cinfer_sampler_draw(&job->samplers[thread], row, &job->params[r]);
+    job->token_logits[r] = row[job->token_ids[r]];
+}
+
 /* The host's sampler itself (cinfer_sampler_draw): the CPU backend's tokens are the ones
- * the scheduler would draw from the downloaded row. */
+ * the scheduler would draw from the downloaded row. Rows are independent (each brings its
+ * uniform number), so the pool's threads take one each: a row of Qwen3's 151,936 logits
+ * under top-p costs about a millisecond and a half. */
 static int cpu_sample(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
                       const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
                       struct cinfer_error *err)
 {
     struct cpu_backend *be = state;
-    if (n_rows > 0 && be->sampler.vocab != vocab) {
-        cinfer_sampler_free(&be->sampler);
-        if (cinfer_sampler_init(&be->sampler, vocab) != CINFER_OK)
-            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate a sampler for %d tokens",
-                                    vocab);
+    if (n_rows <= 0)
+        return 0;
+    int n_threads = cinfer_thread_pool_size(be->pool);
+    if (!be->samplers || be->samplers[0].vocab != vocab) {
+        free_samplers(be);
+        be->samplers = calloc((size_t)n_threads, sizeof *be->samplers);
+        for (int t = 0; be->samplers && t < n_threads; t++)
+            if (cinfer_sampler_init(&be->samplers[t], vocab) != CINFER_OK) {
+                free_samplers(be);
+                break;
+            }
+        if (!be->samplers)
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cpu backend: cannot allocate %d samplers for %d tokens",
+                                    n_threads, vocab);
     }
-    for (int r = 0; r < n_rows; r++) {
-        float *row = logits + (size_t)rows[r] * (size_t)vocab; /* (vocab) */
-        token_ids[r] = cinfer_sampler_draw(&be->sampler, row, &params[r]);
-        token_logits[r] = row[token_ids[r]];
-    }
+    struct sample_job job = {logits, vocab, rows, params, token_ids, token_logits, be->samplers};
+    cinfer_thread_pool_run_chunks(be->pool, sample_part, &job, n_rows);
     return 0;
 }
 
