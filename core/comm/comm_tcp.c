@@ -804,7 +804,10 @@ static int read_event(void *monitor, uint16_t *event, uint32_t *value)
     return ok;
 }
 
-/* A rank > 0: a hello to rank 0, then its welcome, within timeout_ms (+ the grace). */
+/* A rank > 0: connects to rank 0 (its socket is not connected yet, so that the monitor
+ * sees the first connection and handshake: libzmq does not retry a handshake that failed
+ * on the protocol, so events missed before the monitor would never come again), then a
+ * hello to rank 0 and its welcome, within timeout_ms (+ the grace). */
 static int member_join(struct tcp_comm *c, void *zmq_context, int timeout_ms, struct cinfer_error *err)
 {
     char monitor_endpoint[96];
@@ -816,6 +819,15 @@ static int member_join(struct tcp_comm *c, void *zmq_context, int timeout_ms, st
             zmq_close(monitor);
             monitor = NULL;
         }
+    }
+    if (zmq_connect(c->socket, c->endpoint) != 0) {
+        int rc = cinfer_error_set(err, CINFER_ERR_IO, "tcp communicator, rank %d: cannot connect to %s: %s", c->rank,
+                                  c->endpoint, zmq_strerror(zmq_errno()));
+        if (monitor) {
+            zmq_socket_monitor(c->socket, NULL, 0);
+            zmq_close(monitor);
+        }
+        return rc;
     }
     zmq_msg_t msg;
     int rc = frame_msg(&msg, c, CINFER_COMM_TCP_HELLO, c->rank, 0, 0, 0, NULL, 0, err);
@@ -930,8 +942,9 @@ int cinfer_comm_tcp_attach(void *zmq_context, const char *endpoint, int rank, in
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     char id[ROUTING_ID_BYTES];
     routing_id_of(rank, id, sizeof id);
-    c->socket = cinfer_channel_open_keyed(zmq_context, rank == 0 ? ZMQ_ROUTER : ZMQ_DEALER, endpoint, rank == 0,
-                                          rank == 0 ? NULL : id, keys, err);
+    /* rank 0 binds here; a member connects in member_join, under its monitor */
+    c->socket = rank == 0 ? cinfer_channel_open_keyed(zmq_context, ZMQ_ROUTER, endpoint, 1, NULL, keys, err)
+                          : cinfer_channel_prepare_keyed(zmq_context, ZMQ_DEALER, endpoint, 0, id, keys, err);
     if (!c->socket) {
         close_comm(c, 0);
         return cinfer_error_prefix(err, "tcp communicator, rank %d", rank);

@@ -13,8 +13,9 @@ void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int
     return cinfer_channel_open_keyed(zmq_context, type, endpoint, bind, routing_id, NULL, err);
 }
 
-void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
-                                const struct cinfer_port_args *keys, struct cinfer_error *err)
+void *cinfer_channel_prepare_keyed(void *zmq_context, int type, const char *endpoint, int bind,
+                                   const char *routing_id, const struct cinfer_port_args *keys,
+                                   struct cinfer_error *err)
 {
     void *s = zmq_socket(zmq_context, type);
     if (!s) {
@@ -40,6 +41,15 @@ void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoin
         zmq_close(s);
         return NULL;
     }
+    return s;
+}
+
+void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
+                                const struct cinfer_port_args *keys, struct cinfer_error *err)
+{
+    void *s = cinfer_channel_prepare_keyed(zmq_context, type, endpoint, bind, routing_id, keys, err);
+    if (!s)
+        return NULL;
     int rc = bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint);
     if (rc != 0) {
         cinfer_error_set(err, CINFER_ERR_IO, "cannot %s %s: %s", bind ? "bind" : "connect to", endpoint,

@@ -16,6 +16,11 @@ void *cinfer_channel_open(void *zmq_context, int type, const char *endpoint, int
 struct cinfer_port_args;
 void *cinfer_channel_open_keyed(void *zmq_context, int type, const char *endpoint, int bind, const char *routing_id,
                                 const struct cinfer_port_args *keys, struct cinfer_error *err);
+/* cinfer_channel_open_keyed without the bind or connect, which the caller then makes
+ * itself (zmq_bind, zmq_connect): for a socket monitored from its first connection on. */
+void *cinfer_channel_prepare_keyed(void *zmq_context, int type, const char *endpoint, int bind,
+                                   const char *routing_id, const struct cinfer_port_args *keys,
+                                   struct cinfer_error *err);
 void cinfer_channel_close(void **socket);
 
 /* Sends one frame; with dont_wait, CINFER_ERR_TIMEOUT when it would block.
