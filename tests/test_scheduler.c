@@ -243,15 +243,31 @@ struct logprob_run {
     struct cinfer_token_logprob lp[16][MAX_NEW];
 };
 
-/* Steps f's scheduler until idle, recording every token with its logprobs, which every
- * request (logprobs_every 1) or those of odd rid (2) asked for; then closes f. */
-static void collect_logprobs(struct fixture *f, struct logprob_run *out, int logprobs_every)
+/* Request i's params (on top of greedy()) for a logprob run. */
+typedef void (*logprob_params_fn)(struct cinfer_sampling_params *p, int i, int arg);
+
+/* The workload's requests, each with params_of(p, i, arg), through backend (NULL: the
+ * CPU backend) until idle, recording every token with its logprobs, which every request
+ * (logprobs_every 1) or those of odd rid (2) asked for. */
+static void run_logprobs(struct workload *w, const struct cinfer_backend_ops *backend, logprob_params_fn params_of,
+                         int arg, int logprobs_every, struct logprob_run *out)
 {
+    struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16, .backend = backend};
+    struct fixture f;
+    fixture_open(&f, &cfg);
     struct cinfer_error err = {0};
-    while (cinfer_scheduler_has_work(f->s)) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < w->n; i++) {
+        struct cinfer_sampling_params p;
+        greedy(&p);
+        params_of(&p, i, arg);
+        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
+                      err.message);
+    }
+    while (cinfer_scheduler_has_work(f.s)) {
         const struct cinfer_step_item *items;
         int n;
-        ck_assert_msg(cinfer_scheduler_step(f->s, &items, &n, &err) == 0, "%s", err.message);
+        ck_assert_msg(cinfer_scheduler_step(f.s, &items, &n, &err) == 0, "%s", err.message);
         for (int i = 0; i < n; i++) {
             int r = (int)items[i].rid;
             if (items[i].token < 0)
@@ -263,31 +279,21 @@ static void collect_logprobs(struct fixture *f, struct logprob_run *out, int log
             out->lp[r][t] = items[i].logprobs;
         }
     }
-    fixture_close(f);
+    fixture_close(&f);
 }
 
-static void run_with_logprobs(struct workload *w, int zero_bias, struct logprob_run *out)
+/* Greedy with logprobs; with zero_bias a logit bias of 0, which leaves the row as it is
+ * but makes the sampler process it whole. */
+static void greedy_logprob_params(struct cinfer_sampling_params *p, int i, int zero_bias)
 {
-    struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16};
-    struct fixture f;
-    fixture_open(&f, &cfg);
-    struct cinfer_error err = {0};
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < w->n; i++) {
-        struct cinfer_sampling_params p;
-        greedy(&p);
-        p.logprobs = 1;
-        p.top_logprobs = (i * 7) % (CINFER_MAX_TOP_LOGPROBS + 1);
-        if (zero_bias) { /* adds 0 to a logit: the same row, but the sampler must process it whole */
-            p.n_logit_bias = 1;
-            p.logit_bias_ids[0] = 3 + i;
-            p.logit_bias_values[0] = 0.0f;
-        }
-        ck_assert_int_eq(cinfer_sampler_takes_argmax_as_is(&p, 0), !zero_bias);
-        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
-                      err.message);
+    p->logprobs = 1;
+    p->top_logprobs = (i * 7) % (CINFER_MAX_TOP_LOGPROBS + 1);
+    if (zero_bias) {
+        p->n_logit_bias = 1;
+        p->logit_bias_ids[0] = 3 + i;
+        p->logit_bias_values[0] = 0.0f;
     }
-    collect_logprobs(&f, out, 1);
+    ck_assert_int_eq(cinfer_sampler_takes_argmax_as_is(p, 0), !zero_bias);
 }
 
 /* Two runs' tokens, logprobs and alternatives, bit for bit (a_how and b_how name them
@@ -324,8 +330,8 @@ START_TEST(greedy_top_tokens_equal_whole_row)
 {
     struct workload *w = random_workload(16, 3, 90, 0x5eed0007);
     struct logprob_run *top = malloc(sizeof *top), *whole = malloc(sizeof *whole);
-    run_with_logprobs(w, 0, top);
-    run_with_logprobs(w, 1, whole);
+    run_logprobs(w, NULL, greedy_logprob_params, 0, 1, top);
+    run_logprobs(w, NULL, greedy_logprob_params, 1, 1, whole);
     int alternatives = compare_logprob_runs(top, whole, w->n, "from the top tokens", "from the row");
     for (int r = 0; r < w->n; r++)
         ck_assert_int_eq(top->lp[r][0].n_top, (r * 7) % (CINFER_MAX_TOP_LOGPROBS + 1));
@@ -348,31 +354,19 @@ static int counting_sample(void *state, float *logits, int vocab, const int32_t 
     return cpu_ops->sample(state, logits, vocab, rows, n_rows, params, token_ids, token_logits, err);
 }
 
-/* 16 sampled requests (temperature, top-k, top-p, min-p; seeded; logprobs on half of
- * them) through a backend whose ops are given. */
-static void run_sampled(struct workload *w, const struct cinfer_backend_ops *backend, struct logprob_run *out)
+/* Sampled (temperature, top-k, top-p, min-p; seeded; logprobs on odd rids). */
+static void sampled_params(struct cinfer_sampling_params *p, int i, int unused)
 {
-    struct setup cfg = {.kv_tokens = 16 * (90 + MAX_NEW + 16), .max_running = 16, .backend = backend};
-    struct fixture f;
-    fixture_open(&f, &cfg);
-    struct cinfer_error err = {0};
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < w->n; i++) {
-        struct cinfer_sampling_params p;
-        greedy(&p);
-        p.temperature = 0.6f + 0.2f * (float)(i % 5);
-        p.top_k = (int[]){0, 20, 0, 5}[i % 4];
-        p.top_p = (float[]){1.0f, 0.9f, 0.8f}[i % 3];
-        p.min_p = i % 7 == 3 ? 0.05f : 0.0f;
-        p.seed = 1000u + (uint64_t)i;
-        p.has_seed = 1;
-        p.logprobs = i % 2;
-        p.top_logprobs = p.logprobs ? (i * 3) % (CINFER_MAX_TOP_LOGPROBS + 1) : 0;
-        ck_assert(cinfer_sampler_draws_as_is(&p, 0));
-        ck_assert_msg(cinfer_scheduler_add(f.s, (uint64_t)i, w->prompts[i], w->n_prompt[i], &p, &err) == 0, "%s",
-                      err.message);
-    }
-    collect_logprobs(&f, out, 2);
+    (void)unused;
+    p->temperature = 0.6f + 0.2f * (float)(i % 5);
+    p->top_k = (int[]){0, 20, 0, 5}[i % 4];
+    p->top_p = (float[]){1.0f, 0.9f, 0.8f}[i % 3];
+    p->min_p = i % 7 == 3 ? 0.05f : 0.0f;
+    p->seed = 1000u + (uint64_t)i;
+    p->has_seed = 1;
+    p->logprobs = i % 2;
+    p->top_logprobs = p->logprobs ? (i * 3) % (CINFER_MAX_TOP_LOGPROBS + 1) : 0;
+    ck_assert(cinfer_sampler_draws_as_is(p, 0));
 }
 
 /* A sampled request's tokens drawn where the logits are (the backend's sample op, given
@@ -387,9 +381,9 @@ START_TEST(sampled_tokens_equal_drawn_on_backend_or_host)
     counting.sample = counting_sample;
     without.sample = NULL;
     rows_sampled = 0;
-    run_sampled(w, &counting, there);
+    run_logprobs(w, &counting, sampled_params, 0, 2, there);
     long drawn_there = rows_sampled;
-    run_sampled(w, &without, host);
+    run_logprobs(w, &without, sampled_params, 0, 2, host);
     ck_assert_int_eq(rows_sampled, drawn_there); /* the host's run drew none there */
     ck_assert_int_eq(drawn_there, 16 * MAX_NEW);
     int alternatives = compare_logprob_runs(there, host, w->n, "drawn on the backend", "on the host");

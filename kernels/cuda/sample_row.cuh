@@ -190,18 +190,22 @@ CINFER_HD void cinfer_sample_top_join(struct cinfer_sample_block *S)
     S->max = S->top_id >= 0 ? (double)S->logits[S->top_id] : 0.0;
 }
 
-/* Thread t's sum of the weights of the set (all = 1: of every entry, the host's plain
- * softmax), in id order over its range. */
-CINFER_HD void cinfer_sample_sum_part(struct cinfer_sample_block *S, int t, int all)
+/* Thread t's part over its id range, in id order: the weights of every entry (every 1:
+ * the host's plain softmax), else the metric (mass: the weight, else 1) of the set's
+ * entries, only those of key `prefix` when at_key. */
+CINFER_HD void cinfer_sample_part(struct cinfer_sample_block *S, int t, int every, int at_key, int mass)
 {
     int b, e;
     cinfer_sample_range(S->vocab, t, &b, &e);
     double sum = 0;
     for (int i = b; i < e; i++) {
         float l = S->logits[i];
+        uint32_t k = cinfer_sample_key(l);
+        if (at_key && k != S->prefix)
+            continue;
         double w = cinfer_sample_weight(S, l);
-        if (all || cinfer_sample_in_set(S, i, l, cinfer_sample_key(l), w))
-            sum += w;
+        if (every || cinfer_sample_in_set(S, i, l, k, w))
+            sum += mass ? w : 1.0;
     }
     S->part[t] = sum;
 }
@@ -240,25 +244,6 @@ CINFER_HD void cinfer_sample_hist_walk(struct cinfer_sample_block *S)
         S->before = total;
     }
     S->found = 0;
-}
-
-/* Thread t's part of the metric of the tokens of key `prefix` in the set (every entry in
- * id order, all = 1), over its id range. */
-CINFER_HD void cinfer_sample_tie_part(struct cinfer_sample_block *S, int t, int all)
-{
-    int b, e;
-    cinfer_sample_range(S->vocab, t, &b, &e);
-    double sum = 0;
-    for (int i = b; i < e; i++) {
-        float l = S->logits[i];
-        uint32_t k = cinfer_sample_key(l);
-        if (!all && k != S->prefix)
-            continue;
-        double w = cinfer_sample_weight(S, l);
-        if (all || cinfer_sample_in_set(S, i, l, k, w))
-            sum += S->mass ? w : 1.0;
-    }
-    S->part[t] = sum;
 }
 
 /* Thread 0: the thread whose range holds the crossing; where rounding leaves the total
@@ -319,29 +304,41 @@ CINFER_HD void cinfer_sample_worst_join(struct cinfer_sample_block *S)
 
 /* ---- the row ----------------------------------------------------------------------- */
 
-/* The first token in rank order (all = 0) or id order (all = 1) at which the running
- * metric crosses target: S->selected, with S->found 0 when it never does. */
-CINFER_HD void cinfer_sample_select(struct cinfer_sample_block *S, int mass, int strict, double target, int all)
+/* Thread 0: a selection of the first token at which the running metric crosses target. */
+CINFER_HD void cinfer_sample_begin(struct cinfer_sample_block *S, int mass, int strict, double target)
 {
-    CINFER_SAMPLE_PHASE(if (t == 0) {
-        S->mass = mass;
-        S->strict = strict;
-        S->target = target;
-        S->prefix = 0;
-        S->before = 0;
-        S->found = 1;
-        S->selected = -1;
-    });
-    for (int pass = 0; pass < 4 && !all; pass++) {
+    S->mass = mass;
+    S->strict = strict;
+    S->target = target;
+    S->prefix = 0;
+    S->before = 0;
+    S->found = 1;
+    S->selected = -1;
+}
+
+/* The selection's end, from the threads' parts: the token, in id order over the parts'
+ * entries (every entry, every 1, or the set's of key prefix): S->selected, with
+ * S->found 0 when the total never crosses. */
+CINFER_HD void cinfer_sample_settle(struct cinfer_sample_block *S, int every)
+{
+    CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_tie_walk(S));
+    CINFER_SAMPLE_PHASE(if (S->found) cinfer_sample_tie_scan(S, t, every));
+}
+
+/* The first token in rank order at which the running metric crosses target (begin's
+ * arguments): S->selected, with S->found 0 when it never does. */
+CINFER_HD void cinfer_sample_select(struct cinfer_sample_block *S, int mass, int strict, double target)
+{
+    CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_begin(S, mass, strict, target));
+    for (int pass = 0; pass < 4; pass++) {
         CINFER_SAMPLE_PHASE(S->hist[t] = 0);
         CINFER_SAMPLE_PHASE(cinfer_sample_hist_part(S, t, pass));
         CINFER_SAMPLE_PHASE(if (t == 0 && S->found) cinfer_sample_hist_walk(S));
         if (!S->found) /* read between two barriers: every thread sees the same */
             return;
     }
-    CINFER_SAMPLE_PHASE(cinfer_sample_tie_part(S, t, all));
-    CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_tie_walk(S));
-    CINFER_SAMPLE_PHASE(if (S->found) cinfer_sample_tie_scan(S, t, all));
+    CINFER_SAMPLE_PHASE(cinfer_sample_part(S, t, 0, 1, S->mass));
+    cinfer_sample_settle(S, 0);
 }
 
 /* The row's token for p, drawn as the host's sampler draws it: returned in every thread
@@ -364,13 +361,16 @@ CINFER_HD int32_t cinfer_sample_row(struct cinfer_sample_block *S, float *logits
     int top_p_on = p->top_p > 0.0f && p->top_p < 1.0f;
     int min_p_on = p->min_p > 0.0f;
     if (!top_k_on && !top_p_on && !min_p_on) { /* plain softmax, candidates in id order */
-        CINFER_SAMPLE_PHASE(cinfer_sample_sum_part(S, t, 1));
-        CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_sum_join(S));
-        cinfer_sample_select(S, 1, 1, p->uniform * S->sum, 1);
+        CINFER_SAMPLE_PHASE(cinfer_sample_part(S, t, 1, 0, 1)); /* the mass and the draw's parts at once */
+        CINFER_SAMPLE_PHASE(if (t == 0) {
+            cinfer_sample_sum_join(S);
+            cinfer_sample_begin(S, 1, 1, p->uniform * S->sum);
+        });
+        cinfer_sample_settle(S, 1);
         return S->found ? S->selected : S->top_id;
     }
     if (top_k_on) {
-        cinfer_sample_select(S, 0, 0, (double)p->top_k, 0);
+        cinfer_sample_select(S, 0, 0, (double)p->top_k);
         CINFER_SAMPLE_PHASE(if (t == 0 && S->found) {
             S->bounded = 1;
             S->bound_key = S->prefix;
@@ -378,9 +378,9 @@ CINFER_HD int32_t cinfer_sample_row(struct cinfer_sample_block *S, float *logits
         });
     }
     if (top_p_on) { /* of the mass top-k kept (SGLang renormalizes before top-p), else of all */
-        CINFER_SAMPLE_PHASE(cinfer_sample_sum_part(S, t, 0));
+        CINFER_SAMPLE_PHASE(cinfer_sample_part(S, t, 0, 0, 1));
         CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_sum_join(S));
-        cinfer_sample_select(S, 1, 0, (double)p->top_p * S->sum, 0);
+        cinfer_sample_select(S, 1, 0, (double)p->top_p * S->sum);
         CINFER_SAMPLE_PHASE(if (t == 0 && S->found) {
             S->bounded = 1;
             S->bound_key = S->prefix;
@@ -391,9 +391,9 @@ CINFER_HD int32_t cinfer_sample_row(struct cinfer_sample_block *S, float *logits
         S->min_p_on = min_p_on;
         S->min_p = (double)p->min_p;
     });
-    CINFER_SAMPLE_PHASE(cinfer_sample_sum_part(S, t, 0));
+    CINFER_SAMPLE_PHASE(cinfer_sample_part(S, t, 0, 0, 1));
     CINFER_SAMPLE_PHASE(if (t == 0) cinfer_sample_sum_join(S));
-    cinfer_sample_select(S, 1, 1, p->uniform * S->sum, 0);
+    cinfer_sample_select(S, 1, 1, p->uniform * S->sum);
     if (S->found)
         return S->selected;
     CINFER_SAMPLE_PHASE(cinfer_sample_extreme_part(S, t, 1));
