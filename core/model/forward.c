@@ -414,8 +414,32 @@ static int logits_forward(struct cinfer_runtime *rt, int n_logits, struct cinfer
     return 0;
 }
 
-/* The pass itself, on the host arrays plan_batch laid out. */
-static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits, struct cinfer_error *err)
+/* Names the host arrays plan_batch laid out, which the step's ops get, to a backend that
+ * takes them up front (ops version 13): a device copies them in once, not op by op. */
+static int begin_step(struct cinfer_runtime *rt, int T, int n_seqs, struct cinfer_error *err)
+{
+    size_t ids = (size_t)T * sizeof(int32_t), angles = (size_t)T * (size_t)(rt->head_dim / 2) * sizeof(float);
+    struct cinfer_backend_step_array arrays[7];
+    int n = 0;
+    arrays[n++] = (struct cinfer_backend_step_array){rt->tokens, ids};
+    arrays[n++] = (struct cinfer_backend_step_array){rt->slots, ids};
+    arrays[n++] = (struct cinfer_backend_step_array){rt->rope_cos, angles};
+    arrays[n++] = (struct cinfer_backend_step_array){rt->rope_sin, angles};
+    if (rt->inv_freq_local) {
+        arrays[n++] = (struct cinfer_backend_step_array){rt->rope_cos_local, angles};
+        arrays[n++] = (struct cinfer_backend_step_array){rt->rope_sin_local, angles};
+    }
+    if (rt->window.active)
+        arrays[n++] = (struct cinfer_backend_step_array){rt->window.slots, ids};
+    const struct cinfer_backend_attn_seq *lists[2] = {rt->attn_seqs, rt->window.active ? rt->window.seqs : NULL};
+    struct cinfer_backend_step step = {.struct_size = sizeof step, .n_tokens = T, .arrays = arrays, .n_arrays = n,
+                                       .seq_lists = lists, .n_seq_lists = rt->window.active ? 2 : 1,
+                                       .n_seqs = n_seqs};
+    return rt->ops->step_begin(rt->backend, &step, err);
+}
+
+/* The step's layers and logits. */
+static int run_step(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits, struct cinfer_error *err)
 {
     rt->ops->embedding(rt->backend, &rt->tok_embeddings, rt->tokens, T, rt->x); /* (T, hidden) */
     int rc = sum_over_ranks(rt, rt->x, (size_t)T * rt->hidden, err);
@@ -426,6 +450,25 @@ static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits,
         rc = layer_forward(rt, l, T, n_seqs, err);
     if (rc == 0)
         rc = logits_forward(rt, n_logits, err);
+    return rc;
+}
+
+/* The pass itself, on the host arrays plan_batch laid out. */
+static int run_batch(struct cinfer_runtime *rt, int T, int n_seqs, int n_logits, struct cinfer_error *err)
+{
+    int rc = rt->backend_steps ? begin_step(rt, T, n_seqs, err) : 0;
+    if (rc == 0) {
+        rc = run_step(rt, T, n_seqs, n_logits, err);
+        if (rt->backend_steps) { /* ended even after a failure; the first error is the one to report */
+            struct cinfer_error end_err = {0};
+            int end_rc = rt->ops->step_end(rt->backend, &end_err);
+            if (rc == 0 && end_rc < 0) {
+                rc = end_rc;
+                if (err)
+                    *err = end_err;
+            }
+        }
+    }
     /* A device reports a kernel's failure after the op returned: the step fails with it. */
     if (rc == 0 && rt->ops->version >= 7 && rt->ops->status)
         rc = rt->ops->status(rt->backend, err);

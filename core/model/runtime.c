@@ -770,6 +770,7 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
     rt->backend_groups = BACKEND_OFFERS(rt->ops, 10, matmul_grouped);
     rt->backend_ranks = BACKEND_OFFERS(rt->ops, 11, logits_top);
     rt->backend_samples = BACKEND_OFFERS(rt->ops, 12, sample);
+    rt->backend_steps = BACKEND_OFFERS(rt->ops, 13, step_begin) && BACKEND_OFFERS(rt->ops, 13, step_end);
 
     if ((rc = check_backend_slots(rt, err)) < 0 || (rc = bind_weights(rt, err)) < 0)
         goto fail;

@@ -159,6 +159,8 @@ struct cinfer_runtime {
     int backend_ranks;
     /* 1: the backend draws tokens from rows of logits where they are (ops->sample) */
     int backend_samples;
+    /* 1: the backend takes each step's host arrays up front (ops->step_begin, step_end) */
+    int backend_steps;
     float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
     /* (CINFER_LOGITS_BLOCK_ROWS, vocab) host: whole rows of the asked top-k rows, ranked on
      * the host where the backend cannot (tensor parallelism, no logits_top); made when

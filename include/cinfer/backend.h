@@ -54,8 +54,11 @@ extern "C" {
  * 12: sample (a token drawn from rows of logits where they are, with temperature,
  *    top-k, top-p and min-p: a device backend then sends the host a token per sampled
  *    row, not the vocabulary's logits). May be NULL: the core then downloads the rows
- *    and samples on the host. */
-#define CINFER_BACKEND_OPS_VERSION 12u
+ *    and samples on the host.
+ * 13: step_begin and step_end (a forward step's host arrays named once, before its ops:
+ *    a device backend copies them in with one upload and may replay a step whose ops
+ *    repeat an earlier step's, call for call, as one CUDA graph). May be NULL. */
+#define CINFER_BACKEND_OPS_VERSION 13u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
 
@@ -191,6 +194,28 @@ struct cinfer_backend_create_options {
     /* Tensor parallelism's group, for a backend that does its all-reduce itself (NCCL);
      * NULL without tensor parallelism. The backend does not own it. */
     struct cinfer_comm *comm;
+};
+
+/* A host array a forward step's ops will get (version 13). */
+struct cinfer_backend_step_array {
+    const void *data;
+    size_t bytes;
+};
+
+/* What step_begin names (version 13): the small host arrays the step's ops will get
+ * (tokens, KV slots, RoPE's cos and sin: each op gets the same pointer and at most those
+ * bytes) and the sequence lists its attention calls will get (each n_seqs long; their
+ * page tables hold pages of the KV storage). All of it stays unchanged until step_end.
+ * An op may also get a host array not named here (a mixture of experts' rows, which
+ * depend on the router's choices): the backend then reads it as it would outside a step. */
+struct cinfer_backend_step {
+    uint32_t struct_size; /* sizeof(struct cinfer_backend_step) of the caller */
+    int n_tokens;         /* rows of the step's activations */
+    const struct cinfer_backend_step_array *arrays;
+    int n_arrays;
+    const struct cinfer_backend_attn_seq *const *seq_lists;
+    int n_seq_lists;
+    int n_seqs;
 };
 
 struct cinfer_backend_ops {
@@ -346,6 +371,17 @@ struct cinfer_backend_ops {
     int (*sample)(void *state, float *logits, int vocab, const int32_t *rows, int n_rows,
                   const struct cinfer_backend_sample_params *params, int32_t *token_ids, float *token_logits,
                   struct cinfer_error *err);
+
+    /* Since version 13; both NULL or both set. step_begin opens a forward step: the ops
+     * called until step_end are that step's, and get step's host arrays (above). The
+     * backend may keep its ops queued until one that answers the host (download,
+     * logits_top, sample, status...) or step_end, and run a queue that repeats an earlier
+     * step's (the same ops with the same arguments, only the named arrays' contents
+     * differ) as a replay of it; so a step's ops must not depend on host data other than
+     * their arguments and the named arrays. A step_begin without step_end after the
+     * previous one ends that one. Errors are those of the ops queued, as status reports. */
+    int (*step_begin)(void *state, const struct cinfer_backend_step *step, struct cinfer_error *err);
+    int (*step_end)(void *state, struct cinfer_error *err);
 };
 
 #ifdef __cplusplus
