@@ -21,6 +21,7 @@ static size_t kv_row_bytes(const struct cinfer_backend_kv_layout *l)
 int cuda_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **kv, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     *kv = NULL;
     size_t row_bytes = kv_row_bytes(layout);
     if (!row_bytes || layout->head_dim <= 0 || layout->kv_dim % layout->head_dim != 0 ||
@@ -66,6 +67,8 @@ void cuda_kv_destroy(void *state, void *kv)
     struct cuda_kv_storage *s = kv;
     if (!s)
         return;
+    cuda_step_flush(be);
+    be->generation++; /* no graph may write into it again */
     if (!cuda_enter(be)) {
         if (s->d.k)
             cuda_note(be, cudaFree(s->d.k), "cudaFree (KV)");
@@ -79,11 +82,15 @@ void cuda_kv_write(void *state, void *kv, int layer, const float *k, const float
 {
     struct cuda_backend *be = state;
     struct cuda_kv_storage *s = kv;
-    if (n <= 0 || cuda_enter(be))
+    if (n <= 0)
         return;
-    struct cuda_host_part part = {slots, (size_t)n * sizeof(int32_t)};
-    void *dev_slots;
-    if (!cuda_stage_parts(be, &part, 1, &dev_slots))
+    size_t bytes = (size_t)n * sizeof(int32_t);
+    void *dev_slots = cuda_step_device(be, slots, bytes); /* copied at step_begin, or staged here */
+    struct step_op op = step_record_kv_write(kv, layer, k, v, n, slots);
+    if (cuda_step_take(be, &op, dev_slots != NULL) || cuda_enter(be))
+        return;
+    struct cuda_host_part part = {slots, bytes};
+    if (dev_slots || !cuda_stage_parts(be, &part, 1, &dev_slots))
         cuda_note(be, cinfer_cuda_kv_write(be->stream, &s->d, layer, k, v, n, dev_slots), "cinfer_cuda_kv_write");
 }
 
@@ -95,39 +102,48 @@ int cuda_attention_windowed(void *state, void *kv, int layer, const float *q, fl
     struct cuda_kv_storage *s = kv;
     if (n_seqs <= 0)
         return 0;
-    struct cinfer_cuda_attn_seq *packed = malloc(sizeof *packed * (size_t)n_seqs);
-    size_t n_page_entries = 0;
-    for (int i = 0; i < n_seqs; i++)
-        n_page_entries += (size_t)seqs[i].n_pages;
-    int32_t *tables = malloc(sizeof *tables * (n_page_entries ? n_page_entries : 1));
-    if (!packed || !tables) {
+    int window = opts && opts->window > 0 ? opts->window : 0;
+    const struct cuda_step_seqs *staged = cuda_step_seq_list(be, seqs, n_seqs); /* copied at step_begin */
+    struct step_op op = step_record_attention(kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, opts);
+    int max_tokens = (int)op.i[5], seen_class = (int)op.i[6], max_context;
+    if (cuda_step_take(be, &op, staged != NULL))
+        return 0; /* a failure shows at status() */
+    void *dev[2] = {staged ? staged->dev_seqs : NULL, staged ? staged->dev_tables : NULL};
+    if (cuda_enter(be))
+        return cuda_status(be, err);
+    if (!staged) {
+        struct cinfer_cuda_attn_seq *packed = malloc(sizeof *packed * (size_t)n_seqs);
+        size_t n_page_entries = 0;
+        for (int i = 0; i < n_seqs; i++)
+            n_page_entries += (size_t)seqs[i].n_pages;
+        int32_t *tables = malloc(sizeof *tables * (n_page_entries ? n_page_entries : 1));
+        if (!packed || !tables) {
+            free(packed);
+            free(tables);
+            return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda backend: out of memory packing %d sequences",
+                                    n_seqs);
+        }
+        size_t at = 0;
+        for (int i = 0; i < n_seqs; i++) {
+            const struct cinfer_backend_attn_seq *q_seq = &seqs[i];
+            packed[i] = (struct cinfer_cuda_attn_seq){q_seq->row, q_seq->n_tokens, q_seq->start_pos,
+                                                      q_seq->n_pages, (int)at};
+            for (int p = 0; p < q_seq->n_pages; p++)
+                tables[at++] = q_seq->page_table[p];
+        }
+        struct cuda_host_part parts[2] = {{packed, sizeof *packed * (size_t)n_seqs},
+                                          {tables, sizeof *tables * n_page_entries}};
+        int failed = cuda_stage_parts(be, parts, 2, dev);
         free(packed);
         free(tables);
-        return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda backend: out of memory packing %d sequences", n_seqs);
+        if (failed)
+            return cuda_status(be, err);
     }
-    int max_tokens = 0, max_context = 0;
-    size_t at = 0;
-    for (int i = 0; i < n_seqs; i++) {
-        const struct cinfer_backend_attn_seq *q_seq = &seqs[i];
-        packed[i] = (struct cinfer_cuda_attn_seq){q_seq->row, q_seq->n_tokens, q_seq->start_pos, q_seq->n_pages,
-                                                  (int)at};
-        for (int p = 0; p < q_seq->n_pages; p++)
-            tables[at++] = q_seq->page_table[p];
-        if (q_seq->n_tokens > max_tokens)
-            max_tokens = q_seq->n_tokens;
-        if (q_seq->start_pos + q_seq->n_tokens > max_context)
-            max_context = q_seq->start_pos + q_seq->n_tokens;
-    }
-    struct cuda_host_part parts[2] = {{packed, sizeof *packed * (size_t)n_seqs},
-                                      {tables, sizeof *tables * n_page_entries}};
-    void *dev[2];
-    int failed = cuda_enter(be) || cuda_stage_parts(be, parts, 2, dev);
-    free(packed);
-    free(tables);
-    if (failed)
-        return cuda_status(be, err);
+    /* the kernel takes the context only to pick its warps per block: the class's smallest
+     * span picks what the real one does (with or without the window), so a replayed graph
+     * launches what the record says whatever this step's context */
+    max_context = seen_class == 2 ? 512 : seen_class == 1 ? 128 : 1;
     float scale = opts && opts->scale > 0.0f ? opts->scale : 1.0f / sqrtf((float)head_dim);
-    int window = opts && opts->window > 0 ? opts->window : 0;
     float softcap = opts && opts->softcap > 0.0f ? opts->softcap : 0.0f;
     const float *sinks = opts ? opts->sinks : NULL;
     if (cuda_note(be, cinfer_cuda_attention(be->stream, &s->d, layer, q, out, dev[0], dev[1], n_seqs, max_tokens,

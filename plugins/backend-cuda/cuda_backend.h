@@ -14,6 +14,7 @@
 
 #include "cinfer/backend.h"
 #include "cuda_kernels.h"
+#include "cuda_step_log.h"
 
 #define CINFER_CUDA_PLUGIN_NAME "backend-cuda"
 
@@ -23,10 +24,51 @@ struct cuda_scratch {
     size_t bytes;
 };
 
+/* A forward step (cuda_step.c): its named host arrays, copied to the device in one
+ * upload at step_begin, and its ops queued until one answers the host. */
+#define CUDA_STEP_MAX_ARRAYS 16
+#define CUDA_STEP_MAX_SEQ_LISTS 4
+/* Steps of more rows than this run op by op, never captured: a prefill chunk's shape
+ * seldom repeats, and its kernels are long enough that launching them costs little. */
+#define CUDA_GRAPH_MAX_TOKENS 256
+
+struct cuda_step_array {
+    const void *host;
+    size_t bytes;
+    void *dev;
+};
+
+struct cuda_step_seqs {
+    const struct cinfer_backend_attn_seq *host; /* (n_seqs) as the core named it */
+    void *dev_seqs;                             /* (n_seqs) struct cinfer_cuda_attn_seq */
+    void *dev_tables;                           /* every page table, end to end */
+};
+
+struct cuda_step {
+    int open;           /* between step_begin and step_end */
+    int queueing;       /* ops go to log instead of launching */
+    int running_log;    /* the queue is launching: its ops launch */
+    int capturing;      /* ... into a graph being captured */
+    int capture_broken; /* something a graph cannot hold happened while capturing */
+    int n_tokens, n_seqs;
+    struct cuda_step_array arrays[CUDA_STEP_MAX_ARRAYS];
+    int n_arrays;
+    struct cuda_step_seqs lists[CUDA_STEP_MAX_SEQ_LISTS];
+    int n_lists;
+    struct cuda_scratch dev; /* the staged arrays and sequence lists, one buffer */
+    struct step_log log;
+    struct step_graph_cache graphs;
+    int graphs_off; /* CINFER_CUDA_GRAPHS=0 in the environment */
+};
+
+/* cuBLAS's workspace: NVIDIA's recommended size for Hopper (32 MiB; 4 MiB suffices before) */
+#define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
 struct cuda_backend {
     int device;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    void *cublas_workspace; /* CUBLAS_WORKSPACE_BYTES, cuBLAS's (cublasSetWorkspace) */
     /* pinned host ring the small host arrays (tokens, slots, page tables, cos/sin) go
      * through on their way to the device, so the copy is asynchronous; ring_at is where
      * the next one goes (the ring waits for the stream when it wraps) */
@@ -42,6 +84,12 @@ struct cuda_backend {
     struct cinfer_error first_error;
     void *nccl;                   /* ncclComm_t when tensor parallel (cuda_nccl.c) */
     int tp_size;
+    uint64_t errors;              /* errors noted so far (a capture checks none came) */
+    /* bumped whenever a device buffer that a captured graph may point into is freed or
+     * moved (scratch growth, buffer_free, kv_destroy, weight_release): graphs of an older
+     * generation are dropped, never launched */
+    uint64_t generation;
+    struct cuda_step step;
 };
 
 /* A KV storage (kv_create). */
@@ -77,15 +125,40 @@ struct cuda_host_part {
     size_t bytes;
 };
 int cuda_stage_parts(struct cuda_backend *be, const struct cuda_host_part *parts, int n_parts, void **dev);
+/* The same into the device buffer `to` (grown as needed; what names it in errors). */
+int cuda_stage_parts_to(struct cuda_backend *be, struct cuda_scratch *to, const char *what,
+                        const struct cuda_host_part *parts, int n_parts, void **dev);
 int cuda_staging_init(struct cuda_backend *be, struct cinfer_error *err);
 void cuda_staging_free(struct cuda_backend *be);
+
+/* cuda_step.c: forward steps (backend.h's step_begin and step_end). */
+int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct cinfer_error *err);
+int cuda_step_end(void *state, struct cinfer_error *err);
+void cuda_step_init(struct cuda_backend *be);
+void cuda_step_free(struct cuda_backend *be);
+/* Launches what the step has queued (every op that cannot be queued calls this first, so
+ * the stream runs the ops in the order the core called them). */
+void cuda_step_flush(struct cuda_backend *be);
+/* 1 when op went to the queue (the caller then returns), 0 when the caller launches it. */
+int cuda_step_queue(struct cuda_backend *be, const struct step_op *op);
+/* cuda_step_queue(op) when queueable (every host array it reads is one the step named),
+ * else cuda_step_flush first (an op that reads other host memory launches at once, after
+ * what was queued) and 0. */
+int cuda_step_take(struct cuda_backend *be, const struct step_op *op, int queueable);
+/* The device copy of a host array the step named (host the same pointer, bytes at most
+ * the named ones), or NULL. */
+void *cuda_step_device(struct cuda_backend *be, const void *host, size_t bytes);
+/* The staged copy of a sequence list the step named, or NULL. */
+const struct cuda_step_seqs *cuda_step_seq_list(struct cuda_backend *be, const struct cinfer_backend_attn_seq *seqs,
+                                                int n_seqs);
 
 /* cuda_nccl.c: the tensor-parallel group on NCCL (a no-op without a group or NCCL). */
 int cuda_nccl_init(struct cuda_backend *be, struct cinfer_comm *comm, struct cinfer_error *err);
 void cuda_nccl_free(struct cuda_backend *be);
 int cuda_all_reduce_sum(void *state, float *x, size_t n, struct cinfer_error *err);
 
-/* The ops, by file. */
+/* The ops, by file; cuda_backend_ops() is their table (cuda_component.c). */
+const struct cinfer_backend_ops *cuda_backend_ops(void);
 int cuda_query(struct cinfer_backend_answer *answer);
 int cuda_create_on(const struct cinfer_backend_create_options *opts, void **state, struct cinfer_error *err);
 int cuda_create(int n_threads, void **state, struct cinfer_error *err);

@@ -56,6 +56,13 @@ int cuda_query(struct cinfer_backend_answer *answer)
     return 0;
 }
 
+static const struct cinfer_backend_ops cuda_ops;
+
+const struct cinfer_backend_ops *cuda_backend_ops(void)
+{
+    return &cuda_ops;
+}
+
 static const struct cinfer_backend_ops cuda_ops = {
     .version = CINFER_BACKEND_OPS_VERSION,
     .struct_size = sizeof(struct cinfer_backend_ops),
@@ -101,6 +108,8 @@ static const struct cinfer_backend_ops cuda_ops = {
     .matmul_grouped = cuda_matmul_grouped,
     .logits_top = cuda_logits_top,
     .sample = cuda_sample,
+    .step_begin = cuda_step_begin,
+    .step_end = cuda_step_end,
 };
 
 CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_BACKEND, CINFER_CUDA_PLUGIN_NAME, "1.0.0", &cuda_ops);

@@ -10,6 +10,7 @@
 
 static void keep_first(struct cuda_backend *be, int code, const char *message)
 {
+    be->errors++;
     if (be->failed)
         return;
     be->failed = 1;
@@ -58,6 +59,8 @@ int cuda_fail(struct cuda_backend *be, cudaError_t rc, const char *call, struct 
 
 int cuda_enter(struct cuda_backend *be)
 {
+    if (be->step.running_log) /* the flush that runs the queue made the device current */
+        return 0;
     return cuda_note(be, cudaSetDevice(be->device), "cudaSetDevice");
 }
 
@@ -66,6 +69,11 @@ void *cuda_scratch_get(struct cuda_backend *be, struct cuda_scratch *s, size_t b
     if (s->bytes >= bytes && s->data)
         return s->data;
     size_t grown = s->bytes * 2 > bytes ? s->bytes * 2 : bytes;
+    if (be->step.capturing) { /* cudaFree and cudaMalloc have no place in a graph */
+        be->step.capture_broken = 1;
+        return NULL;
+    }
+    be->generation++; /* graphs that point into the old scratch must not run again */
     /* cudaFree waits for the device, so the old scratch is no longer read */
     if (s->data && cuda_note(be, cudaFree(s->data), "cudaFree"))
         return NULL;
@@ -97,6 +105,7 @@ void cuda_destroy(void *state)
     cudaSetDevice(be->device);
     if (be->stream)
         cudaStreamSynchronize(be->stream);
+    cuda_step_free(be); /* queued ops of an unfinished step are dropped with it */
     cuda_nccl_free(be);
     cuda_scratch_free(&be->packed);
     cuda_scratch_free(&be->x16);
@@ -106,6 +115,8 @@ void cuda_destroy(void *state)
     cuda_staging_free(be);
     if (be->cublas)
         cublasDestroy(be->cublas);
+    if (be->cublas_workspace)
+        cudaFree(be->cublas_workspace);
     if (be->stream)
         cudaStreamDestroy(be->stream);
     cudaGetLastError();
@@ -142,6 +153,7 @@ int cuda_create_on(const struct cinfer_backend_create_options *opts, void **stat
     if (!be)
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda backend: out of memory");
     be->device = opts->device;
+    cuda_step_init(be);
     if (cuda_enter(be) || cuda_note(be, cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking),
                                     "cudaStreamCreateWithFlags"))
         return create_failed(be, err);
@@ -149,6 +161,11 @@ int cuda_create_on(const struct cinfer_backend_create_options *opts, void **stat
         cuda_note_cublas(be, cublasSetStream(be->cublas, be->stream), "cublasSetStream") ||
         /* no TF32 for f32 products: exact_x's promise holds, and results stay IEEE f32 */
         cuda_note_cublas(be, cublasSetMathMode(be->cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"))
+        return create_failed(be, err);
+    /* a workspace of our own: cuBLAS then allocates nothing while a step is captured */
+    if (cuda_note(be, cudaMalloc(&be->cublas_workspace, CUBLAS_WORKSPACE_BYTES), "cudaMalloc (cuBLAS workspace)") ||
+        cuda_note_cublas(be, cublasSetWorkspace(be->cublas, be->cublas_workspace, CUBLAS_WORKSPACE_BYTES),
+                         "cublasSetWorkspace"))
         return create_failed(be, err);
     int rc = cuda_staging_init(be, err);
     if (rc < 0) {
@@ -177,6 +194,7 @@ int cuda_create(int n_threads, void **state, struct cinfer_error *err)
 int cuda_status(void *state, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (!cuda_enter(be))
         cuda_note(be, cudaStreamSynchronize(be->stream), "a queued kernel (seen at cudaStreamSynchronize)");
     if (!be->failed)
@@ -189,6 +207,7 @@ void *cuda_buffer_alloc(void *state, size_t bytes)
 {
     struct cuda_backend *be = state;
     void *p = NULL;
+    cuda_step_flush(be);
     if (cuda_enter(be))
         return NULL;
     /* cudaMalloc's alignment (256 bytes) covers the 64 backend.h promises */
@@ -202,6 +221,8 @@ void *cuda_buffer_alloc(void *state, size_t bytes)
 void cuda_buffer_free(void *state, void *buffer)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
+    be->generation++; /* no graph may write into it again */
     if (buffer && !cuda_enter(be))
         cuda_note(be, cudaFree(buffer), "cudaFree");
 }
@@ -209,6 +230,9 @@ void cuda_buffer_free(void *state, void *buffer)
 void cuda_copy(void *state, void *dst, const void *src, size_t bytes)
 {
     struct cuda_backend *be = state;
+    struct step_op op = step_record_copy(dst, src, bytes);
+    if (cuda_step_queue(be, &op))
+        return;
     if (bytes && !cuda_enter(be))
         cuda_note(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, be->stream),
                   "cudaMemcpyAsync (device to device)");
@@ -217,6 +241,7 @@ void cuda_copy(void *state, void *dst, const void *src, size_t bytes)
 void cuda_download(void *state, void *host_dst, const void *src, size_t bytes)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (!bytes || cuda_enter(be))
         return;
     if (!cuda_note(be, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, be->stream),
@@ -227,6 +252,7 @@ void cuda_download(void *state, void *host_dst, const void *src, size_t bytes)
 void cuda_upload(void *state, void *dst, const void *host_src, size_t bytes)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (!bytes || cuda_enter(be))
         return;
     /* waits: the caller may reuse host_src once this returns */
@@ -238,6 +264,7 @@ void cuda_upload(void *state, void *dst, const void *host_src, size_t bytes)
 int cuda_memory_info(void *state, size_t *free_bytes, size_t *total_bytes, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     cudaError_t rc = cudaSetDevice(be->device);
     if (rc == cudaSuccess)
         rc = cudaMemGetInfo(free_bytes, total_bytes);

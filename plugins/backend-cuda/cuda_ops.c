@@ -10,21 +10,33 @@
 /* Launch a kernel call and keep its error under its own name. */
 #define LAUNCH(be, call) ((void)(!cuda_enter(be) && cuda_note((be), (call), #call)))
 
+/* Queues a record (1) when the step queues; 0: the caller launches. */
+static int queued(struct cuda_backend *be, struct step_op op)
+{
+    return cuda_step_queue(be, &op);
+}
+
 void cuda_rmsnorm(void *state, float *y, const float *x, int n_rows, int dim, const float *w, float eps)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_rmsnorm(y, x, n_rows, dim, w, eps)))
+        return;
     LAUNCH(be, cinfer_cuda_rmsnorm(be->stream, y, x, n_rows, dim, w, eps));
 }
 
 void cuda_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, const struct cinfer_backend_rope *rope)
 {
     struct cuda_backend *be = state;
-    if (n_tokens <= 0 || cuda_enter(be))
+    if (n_tokens <= 0)
         return;
     size_t bytes = (size_t)n_tokens * (size_t)(head_dim / 2) * sizeof(float);
+    /* the step's tables were copied at step_begin; others are staged here */
+    void *dev[2] = {cuda_step_device(be, rope->cos, bytes), cuda_step_device(be, rope->sin, bytes)};
+    struct step_op op = step_record_rope(x, n_tokens, n_heads, head_dim, rope);
+    if (cuda_step_take(be, &op, dev[0] && dev[1]) || cuda_enter(be))
+        return;
     struct cuda_host_part parts[2] = {{rope->cos, bytes}, {rope->sin, bytes}};
-    void *dev[2];
-    if (cuda_stage_parts(be, parts, 2, dev))
+    if ((!dev[0] || !dev[1]) && cuda_stage_parts(be, parts, 2, dev))
         return;
     cuda_note(be, cinfer_cuda_rope(be->stream, x, n_tokens, n_heads, head_dim, dev[0], dev[1], rope->interleaved),
               "cinfer_cuda_rope");
@@ -33,48 +45,64 @@ void cuda_rope(void *state, float *x, int n_tokens, int n_heads, int head_dim, c
 void cuda_silu_mul(void *state, float *gate, const float *up, size_t n)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_gated(STEP_OP_SILU_MUL, gate, up, n, 0.0f, 0.0f)))
+        return;
     LAUNCH(be, cinfer_cuda_silu_mul(be->stream, gate, up, n));
 }
 
 void cuda_gelu_tanh_mul(void *state, float *gate, const float *up, size_t n)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_gated(STEP_OP_GELU_TANH_MUL, gate, up, n, 0.0f, 0.0f)))
+        return;
     LAUNCH(be, cinfer_cuda_gelu_tanh_mul(be->stream, gate, up, n));
 }
 
 void cuda_swiglu_oai(void *state, float *gate, const float *up, size_t n, float alpha, float limit)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_gated(STEP_OP_SWIGLU_OAI, gate, up, n, alpha, limit)))
+        return;
     LAUNCH(be, cinfer_cuda_swiglu_oai(be->stream, gate, up, n, alpha, limit));
 }
 
 void cuda_add(void *state, float *y, const float *x, size_t n)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_add(y, x, n)))
+        return;
     LAUNCH(be, cinfer_cuda_add(be->stream, y, x, n));
 }
 
 void cuda_scale(void *state, float *x, size_t n, float factor)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_scaled(STEP_OP_SCALE, x, n, factor)))
+        return;
     LAUNCH(be, cinfer_cuda_scale(be->stream, x, n, factor));
 }
 
 void cuda_softcap(void *state, float *x, size_t n, float cap)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_scaled(STEP_OP_SOFTCAP, x, n, cap)))
+        return;
     LAUNCH(be, cinfer_cuda_softcap(be->stream, x, n, cap));
 }
 
 void cuda_add_gated(void *state, float *y, const float *x, const float *gate, int n, int dim)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_add_gated(y, x, gate, n, dim)))
+        return;
     LAUNCH(be, cinfer_cuda_add_gated(be->stream, y, x, gate, n, dim));
 }
 
 void cuda_zero(void *state, float *x, size_t n)
 {
     struct cuda_backend *be = state;
+    if (queued(be, step_record_zero(x, n)))
+        return;
     if (n)
         LAUNCH(be, cudaMemsetAsync(x, 0, n * sizeof(float), be->stream));
 }
@@ -85,6 +113,7 @@ void cuda_moe_route(void *state, const float *logits, int n, int n_experts, int 
                     float *weights)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (n <= 0 || k <= 0 || cuda_enter(be))
         return;
     size_t each = (size_t)n * (size_t)k;
@@ -110,6 +139,7 @@ int cuda_logits_top(void *state, const float *logits, int vocab, const int32_t *
                     int32_t *top_ids, float *top_logits, int *n_top, double *log_sum_exp, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (n_rows <= 0)
         return 0;
     if (k < 1 || k > 64 || vocab < 1)
@@ -170,6 +200,7 @@ int cuda_sample(void *state, float *logits, int vocab, const int32_t *rows, int 
                 struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (n_rows <= 0)
         return 0;
     if (vocab < 1)
@@ -204,6 +235,7 @@ int cuda_sample(void *state, float *logits, int vocab, const int32_t *rows, int 
 void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *rows, int n, int dim)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be); /* rows come from the router: not a named array */
     if (n <= 0 || cuda_enter(be))
         return;
     struct cuda_host_part part = {rows, (size_t)n * sizeof(int32_t)};
@@ -216,6 +248,7 @@ void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t 
                            int dim)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     if (n <= 0 || cuda_enter(be))
         return;
     struct cuda_host_part parts[2] = {{rows, (size_t)n * sizeof(int32_t)}, {weights, (size_t)n * sizeof(float)}};

@@ -65,14 +65,19 @@ static uint8_t *ring_take(struct cuda_backend *be, size_t bytes)
     return be->ring;
 }
 
-int cuda_stage_parts(struct cuda_backend *be, const struct cuda_host_part *parts, int n_parts, void **dev)
+int cuda_stage_parts_to(struct cuda_backend *be, struct cuda_scratch *to, const char *what,
+                        const struct cuda_host_part *parts, int n_parts, void **dev)
 {
+    if (be->step.capturing) { /* a graph would copy from a ring region the next step rewrites */
+        be->step.capture_broken = 1;
+        return 1;
+    }
     size_t total = 0;
     for (int i = 0; i < n_parts; i++)
         total += align_up(parts[i].bytes);
     if (total == 0)
         total = PART_ALIGN;
-    uint8_t *device = cuda_scratch_get(be, &be->packed, total, "the ops' host arrays");
+    uint8_t *device = cuda_scratch_get(be, to, total, what);
     if (!device)
         return 1;
     uint8_t *host = ring_take(be, total);
@@ -87,4 +92,9 @@ int cuda_stage_parts(struct cuda_backend *be, const struct cuda_host_part *parts
     }
     return cuda_note(be, cudaMemcpyAsync(device, host, total, cudaMemcpyHostToDevice, be->stream),
                      "cudaMemcpyAsync (staged host arrays)");
+}
+
+int cuda_stage_parts(struct cuda_backend *be, const struct cuda_host_part *parts, int n_parts, void **dev)
+{
+    return cuda_stage_parts_to(be, &be->packed, "the ops' host arrays", parts, n_parts, dev);
 }

@@ -26,6 +26,7 @@ int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, stru
                         struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
     size_t packed = cinfer_cuda_packed_row_bytes(w->type, w->cols);
     if (!packed || packed > w->row_bytes)
         return cinfer_error_set(err, CINFER_ERR_UNSUPPORTED,
@@ -59,6 +60,8 @@ int cuda_weight_prepare(void *state, const struct cinfer_backend_weight *w, stru
 void cuda_weight_release(void *state, const struct cinfer_backend_weight *w)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be);
+    be->generation++; /* no graph may read it again */
     if (w->data && !cuda_enter(be))
         cuda_note(be, cudaFree((void *)w->data), "cudaFree (weight)");
 }
@@ -66,11 +69,15 @@ void cuda_weight_release(void *state, const struct cinfer_backend_weight *w)
 void cuda_embedding(void *state, const struct cinfer_backend_weight *w, const int32_t *tokens, int n, float *out)
 {
     struct cuda_backend *be = state;
-    if (n <= 0 || cuda_enter(be))
+    if (n <= 0)
         return;
-    void *dev_tokens;
-    struct cuda_host_part part = {tokens, (size_t)n * sizeof(int32_t)};
-    if (cuda_stage_parts(be, &part, 1, &dev_tokens))
+    size_t bytes = (size_t)n * sizeof(int32_t);
+    void *dev_tokens = cuda_step_device(be, tokens, bytes); /* copied at step_begin, or staged here */
+    struct step_op op = step_record_embedding(w, tokens, n, out);
+    if (cuda_step_take(be, &op, dev_tokens != NULL) || cuda_enter(be))
+        return;
+    struct cuda_host_part part = {tokens, bytes};
+    if (!dev_tokens && cuda_stage_parts(be, &part, 1, &dev_tokens))
         return;
     cuda_note(be, cinfer_cuda_embedding(be->stream, w->type, w->data, w->row_bytes, w->rows, w->cols, dev_tokens, n,
                                         out),
@@ -159,6 +166,9 @@ int cuda_matmul(void *state, const float *x, int n, const struct cinfer_backend_
                                     be->device, i, (long long)outs[i].w->rows, (long long)outs[i].w->cols,
                                     (long long)cols);
     }
+    struct step_op op = step_record_matmul(x, n, outs, n_outs);
+    if (cuda_step_take(be, &op, op.kind != 0))
+        return 0; /* a failure shows at status() */
     if (cuda_enter(be))
         return cuda_status(be, err);
     size_t values = (size_t)n * (size_t)cols;
@@ -197,6 +207,7 @@ int cuda_matmul_grouped(void *state, const float *const *xs, int n, const struct
                         int n_outs, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
+    cuda_step_flush(be); /* xs is a host array of its own */
     if (n <= 0 || n_outs <= 0)
         return 0;
     if (!one_gemv_shape(n, outs, n_outs)) {
