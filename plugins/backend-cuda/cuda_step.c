@@ -99,7 +99,7 @@ static void run_log(struct cuda_backend *be, const struct step_log *log)
         run_op(be, &log->ops[i]);
 }
 
-/* Captures the queue into a graph and launches it; the graph, or NULL when anything in
+/* Captures the queue into a graph (recorded, not run); the graph, or NULL when anything in
  * the queue could not be captured (then nothing ran, and no error stays noted). */
 static cudaGraphExec_t capture(struct cuda_backend *be, const struct step_log *log)
 {
