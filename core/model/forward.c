@@ -18,6 +18,21 @@
 #include "kernels.h"
 #include "model/runtime_internal.h"
 
+/* Row row's RoPE tables for position pos (and the local ones of a model that has them). */
+static void row_angles(struct cinfer_runtime *rt, int row, int pos)
+{
+    int half = rt->head_dim / 2;
+    cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
+                              rt->rope_sin + (size_t)row * half);
+    for (int i = 0; rt->rope_attention_factor != 1.0f && i < rt->rope_turned_pairs; i++) {
+        rt->rope_cos[(size_t)row * half + i] *= rt->rope_attention_factor;
+        rt->rope_sin[(size_t)row * half + i] *= rt->rope_attention_factor;
+    }
+    if (rt->inv_freq_local)
+        cinfer_kernel_rope_angles(pos, rt->inv_freq_local, rt->head_dim, rt->rope_cos_local + (size_t)row * half,
+                                  rt->rope_sin_local + (size_t)row * half);
+}
+
 /* Checks the batch against the contract in runtime.h and lays out the per-token host
  * arrays: tokens, RoPE angles, K/V slots, attention sequences and asked logits rows.
  * A follower (a decoded plan) does no page bookkeeping and keeps no logits: its pages
@@ -89,17 +104,7 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
             /* the row of this rank's tok_embeddings, or -1 (zeros) for another rank's */
             int32_t local = token - rt->shard.first_vocab;
             rt->tokens[row] = local >= 0 && local < rt->shard.vocab_rows ? local : -1;
-            int half = rt->head_dim / 2;
-            cinfer_kernel_rope_angles(pos, rt->inv_freq, rt->head_dim, rt->rope_cos + (size_t)row * half,
-                                      rt->rope_sin + (size_t)row * half);
-            for (int i = 0; rt->rope_attention_factor != 1.0f && i < rt->rope_turned_pairs; i++) {
-                rt->rope_cos[(size_t)row * half + i] *= rt->rope_attention_factor;
-                rt->rope_sin[(size_t)row * half + i] *= rt->rope_attention_factor;
-            }
-            if (rt->inv_freq_local)
-                cinfer_kernel_rope_angles(pos, rt->inv_freq_local, rt->head_dim,
-                                          rt->rope_cos_local + (size_t)row * half,
-                                          rt->rope_sin_local + (size_t)row * half);
+            row_angles(rt, row, pos);
             rt->slots[row] = c->page_table[pos / page_tokens] * page_tokens + pos % page_tokens;
             int wants = c->logits == CINFER_LOGITS_ALL || (c->logits == CINFER_LOGITS_LAST && t == c->n_tokens - 1);
             if (wants) {
@@ -125,6 +130,36 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
         cinfer_kv_window_plan_done(rt, n_seqs);
     *n_logits_rows = n_logits;
     return total;
+}
+
+/* A decode step (every sequence one token, asking for its logits) of T rows padded to the
+ * backend's bucket (ops->decode_bucket): rows T.. are token 0 at position 0 of pad_page,
+ * each its own sequence, their logits computed and kept nowhere. Every row's logits are
+ * asked, in row order, so the step's ops depend on the bucket only. Returns the rows (T
+ * where the step is not padded); *n_seqs and *n_logits grow with them. */
+static int pad_decode_step(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int T, int *n_seqs,
+                           int *n_logits)
+{
+    if (rt->pad_page < 0 || T != *n_seqs || *n_logits != T)
+        return T;
+    for (int s = 0; s < *n_seqs; s++)
+        if (seqs[s].n_tokens != 1 || seqs[s].logits != CINFER_LOGITS_LAST)
+            return T;
+    int rows = rt->ops->decode_bucket(rt->backend, T);
+    if (rows <= T || rows > rt->max_batch_tokens)
+        return T;
+    for (int row = T; row < rows; row++) {
+        rt->tokens[row] = 0;
+        row_angles(rt, row, 0);
+        rt->slots[row] = rt->pad_page * rt->pages.page_tokens;
+        rt->attn_seqs[row] = (struct cinfer_backend_attn_seq){row, 1, 0, &rt->pad_page, 1};
+        rt->logits_rows[row] = row;
+        rt->logits_dst[row] = NULL;
+        rt->logits_chunk[row] = NULL;
+    }
+    *n_seqs = rows;
+    *n_logits = rows;
+    return rows;
 }
 
 /* x (n) = the sum of every rank's x; nothing to do on a single rank. */
@@ -508,6 +543,8 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
     int T = plan_batch(rt, seqs, n_seqs, 0, &n_logits, err);
     if (T < 0)
         return T;
+    int n_rows_seqs = n_seqs; /* with the padding rows' sequences */
+    T = pad_decode_step(rt, seqs, T, &n_rows_seqs, &n_logits);
     if (rt->shard.size > 1) {
         struct cinfer_tp_plan_limits lim = plan_limits(rt);
         size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, &lim);
@@ -525,7 +562,7 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
             return fail_group(rt, rc, err);
         rt->plan_step++;
     }
-    int rc = run_batch(rt, T, n_seqs, n_logits, err);
+    int rc = run_batch(rt, T, n_rows_seqs, n_logits, err);
     return rc < 0 && rt->shard.size > 1 ? fail_group(rt, rc, err) : rc;
 }
 

@@ -840,6 +840,12 @@ int cinfer_runtime_create(const struct cinfer_model *m, const struct cinfer_runt
         goto fail;
     if ((rc = alloc_scratch(rt, err)) < 0)
         goto fail;
+    /* padding rows need a page no sequence holds; only where every step's ops are the
+     * same for a batch size: dense, one rank, no window pool */
+    rt->pad_page = -1;
+    if (rt->backend_steps && BACKEND_OFFERS(rt->ops, 13, decode_bucket) && rt->shard.size == 1 &&
+        !rt->window.active && c->n_experts == 0 && n_pages > 1 && cinfer_kv_pages_alloc(&rt->pages, &rt->pad_page))
+        rt->pad_page = -1;
     *out = rt;
     return 0;
 fail:

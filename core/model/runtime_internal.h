@@ -161,6 +161,9 @@ struct cinfer_runtime {
     int backend_samples;
     /* 1: the backend takes each step's host arrays up front (ops->step_begin, step_end) */
     int backend_steps;
+    /* the KV page the rows padding a decode step up to the backend's bucket write and read
+     * (ops->decode_bucket), held for the runtime's life; -1: steps are not padded */
+    int32_t pad_page;
     float *logits_host;        /* (CINFER_LOGITS_BLOCK_ROWS, shard.vocab_stride) host; backend_reduces only */
     /* (CINFER_LOGITS_BLOCK_ROWS, vocab) host: whole rows of the asked top-k rows, ranked on
      * the host where the backend cannot (tensor parallelism, no logits_top); made when

@@ -57,7 +57,8 @@ extern "C" {
  *    and samples on the host.
  * 13: step_begin and step_end (a forward step's host arrays named once, before its ops:
  *    a device backend copies them in with one upload and may replay a step whose ops
- *    repeat an earlier step's, call for call, as one CUDA graph). May be NULL. */
+ *    repeat an earlier step's, call for call, as one CUDA graph), and decode_bucket (the
+ *    batch sizes a decode step is padded to, so nearby sizes are one step). May be NULL. */
 #define CINFER_BACKEND_OPS_VERSION 13u
 /* The oldest version the loader accepts: the core calls version 8's slots. */
 #define CINFER_BACKEND_OPS_MIN_VERSION 8u
@@ -382,6 +383,14 @@ struct cinfer_backend_ops {
      * previous one ends that one. Errors are those of the ops queued, as status reports. */
     int (*step_begin)(void *state, const struct cinfer_backend_step *step, struct cinfer_error *err);
     int (*step_end)(void *state, struct cinfer_error *err);
+    /* May be NULL (no padding). The rows a decode step of n rows (every sequence adding
+     * one token and asking for its logits) is to have: more than n, and the core pads the
+     * step with rows of token 0 at position 0 of a KV page of their own, each its own
+     * sequence, whose logits are computed and never read; so decode steps of any batch
+     * size in a bucket are the same step, and one graph serves them (SGLang pads its
+     * batches to its CUDA graphs' sizes alike). n or less: no padding. The core pads
+     * steps of dense models without tensor parallelism or a sliding-window pool only. */
+    int (*decode_bucket)(void *state, int n);
 };
 
 #ifdef __cplusplus

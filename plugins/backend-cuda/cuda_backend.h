@@ -134,6 +134,7 @@ void cuda_staging_free(struct cuda_backend *be);
 /* cuda_step.c: forward steps (backend.h's step_begin and step_end). */
 int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct cinfer_error *err);
 int cuda_step_end(void *state, struct cinfer_error *err);
+int cuda_decode_bucket(void *state, int n);
 void cuda_step_init(struct cuda_backend *be);
 void cuda_step_free(struct cuda_backend *be);
 /* Launches what the step has queued (every op that cannot be queued calls this first, so

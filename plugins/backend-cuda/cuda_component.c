@@ -110,6 +110,7 @@ static const struct cinfer_backend_ops cuda_ops = {
     .sample = cuda_sample,
     .step_begin = cuda_step_begin,
     .step_end = cuda_step_end,
+    .decode_bucket = cuda_decode_bucket,
 };
 
 CINFER_PLUGIN_DEFINE(CINFER_PLUGIN_KIND_BACKEND, CINFER_CUDA_PLUGIN_NAME, "1.0.0", &cuda_ops);

@@ -245,6 +245,14 @@ int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct 
     return 0;
 }
 
+/* Padded with graphs off too (CINFER_CUDA_GRAPHS=0): the switch then changes how a step
+ * is launched and nothing else, so both ways give the same bits. */
+int cuda_decode_bucket(void *state, int n)
+{
+    struct cuda_backend *be = state;
+    return be->tp_size > 1 ? n : step_decode_bucket(n, CUDA_GRAPH_MAX_TOKENS);
+}
+
 int cuda_step_end(void *state, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;

@@ -177,6 +177,14 @@ void step_attention_shape(const struct cinfer_backend_attn_seq *seqs, int n_seqs
     *seen_class = seen >= 512 ? 2 : seen >= 128 ? 1 : 0;
 }
 
+int step_decode_bucket(int n, int max_rows)
+{
+    if (n < 1 || n > max_rows)
+        return n;
+    int bucket = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : (n + 7) / 8 * 8;
+    return bucket <= max_rows ? bucket : n;
+}
+
 int step_log_append(struct step_log *log, const struct step_op *op)
 {
     if (log->n == log->cap) {

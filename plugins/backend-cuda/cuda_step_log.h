@@ -96,6 +96,10 @@ void step_log_free(struct step_log *log);
 int step_log_equal(const struct step_log *a, const struct step_log *b);
 int step_log_copy(struct step_log *dst, const struct step_log *src);
 
+/* The batch sizes decode steps are padded to (backend.h's decode_bucket), as SGLang's
+ * CUDA graph sizes: 1, 2, 4, then multiples of 8 up to max_rows; n itself above that. */
+int step_decode_bucket(int n, int max_rows);
+
 /* What to do with a queue. */
 enum step_plan { STEP_RUN = 0, STEP_CAPTURE, STEP_REPLAY };
 
