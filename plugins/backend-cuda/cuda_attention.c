@@ -1,6 +1,6 @@
 /* backend-cuda: KV page storage on the device and attention over it. The sequences and
- * their page tables (host memory) are packed into one upload: struct
- * cinfer_cuda_attn_seq per sequence, then every page table end to end. */
+ * their page tables (host memory) are packed into one upload (cuda_pack_seq_lists), or
+ * were at step_begin. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,30 @@ static size_t kv_row_bytes(const struct cinfer_backend_kv_layout *l)
     case CINFER_KV_Q8_0: return (size_t)l->kv_dim / 32 * 34;
     default: return 0;
     }
+}
+
+int cuda_pack_seq_lists(const struct cinfer_backend_attn_seq *const *lists, int n_lists, int n_seqs,
+                        struct cinfer_cuda_attn_seq **packed, int32_t **tables, size_t *n_entries)
+{
+    size_t entries = 0, n = (size_t)n_lists * (size_t)n_seqs;
+    for (int l = 0; l < n_lists; l++)
+        for (int i = 0; i < n_seqs; i++)
+            entries += (size_t)lists[l][i].n_pages;
+    *packed = malloc(sizeof **packed * (n ? n : 1));
+    *tables = malloc(sizeof **tables * (entries ? entries : 1));
+    if (!*packed || !*tables)
+        return -1;
+    size_t at = 0;
+    for (int l = 0; l < n_lists; l++)
+        for (int i = 0; i < n_seqs; i++) {
+            const struct cinfer_backend_attn_seq *s = &lists[l][i];
+            (*packed)[(size_t)l * n_seqs + i] =
+                (struct cinfer_cuda_attn_seq){s->row, s->n_tokens, s->start_pos, s->n_pages, (int)at};
+            for (int p = 0; p < s->n_pages; p++)
+                (*tables)[at++] = s->page_table[p];
+        }
+    *n_entries = entries;
+    return 0;
 }
 
 int cuda_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **kv, struct cinfer_error *err)
@@ -112,28 +136,19 @@ int cuda_attention_windowed(void *state, void *kv, int layer, const float *q, fl
     if (cuda_enter(be))
         return cuda_status(be, err);
     if (!staged) {
-        struct cinfer_cuda_attn_seq *packed = malloc(sizeof *packed * (size_t)n_seqs);
-        size_t n_page_entries = 0;
-        for (int i = 0; i < n_seqs; i++)
-            n_page_entries += (size_t)seqs[i].n_pages;
-        int32_t *tables = malloc(sizeof *tables * (n_page_entries ? n_page_entries : 1));
-        if (!packed || !tables) {
+        struct cinfer_cuda_attn_seq *packed = NULL;
+        int32_t *tables = NULL;
+        size_t entries = 0;
+        int failed = cuda_pack_seq_lists(&seqs, 1, n_seqs, &packed, &tables, &entries) < 0;
+        if (failed) {
             free(packed);
             free(tables);
             return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda backend: out of memory packing %d sequences",
                                     n_seqs);
         }
-        size_t at = 0;
-        for (int i = 0; i < n_seqs; i++) {
-            const struct cinfer_backend_attn_seq *q_seq = &seqs[i];
-            packed[i] = (struct cinfer_cuda_attn_seq){q_seq->row, q_seq->n_tokens, q_seq->start_pos,
-                                                      q_seq->n_pages, (int)at};
-            for (int p = 0; p < q_seq->n_pages; p++)
-                tables[at++] = q_seq->page_table[p];
-        }
         struct cuda_host_part parts[2] = {{packed, sizeof *packed * (size_t)n_seqs},
-                                          {tables, sizeof *tables * n_page_entries}};
-        int failed = cuda_stage_parts(be, parts, 2, dev);
+                                          {tables, sizeof *tables * entries}};
+        failed = cuda_stage_parts(be, parts, 2, dev);
         free(packed);
         free(tables);
         if (failed)

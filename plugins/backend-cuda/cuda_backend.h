@@ -202,6 +202,12 @@ void cuda_gather_rows(void *state, float *out, const float *x, const int32_t *ro
 void cuda_scatter_add_rows(void *state, float *y, const float *x, const int32_t *rows, const float *weights, int n,
                            int dim);
 
+/* Sequence lists packed as the attention kernel reads them: struct cinfer_cuda_attn_seq
+ * per sequence of each list (*packed: n_lists x n_seqs), then every list's page tables end
+ * to end in one array (*tables, *n_entries of them), which page_table_at indexes. Both
+ * malloc'd (the caller frees them, also on failure); -1 when out of memory. */
+int cuda_pack_seq_lists(const struct cinfer_backend_attn_seq *const *lists, int n_lists, int n_seqs,
+                        struct cinfer_cuda_attn_seq **packed, int32_t **tables, size_t *n_entries);
 int cuda_kv_create(void *state, const struct cinfer_backend_kv_layout *layout, void **kv, struct cinfer_error *err);
 void cuda_kv_destroy(void *state, void *kv);
 void cuda_kv_write(void *state, void *kv, int layer, const float *k, const float *v, int n, const int32_t *slots);

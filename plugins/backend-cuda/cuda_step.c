@@ -162,36 +162,6 @@ void cuda_step_flush(struct cuda_backend *be)
     step_log_clear(&st->log);
 }
 
-/* The sequence lists packed as the attention kernel reads them: struct
- * cinfer_cuda_attn_seq per sequence of each list (packed, n_lists x n_seqs), then every
- * list's page tables end to end in one array (tables), which page_table_at indexes. So
- * that a graph captured at one step reads the next step's lists where it read these,
- * every part's device offset depends on the step's row and sequence counts only: the
- * fixed-size parts come first, the one part whose size moves (the tables) last. */
-static int pack_seq_lists(const struct cinfer_backend_step *step, struct cinfer_cuda_attn_seq **packed,
-                          int32_t **tables, size_t *n_entries)
-{
-    size_t entries = 0, n = (size_t)step->n_seq_lists * (size_t)step->n_seqs;
-    for (int l = 0; l < step->n_seq_lists; l++)
-        for (int i = 0; i < step->n_seqs; i++)
-            entries += (size_t)step->seq_lists[l][i].n_pages;
-    *packed = malloc(sizeof **packed * (n ? n : 1));
-    *tables = malloc(sizeof **tables * (entries ? entries : 1));
-    if (!*packed || !*tables)
-        return -1;
-    size_t at = 0;
-    for (int l = 0; l < step->n_seq_lists; l++)
-        for (int i = 0; i < step->n_seqs; i++) {
-            const struct cinfer_backend_attn_seq *s = &step->seq_lists[l][i];
-            (*packed)[(size_t)l * step->n_seqs + i] =
-                (struct cinfer_cuda_attn_seq){s->row, s->n_tokens, s->start_pos, s->n_pages, (int)at};
-            for (int p = 0; p < s->n_pages; p++)
-                (*tables)[at++] = s->page_table[p];
-        }
-    *n_entries = entries;
-    return 0;
-}
-
 int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
@@ -207,10 +177,13 @@ int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct 
                                 CUDA_STEP_MAX_SEQ_LISTS);
     if (cuda_enter(be))
         return cuda_status(be, err);
+    /* every part's device offset depends on the step's row and sequence counts only (the
+     * page tables, whose size moves, come last), so a graph captured at one step reads
+     * the next step's arrays where it read these */
     struct cinfer_cuda_attn_seq *packed = NULL;
     int32_t *tables = NULL;
     size_t entries = 0;
-    if (pack_seq_lists(step, &packed, &tables, &entries) < 0) {
+    if (cuda_pack_seq_lists(step->seq_lists, step->n_seq_lists, step->n_seqs, &packed, &tables, &entries) < 0) {
         free(packed);
         free(tables);
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda device %d: out of memory packing a step's %d sequences",
