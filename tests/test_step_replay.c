@@ -47,11 +47,8 @@ static struct replaying *created; /* the wrapper's state made last */
 /* The wrapper's state: the CPU backend's, and the step as the CUDA plugin keeps it. */
 struct replaying {
     void *cpu;
-    int open, queueing;
-    struct cinfer_backend_step_array arrays[16];
-    int n_arrays;
-    const struct cinfer_backend_attn_seq *lists[4];
-    int n_lists, n_seqs, n_tokens;
+    struct step_names names; /* the plugin's record of what the step named */
+    int queueing;
     struct step_log log;
     struct step_graph_cache graphs;
     /* what the checks count */
@@ -62,20 +59,15 @@ struct replaying {
     int padded;         /* decode steps padded to a bucket (rows beyond the batch) */
 };
 
+/* Found among the step's names as the plugin finds its arguments. */
 static int named(const struct replaying *r, const void *host, size_t bytes)
 {
-    for (int i = 0; r->open && i < r->n_arrays; i++)
-        if (r->arrays[i].data == host && bytes <= r->arrays[i].bytes)
-            return 1;
-    return 0;
+    return step_names_array(&r->names, host, bytes) >= 0;
 }
 
 static int named_list(const struct replaying *r, const struct cinfer_backend_attn_seq *seqs, int n_seqs)
 {
-    for (int i = 0; r->open && n_seqs == r->n_seqs && i < r->n_lists; i++)
-        if (r->lists[i] == seqs)
-            return 1;
-    return 0;
+    return step_names_list(&r->names, seqs, n_seqs) >= 0;
 }
 
 static void run_queue(struct replaying *r, const struct step_log *log)
@@ -100,7 +92,7 @@ static void flush(struct replaying *r)
         lm_head |= r->log.ops[i].kind == STEP_OP_MATMUL && r->log.ops[i].outs[0].exact_x;
     r->lm_head_queued += lm_head;
     struct step_graph_entry *entry = NULL;
-    enum step_plan plan = step_graphs_plan(&r->graphs, &r->log, r->n_tokens, r->n_seqs, 0, &entry);
+    enum step_plan plan = step_graphs_plan(&r->graphs, &r->log, r->names.n_tokens, r->names.n_seqs, 0, &entry);
     if (plan == STEP_REPLAY) {
         run_queue(r, &entry->log); /* the captured queue, as a graph replays it */
     } else {
@@ -201,7 +193,7 @@ static void w_kv_destroy(void *s, void *kv)
 static void w_kv_write(void *s, void *kv, int layer, const float *k, const float *v, int n, const int32_t *slots)
 {
     int ok = named(R, slots, (size_t)n * sizeof *slots);
-    R->unnamed += R->open && !ok;
+    R->unnamed += R->names.open && !ok;
     if (!take(R, step_record_kv_write(kv, layer, k, v, n, slots), ok))
         cpu->kv_write(R->cpu, kv, layer, k, v, n, slots);
 }
@@ -209,7 +201,7 @@ static void w_kv_write(void *s, void *kv, int layer, const float *k, const float
 static void w_embedding(void *s, const struct cinfer_backend_weight *w, const int32_t *tokens, int n, float *out)
 {
     int ok = named(R, tokens, (size_t)n * sizeof *tokens);
-    R->unnamed += R->open && !ok;
+    R->unnamed += R->names.open && !ok;
     if (!take(R, step_record_embedding(w, tokens, n, out), ok))
         cpu->embedding(R->cpu, w, tokens, n, out);
 }
@@ -232,7 +224,7 @@ static void w_rope(void *s, float *x, int n_tokens, int n_heads, int head_dim, c
 {
     size_t bytes = (size_t)n_tokens * (size_t)(head_dim / 2) * sizeof(float);
     int ok = named(R, rope->cos, bytes) && named(R, rope->sin, bytes);
-    R->unnamed += R->open && !ok;
+    R->unnamed += R->names.open && !ok;
     if (!take(R, step_record_rope(x, n_tokens, n_heads, head_dim, rope), ok))
         cpu->rope(R->cpu, x, n_tokens, n_heads, head_dim, rope);
 }
@@ -291,7 +283,7 @@ static int w_attention_windowed(void *s, void *kv, int layer, const float *q, fl
                                 struct cinfer_error *err)
 {
     int ok = named_list(R, seqs, n_seqs);
-    R->unnamed += R->open && !ok;
+    R->unnamed += R->names.open && !ok;
     if (take(R, step_record_attention(kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, opts), ok))
         return 0;
     return cpu->attention_windowed(R->cpu, kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, opts,
@@ -371,15 +363,7 @@ static int w_step_begin(void *s, const struct cinfer_backend_step *step, struct 
 {
     (void)err;
     flush(R);
-    ck_assert_int_le(step->n_arrays, 16);
-    ck_assert_int_le(step->n_seq_lists, 4);
-    memcpy(R->arrays, step->arrays, sizeof *step->arrays * (size_t)step->n_arrays);
-    memcpy(R->lists, step->seq_lists, sizeof *step->seq_lists * (size_t)step->n_seq_lists);
-    R->n_arrays = step->n_arrays;
-    R->n_lists = step->n_seq_lists;
-    R->n_seqs = step->n_seqs;
-    R->n_tokens = step->n_tokens;
-    R->open = 1;
+    ck_assert_int_eq(step_names_open(&R->names, step), 0);
     R->queueing = 1;
     R->steps++;
     step_log_clear(&R->log);
@@ -397,7 +381,7 @@ static int w_step_end(void *s, struct cinfer_error *err)
 {
     (void)err;
     flush(R);
-    R->open = 0;
+    R->names.open = 0;
     return 0;
 }
 

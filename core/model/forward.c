@@ -137,14 +137,11 @@ static int plan_batch(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *
  * each its own sequence, their logits computed and kept nowhere. Every row's logits are
  * asked, in row order, so the step's ops depend on the bucket only. Returns the rows (T
  * where the step is not padded); *n_seqs and *n_logits grow with them. */
-static int pad_decode_step(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seqs, int T, int *n_seqs,
-                           int *n_logits)
+static int pad_decode_step(struct cinfer_runtime *rt, int T, int *n_seqs, int *n_logits)
 {
+    /* as many rows as sequences: one token each; as many logits rows: each asks for its one */
     if (rt->pad_page < 0 || T != *n_seqs || *n_logits != T)
         return T;
-    for (int s = 0; s < *n_seqs; s++)
-        if (seqs[s].n_tokens != 1 || seqs[s].logits != CINFER_LOGITS_LAST)
-            return T;
     int rows = rt->ops->decode_bucket(rt->backend, T);
     if (rows <= T || rows > rt->max_batch_tokens)
         return T;
@@ -544,7 +541,7 @@ int cinfer_forward(struct cinfer_runtime *rt, const struct cinfer_seq_chunk *seq
     if (T < 0)
         return T;
     int n_rows_seqs = n_seqs; /* with the padding rows' sequences */
-    T = pad_decode_step(rt, seqs, T, &n_rows_seqs, &n_logits);
+    T = pad_decode_step(rt, T, &n_rows_seqs, &n_logits);
     if (rt->shard.size > 1) {
         struct cinfer_tp_plan_limits lim = plan_limits(rt);
         size_t bytes = cinfer_tp_plan_bytes(seqs, n_seqs, &lim);

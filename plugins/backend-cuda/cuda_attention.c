@@ -127,12 +127,12 @@ int cuda_attention_windowed(void *state, void *kv, int layer, const float *q, fl
     if (n_seqs <= 0)
         return 0;
     int window = opts && opts->window > 0 ? opts->window : 0;
-    const struct cuda_step_seqs *staged = cuda_step_seq_list(be, seqs, n_seqs); /* copied at step_begin */
+    void *dev[2] = {NULL, NULL};
+    int staged = cuda_step_seq_list(be, seqs, n_seqs, &dev[0], &dev[1]); /* copied at step_begin */
     struct step_op op = step_record_attention(kv, layer, q, out, seqs, n_seqs, n_heads, n_kv_heads, head_dim, opts);
     int max_tokens = (int)op.i[5], seen_class = (int)op.i[6], max_context;
-    if (cuda_step_take(be, &op, staged != NULL))
+    if (cuda_step_take(be, &op, staged))
         return 0; /* a failure shows at status() */
-    void *dev[2] = {staged ? staged->dev_seqs : NULL, staged ? staged->dev_tables : NULL};
     if (cuda_enter(be))
         return cuda_status(be, err);
     if (!staged) {

@@ -26,35 +26,19 @@ struct cuda_scratch {
 
 /* A forward step (cuda_step.c): its named host arrays, copied to the device in one
  * upload at step_begin, and its ops queued until one answers the host. */
-#define CUDA_STEP_MAX_ARRAYS 16
-#define CUDA_STEP_MAX_SEQ_LISTS 4
 /* Steps of more rows than this run op by op, never captured: a prefill chunk's shape
  * seldom repeats, and its kernels are long enough that launching them costs little. */
 #define CUDA_GRAPH_MAX_TOKENS 256
 
-struct cuda_step_array {
-    const void *host;
-    size_t bytes;
-    void *dev;
-};
-
-struct cuda_step_seqs {
-    const struct cinfer_backend_attn_seq *host; /* (n_seqs) as the core named it */
-    void *dev_seqs;                             /* (n_seqs) struct cinfer_cuda_attn_seq */
-    void *dev_tables;                           /* every page table, end to end */
-};
-
 struct cuda_step {
-    int open;           /* between step_begin and step_end */
+    struct step_names names; /* what step_begin named (open between step_begin and step_end) */
+    void *array_dev[STEP_MAX_ARRAYS]; /* the device copy of names.arrays[i] */
+    struct cinfer_cuda_attn_seq *list_dev[STEP_MAX_SEQ_LISTS]; /* of names.lists[l], n_seqs each */
+    int32_t *tables_dev;     /* every list's page tables, end to end */
     int queueing;       /* ops go to log instead of launching */
     int running_log;    /* the queue is launching: its ops launch */
     int capturing;      /* ... into a graph being captured */
     int capture_broken; /* something a graph cannot hold happened while capturing */
-    int n_tokens, n_seqs;
-    struct cuda_step_array arrays[CUDA_STEP_MAX_ARRAYS];
-    int n_arrays;
-    struct cuda_step_seqs lists[CUDA_STEP_MAX_SEQ_LISTS];
-    int n_lists;
     struct cuda_scratch dev; /* the staged arrays and sequence lists, one buffer */
     struct step_log log;
     struct step_graph_cache graphs;
@@ -149,9 +133,10 @@ int cuda_step_take(struct cuda_backend *be, const struct step_op *op, int queuea
 /* The device copy of a host array the step named (host the same pointer, bytes at most
  * the named ones), or NULL. */
 void *cuda_step_device(struct cuda_backend *be, const void *host, size_t bytes);
-/* The staged copy of a sequence list the step named, or NULL. */
-const struct cuda_step_seqs *cuda_step_seq_list(struct cuda_backend *be, const struct cinfer_backend_attn_seq *seqs,
-                                                int n_seqs);
+/* 1 with the staged copy of a sequence list the step named (its packed sequences and the
+ * page tables they index), else 0. */
+int cuda_step_seq_list(struct cuda_backend *be, const struct cinfer_backend_attn_seq *seqs, int n_seqs,
+                       void **dev_seqs, void **dev_tables);
 
 /* cuda_nccl.c: the tensor-parallel group on NCCL (a no-op without a group or NCCL). */
 int cuda_nccl_init(struct cuda_backend *be, struct cinfer_comm *comm, struct cinfer_error *err);

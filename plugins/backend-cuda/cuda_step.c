@@ -47,23 +47,19 @@ void cuda_step_free(struct cuda_backend *be)
 
 void *cuda_step_device(struct cuda_backend *be, const void *host, size_t bytes)
 {
-    if (!be->step.open || !host)
-        return NULL;
-    for (int i = 0; i < be->step.n_arrays; i++)
-        if (be->step.arrays[i].host == host && bytes <= be->step.arrays[i].bytes)
-            return be->step.arrays[i].dev;
-    return NULL;
+    int i = step_names_array(&be->step.names, host, bytes);
+    return i < 0 ? NULL : be->step.array_dev[i];
 }
 
-const struct cuda_step_seqs *cuda_step_seq_list(struct cuda_backend *be, const struct cinfer_backend_attn_seq *seqs,
-                                                int n_seqs)
+int cuda_step_seq_list(struct cuda_backend *be, const struct cinfer_backend_attn_seq *seqs, int n_seqs,
+                       void **dev_seqs, void **dev_tables)
 {
-    if (!be->step.open || !seqs || n_seqs != be->step.n_seqs)
-        return NULL;
-    for (int i = 0; i < be->step.n_lists; i++)
-        if (be->step.lists[i].host == seqs)
-            return &be->step.lists[i];
-    return NULL;
+    int l = step_names_list(&be->step.names, seqs, n_seqs);
+    if (l < 0)
+        return 0;
+    *dev_seqs = be->step.list_dev[l];
+    *dev_tables = be->step.tables_dev;
+    return 1;
 }
 
 int cuda_step_queue(struct cuda_backend *be, const struct step_op *op)
@@ -145,7 +141,8 @@ void cuda_step_flush(struct cuda_backend *be)
     }
     st->running_log = 1;
     struct step_graph_entry *entry = NULL;
-    enum step_plan plan = step_graphs_plan(&st->graphs, &st->log, st->n_tokens, st->n_seqs, be->generation, &entry);
+    enum step_plan plan =
+        step_graphs_plan(&st->graphs, &st->log, st->names.n_tokens, st->names.n_seqs, be->generation, &entry);
     if (plan == STEP_REPLAY) {
         cuda_note(be, cudaGraphLaunch((cudaGraphExec_t)entry->exec, be->stream), "cudaGraphLaunch (a decode step)");
     } else if (plan == STEP_CAPTURE) {
@@ -167,14 +164,13 @@ int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct 
     struct cuda_backend *be = state;
     struct cuda_step *st = &be->step;
     cuda_step_flush(be); /* a step that was not ended */
-    st->open = 0;
-    if (step->n_arrays > CUDA_STEP_MAX_ARRAYS || step->n_seq_lists > CUDA_STEP_MAX_SEQ_LISTS || step->n_arrays < 0 ||
-        step->n_seq_lists < 0 || step->n_seqs < 0)
+    if (step_names_open(&st->names, step) < 0)
         return cinfer_error_set(err, CINFER_ERR_INVALID_ARGUMENT,
                                 "cuda device %d: step_begin names %d host arrays and %d sequence lists of %d (at "
                                 "most %d arrays and %d lists)",
-                                be->device, step->n_arrays, step->n_seq_lists, step->n_seqs, CUDA_STEP_MAX_ARRAYS,
-                                CUDA_STEP_MAX_SEQ_LISTS);
+                                be->device, step->n_arrays, step->n_seq_lists, step->n_seqs, STEP_MAX_ARRAYS,
+                                STEP_MAX_SEQ_LISTS);
+    st->names.open = 0; /* until the copies are made */
     if (cuda_enter(be))
         return cuda_status(be, err);
     /* every part's device offset depends on the step's row and sequence counts only (the
@@ -189,30 +185,24 @@ int cuda_step_begin(void *state, const struct cinfer_backend_step *step, struct 
         return cinfer_error_set(err, CINFER_ERR_NOMEM, "cuda device %d: out of memory packing a step's %d sequences",
                                 be->device, step->n_seqs);
     }
-    struct cuda_host_part parts[CUDA_STEP_MAX_ARRAYS + 2];
+    struct cuda_host_part parts[STEP_MAX_ARRAYS + 2];
     int n_parts = 0;
     for (int i = 0; i < step->n_arrays; i++)
         parts[n_parts++] = (struct cuda_host_part){step->arrays[i].data, step->arrays[i].bytes};
     parts[n_parts++] = (struct cuda_host_part){packed, sizeof *packed * (size_t)step->n_seq_lists * step->n_seqs};
     parts[n_parts++] = (struct cuda_host_part){tables, sizeof *tables * entries};
-    void *dev[CUDA_STEP_MAX_ARRAYS + 2];
+    void *dev[STEP_MAX_ARRAYS + 2];
     int failed = cuda_stage_parts_to(be, &st->dev, "a step's host arrays", parts, n_parts, dev);
     free(packed);
     free(tables);
     if (failed)
         return cuda_status(be, err);
     for (int i = 0; i < step->n_arrays; i++)
-        st->arrays[i] = (struct cuda_step_array){step->arrays[i].data, step->arrays[i].bytes, dev[i]};
+        st->array_dev[i] = dev[i];
     for (int l = 0; l < step->n_seq_lists; l++)
-        st->lists[l] = (struct cuda_step_seqs){step->seq_lists[l],
-                                               (struct cinfer_cuda_attn_seq *)dev[step->n_arrays] +
-                                                   (size_t)l * step->n_seqs,
-                                               dev[step->n_arrays + 1]};
-    st->n_arrays = step->n_arrays;
-    st->n_lists = step->n_seq_lists;
-    st->n_tokens = step->n_tokens;
-    st->n_seqs = step->n_seqs;
-    st->open = 1;
+        st->list_dev[l] = (struct cinfer_cuda_attn_seq *)dev[step->n_arrays] + (size_t)l * step->n_seqs;
+    st->tables_dev = dev[step->n_arrays + 1];
+    st->names.open = 1;
     st->queueing = !st->graphs_off && step->n_tokens <= CUDA_GRAPH_MAX_TOKENS && be->tp_size <= 1;
     step_log_clear(&st->log);
     return 0;
@@ -230,7 +220,7 @@ int cuda_step_end(void *state, struct cinfer_error *err)
 {
     struct cuda_backend *be = state;
     cuda_step_flush(be);
-    be->step.open = 0;
+    be->step.names.open = 0;
     if (!be->failed)
         return 0;
     return cuda_status(be, err);

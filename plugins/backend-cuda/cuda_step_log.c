@@ -110,8 +110,8 @@ struct step_op step_record_attention(void *kv, int layer, const float *q, float 
     op.i[2] = n_heads;
     op.i[3] = n_kv_heads;
     op.i[4] = head_dim;
-    int window = opts && opts->window > 0 ? opts->window : 0, max_tokens, max_context, seen_class;
-    step_attention_shape(seqs, n_seqs, window, &max_tokens, &max_context, &seen_class);
+    int window = opts && opts->window > 0 ? opts->window : 0, max_tokens, seen_class;
+    step_attention_shape(seqs, n_seqs, window, &max_tokens, &seen_class);
     op.i[5] = max_tokens; /* the grid */
     op.i[6] = seen_class; /* the warps per block */
     if (opts) {
@@ -162,7 +162,7 @@ int step_op_run(const struct cinfer_backend_ops *ops, void *state, const struct 
 }
 
 void step_attention_shape(const struct cinfer_backend_attn_seq *seqs, int n_seqs, int window, int *max_tokens,
-                          int *max_context, int *seen_class)
+                          int *seen_class)
 {
     int tokens = 0, context = 0;
     for (int i = 0; i < n_seqs; i++) {
@@ -173,8 +173,41 @@ void step_attention_shape(const struct cinfer_backend_attn_seq *seqs, int n_seqs
     }
     int seen = window > 0 && window < context ? window : context;
     *max_tokens = tokens;
-    *max_context = context;
     *seen_class = seen >= 512 ? 2 : seen >= 128 ? 1 : 0;
+}
+
+int step_names_open(struct step_names *names, const struct cinfer_backend_step *step)
+{
+    names->open = 0;
+    if (step->n_arrays < 0 || step->n_arrays > STEP_MAX_ARRAYS || step->n_seq_lists < 0 ||
+        step->n_seq_lists > STEP_MAX_SEQ_LISTS || step->n_seqs < 0)
+        return -1;
+    if (step->n_arrays)
+        memcpy(names->arrays, step->arrays, sizeof *step->arrays * (size_t)step->n_arrays);
+    if (step->n_seq_lists)
+        memcpy(names->lists, step->seq_lists, sizeof *step->seq_lists * (size_t)step->n_seq_lists);
+    names->n_arrays = step->n_arrays;
+    names->n_lists = step->n_seq_lists;
+    names->n_seqs = step->n_seqs;
+    names->n_tokens = step->n_tokens;
+    names->open = 1;
+    return 0;
+}
+
+int step_names_array(const struct step_names *names, const void *host, size_t bytes)
+{
+    for (int i = 0; names->open && host && i < names->n_arrays; i++)
+        if (names->arrays[i].data == host && bytes <= names->arrays[i].bytes)
+            return i;
+    return -1;
+}
+
+int step_names_list(const struct step_names *names, const struct cinfer_backend_attn_seq *seqs, int n_seqs)
+{
+    for (int i = 0; names->open && seqs && n_seqs == names->n_seqs && i < names->n_lists; i++)
+        if (names->lists[i] == seqs)
+            return i;
+    return -1;
 }
 
 int step_decode_bucket(int n, int max_rows)

@@ -80,7 +80,30 @@ int step_op_run(const struct cinfer_backend_ops *ops, void *state, const struct 
  * (the grid), and the class of the longest span a query sees (its window, or the whole
  * context) that picks the warps per block: 0 (< 128), 1 (< 512) or 2. */
 void step_attention_shape(const struct cinfer_backend_attn_seq *seqs, int n_seqs, int window, int *max_tokens,
-                          int *max_context, int *seen_class);
+                          int *seen_class);
+
+/* The host arrays and sequence lists a step named (backend.h's struct
+ * cinfer_backend_step), kept from step_begin to step_end: the backend finds an op's
+ * arguments among them by address. */
+#define STEP_MAX_ARRAYS 16
+#define STEP_MAX_SEQ_LISTS 4
+
+struct step_names {
+    int open; /* between step_begin and step_end */
+    struct cinfer_backend_step_array arrays[STEP_MAX_ARRAYS];
+    int n_arrays;
+    const struct cinfer_backend_attn_seq *lists[STEP_MAX_SEQ_LISTS];
+    int n_lists;
+    int n_seqs, n_tokens;
+};
+
+/* Keeps what step names and opens; -1 (names unchanged, closed) when it names more
+ * arrays or lists than fit, or negative counts. */
+int step_names_open(struct step_names *names, const struct cinfer_backend_step *step);
+/* The index of the named array at host holding at least bytes, or -1 (also when closed). */
+int step_names_array(const struct step_names *names, const void *host, size_t bytes);
+/* The index of the named sequence list seqs of n_seqs, or -1 (also when closed). */
+int step_names_list(const struct step_names *names, const struct cinfer_backend_attn_seq *seqs, int n_seqs);
 
 /* A growing list of records. */
 struct step_log {
