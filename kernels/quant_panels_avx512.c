@@ -16,8 +16,8 @@
  * block per row and lane, so every output has the scalar level's bits.
  *
  * At one or two activation rows (decode) the weights stream from memory once, in order,
- * and the integer sums of a block run in several chains so the dot instruction's latency
- * does not bound the stream. */
+ * the 32-value types' blocks in groups of eight, and the integer sums of a block run in
+ * several chains so the dot instruction's latency does not bound the stream. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -122,18 +122,18 @@ AI __m512 e8m0_half16(const uint8_t *p)
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
 }
 
-/* One panel against R activation rows (xq rows of `blocks` blocks). Q5: the 5th bits
- * from the panel's h (bit u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i).
- * IQ4_NL has Q4_0's layout; its nibbles index the codebook. MXFP4's nibbles index its own
- * (e2m1 values, doubled), after 16 E8M0 scale bytes. Q4_1 and Q5_1 store unsigned values
- * and a min m, which meets the activation block's sum in a second fma. */
-AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
-                          __mmask16 mask, const int R, const enum block32_kind kind)
+/* One block of a panel against R activation rows (xq rows of `blocks` blocks): the exact
+ * integer sum of each row, bias taken off (s[r]). Q5: the 5th bits from the panel's h (bit
+ * u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i). IQ4_NL has Q4_0's layout; its
+ * nibbles index the codebook. MXFP4's nibbles index its own (e2m1 values, doubled), after
+ * 16 E8M0 scale bytes. Q4_1 and Q5_1 store unsigned values and keep their bias in the min
+ * (block32_add). */
+AI VNNI void block32_sums(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pb, int b, __m512i s[],
+                          const int R, const enum block32_kind kind)
 {
     const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mx = kind == MXFP4_BLOCKS;
     const int codebook = kind == IQ4_NL_BLOCKS || mx;
     const int mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS, in_place = kind == Q4_0_BLOCKS || kind == Q4_1_BLOCKS;
-    const int block_bytes = 16 * (mx ? 17 : 18 + 4 * q5 + 2 * mins);
     const int h_at = mins ? 64 : 32, qs_at = mx ? 16 : h_at + (q5 ? 64 : 0);
     /* int16 pairs (-bias, 0) */
     const __m512i bias = _mm512_set1_epi32(q5 ? 0xFFF0 : codebook ? 0xFF80 : 0xFFF8);
@@ -141,57 +141,100 @@ AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const
     const __m512i table = mx         ? table_u8(cinfer_kernel_mxfp4_values)
                           : codebook ? table_u8(cinfer_kernel_iq4nl_values)
                                      : _mm512_setzero_si512();
+    /* sums a row: low nibbles in chains [0, chains), Q4_0's and Q4_1's high nibbles, kept
+     * in place (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and
+     * divided by 16 (exactly) at the block's end; the other types' high values with the
+     * low ones */
+    const int chains = R <= 2 ? 2 : 1;
+    __m512i isum[TILE_Q][4];
+    UNROLL for (int r = 0; r < R; r++)
+        isum[r][0] = isum[r][1] = isum[r][2] = isum[r][3] = _mm512_setzero_si512();
+    __m512i h = q5 ? load(pb + h_at) : _mm512_setzero_si512();
+    UNROLL for (int u = 0; u < 4; u++) {
+        __m512i v = load(pb + qs_at + 64 * u), lo, hi;
+        /* one load of the unit: folded into both of its uses, it was read twice */
+        __asm__("" : "+v"(v));
+        if (q5) {
+            __m512i hl = _mm512_and_si512(_mm512_slli_epi16(h, 4 - u), bit4);
+            __m512i hh = _mm512_and_si512(u ? _mm512_srli_epi16(h, u) : h, bit4);
+            lo = low4_or(v, hl);
+            hi = low4_or(_mm512_srli_epi16(v, 4), hh);
+        } else if (codebook) {
+            lo = _mm512_shuffle_epi8(table, low4(v));
+            hi = _mm512_shuffle_epi8(table, low4(_mm512_srli_epi16(v, 4)));
+        } else {
+            lo = low4(v);
+            hi = _mm512_sub_epi8(v, lo); /* 16 x the high nibble */
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+            int c = u % chains;
+            isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
+            int hc = in_place ? 2 + c : c;
+            isum[r][hc] = dot_u8(isum[r][hc], hi, x->q + 16 + 4 * u);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+        s[r] = chains == 2 ? _mm512_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
+        if (in_place)
+            s[r] = _mm512_add_epi32(s[r], _mm512_srai_epi32(chains == 2 ? _mm512_add_epi32(isum[r][2], isum[r][3])
+                                                                        : isum[r][2], 4));
+        if (!mins)
+            s[r] = dot_i16(s[r], bias, &x->sum); /* - bias * sum */
+    }
+}
+
+/* The float steps of block b, the scalar definition's: acc[r] += s[r] x (d x the
+ * activation block's d), then for the types with mins + sum x (m x that d). */
+AI void block32_add(__m512 acc[], const __m512i s[], const struct cinfer_kernel_xq32 *xq, int blocks,
+                    const uint8_t *pb, int b, const int R, const enum block32_kind kind)
+{
+    const int mx = kind == MXFP4_BLOCKS, mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS;
+    __m512 dw = mx ? e8m0_half16(pb) : half16(pb), mw = mins ? half16(pb + 32) : _mm512_setzero_ps();
+    UNROLL for (int r = 0; r < R; r++) {
+        const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
+        __m512 dx = _mm512_set1_ps(x->d);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(dw, dx), acc[r]);
+        if (mins)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps((float)x->sum), _mm512_mul_ps(mw, dx), acc[r]);
+    }
+}
+
+/* Blocks a decode tile takes at a time: their lines prefetched in one burst, their integer
+ * sums, then their float steps (in block order, so the bits do not change), as the K-quant
+ * tiles go through a super-block. In batch-1 decode of the 1B-shaped Q4_0 file, timing each
+ * matmul call, its q4_0 matrices streamed at 91-95 % of the rate of the Q4_K_M file's q4_K
+ * matrices one block at a time, at 98-100 % in groups (interleaved runs, docs/benchmarks.md). */
+#define GROUP_BLOCKS 8
+
+/* One panel against R activation rows. */
+AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
+                          __mmask16 mask, const int R, const enum block32_kind kind)
+{
+    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mx = kind == MXFP4_BLOCKS;
+    const int mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS;
+    const int block_bytes = 16 * (mx ? 17 : 18 + 4 * q5 + 2 * mins);
     __m512 acc[TILE_Q];
     UNROLL for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
-    for (int b = 0; b < blocks; b++) {
+    int b = 0;
+    if (R <= 2) /* decode: the weights stream from memory */
+        for (; b + GROUP_BLOCKS <= blocks; b += GROUP_BLOCKS) {
+            const uint8_t *pb = pg + (size_t)b * block_bytes;
+            prefetch_block(pb, GROUP_BLOCKS * block_bytes);
+            __m512i s[GROUP_BLOCKS][2];
+            UNROLL for (int j = 0; j < GROUP_BLOCKS; j++)
+                block32_sums(xq, blocks, pb + j * block_bytes, b + j, s[j], R, kind);
+            UNROLL for (int j = 0; j < GROUP_BLOCKS; j++)
+                block32_add(acc, s[j], xq, blocks, pb + j * block_bytes, b + j, R, kind);
+        }
+    for (; b < blocks; b++) {
         const uint8_t *pb = pg + (size_t)b * block_bytes;
         prefetch_block(pb, block_bytes);
-        /* sums a row: low nibbles in chains [0, chains), Q4_0's and Q4_1's high nibbles, kept
-         * in place (16 x their value: v - low, one instruction), in chains [2, 2 + chains) and
-         * divided by 16 (exactly) at the block's end; the other types' high values with the
-         * low ones */
-        const int chains = R == 1 ? 2 : 1;
-        __m512i isum[TILE_Q][4];
-        UNROLL for (int r = 0; r < R; r++)
-            isum[r][0] = isum[r][1] = isum[r][2] = isum[r][3] = _mm512_setzero_si512();
-        __m512i h = q5 ? load(pb + h_at) : _mm512_setzero_si512();
-        UNROLL for (int u = 0; u < 4; u++) {
-            __m512i v = load(pb + qs_at + 64 * u), lo, hi;
-            if (q5) {
-                __m512i hl = _mm512_and_si512(_mm512_slli_epi16(h, 4 - u), bit4);
-                __m512i hh = _mm512_and_si512(u ? _mm512_srli_epi16(h, u) : h, bit4);
-                lo = low4_or(v, hl);
-                hi = low4_or(_mm512_srli_epi16(v, 4), hh);
-            } else if (codebook) {
-                lo = _mm512_shuffle_epi8(table, low4(v));
-                hi = _mm512_shuffle_epi8(table, low4(_mm512_srli_epi16(v, 4)));
-            } else {
-                lo = low4(v);
-                hi = _mm512_sub_epi8(v, lo); /* 16 x the high nibble */
-            }
-            UNROLL for (int r = 0; r < R; r++) {
-                const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
-                int c = u % chains;
-                isum[r][c] = dot_u8(isum[r][c], lo, x->q + 4 * u);
-                int hc = in_place ? 2 + c : c;
-                isum[r][hc] = dot_u8(isum[r][hc], hi, x->q + 16 + 4 * u);
-            }
-        }
-        __m512 dw = mx ? e8m0_half16(pb) : half16(pb), mw = mins ? half16(pb + 32) : _mm512_setzero_ps();
-        UNROLL for (int r = 0; r < R; r++) {
-            const struct cinfer_kernel_xq32 *x = xq + (size_t)r * blocks + b;
-            __m512i s = chains == 2 ? _mm512_add_epi32(isum[r][0], isum[r][1]) : isum[r][0];
-            if (in_place)
-                s = _mm512_add_epi32(s, _mm512_srai_epi32(chains == 2 ? _mm512_add_epi32(isum[r][2], isum[r][3])
-                                                                      : isum[r][2], 4));
-            if (!mins)
-                s = dot_i16(s, bias, &x->sum); /* - bias * sum */
-            __m512 dx = _mm512_set1_ps(x->d);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[r]);
-            if (mins)
-                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps((float)x->sum), _mm512_mul_ps(mw, dx), acc[r]);
-        }
+        __m512i s[TILE_Q];
+        block32_sums(xq, blocks, pb, b, s, R, kind);
+        block32_add(acc, s, xq, blocks, pb, b, R, kind);
     }
     store_rows(y, ldy, mask, acc, R);
 }
