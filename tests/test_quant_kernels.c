@@ -262,9 +262,10 @@ START_TEST(matmul_every_type_and_level)
 END_TEST
 
 /* Q4_0, Q4_1, Q5_0, Q5_1, Q2_K … Q6_K, IQ4_NL, IQ4_XS and MXFP4 repacked in panels of 16
- * rows (37 rows: a partial last panel; 576 or 512 values): every row comes back as stored, widens to the
- * stored row's values, and the matmul over any rows [j0, j1) at every level and batch
- * size gives the stored type's bits (the AVX-512 kernels where the CPU has VNNI, the AVX2 ones where it has AVX2). */
+ * rows (37 rows: a partial last panel; 576 or 512 values a row): every row comes back as
+ * stored, widens to the stored row's values, and the matmul over any rows [j0, j1) at every
+ * level and batch size gives the stored type's bits (the AVX-512 kernels where the CPU has
+ * VNNI, the AVX2 ones where it has AVX2). */
 START_TEST(panels_give_the_stored_bits)
 {
     static const enum cinfer_kernel_wtype panel_types[] = {CINFER_KW_Q4_0, CINFER_KW_Q5_0, CINFER_KW_Q4_K,
