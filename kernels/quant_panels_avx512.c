@@ -122,6 +122,13 @@ AI __m512 e8m0_half16(const uint8_t *p)
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
 }
 
+/* Bytes of a panel block (16 rows) of the kind. */
+AI int block32_bytes(const enum block32_kind kind)
+{
+    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS;
+    return 16 * (kind == MXFP4_BLOCKS ? 17 : 18 + 4 * q5 + 2 * mins);
+}
+
 /* One block of a panel against R activation rows (xq rows of `blocks` blocks): the exact
  * integer sum of each row, bias taken off (s[r]). Q5: the 5th bits from the panel's h (bit
  * u of byte i: value 4u + i; bit 4 + u: value 16 + 4u + i). IQ4_NL has Q4_0's layout; its
@@ -212,9 +219,7 @@ AI void block32_add(__m512 acc[], const __m512i s[], const struct cinfer_kernel_
 AI VNNI void block32_tile(const struct cinfer_kernel_xq32 *xq, int blocks, const uint8_t *pg, float *y, int ldy,
                           __mmask16 mask, const int R, const enum block32_kind kind)
 {
-    const int q5 = kind == Q5_0_BLOCKS || kind == Q5_1_BLOCKS, mx = kind == MXFP4_BLOCKS;
-    const int mins = kind == Q4_1_BLOCKS || kind == Q5_1_BLOCKS;
-    const int block_bytes = 16 * (mx ? 17 : 18 + 4 * q5 + 2 * mins);
+    const int block_bytes = block32_bytes(kind);
     __m512 acc[TILE_Q];
     UNROLL for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
